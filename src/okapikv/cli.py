@@ -1,0 +1,132 @@
+"""The one ``okapi`` command. Each subcommand's arguments are defined here (its documented
+interface); the work lives in the module named next to it, imported only when that subcommand
+runs so ``okapi --help`` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+DEFAULT_DCS = "oregon,virginia,ireland"
+
+
+def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("up", help="start a local multi-DC cluster (one process per partition server)")
+    p.add_argument("--dcs", default=DEFAULT_DCS, help="comma-separated DC names (default: %(default)s)")
+    p.add_argument("--partitions", type=int, default=2, help="partitions per DC (default: %(default)s)")
+    p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
+    wan = p.add_mutually_exclusive_group()
+    wan.add_argument("--wan-ms", type=float, default=None, help="one uniform one-way WAN delay between DCs, in ms")
+    wan.add_argument("--wan", choices=["off", "realistic"], default="realistic",
+                     help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
+    p.add_argument("--clock-skew-ms", type=float, default=0.0,
+                   help="spread fixed clock offsets evenly over [0, X] ms across the servers")
+    p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
+    p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
+    p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")
+    p.set_defaults(target="okapikv.cluster.launcher:run_up")
+
+
+def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("server", help="run one partition server from a cluster config file")
+    p.add_argument("--config", required=True, help="cluster config file (TOML), see `okapi up --print-config`")
+    p.add_argument("--dc", required=True, help="the DC name of this server")
+    p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
+    p.set_defaults(target="okapikv.server.main:run_server")
+
+
+def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("client", help="stdin/stdout client (PUT/SWAP/GET/DELETE/SCAN/TX/STOP)")
+    p.add_argument("--dc", default=None, help="DC of the default local cluster to talk to (default: the first)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server of the DC to use")
+    p.add_argument("--timeout-s", type=float, default=30.0, help="give up on an operation after this long")
+    p.set_defaults(target="okapikv.client.stdio:run_client")
+
+
+def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("status", help="show every server of a cluster and how far its USV lags")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server (default: the local cluster)")
+    p.add_argument("--config", default=None, help="cluster config file instead of --connect")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.set_defaults(target="okapikv.cluster.status:run_status")
+
+
+def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("sim", help="deterministic simulation of the protocol core, checked")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", default=None, metavar="A..B", help="sweep seeds A to B inclusive")
+    p.add_argument("--dcs", type=int, default=3)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--clients", type=int, default=12)
+    p.add_argument("--duration-s", type=float, default=2.0, help="simulated seconds of the fault phase")
+    p.add_argument("--protocol", default="okapi")
+    p.add_argument("--faults", action="store_true", help="inject partitions, crashes, clock steps, slow servers")
+    p.add_argument("--clock-skew-ms", type=float, default=0.0)
+    p.add_argument("--history", default=None, help="write the history (JSON lines) to this file")
+    p.set_defaults(target="okapikv.sim.cli:run_sim")
+
+
+def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("check", help="run the consistency checkers on a recorded history")
+    p.add_argument("history", help="history file (JSON lines)")
+    p.set_defaults(target="okapikv.check.cli:run_check")
+
+
+def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("fuzz", help="drive real `okapi client` processes with the course fuzzer's mix, then check")
+    p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--conflict", action="store_true", help="clients share keys")
+    p.add_argument("--ops", type=int, default=1000, help="operations per client")
+    p.add_argument("--dcs", default=None, help="comma-separated DCs to spread clients over (default: one DC)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="use a running cluster")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--history", default=None)
+    p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
+    p.add_argument("--suite", default=None, choices=["course", "paper"], help="run a whole suite")
+    p.add_argument("--workload", default="a", help="ycsb a-f, or rotx")
+    p.add_argument("--protocols", default="okapi")
+    p.add_argument("--clients", default="1", help="comma-separated client counts")
+    p.add_argument("--duration-s", type=float, default=5.0)
+    p.add_argument("--dcs", default=None)
+    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--clock-skew-ms", type=float, default=0.0)
+    p.add_argument("--rotx-partitions", type=int, default=2)
+    p.add_argument("--write-ratio", type=float, default=None)
+    p.add_argument("--records", type=int, default=10_000)
+    p.add_argument("--value-bytes", type=int, default=8)
+    p.add_argument("--connect", default=None, metavar="HOST:PORT")
+    p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
+    p.add_argument("--out", default="bench-out")
+    p.set_defaults(target="okapikv.bench.cli:run_bench")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module_name, function_name = args.target.split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and error.name.startswith("okapikv"):
+            print(f"okapi {args.command}: not available in this build ({error.name})", file=sys.stderr)
+            return 2
+        raise
+    result: int = getattr(module, function_name)(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Configuration of one partition server's core, validated so a bad config fails at start-up
+with a clear message instead of misbehaving later."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from okapikv.core.protocols import protocol_names
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    dc: int
+    partition: int
+    num_dcs: int
+    num_partitions: int
+    protocol: str = "okapi"
+    heartbeat_interval_us: int = 1_000  # paper, section 5: heartbeat after 1 ms without updates
+    stabilization_interval_us: int = 5_000  # paper, section 5: stabilization every 5 ms
+    piggyback_usv: bool = False  # compute the USV inside the GSV round (paper's untried idea)
+    gc_interval_us: int = 50_000
+    gc_budget: int = 2_000  # keys examined per GC pass, so a pass never stalls the server
+    max_key_bytes: int = 1024
+    max_value_bytes: int = 1 << 20
+    max_read_keys: int = 10_000
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.num_dcs < 1:
+            problems.append("num_dcs must be at least 1")
+        if self.num_partitions < 1:
+            problems.append("num_partitions must be at least 1")
+        if not 0 <= self.dc < max(self.num_dcs, 1):
+            problems.append(f"dc {self.dc} out of range 0..{self.num_dcs - 1}")
+        if not 0 <= self.partition < max(self.num_partitions, 1):
+            problems.append(f"partition {self.partition} out of range 0..{self.num_partitions - 1}")
+        if self.protocol not in protocol_names():
+            problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
+        for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
+                     "max_key_bytes", "max_value_bytes", "max_read_keys"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name} must be positive")
+        if problems:
+            raise ValueError("invalid server configuration: " + "; ".join(problems))

@@ -1,0 +1,278 @@
+"""Every message and effect the core exchanges, as frozen dataclasses (no dict-typed messages).
+
+Three families:
+- client requests and replies (GET, PUT, SWAP, DELETE, SCAN, RO-TX), each request carrying the
+  client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
+- peer messages between partition servers: replication batches and heartbeats between replicas of
+  a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, GSV
+  exchange between DCs for the USV), and RO-TX / SCAN slices inside a DC;
+- effects returned by the state machine: ``Send`` a peer message, ``Respond`` to a client.
+
+``request_id`` values are chosen by the driver and only echoed back, so the core never needs to
+know about connections or streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from okapikv.core.vectors import Vector
+
+
+class ServerId(NamedTuple):
+    dc: int
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Causal metadata of a client session (Okapi: USV_c and dt_c).
+
+    ``stable`` holds values known to be stable (universally stable in Okapi, stable in the DC for
+    Cure, the GST repeated for GentleRain); ``dt`` is the highest timestamp of a local item the
+    client depends on. Replies carry a ``Session`` the client merges entry-wise with max.
+    """
+
+    stable: Vector
+    dt: int
+
+
+# ---------------------------------------------------------------- client requests
+
+
+@dataclass(frozen=True, slots=True)
+class GetRequest:
+    request_id: int
+    key: bytes
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class PutRequest:
+    request_id: int
+    key: bytes
+    value: bytes
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRequest:
+    request_id: int
+    key: bytes
+    value: bytes
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRequest:
+    request_id: int
+    key: bytes
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTxRequest:
+    """Read-only transaction over a key set: one causally consistent snapshot (section 3.2)."""
+
+    request_id: int
+    keys: tuple[bytes, ...]
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRequest:
+    """Inclusive range read ``start <= key <= end`` over every partition, as one snapshot."""
+
+    request_id: int
+    start: bytes
+    end: bytes
+    limit: int | None
+    session: Session
+
+
+ClientRequest = GetRequest | PutRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
+
+
+# ---------------------------------------------------------------- client replies
+
+
+@dataclass(frozen=True, slots=True)
+class GetReply:
+    request_id: int
+    value: bytes | None
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReply:
+    """Reply to PUT and DELETE: whether a visible, non-deleted value existed before."""
+
+    request_id: int
+    found: bool
+    timestamp: int
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class SwapReply:
+    request_id: int
+    old_value: bytes | None
+    timestamp: int
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class ReadTxReply:
+    request_id: int
+    values: tuple[bytes | None, ...]
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReply:
+    request_id: int
+    items: tuple[tuple[bytes, bytes], ...]
+    session: Session
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    """The request was refused and changed nothing. ``code`` is a gRPC-style status name."""
+
+    request_id: int
+    code: str
+    message: str
+
+
+ClientReply = GetReply | WriteReply | SwapReply | ReadTxReply | ScanReply | ErrorReply
+
+
+# ---------------------------------------------------------------- replication (between DCs)
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """A replicated version. ``dv`` travels only for protocols that need it (Cure)."""
+
+    key: bytes
+    value: bytes | None  # None is a tombstone (DELETE)
+    timestamp: int
+    source_dc: int
+    dv: Vector | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicateBatch:
+    """Updates from one replica to another, in timestamp order over a FIFO link."""
+
+    source: ServerId
+    updates: tuple[Update, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """'I will never create a version at or below ``timestamp``' (sent after 1 ms without updates)."""
+
+    source: ServerId
+    timestamp: int
+
+
+# ---------------------------------------------------------------- stabilization
+
+
+@dataclass(frozen=True, slots=True)
+class VvReport:
+    """A partition's version vector, sent to its DC's aggregator (partition 0) every period.
+
+    ``floor`` is the partition's lower bound for any snapshot it will coordinate from now on; the
+    aggregator's minimum of the floors is the garbage-collection horizon.
+    """
+
+    source: ServerId
+    vv: Vector
+    floor: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class GsvBroadcast:
+    """The DC's Global Stable Vector (and, when piggybacked, the USV) from the aggregator."""
+
+    source: ServerId
+    gsv: Vector
+    usv: Vector | None
+    horizon: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class GsvExchange:
+    """A DC's GSV sent to the other DCs so each can compute the Universal Stable Vector."""
+
+    source: ServerId
+    gsv: Vector
+
+
+# ---------------------------------------------------------------- snapshot reads inside a DC
+
+
+@dataclass(frozen=True, slots=True)
+class ReadItem:
+    """A version returned by a snapshot read slice, with what the client must depend on."""
+
+    key: bytes
+    value: bytes | None
+    timestamp: int
+    source_dc: int
+    dv: Vector | None
+
+
+@dataclass(frozen=True, slots=True)
+class TxSlice:
+    source: ServerId
+    tx_id: int
+    snapshot: Vector
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSlice:
+    source: ServerId
+    tx_id: int
+    snapshot: Vector
+    start: bytes
+    end: bytes
+    limit: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SliceReply:
+    """Answer to a TxSlice or ScanSlice. ``too_old`` means the slice's snapshot is below this
+    partition's garbage-collection horizon: the coordinator retries with a fresh snapshot."""
+
+    source: ServerId
+    tx_id: int
+    items: tuple[ReadItem, ...]
+    too_old: bool = False
+
+
+PeerMessage = (
+    ReplicateBatch | Heartbeat | VvReport | GsvBroadcast | GsvExchange | TxSlice | ScanSlice | SliceReply
+)
+Message = ClientRequest | PeerMessage
+
+
+# ---------------------------------------------------------------- effects
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    destination: ServerId
+    message: PeerMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    reply: ClientReply
+
+
+Effect = Send | Respond

@@ -1,0 +1,152 @@
+"""The multi-version store of one partition (Okapi section 3.1, "Item").
+
+Each key maps to a chain of versions ordered by ``(timestamp, source_dc)``: every DC applies the same
+total order to concurrent writes (last writer wins), so all DCs converge. Reads pick the newest
+version that satisfies a visibility predicate supplied by the protocol. An ordered key index
+(sortedcontainers) serves range scans.
+
+Garbage collection (invariant tested by property tests): a version may be removed only when a newer
+version of the same key is visible in every snapshot that may still be read ("universally visible").
+A universally visible tombstone is removed too: a snapshot that would have read it now reads nothing,
+which is what a tombstone means. Keys left with no version leave the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from sortedcontainers import SortedList
+
+from okapikv.core.vectors import Vector
+
+
+class Version:
+    """One version of a key. ``value is None`` marks a tombstone; ``dv`` is kept for local versions
+    (and for every version under Cure, whose replication carries it)."""
+
+    __slots__ = ("value", "timestamp", "source_dc", "dv")
+
+    def __init__(self, value: bytes | None, timestamp: int, source_dc: int, dv: Vector | None) -> None:
+        self.value = value
+        self.timestamp = timestamp
+        self.source_dc = source_dc
+        self.dv = dv
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return (self.timestamp, self.source_dc)
+
+    def __repr__(self) -> str:
+        return f"Version({self.value!r}, ts={self.timestamp}, dc={self.source_dc}, dv={self.dv})"
+
+
+VisibilityPredicate = Callable[[Version], bool]
+
+
+class MultiVersionStore:
+    """Version chains (oldest first, so the common case of a newest write is an append)."""
+
+    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count")
+
+    def __init__(self) -> None:
+        self._chains: dict[bytes, list[Version]] = {}
+        self._index: SortedList = SortedList()
+        self._collectable: dict[bytes, None] = {}  # insertion-ordered: a round-robin queue
+        self.version_count = 0
+        self.collected_count = 0
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    def insert(self, key: bytes, version: Version) -> bool:
+        """Insert a version in order; returns False (and changes nothing) for a duplicate
+        ``(timestamp, source_dc)``, which makes re-delivered replication idempotent."""
+        chain = self._chains.get(key)
+        if chain is None:
+            self._chains[key] = [version]
+            self._index.add(key)
+            self.version_count += 1
+            if version.value is None:
+                self._collectable[key] = None
+            return True
+        order = version.order
+        position = len(chain)
+        while position > 0 and chain[position - 1].order > order:
+            position -= 1
+        if position > 0 and chain[position - 1].order == order:
+            return False
+        chain.insert(position, version)
+        self.version_count += 1
+        self._collectable[key] = None
+        return True
+
+    def newest(self, key: bytes, visible: VisibilityPredicate) -> Version | None:
+        """The newest version of ``key`` satisfying ``visible`` (tombstones included)."""
+        chain = self._chains.get(key)
+        if chain is None:
+            return None
+        for version in reversed(chain):
+            if visible(version):
+                return version
+        return None
+
+    def latest(self, key: bytes) -> Version | None:
+        chain = self._chains.get(key)
+        return chain[-1] if chain else None
+
+    def versions(self, key: bytes) -> list[Version]:
+        """A copy of the chain, oldest first (for tests and recovery)."""
+        return list(self._chains.get(key, ()))
+
+    def keys_in_range(self, start: bytes, end: bytes) -> Iterator[bytes]:
+        """Keys with ``start <= key <= end`` in byte order."""
+        if start > end:
+            return iter(())
+        return self._index.irange(start, end)  # type: ignore[no-any-return]
+
+    def keys(self) -> Iterator[bytes]:
+        return iter(self._index)
+
+    # ------------------------------------------------------------ garbage collection
+
+    def collect(self, key: bytes, universally_visible: VisibilityPredicate) -> int:
+        """Drop every version older than the newest universally visible one (and that one too when
+        it is a tombstone). Returns how many versions were removed."""
+        chain = self._chains.get(key)
+        if chain is None:
+            self._collectable.pop(key, None)
+            return 0
+        keep_from = -1
+        for position in range(len(chain) - 1, -1, -1):
+            if universally_visible(chain[position]):
+                keep_from = position
+                break
+        if keep_from < 0:
+            return 0
+        if chain[keep_from].value is None:
+            keep_from += 1
+        removed = keep_from
+        if removed:
+            del chain[:keep_from]
+            self.version_count -= removed
+            self.collected_count += removed
+        if not chain:
+            del self._chains[key]
+            self._index.remove(key)
+            self._collectable.pop(key, None)
+        elif len(chain) == 1 and chain[0].value is not None:
+            self._collectable.pop(key, None)
+        return removed
+
+    def collect_some(self, universally_visible: VisibilityPredicate, budget: int) -> int:
+        """Collect up to ``budget`` keys that hold more than one version or a tombstone, so a GC pass
+        never stalls the server for long."""
+        removed = 0
+        for _ in range(min(budget, len(self._collectable))):
+            key = next(iter(self._collectable))
+            del self._collectable[key]
+            removed += self.collect(key, universally_visible)
+            chain = self._chains.get(key)
+            if chain is not None and (len(chain) > 1 or chain[0].value is None):
+                self._collectable[key] = None  # not done yet: back of the queue
+        return removed

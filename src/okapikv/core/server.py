@@ -1,0 +1,615 @@
+"""The partition server p(n, m) as a pure state machine (DESIGN.md sections 1 and 3).
+
+``handle(message, now_us)`` and ``on_timer(now_us)`` return effects (``Send`` to a peer, ``Respond``
+to a client); ``next_deadline()`` says when ``on_timer`` must run next. ``now_us`` is the server's
+physical clock reading (wall clock plus any injected skew), in microseconds. The gRPC server and the
+simulator are two drivers of this one class.
+
+Blocking (Cure's and GentleRain's waits, an HLC overflow) never sleeps here: the request is parked,
+its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
+stabilization advances, and the wait's duration is recorded in ``stats`` when the request resumes.
+
+State (per the paper's notation):
+- ``vv``: version vector. ``vv[m]`` is the local clock (the HLC for Okapi), ``vv[i]`` the timestamp of
+  the latest update or heartbeat received from replica i. Replica links are FIFO, so ``vv[i]`` only
+  grows and every update from i at or below it has been installed.
+- ``stable``: what this server knows to be stable, used for visibility (Okapi: the USV; Cure: the
+  GSV; GentleRain: the GST in every entry). Never moves backwards.
+- ``horizon``: garbage-collection horizon, a lower bound of every snapshot any server of the DC will
+  still read; a slice whose snapshot is below it is answered ``too_old`` and retried.
+
+Stabilization (section 3.3): every period each partition sends its ``vv`` to its DC's aggregator
+(partition 0), which computes the GSV (entry-wise min) and broadcasts it. For the USV, each partition
+exchanges its GSV with its replicas in the other DCs and takes the entry-wise min; with
+``piggyback_usv`` only the aggregators exchange GSVs and the USV rides on the GSV broadcast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from okapikv.core.config import CoreConfig
+from okapikv.core.messages import (
+    ClientReply,
+    DeleteRequest,
+    Effect,
+    ErrorReply,
+    GetReply,
+    GetRequest,
+    GsvBroadcast,
+    GsvExchange,
+    Heartbeat,
+    Message,
+    PutRequest,
+    ReadItem,
+    ReadTxReply,
+    ReadTxRequest,
+    ReplicateBatch,
+    Respond,
+    ScanReply,
+    ScanRequest,
+    ScanSlice,
+    Send,
+    ServerId,
+    Session,
+    SliceReply,
+    SwapReply,
+    SwapRequest,
+    TxSlice,
+    Update,
+    VvReport,
+    WriteReply,
+)
+from okapikv.core.mvstore import MultiVersionStore, Version
+from okapikv.core.partitioning import partition_of
+from okapikv.core.protocols import WaitForStable, create_protocol
+from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
+from okapikv.core.stats import ServerStats
+from okapikv.core.timestamps import WaitForClock, pack
+from okapikv.core.vectors import Vector, leq, merge_max, merge_min, zeros
+
+NEVER = 1 << 62
+
+Wait = WaitForClock | WaitForStable
+Outcome = list[Effect] | Wait
+
+
+@dataclass(slots=True)
+class _Parked:
+    message: Message
+    wait: Wait
+    since_us: int
+
+
+@dataclass(slots=True)
+class _PendingRead:
+    """A RO-TX or SCAN this server coordinates, waiting for the slices of other partitions."""
+
+    request: ReadTxRequest | ScanRequest
+    snapshot: Vector
+    waiting: set[int]
+    items: list[ReadItem] = field(default_factory=list)
+    since_us: int = 0
+
+
+class PartitionServer:
+    def __init__(self, config: CoreConfig) -> None:
+        self.config = config
+        self.id = ServerId(config.dc, config.partition)
+        self.dc = config.dc
+        self.num_dcs = config.num_dcs
+        self.protocol = create_protocol(config.protocol, dc=config.dc, num_dcs=config.num_dcs)
+        self.store = MultiVersionStore()
+        self.stats = ServerStats()
+        self.vv: list[int] = [0] * config.num_dcs
+        self.stable: Vector = zeros(config.num_dcs)
+        self.gsv: Vector = zeros(config.num_dcs)
+        self.horizon: Vector = (
+            zeros(config.num_dcs)
+            if self.protocol.stabilizes
+            else self.protocol.snapshot_floor(stable=self.stable, now_us_packed=0)
+        )
+        self.peers = [ServerId(dc, config.partition) for dc in range(config.num_dcs) if dc != config.dc]
+        self.dc_members = [ServerId(config.dc, p) for p in range(config.num_partitions)]
+        self.is_aggregator = config.partition == 0
+        # aggregator state: latest report of each partition of the DC
+        self._reports: dict[int, VvReport] = {}
+        # latest GSV received from each other DC (USV round)
+        self._remote_gsvs: dict[int, Vector] = {}
+        self._parked: list[_Parked] = []
+        self._pending: dict[int, _PendingRead] = {}
+        self._next_tx_id = 1
+        self._outbox: list[Update] = []
+        self._last_replication_send_us = 0
+        self._next_heartbeat_us = 0
+        self._next_stabilization_us = 0
+        self._next_gc_us = config.gc_interval_us
+        self._handlers: dict[type, Callable[[object, int], Outcome]] = {
+            GetRequest: self._on_get,  # type: ignore[dict-item]
+            PutRequest: self._on_put,  # type: ignore[dict-item]
+            SwapRequest: self._on_swap,  # type: ignore[dict-item]
+            DeleteRequest: self._on_delete,  # type: ignore[dict-item]
+            ReadTxRequest: self._on_read,  # type: ignore[dict-item]
+            ScanRequest: self._on_read,  # type: ignore[dict-item]
+            ReplicateBatch: self._on_replicate,  # type: ignore[dict-item]
+            Heartbeat: self._on_heartbeat,  # type: ignore[dict-item]
+            VvReport: self._on_vv_report,  # type: ignore[dict-item]
+            GsvBroadcast: self._on_gsv_broadcast,  # type: ignore[dict-item]
+            GsvExchange: self._on_gsv_exchange,  # type: ignore[dict-item]
+            TxSlice: self._on_slice,  # type: ignore[dict-item]
+            ScanSlice: self._on_slice,  # type: ignore[dict-item]
+            SliceReply: self._on_slice_reply,  # type: ignore[dict-item]
+        }
+
+    # ================================================================ driver interface
+
+    @property
+    def clock(self) -> int:
+        """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
+        issued or announced for the baselines."""
+        return self.vv[self.dc]
+
+    def handle(self, message: Message, now_us: int) -> list[Effect]:
+        """Process one message; returns the effects to carry out."""
+        effects = self._dispatch(message, now_us, now_us)
+        self._flush_outbox(effects, now_us)
+        return effects
+
+    def handle_batch(self, messages: Sequence[Message], now_us: int) -> list[Effect]:
+        """Process several messages at one clock reading; local updates they create leave in one
+        replication batch per peer instead of one each."""
+        effects: list[Effect] = []
+        for message in messages:
+            effects.extend(self._dispatch(message, now_us, now_us))
+        self._flush_outbox(effects, now_us)
+        return effects
+
+    def on_timer(self, now_us: int) -> list[Effect]:
+        """Run whatever is due at ``now_us``: parked requests, heartbeat, stabilization, GC."""
+        effects: list[Effect] = []
+        if self._parked:
+            self._resume_parked(now_us, effects, clock_only=True)
+        if self.num_dcs > 1 and now_us >= self._next_heartbeat_us:
+            self._heartbeat(now_us, effects)
+        if self.protocol.stabilizes and now_us >= self._next_stabilization_us:
+            self._next_stabilization_us = now_us + self.config.stabilization_interval_us
+            self._stabilize(now_us, effects)
+        if now_us >= self._next_gc_us:
+            self._next_gc_us = now_us + self.config.gc_interval_us
+            self.store.collect_some(self._universally_visible, self.config.gc_budget)
+        self._flush_outbox(effects, now_us)
+        return effects
+
+    def next_deadline(self) -> int:
+        """The clock reading at which ``on_timer`` must run next."""
+        deadline = self._next_gc_us
+        if self.num_dcs > 1:
+            deadline = min(deadline, self._next_heartbeat_us)
+        if self.protocol.stabilizes:
+            deadline = min(deadline, self._next_stabilization_us)
+        for parked in self._parked:
+            if isinstance(parked.wait, WaitForClock):
+                deadline = min(deadline, parked.wait.clock_us)
+        return deadline
+
+    @property
+    def parked_count(self) -> int:
+        return len(self._parked)
+
+    @property
+    def pending_reads(self) -> int:
+        return len(self._pending)
+
+    # ================================================================ dispatch and waits
+
+    def _dispatch(self, message: Message, now_us: int, since_us: int) -> list[Effect]:
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise TypeError(f"unknown message type {type(message).__name__}")
+        outcome = handler(message, now_us)
+        if isinstance(outcome, list):
+            return outcome
+        self._parked.append(_Parked(message, outcome, since_us))
+        return []
+
+    def _resume_parked(self, now_us: int, effects: list[Effect], *, clock_only: bool) -> None:
+        still: list[_Parked] = []
+        ready: list[_Parked] = []
+        min_stable = min(self.stable)
+        for parked in self._parked:
+            wait = parked.wait
+            if isinstance(wait, WaitForClock):
+                (ready if now_us >= wait.clock_us else still).append(parked)
+            elif not clock_only and min_stable >= wait.threshold:
+                ready.append(parked)
+            else:
+                still.append(parked)
+        self._parked = still
+        for parked in ready:
+            outcome = self._handlers[type(parked.message)](parked.message, now_us)
+            if isinstance(outcome, list):
+                self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
+                effects.extend(outcome)
+            else:
+                self._parked.append(_Parked(parked.message, outcome, parked.since_us))
+
+    # ================================================================ client operations
+
+    def _reject(self, request_id: int, message: str) -> list[Effect]:
+        self.stats.rejected_requests += 1
+        return [Respond(ErrorReply(request_id, "INVALID_ARGUMENT", message))]
+
+    def _check_key(self, key: bytes) -> str | None:
+        if not key:
+            return "key must not be empty"
+        if len(key) > self.config.max_key_bytes:
+            return f"key of {len(key)} bytes exceeds the limit of {self.config.max_key_bytes} bytes"
+        return None
+
+    def _check_value(self, value: bytes) -> str | None:
+        if len(value) > self.config.max_value_bytes:
+            return f"value of {len(value)} bytes exceeds the limit of {self.config.max_value_bytes} bytes"
+        return None
+
+    def _owns(self, key: bytes) -> bool:
+        return partition_of(key, self.config.num_partitions) == self.id.partition
+
+    def _merge_session(self, session: Session) -> bool:
+        if len(session.stable) != self.num_dcs:
+            return False
+        self.stable = merge_max(self.stable, session.stable)
+        return True
+
+    def _visible(self, version: Version) -> bool:
+        return self.protocol.visible(version, self.stable)
+
+    def _read_contribution(self, version: Version | None) -> tuple[Vector, int]:
+        """What a client that read ``version`` must merge into its session: the version's
+        dependencies (remote entries into ``stable``, the local entry into ``dt``)."""
+        if version is None:
+            return self.stable, 0
+        dv = self._dependency_of(version)
+        dc = self.dc
+        return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]
+
+    def _dependency_of(self, version: Version) -> Vector:
+        if version.dv is not None:
+            return version.dv
+        vector = [0] * self.num_dcs
+        vector[version.source_dc] = version.timestamp
+        return tuple(vector)
+
+    def _on_get(self, request: GetRequest, now_us: int) -> Outcome:
+        problem = self._check_key(request.key) or self._check_session(request.session)
+        if problem:
+            return self._reject(request.request_id, problem)
+        self.stats.operations["get"] += 1
+        version = self.store.newest(request.key, self._visible)
+        stable, dt = self._read_contribution(version)
+        value = version.value if version is not None else None
+        return [Respond(GetReply(request.request_id, value, Session(stable, max(dt, request.session.dt))))]
+
+    def _check_session(self, session: Session) -> str | None:
+        if not self._merge_session(session):
+            return f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs"
+        return None
+
+    def _on_put(self, request: PutRequest, now_us: int) -> Outcome:
+        problem = self._check_key(request.key) or self._check_value(request.value)
+        return self._write("put", request.request_id, request.key, request.value, request.session, now_us, problem)
+
+    def _on_delete(self, request: DeleteRequest, now_us: int) -> Outcome:
+        problem = self._check_key(request.key)
+        return self._write("delete", request.request_id, request.key, None, request.session, now_us, problem)
+
+    def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
+        problem = self._check_key(request.key) or self._check_value(request.value)
+        return self._write("swap", request.request_id, request.key, request.value, request.session, now_us, problem)
+
+    def _write(
+        self,
+        kind: str,
+        request_id: int,
+        key: bytes,
+        value: bytes | None,
+        session: Session,
+        now_us: int,
+        problem: str | None,
+    ) -> Outcome:
+        problem = problem or self._check_session(session)
+        if problem:
+            return self._reject(request_id, problem)
+        dc = self.dc
+        current = self.store.newest(key, self._visible)
+        dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
+        if kind == "swap" and current is not None:
+            # SWAP reads then writes atomically: the new version depends on what it read.
+            dependency = merge_max(dependency, self._dependency_of(current))
+        timestamp = self.protocol.assign_timestamp(
+            previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
+        )
+        if isinstance(timestamp, WaitForClock):
+            return timestamp
+        self.stats.operations[kind] += 1
+        self.vv[dc] = timestamp
+        version = Version(value, timestamp, dc, self.protocol.stored_dv(dependency=dependency, timestamp=timestamp))
+        self.store.insert(key, version)
+        if self.num_dcs > 1:
+            self._outbox.append(Update(key, value, timestamp, dc, self.protocol.replicated_dv(version)))
+        found = current is not None and current.value is not None
+        stable, _ = self._read_contribution(current)
+        reply_session = Session(stable, timestamp)
+        reply: ClientReply
+        if kind == "swap":
+            reply = SwapReply(request_id, current.value if current is not None else None, timestamp, reply_session)
+        else:
+            reply = WriteReply(request_id, found, timestamp, reply_session)
+        return [Respond(reply)]
+
+    # ================================================================ snapshot reads (RO-TX, SCAN)
+
+    def _on_read(self, request: ReadTxRequest | ScanRequest, now_us: int) -> Outcome:
+        if isinstance(request, ReadTxRequest):
+            problem = None
+            if len(request.keys) > self.config.max_read_keys:
+                problem = f"a read transaction may name at most {self.config.max_read_keys} keys"
+            for key in request.keys:
+                problem = problem or self._check_key(key)
+        else:
+            problem = None
+            if request.limit is not None and request.limit < 0:
+                problem = "scan limit must not be negative"
+        problem = problem or self._check_session(request.session)
+        if problem:
+            return self._reject(request.request_id, problem)
+        snapshot = self.protocol.snapshot(stable=self.stable, dt=request.session.dt, now_us=now_us)
+        if isinstance(snapshot, WaitForStable):
+            return snapshot
+        self.stats.operations["read_tx" if isinstance(request, ReadTxRequest) else "scan"] += 1
+        return self._start_read(request, snapshot, now_us)
+
+    def _start_read(self, request: ReadTxRequest | ScanRequest, snapshot: Vector, now_us: int) -> list[Effect]:
+        tx_id = self._next_tx_id
+        self._next_tx_id += 1
+        slices: dict[int, TxSlice | ScanSlice] = {}
+        if isinstance(request, ReadTxRequest):
+            by_partition: dict[int, list[bytes]] = {}
+            for key in dict.fromkeys(request.keys):
+                by_partition.setdefault(partition_of(key, self.config.num_partitions), []).append(key)
+            for partition, keys in by_partition.items():
+                slices[partition] = TxSlice(self.id, tx_id, snapshot, tuple(keys))
+        else:
+            for partition in range(self.config.num_partitions):
+                slices[partition] = ScanSlice(self.id, tx_id, snapshot, request.start, request.end, request.limit)
+        pending = _PendingRead(request, snapshot, set(slices), since_us=now_us)
+        self._pending[tx_id] = pending
+        effects: list[Effect] = []
+        own = slices.pop(self.id.partition, None)
+        for partition, slice_message in slices.items():
+            effects.append(Send(ServerId(self.dc, partition), slice_message))
+        if own is not None:
+            effects.extend(self._dispatch(own, now_us, now_us))
+        elif not pending.waiting:
+            effects.extend(self._finish_read(tx_id, now_us))
+        return effects
+
+    def _on_slice(self, message: TxSlice | ScanSlice, now_us: int) -> Outcome:
+        snapshot = message.snapshot
+        if not leq(self.horizon, snapshot):
+            # Versions this snapshot could read may already be collected: the coordinator retries.
+            return self._slice_reply(message, (), too_old=True, now_us=now_us)
+        wait = self.protocol.slice_wait(snapshot=snapshot, now_us=now_us)
+        if wait is not None:
+            return wait
+        dc = self.dc
+        if self.protocol.raises_clock_on_slice and snapshot[dc] > self.vv[dc]:
+            self.vv[dc] = snapshot[dc]  # updateClockOnTx: never create a version this snapshot misses
+        self.stable = merge_max(self.stable, snapshot[:dc] + (self.stable[dc],) + snapshot[dc + 1 :])
+        visible = self.protocol.visible_in_snapshot
+        store = self.store
+        items: list[ReadItem] = []
+        if isinstance(message, TxSlice):
+            for key in message.keys:
+                version = store.newest(key, lambda v: visible(v, snapshot))
+                items.append(self._read_item(key, version))
+        else:
+            limit = message.limit
+            for key in store.keys_in_range(message.start, message.end):
+                if limit is not None and len(items) >= limit:
+                    break
+                version = store.newest(key, lambda v: visible(v, snapshot))
+                if version is not None and version.value is not None:
+                    items.append(self._read_item(key, version))
+        return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us)
+
+    def _read_item(self, key: bytes, version: Version | None) -> ReadItem:
+        if version is None:
+            return ReadItem(key, None, 0, self.dc, None)
+        return ReadItem(key, version.value, version.timestamp, version.source_dc, self._dependency_of(version))
+
+    def _slice_reply(
+        self, message: TxSlice | ScanSlice, items: tuple[ReadItem, ...], *, too_old: bool, now_us: int
+    ) -> list[Effect]:
+        reply = SliceReply(self.id, message.tx_id, items, too_old)
+        if message.source == self.id:
+            return self._on_slice_reply(reply, now_us)
+        return [Send(message.source, reply)]
+
+    def _on_slice_reply(self, reply: SliceReply, now_us: int) -> list[Effect]:
+        pending = self._pending.get(reply.tx_id)
+        if pending is None or reply.source.partition not in pending.waiting:
+            return []  # a late reply of an abandoned attempt
+        if reply.too_old:
+            del self._pending[reply.tx_id]
+            self.stats.snapshot_retries += 1
+            return self._dispatch(pending.request, now_us, pending.since_us)
+        pending.waiting.discard(reply.source.partition)
+        pending.items.extend(reply.items)
+        if pending.waiting:
+            return []
+        return self._finish_read(reply.tx_id, now_us)
+
+    def _finish_read(self, tx_id: int, now_us: int) -> list[Effect]:
+        pending = self._pending.pop(tx_id)
+        request = pending.request
+        stable = self.stable
+        dt = request.session.dt
+        dc = self.dc
+        for item in pending.items:
+            if item.dv is not None:
+                stable = merge_max(stable, item.dv[:dc] + (0,) + item.dv[dc + 1 :])
+                dt = max(dt, item.dv[dc])
+        session = Session(stable, dt)
+        reply: ClientReply
+        if isinstance(request, ReadTxRequest):
+            by_key = {item.key: item.value for item in pending.items}
+            reply = ReadTxReply(request.request_id, tuple(by_key.get(key) for key in request.keys), session)
+        else:
+            ordered = sorted((item.key, item.value) for item in pending.items if item.value is not None)
+            if request.limit is not None:
+                ordered = ordered[: request.limit]
+            reply = ScanReply(request.request_id, tuple(ordered), session)  # type: ignore[arg-type]
+        return [Respond(reply)]
+
+    # ================================================================ replication
+
+    def _flush_outbox(self, effects: list[Effect], now_us: int) -> None:
+        if not self._outbox:
+            return
+        batch = tuple(self._outbox)
+        self._outbox = []
+        message = ReplicateBatch(self.id, batch)
+        for peer in self.peers:
+            effects.append(Send(peer, message))
+        stats = self.stats
+        per_update = self.protocol.update_metadata_bytes()
+        count = len(batch) * len(self.peers)
+        stats.replicated_updates_sent += count
+        stats.replication_metadata_bytes += per_update * count
+        stats.replication_payload_bytes += len(self.peers) * sum(
+            len(u.key) + (len(u.value) if u.value is not None else 0) for u in batch
+        )
+        self._last_replication_send_us = now_us
+        self._next_heartbeat_us = now_us + self.config.heartbeat_interval_us
+
+    def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
+        vv = self.vv
+        for update in message.updates:
+            self.store.insert(update.key, Version(update.value, update.timestamp, update.source_dc, update.dv))
+            if update.timestamp > vv[update.source_dc]:
+                vv[update.source_dc] = update.timestamp
+        self.stats.replicated_updates_received += len(message.updates)
+        return []
+
+    def _on_heartbeat(self, message: Heartbeat, now_us: int) -> list[Effect]:
+        source = message.source.dc
+        if message.timestamp > self.vv[source]:
+            self.vv[source] = message.timestamp
+        return []
+
+    def _heartbeat(self, now_us: int, effects: list[Effect]) -> None:
+        """After a heartbeat interval without replication, promise peers no version at or below
+        the current clock will follow, so their stable vectors keep moving."""
+        self._next_heartbeat_us = self._last_replication_send_us + self.config.heartbeat_interval_us
+        if now_us < self._next_heartbeat_us:
+            return
+        dc = self.dc
+        if pack(now_us) > self.vv[dc]:
+            self.vv[dc] = pack(now_us)
+        message = Heartbeat(self.id, self.vv[dc])
+        for peer in self.peers:
+            effects.append(Send(peer, message))
+        self.stats.heartbeats_sent += len(self.peers)
+        self.stats.heartbeat_bytes += len(self.peers) * (DC_ID_BYTES + TIMESTAMP_BYTES)
+        self._last_replication_send_us = now_us
+        self._next_heartbeat_us = now_us + self.config.heartbeat_interval_us
+
+    # ================================================================ stabilization
+
+    def _stabilize(self, now_us: int, effects: list[Effect]) -> None:
+        dc = self.dc
+        if pack(now_us) > self.vv[dc]:
+            self.vv[dc] = pack(now_us)
+        floor = self.protocol.snapshot_floor(stable=self.stable, now_us_packed=pack(now_us))
+        report = VvReport(self.id, tuple(self.vv), floor)
+        vector_bytes = TIMESTAMP_BYTES * self.num_dcs
+        if self.is_aggregator:
+            self._reports[self.id.partition] = report
+            self._aggregate(now_us, effects)
+        else:
+            effects.append(Send(self.dc_members[0], report))
+            self._count_stabilization(DC_ID_BYTES + vector_bytes, gc_bytes=vector_bytes)
+        if self.protocol.uses_usv and not self.config.piggyback_usv and self.peers:
+            exchange = GsvExchange(self.id, self.gsv)
+            for peer in self.peers:
+                effects.append(Send(peer, exchange))
+                self._count_stabilization(DC_ID_BYTES + vector_bytes)
+
+    def _count_stabilization(self, size: int, gc_bytes: int = 0) -> None:
+        self.stats.stabilization_messages_sent += 1
+        self.stats.stabilization_bytes += size
+        self.stats.gc_bytes += gc_bytes
+
+    def _on_vv_report(self, report: VvReport, now_us: int) -> list[Effect]:
+        if self.is_aggregator and report.source.dc == self.dc:
+            self._reports[report.source.partition] = report
+        return []
+
+    def _aggregate(self, now_us: int, effects: list[Effect]) -> None:
+        """Aggregator: GSV = entry-wise min of every partition's vv; horizon = min of the floors."""
+        if len(self._reports) < self.config.num_partitions:
+            return
+        reports = self._reports.values()
+        gsv = merge_min(report.vv for report in reports)
+        horizon = merge_min(report.floor for report in reports)
+        usv: Vector | None = None
+        vector_bytes = TIMESTAMP_BYTES * self.num_dcs
+        if self.protocol.uses_usv and self.config.piggyback_usv:
+            exchange = GsvExchange(self.id, gsv)
+            for peer in self.peers:
+                effects.append(Send(peer, exchange))
+                self._count_stabilization(DC_ID_BYTES + vector_bytes)
+            usv = self._usv_from(gsv)
+        broadcast = GsvBroadcast(self.id, gsv, usv, horizon)
+        for member in self.dc_members:
+            if member != self.id:
+                effects.append(Send(member, broadcast))
+                usv_bytes = vector_bytes if usv is not None else 0
+                self._count_stabilization(DC_ID_BYTES + vector_bytes + usv_bytes, gc_bytes=vector_bytes)
+        effects.extend(self._on_gsv_broadcast(broadcast, now_us))
+
+    def _usv_from(self, gsv: Vector) -> Vector | None:
+        if len(self._remote_gsvs) < self.num_dcs - 1:
+            return None
+        return merge_min([gsv, *self._remote_gsvs.values()])
+
+    def _on_gsv_broadcast(self, message: GsvBroadcast, now_us: int) -> list[Effect]:
+        if message.source.dc != self.dc:
+            return []
+        self.gsv = merge_max(self.gsv, message.gsv)
+        usv = message.usv
+        if self.protocol.uses_usv and not self.config.piggyback_usv:
+            usv = self._usv_from(self.gsv)
+        self.stable = self.protocol.on_stabilized(stable=self.stable, gsv=self.gsv, usv=usv)
+        self.horizon = merge_max(self.horizon, message.horizon)
+        effects: list[Effect] = []
+        if self._parked:
+            self._resume_parked(now_us, effects, clock_only=False)
+        return effects
+
+    def _on_gsv_exchange(self, message: GsvExchange, now_us: int) -> list[Effect]:
+        source = message.source.dc
+        if source == self.dc:
+            return []
+        previous = self._remote_gsvs.get(source)
+        self._remote_gsvs[source] = message.gsv if previous is None else merge_max(previous, message.gsv)
+        return []
+
+    # ================================================================ garbage collection
+
+    def _universally_visible(self, version: Version) -> bool:
+        """Visible in every snapshot at or above the horizon, and to every GET here."""
+        return self.protocol.visible_in_snapshot(version, self.horizon) and self.protocol.visible(
+            version, self.stable
+        )

@@ -1,0 +1,68 @@
+"""Counters the core keeps about itself: operations, waits (the paper's central measurement), and
+the bytes of replication and stabilization metadata it sends. Plain integers, no clock: durations
+are differences of the ``now`` values the driver passed in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class WaitStats:
+    count: int = 0
+    total_us: int = 0
+    max_us: int = 0
+
+    def record(self, duration_us: int) -> None:
+        self.count += 1
+        self.total_us += duration_us
+        self.max_us = max(self.max_us, duration_us)
+
+    @property
+    def mean_us(self) -> float:
+        return self.total_us / self.count if self.count else 0.0
+
+
+@dataclass(slots=True)
+class ServerStats:
+    operations: Counter[str] = field(default_factory=Counter)
+    waits: dict[str, WaitStats] = field(default_factory=dict)
+    replicated_updates_sent: int = 0
+    replicated_updates_received: int = 0
+    replication_metadata_bytes: int = 0
+    replication_payload_bytes: int = 0
+    heartbeats_sent: int = 0
+    heartbeat_bytes: int = 0
+    stabilization_messages_sent: int = 0
+    stabilization_bytes: int = 0
+    gc_bytes: int = 0
+    snapshot_retries: int = 0
+    rejected_requests: int = 0
+
+    def record_wait(self, reason: str, duration_us: int) -> None:
+        stats = self.waits.get(reason)
+        if stats is None:
+            stats = self.waits[reason] = WaitStats()
+        stats.record(duration_us)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "operations": dict(self.operations),
+            "waits": {
+                reason: {"count": w.count, "total_us": w.total_us, "max_us": w.max_us, "mean_us": w.mean_us}
+                for reason, w in self.waits.items()
+            },
+            "replicated_updates_sent": self.replicated_updates_sent,
+            "replicated_updates_received": self.replicated_updates_received,
+            "replication_metadata_bytes": self.replication_metadata_bytes,
+            "replication_payload_bytes": self.replication_payload_bytes,
+            "heartbeats_sent": self.heartbeats_sent,
+            "heartbeat_bytes": self.heartbeat_bytes,
+            "stabilization_messages_sent": self.stabilization_messages_sent,
+            "stabilization_bytes": self.stabilization_bytes,
+            "gc_bytes": self.gc_bytes,
+            "snapshot_retries": self.snapshot_retries,
+            "rejected_requests": self.rejected_requests,
+        }

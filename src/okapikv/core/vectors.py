@@ -1,0 +1,41 @@
+"""Version vectors as immutable tuples of timestamps, one entry per data center.
+
+Entry-wise max merges knowledge (sessions, USV), entry-wise min computes what is stable everywhere
+(GSV over the partitions of a DC, USV over the GSVs of all DCs: Okapi section 3.3), and ``leq`` is
+the visibility test of snapshot reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+Vector = tuple[int, ...]
+
+
+def zeros(size: int) -> Vector:
+    return (0,) * size
+
+
+def merge_max(a: Vector, b: Vector) -> Vector:
+    if a == b:
+        return a
+    return tuple(x if x >= y else y for x, y in zip(a, b, strict=True))
+
+
+def merge_min(vectors: Iterable[Vector]) -> Vector:
+    """Entry-wise minimum of a non-empty collection."""
+    iterator = iter(vectors)
+    result = list(next(iterator))
+    for vector in iterator:
+        for index, value in enumerate(vector):
+            if value < result[index]:
+                result[index] = value
+    return tuple(result)
+
+
+def leq(a: Vector, b: Vector) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def with_entry(vector: Vector, index: int, value: int) -> Vector:
+    return vector[:index] + (value,) + vector[index + 1 :]

@@ -1,0 +1,405 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Session(_message.Message):
+    __slots__ = ("stable", "dt")
+    STABLE_FIELD_NUMBER: _ClassVar[int]
+    DT_FIELD_NUMBER: _ClassVar[int]
+    stable: _containers.RepeatedScalarFieldContainer[int]
+    dt: int
+    def __init__(self, stable: _Optional[_Iterable[int]] = ..., dt: _Optional[int] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("key", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("found", "value", "session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    value: bytes
+    session: Session
+    def __init__(self, found: _Optional[bool] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class PutRequest(_message.Message):
+    __slots__ = ("key", "value", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class PutResponse(_message.Message):
+    __slots__ = ("found", "timestamp", "session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    timestamp: int
+    session: Session
+    def __init__(self, found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class SwapRequest(_message.Message):
+    __slots__ = ("key", "value", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class SwapResponse(_message.Message):
+    __slots__ = ("found", "old_value", "timestamp", "session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    OLD_VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    old_value: bytes
+    timestamp: int
+    session: Session
+    def __init__(self, found: _Optional[bool] = ..., old_value: _Optional[bytes] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class DeleteRequest(_message.Message):
+    __slots__ = ("key", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class DeleteResponse(_message.Message):
+    __slots__ = ("found", "timestamp", "session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    timestamp: int
+    session: Session
+    def __init__(self, found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ScanRequest(_message.Message):
+    __slots__ = ("start", "end", "limit", "session")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    start: bytes
+    end: bytes
+    limit: int
+    session: Session
+    def __init__(self, start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class KeyValuePair(_message.Message):
+    __slots__ = ("key", "value")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class ScanResponse(_message.Message):
+    __slots__ = ("items", "session")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[KeyValuePair]
+    session: Session
+    def __init__(self, items: _Optional[_Iterable[_Union[KeyValuePair, _Mapping]]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ReadTxRequest(_message.Message):
+    __slots__ = ("keys", "session")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    session: Session
+    def __init__(self, keys: _Optional[_Iterable[bytes]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class MaybeValue(_message.Message):
+    __slots__ = ("found", "value")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    value: bytes
+    def __init__(self, found: _Optional[bool] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class ReadTxResponse(_message.Message):
+    __slots__ = ("values", "session")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[MaybeValue]
+    session: Session
+    def __init__(self, values: _Optional[_Iterable[_Union[MaybeValue, _Mapping]]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ClusterInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ServerAddress(_message.Message):
+    __slots__ = ("dc", "partition", "address")
+    DC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    dc: int
+    partition: int
+    address: str
+    def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
+
+class ClusterInfoResponse(_message.Message):
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    DC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    DC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    MAX_KEY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_VALUE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    dc_names: _containers.RepeatedScalarFieldContainer[str]
+    num_partitions: int
+    protocol: str
+    dc: int
+    partition: int
+    servers: _containers.RepeatedCompositeFieldContainer[ServerAddress]
+    max_key_bytes: int
+    max_value_bytes: int
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class Operation(_message.Message):
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GET_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    SWAP_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    READ_TX_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    get: GetRequest
+    put: PutRequest
+    swap: SwapRequest
+    delete: DeleteRequest
+    scan: ScanRequest
+    read_tx: ReadTxRequest
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., swap: _Optional[_Union[SwapRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxRequest, _Mapping]] = ...) -> None: ...
+
+class Error(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class Result(_message.Message):
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GET_FIELD_NUMBER: _ClassVar[int]
+    PUT_FIELD_NUMBER: _ClassVar[int]
+    SWAP_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    SCAN_FIELD_NUMBER: _ClassVar[int]
+    READ_TX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    get: GetResponse
+    put: PutResponse
+    swap: SwapResponse
+    delete: DeleteResponse
+    scan: ScanResponse
+    read_tx: ReadTxResponse
+    error: Error
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., swap: _Optional[_Union[SwapResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+
+class OperationBatch(_message.Message):
+    __slots__ = ("operations",)
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    operations: _containers.RepeatedCompositeFieldContainer[Operation]
+    def __init__(self, operations: _Optional[_Iterable[_Union[Operation, _Mapping]]] = ...) -> None: ...
+
+class ResultBatch(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[Result]
+    def __init__(self, results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ...) -> None: ...
+
+class ServerRef(_message.Message):
+    __slots__ = ("dc", "partition")
+    DC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    dc: int
+    partition: int
+    def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ...) -> None: ...
+
+class Vector(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, entries: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Update(_message.Message):
+    __slots__ = ("key", "value", "tombstone", "timestamp", "source_dc", "dv")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TOMBSTONE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DC_FIELD_NUMBER: _ClassVar[int]
+    DV_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    tombstone: bool
+    timestamp: int
+    source_dc: int
+    dv: Vector
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., tombstone: _Optional[bool] = ..., timestamp: _Optional[int] = ..., source_dc: _Optional[int] = ..., dv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
+class ReplicateBatch(_message.Message):
+    __slots__ = ("updates",)
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    updates: _containers.RepeatedCompositeFieldContainer[Update]
+    def __init__(self, updates: _Optional[_Iterable[_Union[Update, _Mapping]]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("timestamp",)
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    timestamp: int
+    def __init__(self, timestamp: _Optional[int] = ...) -> None: ...
+
+class VvReport(_message.Message):
+    __slots__ = ("vv", "floor")
+    VV_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
+    vv: Vector
+    floor: Vector
+    def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ..., floor: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
+class GsvBroadcast(_message.Message):
+    __slots__ = ("gsv", "usv", "has_usv", "horizon")
+    GSV_FIELD_NUMBER: _ClassVar[int]
+    USV_FIELD_NUMBER: _ClassVar[int]
+    HAS_USV_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    gsv: Vector
+    usv: Vector
+    has_usv: bool
+    horizon: Vector
+    def __init__(self, gsv: _Optional[_Union[Vector, _Mapping]] = ..., usv: _Optional[_Union[Vector, _Mapping]] = ..., has_usv: _Optional[bool] = ..., horizon: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
+class GsvExchange(_message.Message):
+    __slots__ = ("gsv",)
+    GSV_FIELD_NUMBER: _ClassVar[int]
+    gsv: Vector
+    def __init__(self, gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
+class TxSlice(_message.Message):
+    __slots__ = ("tx_id", "snapshot", "keys")
+    TX_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    tx_id: int
+    snapshot: Vector
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScanSlice(_message.Message):
+    __slots__ = ("tx_id", "snapshot", "start", "end", "limit", "has_limit")
+    TX_ID_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    HAS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tx_id: int
+    snapshot: Vector
+    start: bytes
+    end: bytes
+    limit: int
+    has_limit: bool
+    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., has_limit: _Optional[bool] = ...) -> None: ...
+
+class ReadItem(_message.Message):
+    __slots__ = ("key", "value", "found", "timestamp", "source_dc", "dv")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_DC_FIELD_NUMBER: _ClassVar[int]
+    DV_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    value: bytes
+    found: bool
+    timestamp: int
+    source_dc: int
+    dv: Vector
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., source_dc: _Optional[int] = ..., dv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
+class SliceReply(_message.Message):
+    __slots__ = ("tx_id", "items", "too_old")
+    TX_ID_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TOO_OLD_FIELD_NUMBER: _ClassVar[int]
+    tx_id: int
+    items: _containers.RepeatedCompositeFieldContainer[ReadItem]
+    too_old: bool
+    def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ...) -> None: ...
+
+class PeerMessage(_message.Message):
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply")
+    REPLICATE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    VV_REPORT_FIELD_NUMBER: _ClassVar[int]
+    GSV_BROADCAST_FIELD_NUMBER: _ClassVar[int]
+    GSV_EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    TX_SLICE_FIELD_NUMBER: _ClassVar[int]
+    SCAN_SLICE_FIELD_NUMBER: _ClassVar[int]
+    SLICE_REPLY_FIELD_NUMBER: _ClassVar[int]
+    replicate: ReplicateBatch
+    heartbeat: Heartbeat
+    vv_report: VvReport
+    gsv_broadcast: GsvBroadcast
+    gsv_exchange: GsvExchange
+    tx_slice: TxSlice
+    scan_slice: ScanSlice
+    slice_reply: SliceReply
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ...) -> None: ...
+
+class PeerBatch(_message.Message):
+    __slots__ = ("cluster_id", "source", "messages")
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    cluster_id: str
+    source: ServerRef
+    messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
+    def __init__(self, cluster_id: _Optional[str] = ..., source: _Optional[_Union[ServerRef, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ...) -> None: ...
+
+class LinkAck(_message.Message):
+    __slots__ = ("received",)
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    received: int
+    def __init__(self, received: _Optional[int] = ...) -> None: ...
