@@ -88,21 +88,37 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
-    p.add_argument("--suite", default=None, choices=["course", "paper"], help="run a whole suite")
-    p.add_argument("--workload", default="a", help="ycsb a-f, or rotx")
-    p.add_argument("--protocols", default="okapi")
-    p.add_argument("--clients", default="1", help="comma-separated client counts")
-    p.add_argument("--duration-s", type=float, default=5.0)
-    p.add_argument("--dcs", default=None)
-    p.add_argument("--partitions", type=int, default=1)
-    p.add_argument("--clock-skew-ms", type=float, default=0.0)
-    p.add_argument("--rotx-partitions", type=int, default=2)
-    p.add_argument("--write-ratio", type=float, default=None)
-    p.add_argument("--records", type=int, default=10_000)
+    p.add_argument("--suite", default=None, choices=["course", "paper"],
+                   help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference) or 'paper' "
+                        "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols)")
+    p.add_argument("--workload", default="a", help="without --suite: ycsb a-f, or rotx (RO-TX + PUT)")
+    p.add_argument("--protocols", default=None,
+                   help="comma-separated, one fresh cluster each (default: okapi; paper suite: okapi,cure,gentlerain); "
+                        "okapi-piggyback is Okapi with the USV computed inside the GSV round")
+    p.add_argument("--clients", default=None, help="comma-separated client counts (closed-loop sessions)")
+    p.add_argument("--duration-s", type=float, default=5.0, help="measured seconds per run")
+    p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds before each run's window")
+    p.add_argument("--dcs", default=None, help="comma-separated DC names (default: one DC; rotx and paper: 3)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="partitions per DC (default 1; paper suite: the largest of its sweeps, 4, quick 2)")
+    p.add_argument("--clock-skew-ms", type=float, default=None,
+                   help="spread clock offsets over [0, X] ms across servers (default 0; paper suite: 10)")
+    p.add_argument("--wan", default="realistic", help="'realistic' (the paper's regions), 'off', or one-way ms")
+    p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (rotx)")
+    p.add_argument("--write-ratio", type=float, default=None,
+                   help="rotx: probability an operation is a PUT (default: alternate RO-TX and PUT)")
+    p.add_argument("--records", type=int, default=10_000, help="records loaded before measuring")
+    p.add_argument("--key-bytes", type=int, default=8, help="key size (zero-padded decimal, so order = insertion)")
     p.add_argument("--value-bytes", type=int, default=8)
-    p.add_argument("--connect", default=None, metavar="HOST:PORT")
+    p.add_argument("--processes", type=int, default=None, help="load processes (default: max(2, cores / 2))")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--timeout-s", type=float, default=10.0, help="per-operation client timeout")
+    p.add_argument("--visibility-samples", type=int, default=None, help="probes per DC pair (default 200, quick 15)")
+    p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
+    p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
-    p.add_argument("--out", default="bench-out")
+    p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
     p.set_defaults(target="okapikv.bench.cli:run_bench")
 
 

@@ -10,6 +10,12 @@ Three families:
 
 ``request_id`` values are chosen by the driver and only echoed back, so the core never needs to
 know about connections or streams.
+
+Invariants the drivers rely on: messages are frozen (safe to share between servers and to log in a
+history); the effects of one call are returned in the order they must be carried out, and every
+link between two servers is FIFO, so the updates of a ``ReplicateBatch`` arrive in timestamp order
+and a ``Heartbeat`` never overtakes an update at or below its timestamp (Okapi section 3.2:
+``VV[i]`` covers every update from DC i up to it).
 """
 
 from __future__ import annotations

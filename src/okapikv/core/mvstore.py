@@ -5,10 +5,20 @@ total order to concurrent writes (last writer wins), so all DCs converge. Reads 
 version that satisfies a visibility predicate supplied by the protocol. An ordered key index
 (sortedcontainers) serves range scans.
 
-Garbage collection (invariant tested by property tests): a version may be removed only when a newer
-version of the same key is visible in every snapshot that may still be read ("universally visible").
-A universally visible tombstone is removed too: a snapshot that would have read it now reads nothing,
-which is what a tombstone means. Keys left with no version leave the index.
+Invariants (tested in ``tests/unit/test_mvstore.py``):
+- a chain is strictly increasing in ``(timestamp, source_dc)``; inserting an order already present
+  changes nothing (re-delivered replication is idempotent);
+- the key index holds exactly the keys with at least one version; ``version_count`` is the number
+  of versions held;
+- every key holding more than one version or a tombstone is in the GC queue (``_collectable``).
+
+Garbage collection (invariant tested by ``tests/property/test_prop_gc.py``): a version may be
+removed only when a newer version of the same key is visible in every snapshot that may still be
+read ("universally visible"). A universally visible tombstone is removed too, once the caller's
+``tombstone_removable`` allows it: a snapshot that would have read it now reads nothing, which is
+what a tombstone means, but a replica must keep it while an older concurrent write may still
+arrive, or that write would become the newest version here and the replicas would diverge. Keys
+left with no version leave the index.
 """
 
 from __future__ import annotations
@@ -109,9 +119,16 @@ class MultiVersionStore:
 
     # ------------------------------------------------------------ garbage collection
 
-    def collect(self, key: bytes, universally_visible: VisibilityPredicate) -> int:
+    def collect(
+        self,
+        key: bytes,
+        universally_visible: VisibilityPredicate,
+        *,
+        tombstone_removable: VisibilityPredicate | None = None,
+    ) -> int:
         """Drop every version older than the newest universally visible one (and that one too when
-        it is a tombstone). Returns how many versions were removed."""
+        it is a tombstone that ``tombstone_removable`` allows to go: by default always). Returns how
+        many versions were removed."""
         chain = self._chains.get(key)
         if chain is None:
             self._collectable.pop(key, None)
@@ -123,7 +140,8 @@ class MultiVersionStore:
                 break
         if keep_from < 0:
             return 0
-        if chain[keep_from].value is None:
+        newest_visible = chain[keep_from]
+        if newest_visible.value is None and (tombstone_removable is None or tombstone_removable(newest_visible)):
             keep_from += 1
         removed = keep_from
         if removed:
@@ -138,14 +156,21 @@ class MultiVersionStore:
             self._collectable.pop(key, None)
         return removed
 
-    def collect_some(self, universally_visible: VisibilityPredicate, budget: int) -> int:
+    def collect_some(
+        self,
+        universally_visible: VisibilityPredicate,
+        budget: int,
+        *,
+        tombstone_removable: VisibilityPredicate | None = None,
+    ) -> int:
         """Collect up to ``budget`` keys that hold more than one version or a tombstone, so a GC pass
-        never stalls the server for long."""
+        never stalls the server for long. Keys are visited round robin: one not yet fully collected
+        goes to the back of the queue."""
         removed = 0
         for _ in range(min(budget, len(self._collectable))):
             key = next(iter(self._collectable))
             del self._collectable[key]
-            removed += self.collect(key, universally_visible)
+            removed += self.collect(key, universally_visible, tombstone_removable=tombstone_removable)
             chain = self._chains.get(key)
             if chain is not None and (len(chain) > 1 or chain[0].value is None):
                 self._collectable[key] = None  # not done yet: back of the queue

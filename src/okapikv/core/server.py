@@ -22,6 +22,14 @@ Stabilization (section 3.3): every period each partition sends its ``vv`` to its
 (partition 0), which computes the GSV (entry-wise min) and broadcasts it. For the USV, each partition
 exchanges its GSV with its replicas in the other DCs and takes the entry-wise min; with
 ``piggyback_usv`` only the aggregators exchange GSVs and the USV rides on the GSV broadcast.
+
+Invariants (tested in ``tests/unit/test_server_*.py`` and ``tests/property``):
+- a refused request (``ErrorReply`` INVALID_ARGUMENT) changes nothing, not even the stable vector;
+- every local timestamp is above the previous one and above the client's dependencies; a heartbeat
+  or replication message never announces a timestamp before the updates at or below it were sent;
+- ``vv``, ``gsv``, ``horizon`` and ``stable`` only grow (GentleRain: the GST, ``min(stable)``);
+- garbage collection removes only what no GET and no snapshot at or above the horizon can read, and
+  keeps a tombstone until no older concurrent write can still arrive (``_settled``).
 """
 
 from __future__ import annotations
@@ -170,6 +178,8 @@ class PartitionServer:
         effects: list[Effect] = []
         if self._parked:
             self._resume_parked(now_us, effects, clock_only=True)
+            # Updates of resumed writes must leave before any heartbeat that covers their timestamps.
+            self._flush_outbox(effects, now_us)
         if self.num_dcs > 1 and now_us >= self._next_heartbeat_us:
             self._heartbeat(now_us, effects)
         if self.protocol.stabilizes and now_us >= self._next_stabilization_us:
@@ -177,7 +187,9 @@ class PartitionServer:
             self._stabilize(now_us, effects)
         if now_us >= self._next_gc_us:
             self._next_gc_us = now_us + self.config.gc_interval_us
-            self.store.collect_some(self._universally_visible, self.config.gc_budget)
+            self.store.collect_some(
+                self._universally_visible, self.config.gc_budget, tombstone_removable=self._settled
+            )
         self._flush_outbox(effects, now_us)
         return effects
 
@@ -323,8 +335,10 @@ class PartitionServer:
         dc = self.dc
         current = self.store.newest(key, self._visible)
         dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
-        if kind == "swap" and current is not None:
-            # SWAP reads then writes atomically: the new version depends on what it read.
+        if current is not None:
+            # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
+            # version depends on what it read and orders after it under last-writer-wins, even when
+            # that version came from a DC whose clock runs ahead.
             dependency = merge_max(dependency, self._dependency_of(current))
         timestamp = self.protocol.assign_timestamp(
             previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
@@ -443,7 +457,9 @@ class PartitionServer:
         if reply.too_old:
             del self._pending[reply.tx_id]
             self.stats.snapshot_retries += 1
-            return self._dispatch(pending.request, now_us, pending.since_us)
+            # Retry from the timer with a fresh snapshot rather than recursively from here.
+            self._parked.append(_Parked(pending.request, WaitForClock(now_us + 1, "snapshot_retry"), pending.since_us))
+            return []
         pending.waiting.discard(reply.source.partition)
         pending.items.extend(reply.items)
         if pending.waiting:
@@ -469,7 +485,7 @@ class PartitionServer:
             ordered = sorted((item.key, item.value) for item in pending.items if item.value is not None)
             if request.limit is not None:
                 ordered = ordered[: request.limit]
-            reply = ScanReply(request.request_id, tuple(ordered), session)  # type: ignore[arg-type]
+            reply = ScanReply(request.request_id, tuple(ordered), session)
         return [Respond(reply)]
 
     # ================================================================ replication
@@ -496,9 +512,10 @@ class PartitionServer:
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
         vv = self.vv
         for update in message.updates:
+            if update.timestamp <= vv[update.source_dc]:
+                continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
             self.store.insert(update.key, Version(update.value, update.timestamp, update.source_dc, update.dv))
-            if update.timestamp > vv[update.source_dc]:
-                vv[update.source_dc] = update.timestamp
+            vv[update.source_dc] = update.timestamp
         self.stats.replicated_updates_received += len(message.updates)
         return []
 
@@ -532,6 +549,11 @@ class PartitionServer:
         if pack(now_us) > self.vv[dc]:
             self.vv[dc] = pack(now_us)
         floor = self.protocol.snapshot_floor(stable=self.stable, now_us_packed=pack(now_us))
+        if self._pending:
+            # Snapshot reads this server coordinates hold the horizon back until they finish;
+            # otherwise a slice that waits (Cure's tx_clock) longer than a stabilization period is
+            # answered too_old, retried with a new snapshot that waits as long, and so on forever.
+            floor = merge_min([floor, *(pending.snapshot for pending in self._pending.values())])
         report = VvReport(self.id, tuple(self.vv), floor)
         vector_bytes = TIMESTAMP_BYTES * self.num_dcs
         if self.is_aggregator:
@@ -607,6 +629,13 @@ class PartitionServer:
         return []
 
     # ================================================================ garbage collection
+
+    def _settled(self, version: Version) -> bool:
+        """No version ordered below ``version`` can still arrive: every replica's FIFO stream (and
+        the local clock) is past its timestamp. Only then may a tombstone be dropped; otherwise a
+        late concurrent write with a smaller timestamp would become the newest version here, while
+        the replicas that kept the tombstone keep the key deleted (divergence)."""
+        return version.timestamp <= min(self.vv)
 
     def _universally_visible(self, version: Version) -> bool:
         """Visible in every snapshot at or above the horizon, and to every GET here."""

@@ -2,7 +2,15 @@
 
 Entry-wise max merges knowledge (sessions, USV), entry-wise min computes what is stable everywhere
 (GSV over the partitions of a DC, USV over the GSVs of all DCs: Okapi section 3.3), and ``leq`` is
-the visibility test of snapshot reads.
+the visibility test of snapshot reads (Okapi Algorithm 4: a local item is visible when its dependency
+vector is below the transaction vector TV).
+
+Invariants (tested in ``tests/unit/test_vectors.py``):
+- vectors are tuples, never mutated; every vector of a cluster has exactly M entries, and combining
+  vectors of different lengths raises ``ValueError`` (``zip(strict=True)``) instead of truncating;
+- ``merge_max`` is commutative, associative and idempotent, so a state merged with it (a session, a
+  stable vector) never moves backwards whatever the order in which messages arrive;
+- ``merge_min`` needs at least one vector (the minimum of nothing is undefined).
 """
 
 from __future__ import annotations

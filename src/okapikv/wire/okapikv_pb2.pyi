@@ -159,7 +159,7 @@ class ServerAddress(_message.Message):
     def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterInfoResponse(_message.Message):
-    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes")
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DC_NAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class ClusterInfoResponse(_message.Message):
     SERVERS_FIELD_NUMBER: _ClassVar[int]
     MAX_KEY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_VALUE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     dc_names: _containers.RepeatedScalarFieldContainer[str]
     num_partitions: int
@@ -178,7 +179,8 @@ class ClusterInfoResponse(_message.Message):
     servers: _containers.RepeatedCompositeFieldContainer[ServerAddress]
     max_key_bytes: int
     max_value_bytes: int
-    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ...) -> None: ...
+    max_message_bytes: int
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
@@ -389,14 +391,18 @@ class PeerMessage(_message.Message):
     def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
-    __slots__ = ("cluster_id", "source", "messages")
+    __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     source: ServerRef
     messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
-    def __init__(self, cluster_id: _Optional[str] = ..., source: _Optional[_Union[ServerRef, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ...) -> None: ...
+    incarnation: int
+    first_sequence: int
+    def __init__(self, cluster_id: _Optional[str] = ..., source: _Optional[_Union[ServerRef, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., incarnation: _Optional[int] = ..., first_sequence: _Optional[int] = ...) -> None: ...
 
 class LinkAck(_message.Message):
     __slots__ = ("received",)

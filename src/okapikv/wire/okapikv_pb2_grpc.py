@@ -451,7 +451,7 @@ class PeerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.Link = channel.stream_unary(
+        self.Link = channel.stream_stream(
                 '/okapikv.Peer/Link',
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.PeerBatch.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.LinkAck.FromString,
@@ -470,7 +470,7 @@ class PeerServicer:
 
 def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'Link': grpc.stream_unary_rpc_method_handler(
+            'Link': grpc.stream_stream_rpc_method_handler(
                     servicer.Link,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.PeerBatch.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.LinkAck.SerializeToString,
@@ -497,7 +497,7 @@ class Peer:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.stream_unary(
+        return grpc.experimental.stream_stream(
             request_iterator,
             target,
             '/okapikv.Peer/Link',

@@ -12,6 +12,16 @@ Okapi, Cure and GentleRain differ (DESIGN.md section 1):
 - whether a partition serving a slice of it waits (``slice_wait``);
 - how stabilization results update the server's stable vector (``on_stabilized``);
 - how many metadata bytes a replicated update carries (``update_metadata_bytes``).
+
+Contract every implementation keeps (tested in ``tests/unit/test_protocols.py`` and the property
+tests), because the server's garbage collection and session handling depend on it:
+- ``assign_timestamp`` returns a timestamp above ``previous`` and ``max_dependency``, or a wait;
+- ``visible`` and ``visible_in_snapshot`` are monotonic: a version visible under a vector stays
+  visible under any entry-wise larger one (so one "universally visible" version hides every older
+  one from every later read);
+- ``on_stabilized`` never moves the stable vector backwards;
+- ``snapshot_floor`` is a lower bound, entry-wise, of every snapshot the server will coordinate from
+  now on, given a stable vector that only grows and a clock that only moves forward.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@
 - A remote version is visible once its whole dependency vector is below the DC's GSV.
 - RO-TX snapshot = stable vector with local entry max(coordinator clock, dt_c); each contacted
   partition WAITS until its own clock reaches that local entry (the skew cost of Figure 2).
+
+Invariants: timestamps are physical (logical part 0) and strictly increasing per partition; the
+stable vector is the GSV and only grows; a version (local or remote) is in a snapshot exactly when
+its whole dependency vector is below the snapshot vector.
 """
 
 from __future__ import annotations

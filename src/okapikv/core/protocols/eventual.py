@@ -3,6 +3,9 @@
 It exists only to measure the cost of causality (issue 6): every version is visible at once,
 snapshots read the newest version of every key, PUT never waits and never tracks dependencies.
 Replicas still converge (last writer wins by hybrid timestamp), but no causal guarantee holds.
+
+Invariants: the GC horizon is "everything" (no snapshot is ever refused as too old); a tombstone is
+still kept until every replica's stream is past it (the server's rule), so convergence survives GC.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@
   is visible once ``ut <= GST``. The server's stable vector holds the GST in every entry.
 - RO-TX snapshot time st = max(dt_c, GST): the coordinator WAITS until the DC's GST reaches st,
   i.e. until every DC has delivered everything up to st (proportional to the furthest DC's delay).
+
+Invariants: the GST, ``min(stable)``, only grows (entries above it, merged from sessions or slices,
+carry no promise and are ignored); a snapshot is the GST repeated, so the GC floor is too.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import Protocol, WaitForStable, register
 from okapikv.core.timestamps import WaitForClock, physical_put_timestamp
-from okapikv.core.vectors import Vector
+from okapikv.core.vectors import Vector, merge_max
 
 
 @register
@@ -40,7 +43,10 @@ class GentleRain(Protocol):
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:
         gst = max(min(gsv), min(stable))
-        return (gst,) * self.num_dcs
+        return merge_max(stable, (gst,) * self.num_dcs)
 
     def snapshot_floor(self, *, stable: Vector, now_us_packed: int) -> Vector:
-        return stable
+        # Every snapshot this server coordinates is the GST in every entry, and the GST is the
+        # minimum of ``stable`` (whose other entries may run ahead after merging a client session or
+        # a fresher coordinator's snapshot): only that minimum is a lower bound.
+        return (min(stable),) * self.num_dcs

@@ -6,6 +6,13 @@
   DC failure never blocks visibility of what other DCs read (the availability UST buys).
 - RO-TX snapshot TV = USV with local entry lts = max(coordinator clock, dt_c); partitions raise
   their clock to lts (updateClockOnTx) instead of waiting.
+- In a snapshot (the RO-TX algorithm, lines 38-39) a local version is visible when ut <= lts and its whole
+  dependency vector is below TV; a remote one when ut <= TV[sr].
+
+Invariants: a PUT waits only when the 16-bit logical counter is full (``hlc_overflow``); the stable
+vector is the USV and only grows (entry-wise max with each newly computed USV); the remote entries
+of a local version's dependency vector were universally stable when it was written, so a client
+reading it may merge them into its USV_c.
 """
 
 from __future__ import annotations

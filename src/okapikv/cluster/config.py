@@ -1,0 +1,534 @@
+"""The cluster config file: every server of a deployment and the knobs they must agree on.
+
+One TOML file describes the whole cluster, and every server binds the address written next to its
+own (dc, partition), so the same file works for a loopback cluster and for a multi-host one: copy it
+to each host and start `okapi server --config FILE --dc NAME --partition N` there.
+
+What must agree across servers lives here (DC order, partitions per DC, protocol, stabilization
+intervals, size limits); what is per server is the address and the injected clock skew. The WAN
+delay matrix is an emulation knob for local runs: each sender holds a message to another DC back
+for the one-way delay (see ``okapikv.server.links``).
+
+Example (what `okapi up --print-config` prints, shortened)::
+
+    cluster_id = "okapi-local"
+    dcs = ["oregon", "virginia"]
+    partitions = 1
+    protocol = "okapi"
+
+    [wan_ms]            # one-way delay, row DC -> column DC, in the order of `dcs`
+    oregon = [0.0, 35.0]
+    virginia = [35.0, 0.0]
+
+    [[servers]]
+    dc = "oregon"
+    partition = 0
+    address = "127.0.0.1:7100"
+    clock_skew_ms = 0.0
+
+Loading validates everything and raises ``ValueError`` naming the offending entry, so a typo fails
+at start-up instead of as a silent misbehaviour later.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from okapikv.core.config import CoreConfig
+from okapikv.core.protocols import protocol_names
+
+DEFAULT_CLUSTER_ID = "okapi-local"
+DEFAULT_MAX_KEY_BYTES = 1024
+DEFAULT_MAX_VALUE_BYTES = 1 << 20
+# Big enough for pipelined batches and for scan slices of many large values; small enough that a
+# hostile client cannot make a server allocate without bound. A single largest operation must fit
+# (checked), so the value limit, not the message limit, is what refuses an oversized value.
+DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+MESSAGE_OVERHEAD_BYTES = 64 << 10
+
+# One-way delays between the paper's AWS regions, in ms: roughly half of public inter-region RTTs.
+REALISTIC_WAN_MS: dict[frozenset[str], float] = {
+    frozenset({"oregon", "virginia"}): 35.0,
+    frozenset({"oregon", "ireland"}): 65.0,
+    frozenset({"virginia", "ireland"}): 38.0,
+}
+DEFAULT_REALISTIC_WAN_MS = 50.0
+
+_TOP_LEVEL_KEYS = {
+    "cluster_id",
+    "dcs",
+    "partitions",
+    "protocol",
+    "heartbeat_interval_ms",
+    "stabilization_interval_ms",
+    "piggyback_usv",
+    "max_key_bytes",
+    "max_value_bytes",
+    "max_message_bytes",
+    "wan_ms",
+    "servers",
+}
+_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One partition server: where it listens and how far its clock is off (emulated skew)."""
+
+    dc: str
+    partition: int
+    address: str
+    clock_skew_ms: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.dc}/{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """A whole deployment. ``servers`` is in dc-major order (every partition of ``dcs[0]``, then
+    ``dcs[1]``, ...); a DC's index in the protocol is its position in ``dcs``."""
+
+    dcs: tuple[str, ...]
+    partitions: int
+    servers: tuple[ServerConfig, ...]
+    wan_ms: tuple[tuple[float, ...], ...] = ()
+    cluster_id: str = DEFAULT_CLUSTER_ID
+    protocol: str = "okapi"
+    heartbeat_interval_ms: float = 1.0
+    stabilization_interval_ms: float = 5.0
+    piggyback_usv: bool = False
+    max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.wan_ms:
+            object.__setattr__(self, "wan_ms", tuple((0.0,) * len(self.dcs) for _ in self.dcs))
+        _validate(self)
+        ordered = tuple(sorted(self.servers, key=lambda s: (self.dcs.index(s.dc), s.partition)))
+        object.__setattr__(self, "servers", ordered)
+        object.__setattr__(self, "_index", {(s.dc, s.partition): s for s in ordered})
+
+    # ---------------------------------------------------------------- queries
+
+    def dc_index(self, name: str) -> int:
+        try:
+            return self.dcs.index(name)
+        except ValueError:
+            raise ValueError(f"unknown DC {name!r}; the cluster has {', '.join(self.dcs)}") from None
+
+    def server(self, dc: str | int, partition: int) -> ServerConfig:
+        name = self.dcs[dc] if isinstance(dc, int) else dc
+        self.dc_index(name)
+        found = self._index.get((name, partition))
+        if found is None:
+            raise ValueError(f"DC {name!r} has no partition {partition}; partitions are 0..{self.partitions - 1}")
+        return found
+
+    def delay_ms(self, source_dc: int, destination_dc: int) -> float:
+        """One-way emulated WAN delay from one DC to another (0 inside a DC)."""
+        return self.wan_ms[source_dc][destination_dc]
+
+    def core_config(self, dc: str | int, partition: int) -> CoreConfig:
+        index = dc if isinstance(dc, int) else self.dc_index(dc)
+        return CoreConfig(
+            dc=index,
+            partition=partition,
+            num_dcs=len(self.dcs),
+            num_partitions=self.partitions,
+            protocol=self.protocol,
+            heartbeat_interval_us=round(self.heartbeat_interval_ms * 1000),
+            stabilization_interval_us=round(self.stabilization_interval_ms * 1000),
+            piggyback_usv=self.piggyback_usv,
+            max_key_bytes=self.max_key_bytes,
+            max_value_bytes=self.max_value_bytes,
+        )
+
+    # ---------------------------------------------------------------- TOML
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster_id": self.cluster_id,
+            "dcs": list(self.dcs),
+            "partitions": self.partitions,
+            "protocol": self.protocol,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "stabilization_interval_ms": self.stabilization_interval_ms,
+            "piggyback_usv": self.piggyback_usv,
+            "max_key_bytes": self.max_key_bytes,
+            "max_value_bytes": self.max_value_bytes,
+            "max_message_bytes": self.max_message_bytes,
+            "wan_ms": {name: list(row) for name, row in zip(self.dcs, self.wan_ms, strict=True)},
+            "servers": [
+                {"dc": s.dc, "partition": s.partition, "address": s.address, "clock_skew_ms": s.clock_skew_ms}
+                for s in self.servers
+            ],
+        }
+
+    def to_toml(self) -> str:
+        """The config as TOML, laid out for people: one [[servers]] table per server."""
+        lines = [
+            "# okapikv cluster config. Start one server with:",
+            "#   okapi server --config THIS_FILE --dc NAME --partition N",
+            f"cluster_id = {_toml_string(self.cluster_id)}",
+            f"dcs = [{', '.join(_toml_string(name) for name in self.dcs)}]",
+            f"partitions = {self.partitions}",
+            f"protocol = {_toml_string(self.protocol)}",
+            f"heartbeat_interval_ms = {_toml_float(self.heartbeat_interval_ms)}",
+            f"stabilization_interval_ms = {_toml_float(self.stabilization_interval_ms)}",
+            f"piggyback_usv = {'true' if self.piggyback_usv else 'false'}",
+            f"max_key_bytes = {self.max_key_bytes}",
+            f"max_value_bytes = {self.max_value_bytes}",
+            f"max_message_bytes = {self.max_message_bytes}",
+            "",
+            "# Emulated one-way WAN delay in ms from the row DC to each DC, in the order of `dcs`.",
+            "[wan_ms]",
+        ]
+        for name, row in zip(self.dcs, self.wan_ms, strict=True):
+            lines.append(f"{_toml_key(name)} = [{', '.join(_toml_float(delay) for delay in row)}]")
+        for server in self.servers:
+            lines += [
+                "",
+                "[[servers]]",
+                f"dc = {_toml_string(server.dc)}",
+                f"partition = {server.partition}",
+                f"address = {_toml_string(server.address)}",
+                f"clock_skew_ms = {_toml_float(server.clock_skew_ms)}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def dump(self, path: str | Path) -> Path:
+        """Write the config atomically (a reader never sees half a file)."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary.write_text(self.to_toml(), encoding="utf-8")
+        temporary.replace(target)
+        return target
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "cluster config") -> ClusterConfig:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{source}: not valid TOML: {error}") from None
+        try:
+            return cls.from_dict(data)
+        except ValueError as error:
+            raise ValueError(f"{source}: {error}") from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> ClusterConfig:
+        target = Path(path)
+        try:
+            text = target.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ValueError(f"cannot read cluster config {str(target)!r}: {error.strerror or error}") from None
+        return cls.from_toml(text, source=str(target))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterConfig:
+        unknown = sorted(set(data) - _TOP_LEVEL_KEYS)
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
+        dcs = _string_list(data.get("dcs"), "dcs")
+        partitions = _integer(data.get("partitions"), "partitions")
+        servers_data = data.get("servers")
+        if not isinstance(servers_data, list) or not servers_data:
+            raise ValueError("servers must be a non-empty array of tables ([[servers]])")
+        servers = tuple(_server(entry, number) for number, entry in enumerate(servers_data, start=1))
+        wan = data.get("wan_ms", {})
+        if not isinstance(wan, dict):
+            raise ValueError("wan_ms must be a table of rows, one per DC")
+        unknown_dcs = sorted(set(wan) - set(dcs))
+        if unknown_dcs:
+            raise ValueError(f"wan_ms names unknown DC(s) {', '.join(unknown_dcs)}; DCs are {', '.join(dcs)}")
+        rows = tuple(_wan_row(wan.get(name), name, len(dcs)) for name in dcs)
+        optional: dict[str, Any] = {}
+        for name in ("heartbeat_interval_ms", "stabilization_interval_ms"):
+            if name in data:
+                optional[name] = _number(data[name], name)
+        for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
+            if name in data:
+                optional[name] = _integer(data[name], name)
+        if "piggyback_usv" in data:
+            if not isinstance(data["piggyback_usv"], bool):
+                raise ValueError("piggyback_usv must be true or false")
+            optional["piggyback_usv"] = data["piggyback_usv"]
+        for name in ("cluster_id", "protocol"):
+            if name in data:
+                if not isinstance(data[name], str):
+                    raise ValueError(f"{name} must be a string")
+                optional[name] = data[name]
+        return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
+
+
+# -------------------------------------------------------------------- TOML emitting
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: escapes quotes, backslashes and every control character."""
+    escaped = []
+    for char in text:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04x}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def _toml_key(name: str) -> str:
+    if name and all(char.isascii() and (char.isalnum() or char in "-_") for char in name):
+        return name
+    return _toml_string(name)
+
+
+def _toml_float(value: float) -> str:
+    text = repr(float(value))
+    return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+
+
+# -------------------------------------------------------------------- validation helpers
+
+
+def _integer(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    return value
+
+
+def _number(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _string_list(value: object, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
+        raise ValueError(f"{name} must be a non-empty array of strings")
+    return tuple(value)
+
+
+def _wan_row(value: object, name: str, size: int) -> tuple[float, ...]:
+    if value is None:
+        return (0.0,) * size
+    if not isinstance(value, list) or len(value) != size:
+        raise ValueError(f"wan_ms.{name} must be an array of {size} delays (one per DC, in the order of dcs)")
+    return tuple(_number(item, f"wan_ms.{name}[{index}]") for index, item in enumerate(value))
+
+
+def _server(entry: object, number: int) -> ServerConfig:
+    where = f"servers entry #{number}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be a table")
+    unknown = sorted(set(entry) - _SERVER_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+    for required in ("dc", "partition", "address"):
+        if required not in entry:
+            raise ValueError(f"{where}: missing {required}")
+    if not isinstance(entry["dc"], str):
+        raise ValueError(f"{where}: dc must be a string")
+    if not isinstance(entry["address"], str):
+        raise ValueError(f"{where}: address must be a string")
+    skew = _number(entry.get("clock_skew_ms", 0.0), f"{where}: clock_skew_ms")
+    return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` -> (host, port), with a precise error otherwise."""
+    host, separator, port_text = address.rpartition(":")
+    if not separator or not host or not port_text.isdigit():
+        raise ValueError(f"address {address!r} must be HOST:PORT")
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise ValueError(f"address {address!r}: port must be in 1..65535")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        ipaddress.IPv6Address(host)
+    elif ":" in host:
+        raise ValueError(f"address {address!r}: write an IPv6 host in brackets, as [::1]:7100")
+    return host, port
+
+
+def join_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _validate(config: ClusterConfig) -> None:
+    problems: list[str] = []
+    dcs = config.dcs
+    if not dcs:
+        problems.append("dcs must name at least one DC")
+    if len(set(dcs)) != len(dcs):
+        problems.append(f"dcs has duplicate names: {', '.join(sorted({d for d in dcs if dcs.count(d) > 1}))}")
+    if any(not name or name != name.strip() for name in dcs):
+        problems.append("DC names must be non-empty and have no surrounding spaces")
+    if config.partitions < 1:
+        problems.append(f"partitions must be at least 1, not {config.partitions}")
+    if not config.cluster_id:
+        problems.append("cluster_id must not be empty")
+    if config.protocol not in protocol_names():
+        problems.append(f"unknown protocol {config.protocol!r}; choose one of {', '.join(protocol_names())}")
+    for name in ("heartbeat_interval_ms", "stabilization_interval_ms"):
+        value = getattr(config, name)
+        if not math.isfinite(value) or value <= 0:
+            problems.append(f"{name} must be a positive number of ms, not {value}")
+        elif value * 1000 < 1:
+            problems.append(f"{name} must be at least 0.001 ms")
+    for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
+        if getattr(config, name) < 1:
+            problems.append(f"{name} must be positive")
+    smallest_message = config.max_key_bytes + config.max_value_bytes + MESSAGE_OVERHEAD_BYTES
+    if config.max_message_bytes < smallest_message:
+        problems.append(
+            f"max_message_bytes ({config.max_message_bytes}) must be at least max_key_bytes + max_value_bytes "
+            f"+ {MESSAGE_OVERHEAD_BYTES} bytes of overhead = {smallest_message}"
+        )
+    if len(config.wan_ms) != len(dcs) or any(len(row) != len(dcs) for row in config.wan_ms):
+        problems.append(f"wan_ms must be a {len(dcs)}x{len(dcs)} matrix")
+    else:
+        for i, row in enumerate(config.wan_ms):
+            for j, delay in enumerate(row):
+                if not math.isfinite(delay) or delay < 0:
+                    problems.append(f"wan_ms.{dcs[i]}[{j}] must be a non-negative number of ms, not {delay}")
+                elif i == j and delay != 0:
+                    problems.append(f"wan_ms.{dcs[i]}[{j}]: the delay from a DC to itself must be 0")
+    problems.extend(_server_problems(config))
+    if problems:
+        raise ValueError("invalid cluster config: " + "; ".join(problems))
+
+
+def _server_problems(config: ClusterConfig) -> list[str]:
+    problems: list[str] = []
+    seen: dict[tuple[str, int], ServerConfig] = {}
+    addresses: dict[str, ServerConfig] = {}
+    for server in config.servers:
+        if server.dc not in config.dcs:
+            problems.append(f"server {server.label}: unknown DC {server.dc!r}; DCs are {', '.join(config.dcs)}")
+            continue
+        if not 0 <= server.partition < max(config.partitions, 1):
+            problems.append(
+                f"server {server.label}: partition {server.partition} out of range 0..{config.partitions - 1}"
+            )
+            continue
+        if (server.dc, server.partition) in seen:
+            problems.append(f"server {server.label} is listed twice")
+        seen[(server.dc, server.partition)] = server
+        try:
+            host, port = split_address(server.address)
+        except ValueError as error:
+            problems.append(f"server {server.label}: {error}")
+            continue
+        canonical = join_address(host.lower(), port)
+        if canonical in addresses:
+            problems.append(
+                f"servers {addresses[canonical].label} and {server.label} share the address {server.address}"
+            )
+        addresses[canonical] = server
+        if not math.isfinite(server.clock_skew_ms):
+            problems.append(f"server {server.label}: clock_skew_ms must be finite")
+    for dc in config.dcs:
+        missing = [p for p in range(max(config.partitions, 0)) if (dc, p) not in seen]
+        if missing:
+            problems.append(f"DC {dc!r} has no server for partition(s) {', '.join(map(str, missing))}")
+    return problems
+
+
+# -------------------------------------------------------------------- the default local cluster
+
+
+def realistic_wan_ms(dcs: Sequence[str]) -> tuple[tuple[float, ...], ...]:
+    """One-way delays for the paper's regions: oregon-virginia 35 ms, oregon-ireland 65 ms,
+    virginia-ireland 38 ms (about half of public AWS inter-region round-trip times); any pair
+    involving another DC name gets 50 ms."""
+    return tuple(
+        tuple(
+            0.0 if a == b else REALISTIC_WAN_MS.get(frozenset({a, b}), DEFAULT_REALISTIC_WAN_MS) for b in dcs
+        )
+        for a in dcs
+    )
+
+
+def uniform_wan_ms(dcs: Sequence[str], delay_ms: float) -> tuple[tuple[float, ...], ...]:
+    return tuple(tuple(0.0 if a == b else float(delay_ms) for b in dcs) for a in dcs)
+
+
+def local_cluster(
+    dcs: Sequence[str] = ("oregon", "virginia", "ireland"),
+    partitions: int = 2,
+    protocol: str = "okapi",
+    wan: float | str = "realistic",
+    clock_skew_ms: float = 0.0,
+    base_port: int = 7100,
+    host: str = "127.0.0.1",
+    cluster_id: str = DEFAULT_CLUSTER_ID,
+) -> ClusterConfig:
+    """The cluster `okapi up` starts: one server per (DC, partition) on ``host``.
+
+    Ports are ``base_port``, ``base_port + 1``, ... in dc-major order (every partition of the first
+    DC, then the second DC, ...). ``wan`` is a uniform one-way delay in ms, ``"realistic"`` (see
+    ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` spreads fixed clock offsets evenly over
+    [0, X] ms in the same order: the first server gets 0, the last X.
+    """
+    names = tuple(name.strip() for name in dcs)
+    if isinstance(wan, str):
+        if wan == "realistic":
+            matrix = realistic_wan_ms(names)
+        elif wan == "off":
+            matrix = uniform_wan_ms(names, 0.0)
+        else:
+            raise ValueError(f"wan must be a number of ms, 'realistic' or 'off', not {wan!r}")
+    else:
+        matrix = uniform_wan_ms(names, wan)
+    if not math.isfinite(clock_skew_ms) or clock_skew_ms < 0:
+        raise ValueError(f"clock skew must be a non-negative number of ms, not {clock_skew_ms}")
+    count = len(names) * partitions
+    if count > 0 and not 1 <= base_port <= 65536 - count:
+        raise ValueError(f"base port {base_port} leaves no room for {count} consecutive ports")
+    servers = []
+    for position in range(count):
+        dc, partition = divmod(position, partitions)
+        skew = clock_skew_ms * position / (count - 1) if count > 1 else 0.0
+        servers.append(ServerConfig(names[dc], partition, join_address(host, base_port + position), round(skew, 6)))
+    return ClusterConfig(
+        dcs=names,
+        partitions=partitions,
+        servers=tuple(servers),
+        wan_ms=matrix,
+        cluster_id=cluster_id,
+        protocol=protocol,
+    )
+
+
+def okapi_home() -> Path:
+    """``$OKAPI_HOME`` if set, else ``~/.okapi``: where `okapi up` leaves the running cluster's config."""
+    configured = os.environ.get("OKAPI_HOME")
+    return Path(configured).expanduser() if configured else Path.home() / ".okapi"
+
+
+def default_config_path() -> Path:
+    return okapi_home() / "cluster.toml"
+
+
+def load_default_cluster() -> ClusterConfig:
+    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none."""
+    path = default_config_path()
+    if not path.exists():
+        raise ValueError(
+            f"no local cluster config at {path}: start a cluster with `okapi up`, "
+            "or name one with --connect HOST:PORT or --config FILE"
+        )
+    return ClusterConfig.load(path)

@@ -1,0 +1,194 @@
+"""`okapi up`: start a local multi-DC cluster, one OS process per partition server.
+
+Each server is a real `okapi server` process (``sys.executable -m okapikv.cli server ...``), as it
+would run on its own host, reading the same config file; the launcher only writes that file,
+starts the processes, waits for every one to pass a gRPC health check, and prints
+``okapi: cluster ready``. It then supervises: a server that dies is reported (the rest keep
+running), and SIGINT/SIGTERM stops every server (SIGTERM, then SIGKILL after a grace period).
+
+The config goes to ``default_config_path()`` (``$OKAPI_HOME/cluster.toml`` or
+``~/.okapi/cluster.toml``) so that `okapi client` and `okapi status` find the cluster without flags.
+On Linux the servers are also told to exit if the launcher dies without cleaning up
+(``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from okapikv.cluster.config import ClusterConfig, ServerConfig, default_config_path, local_cluster, split_address
+from okapikv.cluster.health import wait_until_serving
+
+READY_LINE = "okapi: cluster ready"
+STARTUP_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0
+
+
+@dataclass
+class Child:
+    server: ServerConfig
+    process: subprocess.Popen[bytes]
+    reported: bool = False
+
+
+def _say(message: str) -> None:
+    print(f"okapi: {message}", flush=True)
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    wan: float | str = args.wan_ms if args.wan_ms is not None else args.wan
+    dcs = [name.strip() for name in args.dcs.split(",") if name.strip()]
+    if not dcs:
+        raise ValueError("--dcs must name at least one DC")
+    return local_cluster(
+        dcs=dcs,
+        partitions=args.partitions,
+        protocol=args.protocol,
+        wan=wan,
+        clock_skew_ms=args.clock_skew_ms,
+        base_port=args.base_port,
+        host=args.host,
+    )
+
+
+def busy_addresses(config: ClusterConfig) -> list[str]:
+    """Addresses some other process already listens on (a cluster still running?)."""
+    busy = []
+    for server in config.servers:
+        host, port = split_address(server.address)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                busy.append(server.address)
+    return busy
+
+
+def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_server(config_path: Path, server: ServerConfig) -> subprocess.Popen[bytes]:
+    command = [
+        sys.executable, "-m", "okapikv.cli", "server",
+        "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
+    ]
+    preexec = _exit_with_parent if sys.platform.startswith("linux") else None
+    environment = dict(os.environ)
+    environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
+
+
+def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
+    for child in children:
+        if child.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.process.terminate()
+    deadline = time.monotonic() + grace_s
+    for child in children:
+        try:
+            child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.process.kill()
+            child.process.wait()
+
+
+def _report_deaths(children: list[Child]) -> int:
+    """Report servers that exited since the last call; returns how many are still running."""
+    alive = 0
+    for child in children:
+        code = child.process.poll()
+        if code is None:
+            alive += 1
+        elif not child.reported:
+            child.reported = True
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            print(f"okapi: server {child.server.label} ({child.server.address}) {how}", file=sys.stderr, flush=True)
+    return alive
+
+
+def run_up(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        print(f"okapi up: {error}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        sys.stdout.write(config.to_toml())
+        return 0
+    busy = busy_addresses(config)
+    if busy:
+        print(f"okapi up: address(es) already in use: {', '.join(busy)} (another cluster running? "
+              "try `okapi status`, or pick another --base-port)", file=sys.stderr)
+        return 1
+    path = config.dump(default_config_path())
+
+    stop = threading.Event()
+
+    def on_signal(signal_number: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
+    children: list[Child] = []
+    try:
+        wan = "off" if not any(any(row) for row in config.wan_ms) else (
+            f"{args.wan_ms} ms" if args.wan_ms is not None else args.wan)
+        _say(f"cluster {config.cluster_id}: {len(config.dcs)} DC(s) x {config.partitions} partition(s), "
+             f"protocol {config.protocol}, WAN {wan}; config {path}")
+        for server in config.servers:
+            children.append(Child(server, start_server(path, server)))
+            _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}")
+        return _supervise(config, children, stop)
+    finally:
+        stop_children(children)
+        if children:
+            _say(f"stopped {len(children)} server(s)")
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event) -> int:
+    def startup_problem() -> str | None:
+        if stop.is_set():
+            return "interrupted"
+        for child in children:
+            code = child.process.poll()
+            if code is not None:
+                return f"server {child.server.label} ({child.server.address}) exited with code {code} during start-up"
+        return None
+
+    try:
+        not_ready = wait_until_serving([s.address for s in config.servers], STARTUP_TIMEOUT_S,
+                                       give_up=startup_problem)
+    except RuntimeError as error:
+        if stop.is_set():
+            _say("interrupted; stopping")
+            return 0
+        print(f"okapi up: {error}; stopping the cluster", file=sys.stderr)
+        return 1
+    if not_ready:
+        print(f"okapi up: no health from {', '.join(not_ready)} after {STARTUP_TIMEOUT_S:.0f} s; stopping",
+              file=sys.stderr)
+        return 1
+    print(READY_LINE, flush=True)
+    while not stop.wait(0.25):
+        if _report_deaths(children) == 0:
+            print("okapi up: every server has exited", file=sys.stderr)
+            return 1
+    _say("stopping the cluster")
+    return 0

@@ -1,0 +1,290 @@
+"""Peer links: one FIFO, reliable, WAN-delayed stream of peer messages per destination server.
+
+The protocol assumes links between servers are FIFO and reliable while up (DESIGN.md section 1):
+a replica sets ``vv[i]`` to the timestamp of the last update it received from DC i and takes it as
+proof that every earlier update from i is installed. A lost or reordered message would break that
+silently, so each link:
+
+- keeps one ``Peer.Link`` stream open to its destination; messages leave in the order the core
+  produced them, batched (everything queued when the sender runs goes in one ``PeerBatch``, split
+  below the message-size limit);
+- numbers messages (per sender incarnation) and keeps each one until the receiver acknowledges it;
+  after a broken stream it reconnects with backoff and resends the unacknowledged tail, and the
+  receiver skips numbers it already handled (``IncomingLinks``). Messages queued while the
+  destination is down wait in the queue, so servers may start in any order;
+- emulates WAN latency in the sender: a message to another DC is released at
+  ``enqueue time + one-way delay``. The delay is constant per link, so release times are
+  non-decreasing and FIFO order is kept.
+
+Frames arrive already serialized (``okapikv.wire.convert``), so a replication batch sent to every
+other DC is encoded once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+import grpc.aio
+
+from okapikv.core.messages import ServerId
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.convert import encode_batch
+
+LINK_METHOD = "/okapikv.Peer/Link"
+INITIAL_BACKOFF_S = 0.05
+MAX_BACKOFF_S = 1.0
+
+log = logging.getLogger("okapikv.server.links")
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+def peer_channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
+    """Channel options for peer links: reconnect quickly (peers restart, start late) and notice a
+    dead peer on an idle link through keepalive pings."""
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+@dataclass(slots=True)
+class LinkStats:
+    sent_messages: int = 0
+    sent_batches: int = 0
+    resent_messages: int = 0
+    connects: int = 0
+    failures: int = 0
+
+
+class OutgoingLink:
+    """Messages from this server to one destination, in order, delivered at least once and handled
+    exactly once (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        destination: ServerId,
+        label: str,
+        address: str,
+        header: bytes,
+        delay_s: float,
+        max_batch_bytes: int,
+        max_message_bytes: int,
+    ) -> None:
+        self.destination = destination
+        self.label = label
+        self.address = address
+        self.delay_s = delay_s
+        self._header = header
+        self._max_batch_bytes = max_batch_bytes
+        self._options = peer_channel_options(max_message_bytes)
+        self._queue: deque[tuple[float, int, bytes, int]] = deque()  # (release time, sequence, frame, size)
+        self._unacked: deque[tuple[int, bytes, int]] = deque()  # (sequence, frame, size)
+        self._next_sequence = 1
+        self._wakeup = asyncio.Event()
+        self._idle = True
+        self._broken = False
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self.connected = False
+        self._consecutive_failures = 0
+        self.stats = LinkStats()
+
+    # ---------------------------------------------------------------- producer side
+
+    def enqueue(self, frame: bytes, size: int) -> None:
+        """Queue one framed message; called from the core's effect dispatch (never blocks)."""
+        self._queue.append((self._loop.time() + self.delay_s, self._next_sequence, frame, size))
+        self._next_sequence += 1
+        if self._idle:
+            self._idle = False
+            self._wakeup.set()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    @property
+    def unacked(self) -> int:
+        return len(self._unacked)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"link->{self.label}")
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    # ---------------------------------------------------------------- connection loop
+
+    async def _run(self) -> None:
+        backoff = INITIAL_BACKOFF_S
+        while not self._closed:
+            channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            ack_reader: asyncio.Task[None] | None = None
+            try:
+                stub = channel.stream_stream(
+                    LINK_METHOD, request_serializer=_identity, response_deserializer=pb.LinkAck.FromString
+                )
+                call = stub(wait_for_ready=True)
+                self._broken = False
+                ack_reader = asyncio.create_task(self._read_acks(call))
+                self.stats.connects += 1
+                await self._pump(call)
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as error:
+                self._report_failure(f"{error.code().name}: {error.details()}")
+            except Exception as error:  # a failed write surfaces as one of several grpc.aio errors
+                self._report_failure(f"{type(error).__name__}: {error}")
+            finally:
+                if self.connected:
+                    backoff = INITIAL_BACKOFF_S  # the receiver acknowledged: it was a real connection
+                self.connected = False
+                if ack_reader is not None:
+                    ack_reader.cancel()
+                    # Let it finish now: its last act (marking the stream broken) must not land
+                    # after the next connection has started.
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await ack_reader
+                await channel.close(grace=None)
+            if self._closed:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _report_failure(self, reason: str) -> None:
+        """Log quietly: one broken stream is routine (a peer restarting, the cluster stopping); a
+        peer that stays unreachable is worth a warning, repeated now and then."""
+        if self._closed:
+            return
+        self.stats.failures += 1
+        self._consecutive_failures += 1
+        count = self._consecutive_failures
+        if count == 1:
+            log.info("link to %s (%s) broke (%s); reconnecting", self.label, self.address, reason)
+        elif count == 3 or count % 100 == 0:
+            log.warning("%s (%s) still unreachable after %d attempts (%s); %d messages kept for it",
+                        self.label, self.address, count, reason, len(self._unacked) + len(self._queue))
+
+    async def _read_acks(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            async for ack in call:
+                if not self.connected:
+                    self.connected = True
+                    if self._consecutive_failures >= 3:
+                        log.warning("link to %s (%s) restored", self.label, self.address)
+                    self._consecutive_failures = 0
+                received = ack.received
+                unacked = self._unacked
+                while unacked and unacked[0][0] <= received:
+                    unacked.popleft()
+            status = await call.code()
+            if status != grpc.StatusCode.OK and not self._closed:
+                self._report_failure(f"{status.name}: {await call.details()}")
+        except grpc.aio.AioRpcError as error:
+            if not self._closed:
+                self._report_failure(f"{error.code().name}: {error.details()}")
+        finally:
+            self._broken = True
+            self._wakeup.set()
+
+    async def _pump(self, call: grpc.aio.StreamStreamCall) -> None:
+        """Resend what is unacknowledged, then write batches until the stream breaks."""
+        if self._unacked:
+            pending = list(self._unacked)
+            self.stats.resent_messages += len(pending)
+            for chunk in self._chunks(pending):
+                await call.write(encode_batch(self._header, chunk[0][0], [frame for _, frame, _ in chunk]))
+        queue = self._queue
+        while not self._broken and not self._closed:
+            if not queue:
+                self._idle = True
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            now = self._loop.time()
+            release = queue[0][0]
+            if release > now:
+                # Later messages release later still (constant delay): sleep until the head is due.
+                await asyncio.sleep(release - now)
+                continue
+            first_sequence = queue[0][1]
+            frames: list[bytes] = []
+            size = 0
+            unacked = self._unacked
+            while queue and queue[0][0] <= now and (not frames or size + queue[0][3] <= self._max_batch_bytes):
+                _, sequence, frame, frame_size = queue.popleft()
+                frames.append(frame)
+                size += frame_size
+                unacked.append((sequence, frame, frame_size))
+            await call.write(encode_batch(self._header, first_sequence, frames))
+            self.stats.sent_batches += 1
+            self.stats.sent_messages += len(frames)
+
+    def _chunks(self, items: list[tuple[int, bytes, int]]) -> Iterator[list[tuple[int, bytes, int]]]:
+        """Split (sequence, frame, size) items into runs below the batch size (at least one each)."""
+        run: list[tuple[int, bytes, int]] = []
+        size = 0
+        for item in items:
+            if run and size + item[2] > self._max_batch_bytes:
+                yield run
+                run, size = [], 0
+            run.append(item)
+            size += item[2]
+        if run:
+            yield run
+
+
+class IncomingLinks:
+    """Receiver half of the link protocol: which message numbers of each sender were handled.
+
+    A sender resends its unacknowledged tail after a reconnect, so a batch may start with messages
+    this server already handed to its core: those are skipped. A new incarnation (the sender
+    restarted) starts its numbering over.
+    """
+
+    def __init__(self) -> None:
+        self._handled: dict[ServerId, tuple[int, int]] = {}  # source -> (incarnation, last handled)
+
+    def admit(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int | None:
+        """How many leading messages of the batch to skip, or None if the batch leaves a gap
+        (messages missing before it: the stream must be restarted so the sender resends)."""
+        known = self._handled.get(source)
+        last = known[1] if known is not None and known[0] == incarnation else 0
+        if known is None or known[0] != incarnation:
+            last = first_sequence - 1  # first contact with this incarnation: start where it starts
+        if first_sequence > last + 1:
+            return None
+        skip = min(count, last + 1 - first_sequence)
+        return skip
+
+    def handled(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int:
+        """Record that the batch was handled; returns the number to acknowledge."""
+        known = self._handled.get(source)
+        last = first_sequence + count - 1
+        if known is not None and known[0] == incarnation:
+            last = max(last, known[1])
+        self._handled[source] = (incarnation, last)
+        return last

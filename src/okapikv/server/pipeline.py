@@ -1,0 +1,83 @@
+"""Result batching for one Pipeline stream.
+
+A client sends ``OperationBatch`` messages and reads ``ResultBatch`` messages; results come back
+in whatever order the core produces them (a parked Cure/GentleRain operation answers later than
+the ones after it), matched by the client's operation ids.
+
+Replies are appended to the batch being built as the core produces them; the stream's writer sends
+that batch once it gets to run, so every result ready in the same event-loop turn (and any that
+arrive while a previous write is in flight) share one gRPC message. A client that stops reading
+cannot make the server buffer without bound: the reader stops taking new operations while too
+many results wait to be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from okapikv.core.messages import ClientReply
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.convert import fill_error, fill_result
+
+MAX_UNSENT_RESULTS = 50_000
+
+
+class PipelineSink:
+    __slots__ = ("outstanding", "reading", "closed", "_batch", "_ready", "_room")
+
+    def __init__(self) -> None:
+        self.outstanding = 0  # operations handed to the core and not answered yet
+        self.reading = True  # the client may still send operations
+        self.closed = False  # the stream is gone: drop late replies
+        self._batch = pb.ResultBatch()
+        self._ready = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def deliver(self, operation_id: int, kind: str, reply: ClientReply) -> None:
+        self.outstanding -= 1
+        if self.closed:
+            return
+        result = self._batch.results.add()
+        result.id = operation_id
+        fill_result(result, kind, reply)
+        self._signal()
+
+    def reject(self, operation_id: int, code: str, message: str) -> None:
+        """Answer an operation the core never saw (malformed, or the handler failed)."""
+        if self.closed:
+            return
+        result = self._batch.results.add()
+        result.id = operation_id
+        fill_error(result, code, message)
+        self._signal()
+
+    def finish_reading(self) -> None:
+        self.reading = False
+        self._ready.set()
+
+    def _signal(self) -> None:
+        self._ready.set()
+        if len(self._batch.results) >= MAX_UNSENT_RESULTS:
+            self._room.clear()
+
+    async def wait_for_room(self) -> None:
+        await self._room.wait()
+
+    async def next_batch(self) -> pb.ResultBatch | None:
+        """The results ready now (waiting for at least one), or None once the client has stopped
+        sending and every operation is answered."""
+        while True:
+            if len(self._batch.results):
+                batch = self._batch
+                self._batch = pb.ResultBatch()
+                self._room.set()
+                return batch
+            if not self.reading and self.outstanding <= 0:
+                return None
+            self._ready.clear()
+            await self._ready.wait()
+
+    def close(self) -> None:
+        self.closed = True
+        self._room.set()

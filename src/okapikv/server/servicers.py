@@ -1,0 +1,216 @@
+"""The gRPC services of a partition server: KeyValue (clients) and Peer (other servers).
+
+Failure policy: a request the core refuses (empty or oversized key, oversized value, bad session)
+is answered with its status (INVALID_ARGUMENT) and changes nothing; any unexpected exception in a
+handler is logged with its traceback and answered INTERNAL, and the server keeps serving. gRPC
+itself answers unknown methods (UNIMPLEMENTED), undecodable messages and oversized ones
+(RESOURCE_EXHAUSTED) without reaching this code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from okapikv.core.messages import ClientReply, ErrorReply
+from okapikv.server.node import PartitionNode
+from okapikv.server.pipeline import PipelineSink
+from okapikv.wire import convert
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+log = logging.getLogger("okapikv.server")
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Handler = Callable[[Any, Request, grpc.aio.ServicerContext], Awaitable[Response]]
+
+
+def guarded(method: Handler[Request, Response]) -> Handler[Request, Response]:
+    """Answer INTERNAL (and log) when a unary handler raises; aborts pass through."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Request, context: grpc.aio.ServicerContext) -> Response:
+        try:
+            return await method(self, request, context)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as error:
+            log.exception("%s failed", method.__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}: {error}")
+            raise  # unreachable: abort raises
+
+    return wrapper
+
+
+async def _abort_on_error(reply: ClientReply, context: grpc.aio.ServicerContext) -> None:
+    if isinstance(reply, ErrorReply):
+        code = getattr(grpc.StatusCode, reply.code, grpc.StatusCode.UNKNOWN)
+        await context.abort(code, reply.message)
+
+
+class KeyValueServicer(pb_grpc.KeyValueServicer):
+    def __init__(self, node: PartitionNode) -> None:
+        self.node = node
+        self.num_dcs = node.num_dcs
+
+    @guarded
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.GetResponse:
+        reply = await self.node.call(convert.get_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.GetResponse()
+        convert.fill_get(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.PutResponse:
+        reply = await self.node.call(convert.put_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.PutResponse()
+        convert.fill_write(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def Swap(self, request: pb.SwapRequest, context: grpc.aio.ServicerContext) -> pb.SwapResponse:
+        reply = await self.node.call(convert.swap_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.SwapResponse()
+        convert.fill_swap(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
+        reply = await self.node.call(convert.delete_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.DeleteResponse()
+        convert.fill_write(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def Scan(self, request: pb.ScanRequest, context: grpc.aio.ServicerContext) -> pb.ScanResponse:
+        reply = await self.node.call(convert.scan_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.ScanResponse()
+        convert.fill_scan(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def ReadTx(self, request: pb.ReadTxRequest, context: grpc.aio.ServicerContext) -> pb.ReadTxResponse:
+        reply = await self.node.call(convert.read_tx_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.ReadTxResponse()
+        convert.fill_read_tx(response, reply)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def ClusterInfo(
+        self, request: pb.ClusterInfoRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClusterInfoResponse:
+        config = self.node.config
+        response = pb.ClusterInfoResponse(
+            cluster_id=config.cluster_id,
+            dc_names=config.dcs,
+            num_partitions=config.partitions,
+            protocol=config.protocol,
+            dc=self.node.id.dc,
+            partition=self.node.id.partition,
+            max_key_bytes=config.max_key_bytes,
+            max_value_bytes=config.max_value_bytes,
+            max_message_bytes=config.max_message_bytes,
+        )
+        for server in config.servers:
+            response.servers.add(dc=config.dc_index(server.dc), partition=server.partition, address=server.address)
+        return response
+
+    @guarded
+    async def Stats(self, request: pb.StatsRequest, context: grpc.aio.ServicerContext) -> pb.StatsResponse:
+        return pb.StatsResponse(json=self.node.stats_json())
+
+    async def Pipeline(
+        self, request_iterator: AsyncIterator[pb.OperationBatch], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.ResultBatch]:
+        sink = PipelineSink()
+        reader = asyncio.create_task(self._read_operations(request_iterator, sink))
+        try:
+            while True:
+                batch = await sink.next_batch()
+                if batch is None:
+                    break
+                yield batch
+            await reader  # surfaces a reader failure as the stream's status
+        finally:
+            sink.close()
+            reader.cancel()
+
+    async def _read_operations(self, request_iterator: AsyncIterator[pb.OperationBatch], sink: PipelineSink) -> None:
+        node = self.node
+        try:
+            async for batch in request_iterator:
+                node.submit_operations(batch, sink)
+                await sink.wait_for_room()
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError:
+            pass  # the client went away; the writer ends with the stream
+        except Exception:
+            log.exception("Pipeline reader failed")
+            raise
+        finally:
+            sink.finish_reading()
+
+
+class PeerServicer(pb_grpc.PeerServicer):
+    """Incoming peer links: check the cluster, hand each batch to the core in order, acknowledge.
+
+    Acknowledgements only let the sender forget messages it would otherwise resend after a broken
+    stream, so they are coalesced (every ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each
+    gRPC write costs far more than the few bytes it carries, and links carry a heartbeat every
+    millisecond.
+    """
+
+    ACK_INTERVAL_S = 0.05
+    ACK_MESSAGES = 4096
+
+    def __init__(self, node: PartitionNode) -> None:
+        self.node = node
+
+    async def Link(
+        self, request_iterator: AsyncIterator[pb.PeerBatch], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.LinkAck]:
+        node = self.node
+        config = node.config
+        loop = asyncio.get_running_loop()
+        last_ack_time = 0.0
+        unacknowledged = 0
+        async for batch in request_iterator:
+            if batch.cluster_id != config.cluster_id:
+                log.warning("%s: refused a peer link from cluster %r (this is %r)",
+                            node.label, batch.cluster_id, config.cluster_id)
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}",
+                )
+            source = batch.source
+            if not (source.dc < len(config.dcs) and source.partition < config.partitions) or (
+                source.dc == node.id.dc and source.partition == node.id.partition
+            ):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
+            try:
+                acknowledged = node.on_peer_batch(batch)
+            except Exception:
+                log.exception("%s: failed on a peer batch", node.label)
+                await context.abort(grpc.StatusCode.INTERNAL, "failed on a peer batch")
+            if acknowledged is None:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
+            unacknowledged += len(batch.messages)
+            now = loop.time()
+            if unacknowledged >= self.ACK_MESSAGES or now - last_ack_time >= self.ACK_INTERVAL_S:
+                last_ack_time = now
+                unacknowledged = 0
+                yield pb.LinkAck(received=acknowledged)

@@ -1,0 +1,396 @@
+"""Conversions between the core's frozen dataclasses (``okapikv.core.messages``) and protobuf.
+
+This is the server's hot path: every request, reply and peer message goes through one of these
+functions, so they use plain attribute access and fill protobuf messages in place (``add()``,
+sub-message fields) instead of building them with keyword arguments or reflection.
+
+Conventions shared with the client library:
+- a ``Session`` with no ``stable`` entries is a fresh session: zeros for every DC (so a plain
+  grpcurl call, or a client that has not learned the cluster size yet, still works);
+- a missing value (absent key, tombstone) is ``found = false`` with empty bytes;
+- a SCAN ``limit`` of 0 means no limit;
+- peer messages carry no source of their own: the ``PeerBatch`` that holds them names it.
+
+Peer batches are built from bytes: each core message is serialized once (a replication batch goes
+to every other DC unchanged) and framed into ``PeerBatch`` by hand as field 3, which protobuf
+parses exactly like a batch built with ``messages.add()``. The batch header (cluster id, source,
+incarnation) is serialized once per link.
+"""
+
+from __future__ import annotations
+
+from okapikv.core.messages import (
+    ClientReply,
+    DeleteRequest,
+    ErrorReply,
+    GetReply,
+    GetRequest,
+    GsvBroadcast,
+    GsvExchange,
+    Heartbeat,
+    PeerMessage,
+    PutRequest,
+    ReadItem,
+    ReadTxReply,
+    ReadTxRequest,
+    ReplicateBatch,
+    ScanReply,
+    ScanRequest,
+    ScanSlice,
+    ServerId,
+    Session,
+    SliceReply,
+    SwapReply,
+    SwapRequest,
+    TxSlice,
+    Update,
+    VvReport,
+    WriteReply,
+)
+from okapikv.core.vectors import Vector
+from okapikv.wire import okapikv_pb2 as pb
+
+# Result kinds of the Pipeline stream: the name of the ``Operation``/``Result`` oneof case.
+GET = "get"
+PUT = "put"
+SWAP = "swap"
+DELETE = "delete"
+SCAN = "scan"
+READ_TX = "read_tx"
+
+# ==================================================================== sessions
+
+
+def session_from_pb(message: pb.Session, num_dcs: int) -> Session:
+    stable = tuple(message.stable)
+    return Session(stable if stable else (0,) * num_dcs, message.dt)
+
+
+def fill_session(target: pb.Session, session: Session) -> None:
+    target.stable.extend(session.stable)
+    target.dt = session.dt
+
+
+def session_to_pb(session: Session) -> pb.Session:
+    return pb.Session(stable=session.stable, dt=session.dt)
+
+
+# ==================================================================== client requests
+
+
+def get_request(message: pb.GetRequest, request_id: int, num_dcs: int) -> GetRequest:
+    return GetRequest(request_id, message.key, session_from_pb(message.session, num_dcs))
+
+
+def put_request(message: pb.PutRequest, request_id: int, num_dcs: int) -> PutRequest:
+    return PutRequest(request_id, message.key, message.value, session_from_pb(message.session, num_dcs))
+
+
+def swap_request(message: pb.SwapRequest, request_id: int, num_dcs: int) -> SwapRequest:
+    return SwapRequest(request_id, message.key, message.value, session_from_pb(message.session, num_dcs))
+
+
+def delete_request(message: pb.DeleteRequest, request_id: int, num_dcs: int) -> DeleteRequest:
+    return DeleteRequest(request_id, message.key, session_from_pb(message.session, num_dcs))
+
+
+def scan_request(message: pb.ScanRequest, request_id: int, num_dcs: int) -> ScanRequest:
+    return ScanRequest(
+        request_id,
+        message.start,
+        message.end,
+        message.limit or None,
+        session_from_pb(message.session, num_dcs),
+    )
+
+
+def read_tx_request(message: pb.ReadTxRequest, request_id: int, num_dcs: int) -> ReadTxRequest:
+    return ReadTxRequest(request_id, tuple(message.keys), session_from_pb(message.session, num_dcs))
+
+
+def operation_request(
+    operation: pb.Operation, request_id: int, num_dcs: int
+) -> tuple[str, GetRequest | PutRequest | SwapRequest | DeleteRequest | ScanRequest | ReadTxRequest] | None:
+    """The core request of one Pipeline operation and its result kind; None if the oneof is unset."""
+    kind = operation.WhichOneof("op")
+    if kind == PUT:
+        return PUT, put_request(operation.put, request_id, num_dcs)
+    if kind == GET:
+        return GET, get_request(operation.get, request_id, num_dcs)
+    if kind == SWAP:
+        return SWAP, swap_request(operation.swap, request_id, num_dcs)
+    if kind == DELETE:
+        return DELETE, delete_request(operation.delete, request_id, num_dcs)
+    if kind == SCAN:
+        return SCAN, scan_request(operation.scan, request_id, num_dcs)
+    if kind == READ_TX:
+        return READ_TX, read_tx_request(operation.read_tx, request_id, num_dcs)
+    return None
+
+
+# ==================================================================== client replies
+
+
+def fill_get(target: pb.GetResponse, reply: GetReply) -> None:
+    if reply.value is not None:
+        target.found = True
+        target.value = reply.value
+    fill_session(target.session, reply.session)
+
+
+def fill_write(target: pb.PutResponse | pb.DeleteResponse, reply: WriteReply) -> None:
+    target.found = reply.found
+    target.timestamp = reply.timestamp
+    fill_session(target.session, reply.session)
+
+
+def fill_swap(target: pb.SwapResponse, reply: SwapReply) -> None:
+    if reply.old_value is not None:
+        target.found = True
+        target.old_value = reply.old_value
+    target.timestamp = reply.timestamp
+    fill_session(target.session, reply.session)
+
+
+def fill_scan(target: pb.ScanResponse, reply: ScanReply) -> None:
+    items = target.items
+    for key, value in reply.items:
+        item = items.add()
+        item.key = key
+        item.value = value
+    fill_session(target.session, reply.session)
+
+
+def fill_read_tx(target: pb.ReadTxResponse, reply: ReadTxReply) -> None:
+    values = target.values
+    for value in reply.values:
+        slot = values.add()
+        if value is not None:
+            slot.found = True
+            slot.value = value
+    fill_session(target.session, reply.session)
+
+
+def fill_result(target: pb.Result, kind: str, reply: ClientReply) -> None:
+    """Fill one Pipeline ``Result`` (its ``id`` is set by the caller)."""
+    if isinstance(reply, WriteReply):
+        write = target.put if kind == PUT else target.delete
+        write.SetInParent()
+        fill_write(write, reply)
+    elif isinstance(reply, GetReply):
+        target.get.SetInParent()
+        fill_get(target.get, reply)
+    elif isinstance(reply, ErrorReply):
+        target.error.code = reply.code
+        target.error.message = reply.message
+    elif isinstance(reply, SwapReply):
+        target.swap.SetInParent()
+        fill_swap(target.swap, reply)
+    elif isinstance(reply, ScanReply):
+        target.scan.SetInParent()
+        fill_scan(target.scan, reply)
+    elif isinstance(reply, ReadTxReply):
+        target.read_tx.SetInParent()
+        fill_read_tx(target.read_tx, reply)
+    else:
+        raise TypeError(f"unexpected reply type {type(reply).__name__}")
+
+
+def fill_error(target: pb.Result, code: str, message: str) -> None:
+    target.error.code = code
+    target.error.message = message
+
+
+# ==================================================================== peer messages: core -> bytes
+
+
+def _fill_vector(target: pb.Vector, vector: Vector) -> None:
+    target.SetInParent()
+    target.entries.extend(vector)
+
+
+def _fill_updates(target: pb.ReplicateBatch, updates: tuple[Update, ...]) -> None:
+    target.SetInParent()
+    slots = target.updates
+    for update in updates:
+        slot = slots.add()
+        slot.key = update.key
+        if update.value is None:
+            slot.tombstone = True
+        else:
+            slot.value = update.value
+        slot.timestamp = update.timestamp
+        slot.source_dc = update.source_dc
+        if update.dv is not None:
+            slot.dv.entries.extend(update.dv)
+
+
+def _fill_items(target: pb.SliceReply, items: tuple[ReadItem, ...]) -> None:
+    slots = target.items
+    for item in items:
+        slot = slots.add()
+        slot.key = item.key
+        if item.value is not None:
+            slot.found = True
+            slot.value = item.value
+        slot.timestamp = item.timestamp
+        slot.source_dc = item.source_dc
+        if item.dv is not None:
+            slot.dv.entries.extend(item.dv)
+
+
+def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
+    result = pb.PeerMessage()
+    if isinstance(message, ReplicateBatch):
+        _fill_updates(result.replicate, message.updates)
+    elif isinstance(message, Heartbeat):
+        result.heartbeat.SetInParent()
+        result.heartbeat.timestamp = message.timestamp
+    elif isinstance(message, VvReport):
+        _fill_vector(result.vv_report.vv, message.vv)
+        _fill_vector(result.vv_report.floor, message.floor)
+    elif isinstance(message, GsvBroadcast):
+        broadcast = result.gsv_broadcast
+        _fill_vector(broadcast.gsv, message.gsv)
+        _fill_vector(broadcast.horizon, message.horizon)
+        if message.usv is not None:
+            broadcast.has_usv = True
+            _fill_vector(broadcast.usv, message.usv)
+    elif isinstance(message, GsvExchange):
+        _fill_vector(result.gsv_exchange.gsv, message.gsv)
+    elif isinstance(message, SliceReply):
+        reply = result.slice_reply
+        reply.SetInParent()
+        reply.tx_id = message.tx_id
+        reply.too_old = message.too_old
+        _fill_items(reply, message.items)
+    elif isinstance(message, TxSlice):
+        tx = result.tx_slice
+        tx.tx_id = message.tx_id
+        _fill_vector(tx.snapshot, message.snapshot)
+        tx.keys.extend(message.keys)
+    elif isinstance(message, ScanSlice):
+        scan = result.scan_slice
+        scan.tx_id = message.tx_id
+        _fill_vector(scan.snapshot, message.snapshot)
+        scan.start = message.start
+        scan.end = message.end
+        if message.limit is not None:
+            scan.has_limit = True
+            scan.limit = message.limit
+    else:
+        raise TypeError(f"not a peer message: {type(message).__name__}")
+    return result
+
+
+def encode_peer_message(message: PeerMessage) -> bytes:
+    encoded: bytes = peer_message_to_pb(message).SerializeToString()
+    return encoded
+
+
+def approximate_size(message: PeerMessage) -> int:
+    """Bytes a message takes on the wire, roughly (enough to split batches below the limit)."""
+    if isinstance(message, ReplicateBatch):
+        return 16 + sum(
+            48 + len(u.key) + (len(u.value) if u.value is not None else 0)
+            for u in message.updates
+        )
+    if isinstance(message, SliceReply):
+        return 16 + sum(
+            48 + len(i.key) + (len(i.value) if i.value is not None else 0)
+            for i in message.items
+        )
+    if isinstance(message, TxSlice):
+        return 64 + sum(len(key) + 2 for key in message.keys)
+    return 96
+
+
+# ==================================================================== PeerBatch framing
+
+
+def encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_MESSAGES_TAG = b"\x1a"  # PeerBatch.messages: field 3, length-delimited
+_FIRST_SEQUENCE_TAG = b"\x28"  # PeerBatch.first_sequence: field 5, varint
+
+
+def frame_peer_message(encoded: bytes) -> bytes:
+    """One serialized PeerMessage as an element of ``PeerBatch.messages``."""
+    return _MESSAGES_TAG + encode_varint(len(encoded)) + encoded
+
+
+def batch_header(cluster_id: str, source: ServerId, incarnation: int) -> bytes:
+    header: bytes = pb.PeerBatch(
+        cluster_id=cluster_id,
+        source=pb.ServerRef(dc=source.dc, partition=source.partition),
+        incarnation=incarnation,
+    ).SerializeToString()
+    return header
+
+
+def encode_batch(header: bytes, first_sequence: int, frames: list[bytes]) -> bytes:
+    """A serialized ``PeerBatch``: the link's header, the first sequence number, the frames."""
+    return b"".join((header, _FIRST_SEQUENCE_TAG, encode_varint(first_sequence), *frames))
+
+
+# ==================================================================== peer messages: pb -> core
+
+
+def _vector(message: pb.Vector) -> Vector:
+    return tuple(message.entries)
+
+
+def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessage | None:
+    """The core message; None for an empty oneof (a newer peer's message this build ignores)."""
+    kind = message.WhichOneof("message")
+    if kind == "replicate":
+        updates = tuple(
+            Update(
+                u.key,
+                None if u.tombstone else u.value,
+                u.timestamp,
+                u.source_dc,
+                tuple(u.dv.entries) if u.HasField("dv") else None,
+            )
+            for u in message.replicate.updates
+        )
+        return ReplicateBatch(source, updates)
+    if kind == "heartbeat":
+        return Heartbeat(source, message.heartbeat.timestamp)
+    if kind == "vv_report":
+        report = message.vv_report
+        return VvReport(source, _vector(report.vv), _vector(report.floor))
+    if kind == "gsv_broadcast":
+        broadcast = message.gsv_broadcast
+        usv = _vector(broadcast.usv) if broadcast.has_usv else None
+        return GsvBroadcast(source, _vector(broadcast.gsv), usv, _vector(broadcast.horizon))
+    if kind == "gsv_exchange":
+        return GsvExchange(source, _vector(message.gsv_exchange.gsv))
+    if kind == "slice_reply":
+        reply = message.slice_reply
+        items = tuple(
+            ReadItem(
+                i.key,
+                i.value if i.found else None,
+                i.timestamp,
+                i.source_dc,
+                tuple(i.dv.entries) if i.HasField("dv") else None,
+            )
+            for i in reply.items
+        )
+        return SliceReply(source, reply.tx_id, items, reply.too_old)
+    if kind == "tx_slice":
+        tx = message.tx_slice
+        return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys))
+    if kind == "scan_slice":
+        scan = message.scan_slice
+        limit = scan.limit if scan.has_limit else None
+        return ScanSlice(source, scan.tx_id, _vector(scan.snapshot), scan.start, scan.end, limit)
+    return None

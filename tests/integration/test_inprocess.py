@@ -1,0 +1,98 @@
+"""The server driven in-process (one asyncio loop, no subprocess), so failures can be injected:
+a handler that raises is answered INTERNAL and the server keeps serving."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import grpc
+import grpc.aio
+import pytest
+from integration_support import free_port_range
+
+from okapikv.cluster.config import local_cluster
+from okapikv.core.server import PartitionServer
+from okapikv.server import node as node_module
+from okapikv.server.app import serve
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+
+def _run(check: Callable[[pb_grpc.KeyValueStub], Awaitable[None]]) -> None:
+    config = local_cluster(dcs=("solo",), partitions=1, wan="off", base_port=free_port_range(1))
+    address = config.servers[0].address
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        server = asyncio.create_task(serve(config, 0, 0, stop=stop))
+        try:
+            async with grpc.aio.insecure_channel(address) as channel:
+                await asyncio.wait_for(channel.channel_ready(), timeout=30)
+                stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
+                await asyncio.wait_for(check(stub), timeout=60)
+        finally:
+            stop.set()
+            await asyncio.wait_for(server, timeout=30)
+
+    asyncio.run(main())
+
+
+def test_a_failing_handler_answers_internal_and_the_server_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: object) -> str:
+        raise RuntimeError("boom")
+
+    async def check(stub: pb_grpc.KeyValueStub) -> None:
+        with monkeypatch.context() as patch:
+            patch.setattr(node_module.PartitionNode, "stats_json", broken)
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await stub.Stats(pb.StatsRequest())
+            assert raised.value.code() == grpc.StatusCode.INTERNAL
+            assert "boom" in (raised.value.details() or "")
+        await stub.Put(pb.PutRequest(key=b"k", value=b"v"))
+        assert (await stub.Get(pb.GetRequest(key=b"k"))).value == b"v"
+        assert json.loads((await stub.Stats(pb.StatsRequest())).json)["keys"] == 1
+
+    _run(check)
+
+
+def test_a_core_failure_fails_only_its_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = PartitionServer.handle_batch
+    failures = {"left": 1}
+
+    def flaky(self: PartitionServer, messages: object, now_us: int) -> object:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("core bug")
+        return original(self, messages, now_us)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PartitionServer, "handle_batch", flaky)
+
+    async def check(stub: pb_grpc.KeyValueStub) -> None:
+        call = stub.Pipeline()
+        first = pb.OperationBatch()
+        for index in range(3):
+            operation = first.operations.add(id=index)
+            operation.put.key = b"k%d" % index
+            operation.put.value = b"v"
+        await call.write(first)
+        results = (await call.read()).results
+        assert sorted(r.id for r in results) == [0, 1, 2]
+        assert all(r.error.code == "INTERNAL" for r in results)
+        second = pb.OperationBatch()
+        for index in range(3):
+            operation = second.operations.add(id=10 + index)
+            operation.put.key = b"k%d" % index
+            operation.put.value = b"w"
+        await call.write(second)
+        await call.done_writing()
+        answered: list[pb.Result] = []
+        while len(answered) < 3:
+            answered.extend((await call.read()).results)
+        assert sorted(r.id for r in answered) == [10, 11, 12]
+        assert all(r.WhichOneof("result") == "put" for r in answered)
+        stats = json.loads((await stub.Stats(pb.StatsRequest())).json)
+        assert stats["driver"]["handler_errors"] == 1
+
+    _run(check)

@@ -1,0 +1,129 @@
+"""The cluster config file: the default local cluster, TOML round trips, precise validation errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from okapikv.cluster.config import (
+    ClusterConfig,
+    ServerConfig,
+    default_config_path,
+    load_default_cluster,
+    local_cluster,
+    split_address,
+)
+
+
+def test_local_cluster_orders_ports_dc_major_and_spreads_skew() -> None:
+    config = local_cluster(dcs=("a", "b"), partitions=3, wan="off", clock_skew_ms=10, base_port=7000)
+    assert [(s.dc, s.partition, s.address) for s in config.servers] == [
+        ("a", 0, "127.0.0.1:7000"), ("a", 1, "127.0.0.1:7001"), ("a", 2, "127.0.0.1:7002"),
+        ("b", 0, "127.0.0.1:7003"), ("b", 1, "127.0.0.1:7004"), ("b", 2, "127.0.0.1:7005"),
+    ]
+    assert [s.clock_skew_ms for s in config.servers] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert config.wan_ms == ((0.0, 0.0), (0.0, 0.0))
+
+
+def test_realistic_wan_uses_the_paper_regions_and_50_ms_otherwise() -> None:
+    config = local_cluster(dcs=("oregon", "virginia", "ireland", "tokyo"), partitions=1)
+    assert config.delay_ms(0, 1) == config.delay_ms(1, 0) == 35.0
+    assert config.delay_ms(0, 2) == 65.0
+    assert config.delay_ms(1, 2) == 38.0
+    assert config.delay_ms(3, 0) == config.delay_ms(2, 3) == 50.0
+    assert all(config.delay_ms(i, i) == 0 for i in range(4))
+
+
+def test_uniform_wan_and_ipv6_hosts() -> None:
+    config = local_cluster(dcs=("a", "b"), partitions=1, wan=7.5, host="::1", base_port=9000)
+    assert config.delay_ms(0, 1) == 7.5
+    assert [s.address for s in config.servers] == ["[::1]:9000", "[::1]:9001"]
+    assert split_address("[::1]:9000") == ("::1", 9000)
+
+
+def test_core_config_carries_the_cluster_settings() -> None:
+    config = ClusterConfig.from_dict(local_cluster(dcs=("a", "b"), partitions=2).to_dict()
+                                     | {"protocol": "cure", "heartbeat_interval_ms": 2.5, "piggyback_usv": True})
+    core = config.core_config("b", 1)
+    assert (core.dc, core.partition, core.num_dcs, core.num_partitions) == (1, 1, 2, 2)
+    assert core.protocol == "cure" and core.heartbeat_interval_us == 2500 and core.piggyback_usv
+
+
+@pytest.mark.parametrize("names", [("oregon", "virginia"), ('we"ird', "sp ace", "é", "tab\there")])
+def test_toml_round_trip(names: tuple[str, ...]) -> None:
+    config = local_cluster(dcs=names, partitions=2, clock_skew_ms=3.3, wan=12.25)
+    assert ClusterConfig.from_toml(config.to_toml()) == config
+
+
+def test_dump_and_load(tmp_path: Path) -> None:
+    config = local_cluster(partitions=1)
+    path = config.dump(tmp_path / "deep" / "cluster.toml")
+    assert ClusterConfig.load(path) == config
+
+
+def _base() -> dict[str, object]:
+    return local_cluster(dcs=("a", "b"), partitions=1, wan=5).to_dict()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1"},
+                      {"dc": "c", "partition": 0, "address": "127.0.0.1:2"}]}, "unknown DC 'c'"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1"},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:1"}]}, "share the address 127.0.0.1:1"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1"}]}, "DC 'b' has no server for partition"),
+        ({"partitions": 0}, "partitions must be at least 1"),
+        ({"partitions": "2"}, "partitions must be an integer"),
+        ({"partitions": True}, "partitions must be an integer"),
+        ({"heartbeat_interval_ms": -1.0}, "heartbeat_interval_ms must be a positive number"),
+        ({"stabilization_interval_ms": "fast"}, "stabilization_interval_ms must be a finite number"),
+        ({"wan_ms": {"a": [0.0, -5.0], "b": [5.0, 0.0]}}, "must be a non-negative number"),
+        ({"wan_ms": {"a": [0.0], "b": [5.0, 0.0]}}, "wan_ms.a must be an array of 2 delays"),
+        ({"wan_ms": {"a": [1.0, 5.0], "b": [5.0, 0.0]}}, "from a DC to itself must be 0"),
+        ({"wan_ms": {"z": [0.0, 5.0]}}, "wan_ms names unknown DC(s) z"),
+        ({"protocol": "paxos"}, "unknown protocol 'paxos'"),
+        ({"dcs": ["a", "a"], "wan_ms": {}}, "duplicate names: a"),
+        ({"max_message_bytes": 1000}, "max_message_bytes (1000) must be at least"),
+        ({"colour": "blue"}, "unknown setting(s) colour"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "localhost"}]}, "must be HOST:PORT"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "h:70000"}]}, "port must be in 1..65535"),
+        ({"servers": [{"dc": "a", "partition": 5, "address": "h:1"}]}, "partition 5 out of range 0..0"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "h:1", "port": 3}]}, "unknown setting(s) port"),
+        ({"servers": [{"dc": "a", "address": "h:1"}]}, "missing partition"),
+    ],
+)
+def test_validation_names_the_problem(change: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        ClusterConfig.from_dict(_base() | change)
+    assert message in str(raised.value)
+
+
+def test_invalid_toml_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not valid TOML"):
+        ClusterConfig.from_toml("dcs = [", source="x.toml")
+    with pytest.raises(ValueError, match="cannot read cluster config"):
+        ClusterConfig.load(tmp_path / "missing.toml")
+
+
+def test_lookups() -> None:
+    config = local_cluster(dcs=("a", "b"), partitions=2, base_port=7000)
+    assert config.server("b", 1) == ServerConfig("b", 1, "127.0.0.1:7003", 0.0)
+    assert config.server(1, 0).address == "127.0.0.1:7002"
+    with pytest.raises(ValueError, match="unknown DC 'c'"):
+        config.dc_index("c")
+    with pytest.raises(ValueError, match="no partition 2"):
+        config.server("a", 2)
+
+
+def test_default_config_path_follows_okapi_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OKAPI_HOME", str(tmp_path))
+    assert default_config_path() == tmp_path / "cluster.toml"
+    with pytest.raises(ValueError, match="okapi up"):
+        load_default_cluster()
+    config = local_cluster(partitions=1)
+    config.dump(default_config_path())
+    assert load_default_cluster() == config
+    monkeypatch.delenv("OKAPI_HOME")
+    assert default_config_path() == Path.home() / ".okapi" / "cluster.toml"

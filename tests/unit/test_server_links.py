@@ -1,0 +1,171 @@
+"""The receiver half of the peer link protocol: resent messages are skipped, gaps refused, and a
+restarted sender (new incarnation) starts its numbering over."""
+
+from __future__ import annotations
+
+from okapikv.core.messages import ServerId
+from okapikv.server.links import IncomingLinks
+
+A = ServerId(0, 0)
+B = ServerId(1, 0)
+
+
+def test_in_order_batches_are_admitted_whole() -> None:
+    links = IncomingLinks()
+    assert links.admit(A, 7, 1, 3) == 0
+    assert links.handled(A, 7, 1, 3) == 3
+    assert links.admit(A, 7, 4, 2) == 0
+    assert links.handled(A, 7, 4, 2) == 5
+
+
+def test_a_resent_tail_is_skipped() -> None:
+    links = IncomingLinks()
+    links.handled(A, 7, 1, 5)
+    assert links.admit(A, 7, 3, 6) == 3  # 3, 4, 5 already handled; 6, 7, 8 are new
+    assert links.handled(A, 7, 3, 6) == 8
+    assert links.admit(A, 7, 1, 4) == 4  # an old batch entirely: skip all of it
+    assert links.handled(A, 7, 1, 4) == 8  # and the acknowledgement does not move back
+
+
+def test_a_gap_is_refused() -> None:
+    links = IncomingLinks()
+    links.handled(A, 7, 1, 5)
+    assert links.admit(A, 7, 7, 1) is None
+
+
+def test_a_new_incarnation_starts_over_and_sources_are_independent() -> None:
+    links = IncomingLinks()
+    links.handled(A, 7, 1, 50)
+    assert links.admit(A, 8, 1, 2) == 0
+    assert links.handled(A, 8, 1, 2) == 2
+    assert links.admit(B, 1, 40, 2) == 0  # first contact mid-stream (this server restarted): accept
+    assert links.handled(B, 1, 40, 2) == 41
+
+
+# ---------------------------------------------------------------- the sender, against a fake receiver
+
+
+import asyncio  # noqa: E402
+import socket  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
+
+import grpc  # noqa: E402
+import grpc.aio  # noqa: E402
+
+from okapikv.core.messages import Heartbeat  # noqa: E402
+from okapikv.server.links import OutgoingLink  # noqa: E402
+from okapikv.wire import convert  # noqa: E402
+from okapikv.wire import okapikv_pb2 as pb  # noqa: E402
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc  # noqa: E402
+
+
+class FakeReceiver(pb_grpc.PeerServicer):
+    """Records heartbeat timestamps in the order handled; the first ``break_streams`` streams
+    die after one batch, before acknowledging it."""
+
+    def __init__(self, break_streams: int) -> None:
+        self.links = IncomingLinks()
+        self.handled: list[int] = []
+        self.arrival: list[float] = []
+        self.break_streams = break_streams
+        self.streams = 0
+
+    async def Link(self, request_iterator: AsyncIterator[pb.PeerBatch],
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LinkAck]:
+        self.streams += 1
+        breaking = self.streams <= self.break_streams
+        async for batch in request_iterator:
+            source = ServerId(batch.source.dc, batch.source.partition)
+            skip = self.links.admit(source, batch.incarnation, batch.first_sequence, len(batch.messages))
+            assert skip is not None
+            for message in batch.messages[skip:]:
+                self.handled.append(message.heartbeat.timestamp)
+                self.arrival.append(asyncio.get_running_loop().time())
+            last = self.links.handled(source, batch.incarnation, batch.first_sequence, len(batch.messages))
+            if breaking:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "simulated break")
+            yield pb.LinkAck(received=last)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _run_link(*, break_streams: int, start_late_s: float, delay_s: float, count: int) -> FakeReceiver:
+    port = _free_port()
+    receiver = FakeReceiver(break_streams)
+    link = OutgoingLink(destination=ServerId(1, 0), label="b/0", address=f"127.0.0.1:{port}",
+                        header=convert.batch_header("c", ServerId(0, 0), 5), delay_s=delay_s,
+                        max_batch_bytes=1 << 20, max_message_bytes=4 << 20)
+    link.start()
+    loop = asyncio.get_running_loop()
+    sent_at = loop.time()
+    server = grpc.aio.server()
+    pb_grpc.add_PeerServicer_to_server(receiver, server)  # type: ignore[no-untyped-call]
+    server.add_insecure_port(f"127.0.0.1:{port}")
+
+    async def start_server() -> None:
+        await asyncio.sleep(start_late_s)
+        await server.start()
+
+    starting = asyncio.create_task(start_server())
+    for timestamp in range(1, count + 1):
+        frame = convert.frame_peer_message(convert.encode_peer_message(Heartbeat(ServerId(0, 0), timestamp)))
+        link.enqueue(frame, 16)
+        if timestamp % 10 == 0:
+            await asyncio.sleep(0.01)  # bursts: several batches, so several streams can break
+    await starting
+    try:
+        for _ in range(200):
+            if len(receiver.handled) >= count:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await link.close()
+        await server.stop(None)
+    assert all(arrival >= sent_at + delay_s for arrival in receiver.arrival)
+    return receiver
+
+
+def test_messages_queued_before_the_receiver_starts_are_delivered_in_order() -> None:
+    receiver = asyncio.run(_run_link(break_streams=0, start_late_s=0.3, delay_s=0.0, count=50))
+    assert receiver.handled == list(range(1, 51))
+
+
+def test_broken_streams_neither_lose_nor_duplicate_messages() -> None:
+    receiver = asyncio.run(_run_link(break_streams=2, start_late_s=0.0, delay_s=0.0, count=200))
+    assert receiver.handled == list(range(1, 201))
+    assert receiver.streams >= 3
+
+
+def test_wan_delay_holds_messages_back() -> None:
+    receiver = asyncio.run(_run_link(break_streams=0, start_late_s=0.0, delay_s=0.05, count=20))
+    assert receiver.handled == list(range(1, 21))
+
+
+def test_oversized_replication_batches_are_split_and_oversized_replies_dropped() -> None:
+    from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig, local_cluster
+    from okapikv.core.messages import ReadItem, ReplicateBatch, SliceReply, Update
+    from okapikv.server.node import PartitionNode
+
+    limit = (1 << 20) + 1024 + MESSAGE_OVERHEAD_BYTES
+    config = ClusterConfig.from_dict(local_cluster(dcs=("a", "b"), partitions=1).to_dict()
+                                     | {"max_message_bytes": limit})
+    node = PartitionNode(config, 0, 0)
+    updates = tuple(Update(b"k%d" % i, b"x" * 300_000, i + 1, 0, None) for i in range(10))
+    frames = node._encode(ReplicateBatch(node.id, updates))
+    assert len(frames) > 1
+    assert all(len(frame) <= limit - MESSAGE_OVERHEAD_BYTES for frame, _ in frames)
+    decoded = [
+        update
+        for frame, _ in frames
+        for message in pb.PeerBatch.FromString(frame).messages
+        for update in convert.peer_message_from_pb(message, node.id).updates  # type: ignore[union-attr]
+    ]
+    assert tuple(decoded) == updates
+    too_big = SliceReply(node.id, 1, (ReadItem(b"k", b"x" * (2 << 20), 1, 0, None),), False)
+    assert node._encode(too_big) == []
+    assert node.oversized_dropped == 1
