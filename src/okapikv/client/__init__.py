@@ -1,0 +1,15 @@
+"""okapikv client library: ``Client`` (blocking) and ``AsyncClient`` (asyncio, pipelined).
+
+Both keep a causal session, route each key to its partition's server in the client's DC, send
+RO-TX and SCAN to a coordinator of that DC, and retry with backoff while a server is unreachable
+(``okapikv.errors.Unavailable`` after ``timeout_s``). See ``aio.py`` and ``sync.py`` for why there
+are two.
+"""
+
+from __future__ import annotations
+
+from okapikv.client.aio import AsyncClient
+from okapikv.client.sync import Client
+from okapikv.client.topology import Topology
+
+__all__ = ["AsyncClient", "Client", "Topology"]

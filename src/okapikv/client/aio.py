@@ -1,0 +1,577 @@
+"""The asynchronous client: routing, causal sessions, retries and pipelining over grpc.aio.
+
+Shape of a connection (all of it shared by ``fork``ed clients, see ``AsyncClient.fork``):
+
+- one grpc.aio channel per server of the client's DC, found through ``ClusterInfo`` on the address
+  the client was given (``topology.py``);
+- per server, at most one long-lived ``Pipeline`` stream. Operations issued concurrently (by one
+  client or by its forks) are appended to the stream's outbox; a writer task wakes up once the
+  current event-loop turn is over and sends everything queued as one ``OperationBatch`` (up to
+  ``max_batch`` operations), so N concurrent operations cost one gRPC message instead of N. Results
+  come back in ``ResultBatch``es, out of order, and are matched to their callers by operation id.
+  Unary RPCs remain available (``pipeline=False``) for comparison and for servers without Pipeline.
+
+What is per client: the causal session (``operations.SessionState``). Each request carries the
+session as it is when the request is issued, and each reply's session is merged into it when the
+reply arrives. Operations of one client that overlap in time are concurrent in the causal sense;
+operations awaited one after the other are causally ordered, which is what sessions guarantee.
+
+Failures: a lost server or stream fails the operations in flight with a retryable error; the retry
+loop (``retry.py``) backs off and tries again on a fresh stream until ``timeout_s`` has passed since
+the operation started, then raises ``Unavailable``. A server that accepts an operation and never
+answers it is caught by the pipeline's deadline watchdog (or the unary call's deadline): also
+``Unavailable`` after ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import grpc
+import grpc.aio
+
+from okapikv.client import operations as ops
+from okapikv.client.operations import KeyLike, OperationKind, SessionState
+from okapikv.client.retry import (
+    CHANNEL_OPTIONS,
+    DEFAULT_BACKOFF,
+    Backoff,
+    RetryableError,
+    classify,
+    status_code,
+    unavailable,
+)
+from okapikv.client.topology import Topology
+from okapikv.core.messages import Session
+from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+DEFAULT_MAX_BATCH = 256
+
+
+class _Pipeline:
+    """One ``Pipeline`` call to one server: an outbox, a writer task, a reader task, and the futures
+    of the operations in flight, keyed by id.
+
+    A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
+    ``RetryableError`` and the link opens a new pipeline for the next operation.
+
+    Deadlines: rather than one event-loop timer per operation (each costs a heap push and pop, a
+    noticeable share of a pipelined operation's client CPU), a single watchdog timer sweeps the
+    operations in flight every ``tick_s`` and fails those past their deadline with ``TimeoutError``.
+    An operation thus times out up to ``tick_s`` late; ``tick_s`` is a small fraction of the
+    client's timeout.
+    """
+
+    def __init__(self, stub: pb_grpc.KeyValueStub, max_batch: int, budget_bytes: int, tick_s: float) -> None:
+        self._call = stub.Pipeline()
+        self._max_batch = max_batch
+        self._budget_bytes = budget_bytes
+        self._tick_s = tick_s
+        self._watchdog: asyncio.TimerHandle | None = None
+        # id -> (future, deadline in loop time); insertion order is submission order
+        self._inflight: dict[int, tuple[asyncio.Future[pb.Result], float]] = {}
+        self._outbox: list[pb.Operation] = []
+        self._outbox_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._ids = itertools.count(1)
+        self.closed = False
+        self.batches_sent = 0
+        self.operations_sent = 0
+        loop = asyncio.get_running_loop()
+        self._writer = loop.create_task(self._write_loop())
+        self._reader = loop.create_task(self._read_loop())
+
+    def submit(self, field: str, request: Any, deadline: float) -> tuple[int, asyncio.Future[pb.Result]]:
+        """Queue one operation; it leaves with the others queued in this event-loop turn.
+
+        Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
+        sent anyway, it would break the stream and fail every operation batched with it.
+        """
+        operation = pb.Operation(id=next(self._ids))
+        getattr(operation, field).CopyFrom(request)
+        size = operation.ByteSize()
+        if size > self._budget_bytes:
+            raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
+                                  f"({self._budget_bytes} bytes)")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[pb.Result] = loop.create_future()
+        self._inflight[operation.id] = (future, deadline)
+        if self._watchdog is None:
+            self._watchdog = loop.call_later(self._tick_s, self._sweep)
+        self._outbox.append(operation)
+        self._outbox_bytes += size
+        self._wakeup.set()
+        return operation.id, future
+
+    def _sweep(self) -> None:
+        """Fail the operations past their deadline; run again while any operation is in flight."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        inflight = self._inflight
+        expired = [operation_id for operation_id, (_, deadline) in inflight.items() if deadline <= now]
+        for operation_id in expired:
+            future = inflight.pop(operation_id)[0]
+            if not future.done():
+                future.set_exception(TimeoutError())
+        self._watchdog = loop.call_later(self._tick_s, self._sweep) if inflight and not self.closed else None
+
+    def forget(self, operation_id: int) -> None:
+        """Stop waiting for an operation (its caller timed out or was cancelled)."""
+        self._inflight.pop(operation_id, None)
+
+    async def _write_loop(self) -> None:
+        try:
+            while True:
+                if not self._outbox:
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                    continue
+                batch = self._take_batch()
+                self.batches_sent += 1
+                self.operations_sent += len(batch)
+                await self._call.write(pb.OperationBatch(operations=batch))
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError as error:
+            self._fail(RetryableError(error.code(), error.details() or "stream failed"))
+        except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
+            self._fail(RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream write failed: {error!r}"))
+
+    def _take_batch(self) -> list[pb.Operation]:
+        """The next batch: up to ``max_batch`` operations and, unless it is a single operation, at
+        most the byte budget (the servers refuse larger messages)."""
+        outbox = self._outbox
+        if self._outbox_bytes <= self._budget_bytes and len(outbox) <= self._max_batch:
+            batch, self._outbox, self._outbox_bytes = outbox, [], 0
+            return batch
+        count = total = 0
+        for operation in outbox[: self._max_batch]:
+            size = operation.ByteSize()
+            if count and total + size > self._budget_bytes:
+                break
+            count += 1
+            total += size
+        batch = outbox[:count]
+        del outbox[:count]
+        self._outbox_bytes -= total
+        return batch
+
+    async def _read_loop(self) -> None:
+        failure: RetryableError
+        try:
+            while True:
+                batch = await self._call.read()
+                if batch is grpc.aio.EOF:
+                    failure = RetryableError(grpc.StatusCode.UNAVAILABLE, "the server closed the stream")
+                    break
+                inflight = self._inflight
+                for result in batch.results:
+                    entry = inflight.pop(result.id, None)
+                    if entry is not None and not entry[0].done():
+                        entry[0].set_result(result)
+        except asyncio.CancelledError:
+            self._fail(RetryableError(grpc.StatusCode.CANCELLED, "the client closed the stream"))
+            raise
+        except grpc.aio.AioRpcError as error:
+            failure = RetryableError(error.code(), error.details() or "stream failed")
+        except Exception as error:  # noqa: BLE001 - a broken stream must fail its operations, whatever broke it
+            failure = RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream read failed: {error!r}")
+        self._fail(failure)
+
+    def _fail(self, failure: BaseException) -> None:
+        """Mark the stream dead and fail everything in flight (the retry loop resubmits it)."""
+        if not self.closed:
+            self.closed = True
+            self._call.cancel()
+            self._writer.cancel()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+                self._watchdog = None
+        inflight, self._inflight = self._inflight, {}
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        for future, _ in inflight.values():
+            if not future.done():
+                future.set_exception(failure)
+
+    async def close(self) -> None:
+        self._fail(OkapiError("the client was closed"))
+        for task in (self._writer, self._reader):
+            task.cancel()
+        await asyncio.gather(self._writer, self._reader, return_exceptions=True)
+
+
+class _ServerLink:
+    """The channel, unary stub and current pipeline to one server."""
+
+    def __init__(self, address: str, max_batch: int, budget_bytes: int, tick_s: float) -> None:
+        self.address = address
+        self._budget_bytes = budget_bytes
+        self._tick_s = tick_s
+        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.KeyValueStub(self.channel)  # type: ignore[no-untyped-call]
+        self._max_batch = max_batch
+        self._pipeline: _Pipeline | None = None
+        self.batches_sent = 0
+        self.operations_sent = 0
+
+    def pipeline(self) -> _Pipeline:
+        pipeline = self._pipeline
+        if pipeline is None or pipeline.closed:
+            if pipeline is not None:
+                self.batches_sent += pipeline.batches_sent
+                self.operations_sent += pipeline.operations_sent
+            pipeline = self._pipeline = _Pipeline(self.stub, self._max_batch, self._budget_bytes, self._tick_s)
+        return pipeline
+
+    def counters(self) -> tuple[int, int]:
+        """(batches, operations) sent over Pipeline streams so far: their ratio is the batching gain."""
+        pipeline = self._pipeline
+        extra = (pipeline.batches_sent, pipeline.operations_sent) if pipeline is not None else (0, 0)
+        return self.batches_sent + extra[0], self.operations_sent + extra[1]
+
+    async def close(self) -> None:
+        if self._pipeline is not None:
+            await self._pipeline.close()
+            self._pipeline = None
+        await self.channel.close()
+
+
+class _Connections:
+    """Everything a client and its forks share: the topology and one link per server of the DC."""
+
+    def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        self.bootstrap_address = address
+        self.timeout_s = timeout_s
+        self.use_pipeline = pipeline
+        self.max_batch = max_batch
+        self.backoff = backoff
+        # How often pipelines look for operations past their deadline: 5% of the timeout, so a
+        # timeout fires at most 5% late, within [10 ms, 1 s].
+        self.tick_s = min(max(timeout_s / 20, 0.01), 1.0)
+        self.topology: Topology | None = None
+        self.links: list[_ServerLink] = []
+        self._lock = asyncio.Lock()
+        self._coordinators = itertools.count()
+        self.closed = False
+
+    async def connect(self) -> Topology:
+        async with self._lock:
+            if self.closed:
+                raise OkapiError("the client was closed")
+            if self.topology is not None:
+                return self.topology
+            bootstrap = _ServerLink(self.bootstrap_address, self.max_batch, 0, self.tick_s)
+            try:
+                info = await retry_async(
+                    lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
+                    what="ClusterInfo", address=self.bootstrap_address, timeout_s=self.timeout_s,
+                    backoff=self.backoff)
+            finally:
+                await bootstrap.close()
+            topology = Topology.from_cluster_info(info, self.bootstrap_address)
+            by_address: dict[str, _ServerLink] = {}
+            for address in topology.addresses:
+                if address not in by_address:
+                    by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
+                                                      self.tick_s)
+            self.links = [by_address[address] for address in topology.addresses]
+            self.topology = topology
+            return topology
+
+    def coordinator_start(self) -> int:
+        """Spread SCAN coordination over the DC's servers, round robin."""
+        return next(self._coordinators) % len(self.links)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        links, self.links = self.links, []
+        for link in dict.fromkeys(links):
+            await link.close()
+
+
+async def retry_async(attempt: Callable[[float], Awaitable[T]], *, what: str, address: str,
+                      timeout_s: float, backoff: Backoff = DEFAULT_BACKOFF) -> T:
+    """Run ``attempt(remaining_s)`` until it succeeds, a final error occurs, or ``timeout_s`` passes
+    (``address`` names the server in the error message)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    last: Exception | None = None
+    for number in itertools.count():
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise unavailable(what, address, timeout_s, last)
+        try:
+            return await attempt(remaining)
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise unavailable(what, address, timeout_s, last) from error
+            failure = classify(error.code(), error.details() or "")
+            if not isinstance(failure, RetryableError):
+                raise failure from error
+            last = failure
+        except RetryableError as error:
+            last = error
+        except TimeoutError as error:
+            raise unavailable(what, address, timeout_s, last) from error
+        except OSError as error:
+            last = error
+        delay = backoff.delay_s(number + 1)
+        remaining = deadline - loop.time()
+        if delay >= remaining:
+            await asyncio.sleep(max(remaining, 0.0))
+            raise unavailable(what, address, timeout_s, last)
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _unwrap(result: pb.Result, kind: OperationKind) -> Any:
+    which = result.WhichOneof("result")
+    if which == kind.field:
+        return getattr(result, which)
+    if which == "error":
+        raise classify(status_code(result.error.code), result.error.message)
+    raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
+
+
+class AsyncClient:
+    """An asyncio client of one DC of an okapikv cluster, with its own causal session.
+
+    ``address`` is any server of the DC to use; the client learns the rest with ``ClusterInfo``
+    (on ``connect()``, ``async with``, or the first operation). Every operation retries while its
+    server is unreachable and raises ``okapikv.errors.Unavailable`` after ``timeout_s``.
+
+    Keys and values are ``bytes`` (``str`` is accepted and encoded as UTF-8); values come back as
+    ``bytes``, ``None`` meaning "no visible value".
+    """
+
+    def __init__(self, address: str, *, timeout_s: float = 30.0, pipeline: bool = True,
+                 max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff)
+        self._owner = True
+        self._state: SessionState | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def connect(self) -> Topology:
+        """Fetch the topology (retrying until ``timeout_s``); idempotent."""
+        topology = await self._connections.connect()
+        if self._state is None:
+            self._state = SessionState(topology.num_dcs)
+        return topology
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close this client. Closing the client that created the connections closes them for every
+        fork too; closing a fork only retires its session."""
+        self._closed = True
+        if self._owner:
+            await self._connections.close()
+
+    def fork(self) -> AsyncClient:
+        """A new client with a fresh causal session over the same connections and streams.
+
+        Benchmarks run thousands of independent sessions; giving each its own channels would cost
+        sockets and defeat batching. Forks' operations share the per-server Pipeline streams, so
+        concurrent operations of many sessions travel in the same batches.
+        """
+        fork = AsyncClient.__new__(AsyncClient)
+        fork._connections = self._connections
+        fork._owner = False
+        fork._closed = False
+        topology = self._connections.topology
+        fork._state = SessionState(topology.num_dcs) if topology is not None else None
+        return fork
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def topology(self) -> Topology:
+        topology = self._connections.topology
+        if topology is None:
+            raise OkapiError("not connected yet: await connect() first")
+        return topology
+
+    @property
+    def session(self) -> Session:
+        """The causal session as it is now (stable vector and dependency time)."""
+        if self._state is None:
+            raise OkapiError("not connected yet: await connect() first")
+        return self._state.current
+
+    def pipeline_counters(self) -> tuple[int, int]:
+        """(batches, operations) sent over Pipeline streams by this client and its forks."""
+        batches = operations = 0
+        for link in dict.fromkeys(self._connections.links):
+            link_batches, link_operations = link.counters()
+            batches += link_batches
+            operations += link_operations
+        return batches, operations
+
+    async def stats(self, partition: int = 0) -> dict[str, Any]:
+        """The counters of the server of ``partition`` in this DC (the server's JSON, parsed)."""
+        await self._ready()
+        link = self._connections.links[partition]
+        reply = await retry_async(lambda remaining: link.stub.Stats(pb.StatsRequest(), timeout=remaining),
+                                  what="Stats", address=link.address, timeout_s=self._connections.timeout_s,
+                                  backoff=self._connections.backoff)
+        parsed: dict[str, Any] = json.loads(reply.json) if reply.json else {}
+        return parsed
+
+    # ------------------------------------------------------------------ operations
+
+    async def get(self, key: KeyLike) -> bytes | None:
+        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        key_bytes = ops.to_bytes(key)
+        state = await self._ready()
+        reply = await self._invoke(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes), False)
+        state.merge(reply.session)
+        return ops.decode_get(reply)
+
+    async def put(self, key: KeyLike, value: KeyLike) -> bool:
+        """Write ``value``; True if the key had a visible value before."""
+        key_bytes = ops.to_bytes(key)
+        request_value = ops.to_bytes(value)
+        state = await self._ready()
+        reply = await self._invoke(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        return ops.decode_found(reply)
+
+    async def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
+        """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
+        key_bytes = ops.to_bytes(key)
+        request_value = ops.to_bytes(value)
+        state = await self._ready()
+        reply = await self._invoke(ops.SWAP, ops.swap_request(key_bytes, request_value, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        return ops.decode_swap(reply)
+
+    async def delete(self, key: KeyLike) -> bool:
+        """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
+        key_bytes = ops.to_bytes(key)
+        state = await self._ready()
+        reply = await self._invoke(ops.DELETE, ops.delete_request(key_bytes, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        return ops.decode_found(reply)
+
+    async def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Every (key, value) with start <= key <= end in byte order, from one causally consistent
+        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given."""
+        start_bytes, end_bytes = ops.to_bytes(start), ops.to_bytes(end)
+        encoded_limit = ops.encode_limit(limit)
+        if start_bytes > end_bytes:
+            return []
+        state = await self._ready()
+        request = ops.scan_request(start_bytes, end_bytes, encoded_limit, state.wire())
+        reply = await self._invoke(ops.SCAN, request, self._connections.coordinator_start(), True)
+        state.merge(reply.session)
+        return ops.decode_scan(reply)
+
+    async def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
+        """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
+        ordered, unique = ops.unique_keys(keys)
+        if not unique:
+            return []
+        state = await self._ready()
+        # Coordinating at the server of the first key saves that key a hop inside the DC.
+        reply = await self._invoke(ops.READ_TX, ops.read_tx_request(unique, state.wire()),
+                                   self._partition(unique[0]), True)
+        state.merge(reply.session)
+        return ops.decode_read_tx(reply, ordered, unique)
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _ready(self) -> SessionState:
+        if self._closed or self._connections.closed:
+            raise OkapiError("the client was closed")
+        state = self._state
+        if state is None or self._connections.topology is None:
+            await self.connect()
+            state = self._state
+            assert state is not None
+        return state
+
+    def _partition(self, key: bytes) -> int:
+        topology = self._connections.topology
+        assert topology is not None
+        return topology.partition_of(key)
+
+    async def _invoke(self, kind: OperationKind, request: Any, start: int, rotate: bool) -> Any:
+        """Send one operation to ``links[start]`` (to the next server on each retry if ``rotate``:
+        any server of the DC can coordinate RO-TX and SCAN), retrying until ``timeout_s``.
+
+        This is ``retry_async`` written out without closures: it runs once per operation, and an
+        operation of a busy benchmark should cost the client as little as possible.
+        """
+        connections = self._connections
+        links = connections.links
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + connections.timeout_s
+        last: Exception | None = None
+        for number in itertools.count():
+            link = links[(start + number) % len(links)] if rotate else links[start]
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise unavailable(kind.method, link.address, connections.timeout_s, last)
+            try:
+                if connections.use_pipeline:
+                    return _unwrap(await _pipelined(link, kind.field, request, deadline), kind)
+                return await getattr(link.stub, kind.method)(request, timeout=remaining)
+            except grpc.aio.AioRpcError as error:
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
+                failure = classify(error.code(), error.details() or "")
+                if not isinstance(failure, RetryableError):
+                    raise failure from error
+                last = failure
+            except RetryableError as error:
+                last = error
+            except TimeoutError as error:
+                raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
+            except OSError as error:
+                last = error
+            delay = connections.backoff.delay_s(number + 1)
+            remaining = deadline - loop.time()
+            if delay >= remaining:
+                await asyncio.sleep(max(remaining, 0.0))
+                raise unavailable(kind.method, link.address, connections.timeout_s, last)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+async def _pipelined(link: _ServerLink, field: str, request: Any, deadline: float) -> pb.Result:
+    """One attempt over the link's Pipeline stream, failed with ``TimeoutError`` after ``deadline``
+    (loop time) by the pipeline's watchdog."""
+    pipeline = link.pipeline()
+    operation_id, future = pipeline.submit(field, request, deadline)
+    try:
+        return await future
+    finally:
+        pipeline.forget(operation_id)
+
+
+__all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]

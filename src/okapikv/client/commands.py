@@ -1,0 +1,216 @@
+"""The line protocol of ``okapi client``: parsing commands and formatting results, with no I/O.
+
+The format is the course service's (``seeds/kvstore-service.md``), which its fuzzer and YCSB driver
+read back byte for byte, so it is exact: one command per input line, keywords upper case and
+case-sensitive, keys and values ASCII alphanumeric tokens; one result per command in input order::
+
+    PUT k v        ->  PUT k found | PUT k not_found
+    SWAP k v       ->  SWAP k old | SWAP k null
+    GET k          ->  GET k v | GET k null
+    DELETE k       ->  DELETE k found | DELETE k not_found
+    SCAN a b       ->  SCAN a b BEGIN / "  k v" per pair (a <= k <= b, dictionary order) / SCAN END
+    TX k1 k2 ...   ->  TX k1 k2 ... BEGIN / "  k v" or "  k null" per key, in order / TX END
+    STOP           ->  STOP (and the client exits)
+
+``TX`` (a read-only transaction, one causally consistent snapshot) is ours, in the same style. A line
+that is not a valid command yields exactly one line starting with ``ERROR `` and the client goes on,
+so one bad line never desynchronises a driver that counts result lines. Blank lines are ignored.
+
+Kept free of I/O and of the network so every corner of the format is unit-tested directly; the
+client is anything with the ``KeyValueApi`` methods.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+_TOKEN = re.compile(r"[A-Za-z0-9]+")
+
+
+class CommandError(ValueError):
+    """A line that is not a valid command; ``str()`` is the message after ``ERROR ``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Swap:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    start: str
+    end: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tx:
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    pass
+
+
+Command = Put | Swap | Get | Delete | Scan | Tx | Stop
+
+# keyword -> (number of arguments, or None for "one or more"), usage
+_SYNTAX: dict[str, tuple[int | None, str]] = {
+    "PUT": (2, "PUT <key> <value>"),
+    "SWAP": (2, "SWAP <key> <value>"),
+    "GET": (1, "GET <key>"),
+    "DELETE": (1, "DELETE <key>"),
+    "SCAN": (2, "SCAN <start> <end>"),
+    "TX": (None, "TX <key> [<key> ...]"),
+    "STOP": (0, "STOP"),
+}
+
+HELP = """\
+commands (keywords are upper case; keys and values are ASCII letters and digits):
+  PUT <key> <value>       write; prints "PUT <key> found" if the key had a value, else "not_found"
+  SWAP <key> <value>      write and print the value replaced ("null" if none)
+  GET <key>               print the value ("null" if none)
+  DELETE <key>            delete; prints "found" or "not_found"
+  SCAN <start> <end>      every key in [start, end] in dictionary order, from one consistent snapshot
+  TX <key> [<key> ...]    read several keys from one causally consistent snapshot
+  STOP                    exit (so do Ctrl-D, "exit" and "quit")
+  help                    this text"""
+
+
+def parse(line: str) -> Command | None:
+    """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed."""
+    words = line.split()
+    if not words:
+        return None
+    keyword, arguments = words[0], words[1:]
+    syntax = _SYNTAX.get(keyword)
+    if syntax is None:
+        hint = " (keywords are upper case)" if keyword.upper() in _SYNTAX else ""
+        raise CommandError(f"unknown command {_show(keyword)}{hint}; expected one of {', '.join(_SYNTAX)}")
+    count, usage = syntax
+    if count is None:
+        if not arguments:
+            raise CommandError(f"{keyword} needs at least one key: {usage}")
+    elif len(arguments) != count:
+        raise CommandError(f"{keyword} takes {count} argument{'s' if count != 1 else ''}, "
+                           f"got {len(arguments)}: {usage}")
+    for argument in arguments:
+        if not _TOKEN.fullmatch(argument):
+            raise CommandError(f"invalid token {_show(argument)}: keys and values must be ASCII letters and digits")
+    if keyword == "PUT":
+        return Put(arguments[0], arguments[1])
+    if keyword == "SWAP":
+        return Swap(arguments[0], arguments[1])
+    if keyword == "GET":
+        return Get(arguments[0])
+    if keyword == "DELETE":
+        return Delete(arguments[0])
+    if keyword == "SCAN":
+        return Scan(arguments[0], arguments[1])
+    if keyword == "TX":
+        return Tx(tuple(arguments))
+    return Stop()
+
+
+def _show(token: str, limit: int = 40) -> str:
+    """A token quoted for an error message, shortened and on one line."""
+    shown = token if len(token) <= limit else token[:limit] + "..."
+    return repr(shown)
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def text(value: bytes) -> str:
+    """A stored value as protocol text. Values written through this protocol are ASCII; one written
+    by another client may be any bytes, which are escaped so the output stays one token per value."""
+    try:
+        return value.decode("ascii")
+    except UnicodeDecodeError:
+        return value.decode("utf-8", "backslashreplace")
+
+
+def _or_null(value: bytes | None) -> str:
+    return "null" if value is None else text(value)
+
+
+def format_put(command: Put, found: bool) -> list[str]:
+    return [f"PUT {command.key} {'found' if found else 'not_found'}"]
+
+
+def format_swap(command: Swap, old: bytes | None) -> list[str]:
+    return [f"SWAP {command.key} {_or_null(old)}"]
+
+
+def format_get(command: Get, value: bytes | None) -> list[str]:
+    return [f"GET {command.key} {_or_null(value)}"]
+
+
+def format_delete(command: Delete, found: bool) -> list[str]:
+    return [f"DELETE {command.key} {'found' if found else 'not_found'}"]
+
+
+def format_scan(command: Scan, items: list[tuple[bytes, bytes]]) -> list[str]:
+    return [f"SCAN {command.start} {command.end} BEGIN", *(f"  {text(k)} {text(v)}" for k, v in items), "SCAN END"]
+
+
+def format_tx(command: Tx, values: list[bytes | None]) -> list[str]:
+    lines = [f"TX {' '.join(command.keys)} BEGIN"]
+    lines += [f"  {key} {_or_null(value)}" for key, value in zip(command.keys, values, strict=True)]
+    lines.append("TX END")
+    return lines
+
+
+def format_error(message: str) -> str:
+    """One ``ERROR`` line, whatever the message holds (a driver counts lines)."""
+    return "ERROR " + " ".join(str(message).split())
+
+
+# ------------------------------------------------------------------ execution
+
+
+class KeyValueApi(Protocol):
+    """What ``execute`` needs of a client (``okapikv.Client`` has it)."""
+
+    def put(self, key: str, value: str) -> bool: ...
+    def swap(self, key: str, value: str) -> bytes | None: ...
+    def get(self, key: str) -> bytes | None: ...
+    def delete(self, key: str) -> bool: ...
+    def scan(self, start: str, end: str) -> list[tuple[bytes, bytes]]: ...
+    def read_tx(self, keys: list[str]) -> list[bytes | None]: ...
+
+
+def execute(client: KeyValueApi, command: Command) -> list[str]:
+    """Run one command and return its output lines (``STOP`` is the caller's business)."""
+    if isinstance(command, Put):
+        return format_put(command, client.put(command.key, command.value))
+    if isinstance(command, Swap):
+        return format_swap(command, client.swap(command.key, command.value))
+    if isinstance(command, Get):
+        return format_get(command, client.get(command.key))
+    if isinstance(command, Delete):
+        return format_delete(command, client.delete(command.key))
+    if isinstance(command, Scan):
+        return format_scan(command, client.scan(command.start, command.end))
+    if isinstance(command, Tx):
+        return format_tx(command, client.read_tx(list(command.keys)))
+    return ["STOP"]

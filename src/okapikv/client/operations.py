@@ -1,0 +1,170 @@
+"""What each client operation sends and how its reply is read, shared by the async and sync clients.
+
+Both clients speak the same protocol over different gRPC flavours (grpc.aio with pipelining, plain
+sync stubs for low one-at-a-time latency). Everything that does not depend on the flavour lives here
+so the two can never disagree: key coercion, request construction with the causal session, decoding
+of replies, and the merge of each reply's session into the client's ``ClientSession`` (DESIGN.md
+section 1, "Per client session": every request carries the session, every reply returns one that
+the client merges entry-wise with max, so the session never moves backwards).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from okapikv.core.messages import Session
+from okapikv.core.session import ClientSession
+from okapikv.wire import okapikv_pb2 as pb
+
+KeyLike = str | bytes | bytearray | memoryview
+
+MAX_SCAN_LIMIT = (1 << 32) - 1  # the wire field is a uint32
+
+
+@dataclass(frozen=True, slots=True)
+class OperationKind:
+    """How one operation is named on the wire.
+
+    ``method`` is the unary RPC of service KeyValue; ``field`` is the name of the operation's case in
+    the ``Operation``/``Result`` oneofs of the Pipeline stream. ``writes`` marks operations that are not
+    idempotent: retrying them after a lost reply may apply them twice (at-least-once), which callers
+    can see as ``found=True`` on a key they created themselves.
+    """
+
+    method: str
+    field: str
+    writes: bool
+
+
+GET = OperationKind("Get", "get", writes=False)
+PUT = OperationKind("Put", "put", writes=True)
+SWAP = OperationKind("Swap", "swap", writes=True)
+DELETE = OperationKind("Delete", "delete", writes=True)
+SCAN = OperationKind("Scan", "scan", writes=False)
+READ_TX = OperationKind("ReadTx", "read_tx", writes=False)
+
+
+def to_bytes(value: KeyLike) -> bytes:
+    """Keys and values are bytes on the wire; ``str`` is encoded as UTF-8 for convenience."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"keys and values must be str or bytes, not {type(value).__name__}")
+
+
+class SessionState:
+    """A ``ClientSession`` plus its wire form, rebuilt only when the session changes.
+
+    Most replies leave the session unchanged (a read of an old key, a write on a quiet cluster), so
+    caching the protobuf ``Session`` saves rebuilding it on every request of a hot loop.
+    """
+
+    __slots__ = ("session", "_wire")
+
+    def __init__(self, num_dcs: int) -> None:
+        self.session = ClientSession(num_dcs)
+        self._wire: pb.Session | None = None
+
+    def wire(self) -> pb.Session:
+        wire = self._wire
+        if wire is None:
+            wire = self._wire = pb.Session(stable=self.session.stable, dt=self.session.dt)
+        return wire
+
+    def merge(self, reply: pb.Session) -> None:
+        """Merge a reply's session (entry-wise max); a reply without a session changes nothing."""
+        stable = tuple(reply.stable)
+        dt = reply.dt
+        session = self.session
+        if dt <= session.dt and (stable == session.stable or not stable):
+            return
+        before = (session.stable, session.dt)
+        session.merge(Session(stable, dt))
+        if (session.stable, session.dt) != before:
+            self._wire = None
+
+    @property
+    def current(self) -> Session:
+        return self.session.current
+
+
+# ------------------------------------------------------------------ requests
+
+
+def get_request(key: bytes, session: pb.Session) -> pb.GetRequest:
+    return pb.GetRequest(key=key, session=session)
+
+
+def put_request(key: bytes, value: bytes, session: pb.Session) -> pb.PutRequest:
+    return pb.PutRequest(key=key, value=value, session=session)
+
+
+def swap_request(key: bytes, value: bytes, session: pb.Session) -> pb.SwapRequest:
+    return pb.SwapRequest(key=key, value=value, session=session)
+
+
+def delete_request(key: bytes, session: pb.Session) -> pb.DeleteRequest:
+    return pb.DeleteRequest(key=key, session=session)
+
+
+def scan_request(start: bytes, end: bytes, wire_limit: int, session: pb.Session) -> pb.ScanRequest:
+    """``wire_limit`` is ``encode_limit(limit)``: clients validate the limit before anything else."""
+    return pb.ScanRequest(start=start, end=end, limit=wire_limit, session=session)
+
+
+def read_tx_request(keys: Iterable[bytes], session: pb.Session) -> pb.ReadTxRequest:
+    return pb.ReadTxRequest(keys=keys, session=session)
+
+
+def encode_limit(limit: int | None) -> int:
+    """``None`` means no limit (0 on the wire); a limit must be positive."""
+    if limit is None:
+        return 0
+    if limit < 1:
+        raise ValueError(f"scan limit must be positive or None, not {limit}")
+    return min(limit, MAX_SCAN_LIMIT)
+
+
+def unique_keys(keys: Iterable[KeyLike]) -> tuple[list[bytes], list[bytes]]:
+    """The keys as bytes in the caller's order, and the distinct ones to send (first occurrence order).
+
+    A transaction may name a key twice; the server only needs it once, and both positions get the
+    same value from the one snapshot.
+    """
+    ordered = [to_bytes(key) for key in keys]
+    return ordered, list(dict.fromkeys(ordered))
+
+
+# ------------------------------------------------------------------ replies
+
+
+def decode_get(reply: Any) -> bytes | None:
+    return bytes(reply.value) if reply.found else None
+
+
+def decode_found(reply: Any) -> bool:
+    return bool(reply.found)
+
+
+def decode_swap(reply: Any) -> bytes | None:
+    return bytes(reply.old_value) if reply.found else None
+
+
+def decode_scan(reply: Any) -> list[tuple[bytes, bytes]]:
+    return [(bytes(item.key), bytes(item.value)) for item in reply.items]
+
+
+def decode_read_tx(reply: Any, ordered: list[bytes], sent: list[bytes]) -> list[bytes | None]:
+    """Map the values of the distinct keys sent back onto the caller's key order."""
+    values = reply.values
+    if len(values) != len(sent):
+        from okapikv.errors import ProtocolMismatch
+
+        raise ProtocolMismatch(f"ReadTx sent {len(sent)} keys but got {len(values)} values back")
+    by_key = {key: (bytes(value.value) if value.found else None) for key, value in zip(sent, values, strict=True)}
+    return [by_key[key] for key in ordered]

@@ -1,0 +1,98 @@
+"""Retrying while a server is unreachable, and turning gRPC statuses into okapikv errors.
+
+Why retries live in the client: a partition server can be restarted (the course's project 2 kills
+and restarts servers mid-run) and the client must carry on once it is back, so an UNAVAILABLE
+status is not an answer but a reason to try again later. The wait grows exponentially (so a long
+outage costs few attempts) with jitter (so many clients that lost the same server do not come back in
+lock step), and the whole operation is bounded by the client's ``timeout_s``, after which the caller
+gets ``Unavailable``.
+
+Retrying a write whose reply was lost can apply it twice; a retried PUT or DELETE then reports the
+state its first attempt left (``found=True``). This at-least-once behaviour on a connection loss is
+the usual price of retries without server-side request ids.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import grpc
+
+from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
+
+# Statuses after which the same request may succeed later: the server is down or restarting, or it
+# cut the stream (a server shutting down cancels its calls, which reaches us as CANCELLED).
+RETRYABLE_CODES = frozenset({
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.CANCELLED,
+})
+
+# Options of every channel the clients open. gRPC's default reconnect backoff grows to 120 s, so a
+# client whose server was down for a minute would stay disconnected long after the server is back;
+# we cap it at one second and let our own backoff (below) pace the attempts instead. Scans may
+# return large replies: the default 4 MiB receive limit is too low for a 1 MiB value limit.
+CHANNEL_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    ("grpc.enable_retries", 0),
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Exponential backoff with "equal jitter": attempt n waits in [d/2, d], d = min(cap, base * 2^n).
+
+    Half the delay is fixed so retries never spin; the other half is random so clients spread out.
+    """
+
+    base_s: float = 0.02
+    cap_s: float = 1.0
+    multiplier: float = 2.0
+
+    def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
+        """The wait before retry number ``attempt`` (1 for the first retry)."""
+        ceiling = min(self.cap_s, self.base_s * self.multiplier ** max(attempt - 1, 0))
+        draw = (rng or random).random()
+        return ceiling / 2 + draw * ceiling / 2
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+class RetryableError(Exception):
+    """A failure after which the operation may be retried (the server or the stream went away)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+def status_code(name: str) -> grpc.StatusCode:
+    """The gRPC status with this name (the Pipeline stream's ``Error.code``); UNKNOWN if none."""
+    try:
+        return grpc.StatusCode[name]
+    except KeyError:
+        return grpc.StatusCode.UNKNOWN
+
+
+def classify(code: grpc.StatusCode, details: str) -> Exception:
+    """The exception a failed attempt turns into: a ``RetryableError`` or a final ``OkapiError``."""
+    if code in RETRYABLE_CODES:
+        return RetryableError(code, details)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(details)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return ProtocolMismatch(f"the server does not implement this call ({details})")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Unavailable(f"no reply before the timeout ({details})")
+    return OkapiError(f"{code.name}: {details}")
+
+
+def unavailable(what: str, address: str, timeout_s: float, last: Exception | None) -> Unavailable:
+    reason = f"; last error: {last}" if last is not None else ""
+    return Unavailable(f"{what} via {address}: no answer within {timeout_s:g} s{reason}")

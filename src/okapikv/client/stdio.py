@@ -1,0 +1,173 @@
+"""``okapi client``: the course service's stdin/stdout client, and an interactive prompt on a terminal.
+
+Piped (the fuzzer, the YCSB driver, tests): read one command per line, print its result lines in
+input order and flush after each command, so a driver that writes a line and waits for the answer
+never stalls. Malformed lines and failed operations print one ``ERROR ...`` line and the client goes
+on; ``STOP`` prints ``STOP`` and exits 0, and so does end of input. Operations run one at a time on a
+blocking ``Client``: they must, since each must see the effects of the ones before it (the session).
+
+On a terminal: the same commands at an ``okapi> `` prompt with readline editing and a history kept in
+``~/.okapi/history`` (or ``$OKAPI_HOME/history``), plus ``help``, ``exit`` and ``quit``.
+
+Which cluster: ``--connect HOST:PORT`` (any server of the DC to use), else the cluster `okapi up`
+started last (its config file), in its first DC or the one named by ``--dc``.
+
+Exit status: 0 after STOP or end of input, 1 if the cluster could not be reached at start-up (or
+the reader of the output went away), 2 for a bad command line (unknown DC, no local cluster), 130
+after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TextIO
+
+from okapikv.client.commands import HELP, CommandError, KeyValueApi, Stop, execute, format_error, parse
+from okapikv.client.sync import Client
+from okapikv.errors import InvalidArgument, OkapiError, Unavailable
+
+PROMPT = "okapi> "
+HISTORY_LENGTH = 2_000
+
+
+def resolve_address(connect: str | None, dc: str | None) -> str:
+    """The server to bootstrap from: ``connect`` if given, else partition 0 of the DC named ``dc``
+    (default: the first) in the local cluster's config. ``ValueError`` with advice otherwise."""
+    if connect:
+        return connect
+    from okapikv.cluster.config import load_default_cluster
+
+    config = load_default_cluster()
+    name = dc if dc is not None else config.dcs[0]
+    config.dc_index(name)  # names the DCs that exist if it is not one of them
+    return config.server(name, 0).address
+
+
+def respond(client: KeyValueApi, line: str) -> tuple[list[str], bool]:
+    """The output lines for one input line, and whether the client should stop."""
+    try:
+        command = parse(line)
+    except CommandError as error:
+        return [format_error(str(error))], False
+    if command is None:
+        return [], False
+    if isinstance(command, Stop):
+        return ["STOP"], True
+    try:
+        return execute(client, command), False
+    except InvalidArgument as error:
+        return [format_error(f"invalid argument: {error}")], False
+    except Unavailable as error:
+        return [format_error(f"unavailable: {error}")], False
+    except OkapiError as error:
+        return [format_error(f"{type(error).__name__}: {error}")], False
+
+
+def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO) -> int:
+    """The piped mode: answer every line until STOP or the end of input."""
+    for line in lines:
+        result, stop = respond(client, line)
+        if result:
+            output.write("\n".join(result) + "\n")
+            output.flush()
+        if stop:
+            break
+    return 0
+
+
+def interactive(client: Client, output: TextIO) -> int:
+    """The terminal mode: a prompt with line editing and a persistent history."""
+    history = _open_history()
+    topology = client.topology
+    output.write(f"okapi: DC {topology.dc_name} of cluster {topology.cluster_id!r} "
+                 f"({topology.num_dcs} DCs, {topology.num_partitions} partitions, protocol {topology.protocol}); "
+                 "type help\n")
+    try:
+        while True:
+            try:
+                line = input(PROMPT)
+            except EOFError:
+                output.write("\n")
+                break
+            except KeyboardInterrupt:
+                output.write("\n")
+                continue
+            word = line.strip()
+            if word in ("help", "?"):
+                output.write(HELP + "\n")
+                continue
+            if word in ("exit", "quit"):
+                break
+            result, stop = respond(client, line)
+            if result:
+                output.write("\n".join(result) + "\n")
+                output.flush()
+            if stop:
+                break
+    finally:
+        _save_history(history)
+    return 0
+
+
+def _open_history() -> Path | None:
+    """Enable readline with the saved history; None where readline is missing (e.g. Windows)."""
+    try:
+        import readline
+    except ImportError:
+        return None
+    from okapikv.cluster.config import okapi_home
+
+    path = okapi_home() / "history"
+    readline.set_history_length(HISTORY_LENGTH)
+    with contextlib.suppress(OSError):  # no history yet
+        readline.read_history_file(path)
+    return path
+
+
+def _save_history(path: Path | None) -> None:
+    if path is None:
+        return
+    import readline
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        readline.write_history_file(path)
+    except OSError:
+        pass  # a read-only home must not turn a clean exit into a crash
+
+
+def run_client(args: argparse.Namespace) -> int:
+    """Entry point of ``okapi client`` (arguments defined in ``okapikv.cli``)."""
+    try:
+        address = resolve_address(args.connect, args.dc)
+    except ValueError as error:
+        print(f"okapi client: {error}", file=sys.stderr)
+        return 2
+    try:
+        client = Client(address, timeout_s=args.timeout_s)
+    except OkapiError as error:
+        print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
+        return 1
+    with client:
+        if args.connect and args.dc is not None and client.topology.dc_name != args.dc:
+            print(f"okapi client: {address} is in DC {client.topology.dc_name}, not {args.dc}", file=sys.stderr)
+            return 2
+        try:
+            if sys.stdin.isatty():
+                return interactive(client, sys.stdout)
+            # Undecodable input must become an ERROR line (an invalid token), not a crash.
+            lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+            return serve(client, lines, sys.stdout)
+        except BrokenPipeError:
+            # The reader went away (`okapi client < script | head`): stop quietly, and keep Python
+            # from failing again when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
+        except KeyboardInterrupt:
+            return 130

@@ -1,0 +1,233 @@
+"""The synchronous client: the same protocol as ``AsyncClient`` over blocking gRPC stubs.
+
+Why not run an ``AsyncClient`` on a background event loop: every call would then cross two threads
+(hand the coroutine to the loop, wake the caller when it is done), which costs more than the RPC
+itself on loopback. A blocking stub call runs the RPC on the caller's thread, so one operation at a
+time (the stdin/stdout client, scripts, the course's YCSB driver) gets the lowest latency. There is
+nothing to pipeline when the caller waits for each result anyway; concurrent callers should use
+``AsyncClient`` (and ``fork()`` it per session).
+
+Everything else (requests, session merging, error mapping, backoff, routing) is shared with the async
+client through ``operations``, ``retry`` and ``topology``.
+
+A ``Client`` may be shared by threads (gRPC channels are thread-safe), but its session is one causal
+session: give each logical client its own ``Client`` or ``fork()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import grpc
+
+from okapikv.client import operations as ops
+from okapikv.client.operations import KeyLike, OperationKind, SessionState
+from okapikv.client.retry import (
+    CHANNEL_OPTIONS,
+    DEFAULT_BACKOFF,
+    Backoff,
+    RetryableError,
+    classify,
+    unavailable,
+)
+from okapikv.client.topology import Topology
+from okapikv.core.messages import Session
+from okapikv.errors import OkapiError
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+
+
+class _SyncLink:
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.stub = pb_grpc.KeyValueStub(self.channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def retry_sync(attempt: Callable[[float], T], *, what: str, address: str | Callable[[int], str],
+               timeout_s: float, backoff: Backoff = DEFAULT_BACKOFF) -> T:
+    """Blocking twin of ``aio.retry_async``: retry ``attempt(remaining_s)`` until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    for number in itertools.count():
+        remaining = deadline - time.monotonic()
+        current = address(number) if callable(address) else address
+        if remaining <= 0:
+            raise unavailable(what, current, timeout_s, last)
+        try:
+            return attempt(remaining)
+        except grpc.RpcError as error:
+            code: grpc.StatusCode = error.code()
+            details: str = error.details() or ""
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise unavailable(what, current, timeout_s, last) from error
+            failure = classify(code, details)
+            if not isinstance(failure, RetryableError):
+                raise failure from error
+            last = failure
+        except OSError as error:
+            last = error
+        delay = backoff.delay_s(number + 1)
+        remaining = deadline - time.monotonic()
+        if delay >= remaining:
+            time.sleep(max(remaining, 0.0))
+            raise unavailable(what, current, timeout_s, last)
+        time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+class Client:
+    """A blocking client of one DC of an okapikv cluster, with its own causal session.
+
+    ``address`` is any server of the DC to use: the constructor asks it for the topology (retrying
+    until ``timeout_s``) and then routes each key to its partition's server directly. Use it as a
+    context manager, or call ``close()``.
+    """
+
+    def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+        self.timeout_s = timeout_s
+        self._backoff = backoff
+        bootstrap = _SyncLink(address)
+        try:
+            info = retry_sync(lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
+                              what="ClusterInfo", address=address, timeout_s=timeout_s, backoff=backoff)
+        finally:
+            bootstrap.close()
+        self._topology = Topology.from_cluster_info(info, address)
+        by_address = {a: _SyncLink(a) for a in dict.fromkeys(self._topology.addresses)}
+        self._links = [by_address[a] for a in self._topology.addresses]
+        self._state = SessionState(self._topology.num_dcs)
+        self._owner = True
+        self._closed = False
+        self._coordinators = itertools.count()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channels (for forks too, if this client created them)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owner:
+            for link in dict.fromkeys(self._links):
+                link.close()
+
+    def fork(self) -> Client:
+        """A new client with a fresh causal session over the same channels."""
+        fork = Client.__new__(Client)
+        fork.timeout_s = self.timeout_s
+        fork._backoff = self._backoff
+        fork._topology = self._topology
+        fork._links = self._links
+        fork._state = SessionState(self._topology.num_dcs)
+        fork._owner = False
+        fork._closed = False
+        fork._coordinators = self._coordinators
+        return fork
+
+    @property
+    def topology(self) -> Topology:
+        return self._topology
+
+    @property
+    def session(self) -> Session:
+        return self._state.current
+
+    def stats(self, partition: int = 0) -> dict[str, Any]:
+        """The counters of the server of ``partition`` in this DC (the server's JSON, parsed)."""
+        link = self._links[partition]
+        reply = retry_sync(lambda remaining: link.stub.Stats(pb.StatsRequest(), timeout=remaining),
+                           what="Stats", address=link.address, timeout_s=self.timeout_s, backoff=self._backoff)
+        parsed: dict[str, Any] = json.loads(reply.json) if reply.json else {}
+        return parsed
+
+    # ------------------------------------------------------------------ operations
+
+    def get(self, key: KeyLike) -> bytes | None:
+        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        key_bytes = ops.to_bytes(key)
+        reply = self._on_key(ops.GET, key_bytes, ops.get_request(key_bytes, self._state.wire()))
+        return ops.decode_get(reply)
+
+    def put(self, key: KeyLike, value: KeyLike) -> bool:
+        """Write ``value``; True if the key had a visible value before."""
+        key_bytes = ops.to_bytes(key)
+        reply = self._on_key(ops.PUT, key_bytes, ops.put_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        return ops.decode_found(reply)
+
+    def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
+        """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
+        key_bytes = ops.to_bytes(key)
+        reply = self._on_key(ops.SWAP, key_bytes, ops.swap_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        return ops.decode_swap(reply)
+
+    def delete(self, key: KeyLike) -> bool:
+        """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
+        key_bytes = ops.to_bytes(key)
+        reply = self._on_key(ops.DELETE, key_bytes, ops.delete_request(key_bytes, self._state.wire()))
+        return ops.decode_found(reply)
+
+    def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        """Every (key, value) with start <= key <= end in byte order, from one causally consistent
+        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given."""
+        start_bytes, end_bytes = ops.to_bytes(start), ops.to_bytes(end)
+        encoded_limit = ops.encode_limit(limit)
+        if start_bytes > end_bytes:
+            return []
+        request = ops.scan_request(start_bytes, end_bytes, encoded_limit, self._state.wire())
+        reply = self._on_coordinator(ops.SCAN, next(self._coordinators) % len(self._links), request)
+        return ops.decode_scan(reply)
+
+    def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
+        """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
+        ordered, unique = ops.unique_keys(keys)
+        if not unique:
+            return []
+        reply = self._on_coordinator(ops.READ_TX, self._topology.partition_of(unique[0]),
+                                     ops.read_tx_request(unique, self._state.wire()))
+        return ops.decode_read_tx(reply, ordered, unique)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _on_key(self, kind: OperationKind, key: bytes, request: Any) -> Any:
+        if self._closed:
+            raise OkapiError("the client was closed")
+        link = self._links[self._topology.partition_of(key)]
+        method = getattr(link.stub, kind.method)
+        reply = retry_sync(lambda remaining: method(request, timeout=remaining), what=kind.method,
+                           address=link.address, timeout_s=self.timeout_s, backoff=self._backoff)
+        self._state.merge(reply.session)
+        return reply
+
+    def _on_coordinator(self, kind: OperationKind, start: int, request: Any) -> Any:
+        """Any server of the DC can coordinate; after a failure, try the next one."""
+        if self._closed:
+            raise OkapiError("the client was closed")
+        links = self._links
+        attempts = itertools.count()
+
+        def attempt(remaining: float) -> Any:
+            return getattr(links[(start + next(attempts)) % len(links)].stub, kind.method)(request, timeout=remaining)
+
+        reply = retry_sync(attempt, what=kind.method,
+                           address=lambda number: links[(start + number) % len(links)].address,
+                           timeout_s=self.timeout_s, backoff=self._backoff)
+        self._state.merge(reply.session)
+        return reply

@@ -1,0 +1,196 @@
+"""The ``okapi client`` line protocol: parsing, formatting and the piped loop, without a network."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from okapikv.client import commands
+from okapikv.client.commands import CommandError, Delete, Get, Put, Scan, Stop, Swap, Tx, parse
+from okapikv.client.stdio import respond, serve
+from okapikv.errors import InvalidArgument, OkapiError, Unavailable
+
+
+class DictClient:
+    """An in-memory stand-in for ``okapikv.Client`` with the same result types."""
+
+    def __init__(self) -> None:
+        self.data: dict[bytes, bytes] = {}
+        self.fail_with: Exception | None = None
+
+    def _check(self) -> None:
+        if self.fail_with is not None:
+            raise self.fail_with
+
+    def put(self, key: str, value: str) -> bool:
+        self._check()
+        found = key.encode() in self.data
+        self.data[key.encode()] = value.encode()
+        return found
+
+    def swap(self, key: str, value: str) -> bytes | None:
+        self._check()
+        old = self.data.get(key.encode())
+        self.data[key.encode()] = value.encode()
+        return old
+
+    def get(self, key: str) -> bytes | None:
+        self._check()
+        return self.data.get(key.encode())
+
+    def delete(self, key: str) -> bool:
+        self._check()
+        return self.data.pop(key.encode(), None) is not None
+
+    def scan(self, start: str, end: str) -> list[tuple[bytes, bytes]]:
+        self._check()
+        return sorted((k, v) for k, v in self.data.items() if start.encode() <= k <= end.encode())
+
+    def read_tx(self, keys: list[str]) -> list[bytes | None]:
+        self._check()
+        return [self.data.get(key.encode()) for key in keys]
+
+
+def run_script(script: str, client: DictClient | None = None) -> str:
+    output = io.StringIO()
+    assert serve(client or DictClient(), io.StringIO(script), output) == 0
+    return output.getvalue()
+
+
+# ------------------------------------------------------------------ parsing
+
+
+@pytest.mark.parametrize(("line", "command"), [
+    ("PUT k v", Put("k", "v")),
+    ("SWAP k v", Swap("k", "v")),
+    ("GET k", Get("k")),
+    ("DELETE k", Delete("k")),
+    ("SCAN a z", Scan("a", "z")),
+    ("TX a", Tx(("a",))),
+    ("TX a b a", Tx(("a", "b", "a"))),
+    ("STOP", Stop()),
+    ("PUT Key1 VALUE2\n", Put("Key1", "VALUE2")),
+    ("PUT k v\r\n", Put("k", "v")),
+    ("  GET   k  ", Get("k")),
+    ("GET\tk", Get("k")),
+    ("PUT 0123456789 abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+     Put("0123456789", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")),
+])
+def test_parse_valid(line: str, command: commands.Command) -> None:
+    assert parse(line) == command
+
+
+@pytest.mark.parametrize("line", ["", "\n", "   \t ", "\r\n"])
+def test_blank_lines_are_not_commands(line: str) -> None:
+    assert parse(line) is None
+
+
+@pytest.mark.parametrize(("line", "fragment"), [
+    ("put k v", "unknown command 'put' (keywords are upper case)"),
+    ("Get k", "unknown command 'Get'"),
+    ("FROB k", "unknown command 'FROB'; expected one of PUT, SWAP, GET, DELETE, SCAN, TX, STOP"),
+    ("PUT k", "PUT takes 2 arguments, got 1: PUT <key> <value>"),
+    ("PUT k v w", "PUT takes 2 arguments, got 3"),
+    ("SWAP k", "SWAP takes 2 arguments"),
+    ("GET", "GET takes 1 argument, got 0: GET <key>"),
+    ("GET a b", "GET takes 1 argument, got 2"),
+    ("DELETE", "DELETE takes 1 argument"),
+    ("SCAN a", "SCAN takes 2 arguments"),
+    ("STOP now", "STOP takes 0 arguments, got 1"),
+    ("TX", "TX needs at least one key"),
+    ("PUT k-1 v", "invalid token 'k-1'"),
+    ("PUT k v_1", "invalid token 'v_1'"),
+    ("GET ключ", "invalid token 'ключ'"),
+    ("GET k\u00e9", "invalid token"),
+    ("TX a b$ c", "invalid token 'b$'"),
+    ("GET " + "x" * 45 + "!", "..."),
+])
+def test_parse_errors(line: str, fragment: str) -> None:
+    with pytest.raises(CommandError) as raised:
+        parse(line)
+    assert fragment in str(raised.value)
+
+
+# ------------------------------------------------------------------ formatting
+
+
+def test_formats_match_the_course_protocol() -> None:
+    assert commands.format_put(Put("k", "v"), True) == ["PUT k found"]
+    assert commands.format_put(Put("k", "v"), False) == ["PUT k not_found"]
+    assert commands.format_swap(Swap("k", "v"), b"old") == ["SWAP k old"]
+    assert commands.format_swap(Swap("k", "v"), None) == ["SWAP k null"]
+    assert commands.format_get(Get("k"), b"v") == ["GET k v"]
+    assert commands.format_get(Get("k"), None) == ["GET k null"]
+    assert commands.format_delete(Delete("k"), True) == ["DELETE k found"]
+    assert commands.format_delete(Delete("k"), False) == ["DELETE k not_found"]
+    assert commands.format_scan(Scan("a", "z"), [(b"b", b"1"), (b"c", b"2")]) == [
+        "SCAN a z BEGIN", "  b 1", "  c 2", "SCAN END"]
+    assert commands.format_scan(Scan("a", "z"), []) == ["SCAN a z BEGIN", "SCAN END"]
+    assert commands.format_tx(Tx(("a", "b")), [b"1", None]) == ["TX a b BEGIN", "  a 1", "  b null", "TX END"]
+
+
+def test_non_ascii_values_stay_one_token() -> None:
+    assert commands.text(b"abc") == "abc"
+    assert commands.text("é".encode()) == "é"
+    assert commands.text(b"\xff\xfe") == "\\xff\\xfe"
+
+
+def test_error_lines_are_single_lines() -> None:
+    assert commands.format_error("two\nlines  here") == "ERROR two lines here"
+
+
+# ------------------------------------------------------------------ the piped loop
+
+
+def test_script_of_every_command() -> None:
+    script = "PUT a 1\nPUT a 2\nGET a\nGET b\nSWAP a 3\nSWAP b 9\nSCAN a z\nTX a c b\nDELETE a\nDELETE a\nGET a\nSTOP\n"
+    assert run_script(script) == (
+        "PUT a not_found\nPUT a found\nGET a 2\nGET b null\nSWAP a 2\nSWAP b null\n"
+        "SCAN a z BEGIN\n  a 3\n  b 9\nSCAN END\n"
+        "TX a c b BEGIN\n  a 3\n  c null\n  b 9\nTX END\n"
+        "DELETE a found\nDELETE a not_found\nGET a null\nSTOP\n")
+
+
+def test_stop_ends_input_processing() -> None:
+    assert run_script("PUT a 1\nSTOP\nGET a\n") == "PUT a not_found\nSTOP\n"
+
+
+def test_end_of_input_without_stop_is_a_clean_exit() -> None:
+    assert run_script("PUT a 1\nGET a") == "PUT a not_found\nGET a 1\n"
+    assert run_script("") == ""
+
+
+def test_malformed_lines_print_one_error_and_continue() -> None:
+    output = run_script("PUT a 1\nput a 2\n\nGET a b\nGET a\n").splitlines()
+    assert output[0] == "PUT a not_found"
+    assert output[1].startswith("ERROR ")
+    assert output[2].startswith("ERROR ")
+    assert output[3] == "GET a 1"
+    assert len(output) == 4
+
+
+@pytest.mark.parametrize(("error", "prefix"), [
+    (Unavailable("no answer"), "ERROR unavailable: no answer"),
+    (InvalidArgument("key too long"), "ERROR invalid argument: key too long"),
+    (OkapiError("INTERNAL: boom"), "ERROR OkapiError: INTERNAL: boom"),
+])
+def test_failed_operations_print_one_error(error: Exception, prefix: str) -> None:
+    client = DictClient()
+    client.fail_with = error
+    lines, stop = respond(client, "SCAN a b")
+    assert lines == [prefix]
+    assert not stop
+
+
+def test_results_are_flushed_after_each_command() -> None:
+    class CountingOutput(io.StringIO):
+        flushes = 0
+
+        def flush(self) -> None:
+            self.flushes += 1
+            super().flush()
+
+    output = CountingOutput()
+    serve(DictClient(), io.StringIO("PUT a 1\nSCAN a b\nbad\n"), output)
+    assert output.flushes == 3
