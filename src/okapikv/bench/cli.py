@@ -1,0 +1,131 @@
+"""`okapi bench`: turn the parsed command line into ``BenchOptions``, run the suite, write outputs.
+
+The arguments themselves are defined in ``okapikv.cli._add_bench`` (the command's documented
+interface); this module only interprets them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from okapikv.bench.driver import BenchError, WorkerPool, default_processes
+from okapikv.bench.progress import ProgressUI
+from okapikv.bench.report import write_outputs
+from okapikv.bench.results import Results
+from okapikv.bench.suites import SUITES, VARIANTS, Bench, BenchOptions, planned_runs, protocol_of
+from okapikv.bench.workloads import YCSB
+
+DEFAULT_PROTOCOLS = {None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain"}
+
+
+def _int_list(text: str, what: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated integers, not {text!r}") from None
+    if not values or any(value < 1 for value in values):
+        raise ValueError(f"{what} must be positive integers")
+    return values
+
+
+def options_from_args(args: argparse.Namespace) -> BenchOptions:
+    """Validate and resolve the command line; ``ValueError`` with a clear message otherwise."""
+    from okapikv.core.protocols import protocol_names
+
+    suite = getattr(args, "suite", None)
+    protocols_text = args.protocols if args.protocols is not None else DEFAULT_PROTOCOLS[suite]
+    protocols = tuple(name.strip() for name in protocols_text.split(",") if name.strip())
+    unknown = [name for name in protocols if protocol_of(name)[0] not in protocol_names()]
+    if unknown or not protocols:
+        known = ", ".join(protocol_names() + sorted(VARIANTS))
+        raise ValueError(f"unknown protocol(s) {', '.join(unknown) or '(none)'}; choose from {known}")
+    workload = args.workload.lower()
+    if workload != "rotx" and workload not in YCSB:
+        raise ValueError(f"unknown workload {args.workload!r}: choose one of a-f or rotx")
+    clients = _int_list(args.clients, "--clients") if args.clients is not None else (1,)
+    dcs = tuple(name.strip() for name in args.dcs.split(",") if name.strip()) if args.dcs else None
+    if args.partitions is not None:
+        partitions = args.partitions
+    else:  # a RO-TX over p partitions needs p of them
+        partitions = args.rotx_partitions if workload == "rotx" and suite is None else 1
+    if partitions < 1:
+        raise ValueError("--partitions must be at least 1")
+    if args.write_ratio is not None and not 0 <= args.write_ratio <= 1:
+        raise ValueError("--write-ratio must be within [0, 1]")
+    if args.duration_s <= 0 or args.warmup_s < 0:
+        raise ValueError("--duration-s must be positive and --warmup-s not negative")
+    if args.clock_skew_ms is not None and args.clock_skew_ms < 0:
+        raise ValueError("--clock-skew-ms must not be negative")
+    wan: str | float = args.wan
+    if wan not in ("realistic", "off"):
+        try:
+            wan = float(wan)
+        except ValueError:
+            raise ValueError(f"--wan must be 'realistic', 'off' or a one-way delay in ms, not {args.wan!r}") from None
+    if workload == "rotx" and suite is None and args.rotx_partitions > partitions:
+        raise ValueError(f"--rotx-partitions {args.rotx_partitions} needs --partitions of at least that")
+    options = BenchOptions(
+        suite=suite, workload=workload, protocols=protocols, clients=clients, clients_given=args.clients is not None,
+        duration_s=args.duration_s, warmup_s=args.warmup_s, dcs=dcs, partitions=partitions,
+        partitions_given=args.partitions is not None, clock_skew_ms=args.clock_skew_ms,
+        rotx_partitions=args.rotx_partitions, write_ratio=args.write_ratio, records=args.records,
+        key_bytes=args.key_bytes, value_bytes=args.value_bytes, connect=args.connect, quick=args.quick,
+        out=Path(args.out), processes=args.processes, wan=wan, seed=args.seed, timeout_s=args.timeout_s,
+        visibility_samples=args.visibility_samples, redis=not args.no_redis, progress=not args.no_progress,
+    )
+    if options.records < 1 or options.key_bytes < 1 or options.value_bytes < 1:
+        raise ValueError("--records, --key-bytes and --value-bytes must be positive")
+    if len(str(options.records * 2)) > options.key_bytes:
+        raise ValueError(f"--key-bytes {options.key_bytes} is too short for {options.records} records and inserts")
+    return options.scaled()
+
+
+def _config(options: BenchOptions) -> dict[str, Any]:
+    config = {field.name: getattr(options, field.name) for field in dataclasses.fields(options)}
+    config["out"] = str(options.out)
+    config["command"] = "okapi " + " ".join(shlex.quote(part) for part in sys.argv[1:]) if sys.argv else "okapi bench"
+    return config
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    # This process talks gRPC (stats, probes) *and* forks server processes (the launcher sets a
+    # parent-death signal in the child, so it cannot use vfork). gRPC's fork handlers then run in a
+    # process whose gRPC threads are busy and can abort the child; nothing here needs gRPC in a
+    # forked child (every child execs at once), so they are turned off before gRPC is loaded.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    try:
+        options = options_from_args(args)
+    except ValueError as error:
+        print(f"okapi bench: {error}", file=sys.stderr)
+        return 2
+    results = Results(config=_config(options))
+    started = time.monotonic()
+    processes = options.processes or default_processes(max(options.clients + (1_000,)))
+    interrupted = False
+    with WorkerPool(processes) as pool, ProgressUI(planned_runs(options), enabled=options.progress) as ui:
+        bench = Bench(options, results, ui, pool)
+        try:
+            SUITES[options.suite](bench)
+        except KeyboardInterrupt:
+            interrupted = True
+            results.note("interrupted: partial results")
+        except BenchError as error:
+            bench.failures += 1
+            results.note(f"aborted: {error}")
+            ui.message(f"[red]aborted:[/red] {error}")
+        finally:
+            bench.close()
+    results.timings["total_s"] = round(time.monotonic() - started, 2)
+    files = write_outputs(results.to_dict(), options.out)
+    print(f"okapi bench: wrote {options.out}/results.json, report.md, {len(files['csv'])} CSV and "
+          f"{len(files['png'])} PNG files in {time.monotonic() - started:.1f} s")
+    if interrupted:
+        return 130
+    return 1 if bench.failures else 0

@@ -1,0 +1,295 @@
+"""The load process: many asyncio sessions in a closed loop, each its own client session.
+
+Runs in a spawned OS process (``driver.WorkerPool``) with one event loop for its whole life
+(grpc.aio binds to the first loop it sees). Every session loop is bounded by time (the run's
+window) and by count (its operation budget); operations that fail are counted, not retried, so a
+broken server shows as errors rather than as a hang.
+
+Latency is recorded per operation kind, and under ``all`` once per top-level operation, only for
+operations that complete inside the measured window (after the warm-up), in microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import multiprocessing.connection
+import random
+import time
+import traceback
+from collections import Counter
+from typing import Any
+
+from okapikv.bench.generators import InsertSequence, format_key, make_values
+from okapikv.bench.keyspace import PartitionedKeyspace
+from okapikv.bench.messages import BenchError, Failed, Go, Prepare, Ready, WorkerResult
+from okapikv.bench.metrics import new_histogram, record_us
+from okapikv.bench.targets import BenchSession, build_target
+from okapikv.bench.workloads import (
+    INSERT,
+    LOAD,
+    PUT,
+    READ,
+    RMW,
+    ROTX,
+    SCAN,
+    UPDATE,
+    Operation,
+    OperationSource,
+    WorkloadConfig,
+    make_source,
+)
+
+PROGRESS_INTERVAL_S = 0.25
+ALL = "all"  # every top-level operation, whatever its kind (a read-modify-write counts once)
+READY_TIMEOUT_S = 60.0
+ERROR_BACKOFF_S = 0.002
+
+
+class _Window:
+    """The measured window in ``perf_counter_ns`` units of this process."""
+
+    def __init__(self, start_at: float, warmup_s: float, duration_s: float) -> None:
+        offset_ns = int((start_at - time.time()) * 1e9)
+        now = time.perf_counter_ns()
+        self.start_ns = now + offset_ns
+        self.measure_ns = self.start_ns + int(warmup_s * 1e9)
+        self.end_ns = self.measure_ns + int(duration_s * 1e9)
+
+    def seconds_until(self, instant_ns: int) -> float:
+        return max(0.0, (instant_ns - time.perf_counter_ns()) / 1e9)
+
+
+class _WorkerState:
+    def __init__(self) -> None:
+        self.histograms: dict[str, Any] = {}
+        self.in_window = 0
+        self.completed = 0
+        self.errors: Counter[str] = Counter()
+        self.last_error = ""
+
+    def record(self, kind: str, latency_ns: int) -> None:
+        histogram = self.histograms.get(kind)
+        if histogram is None:
+            histogram = self.histograms[kind] = new_histogram()
+        record_us(histogram, latency_ns // 1000)
+
+
+async def _execute(session: BenchSession, operation: Operation, state: _WorkerState, window: _Window) -> None:
+    """Issue one operation. A read-modify-write also records its GET and SWAP (as YCSB does)."""
+    kind = operation.kind
+    if kind == READ:
+        await session.get(operation.key)
+    elif kind == UPDATE:
+        await session.swap(operation.key, operation.value)
+    elif kind in (INSERT, PUT, LOAD):
+        await session.put(operation.key, operation.value)
+    elif kind == SCAN:
+        await session.scan(operation.key, operation.end, operation.limit)
+    elif kind == ROTX:
+        await session.read_tx(operation.keys)
+    elif kind == RMW:
+        started = time.perf_counter_ns()
+        await session.get(operation.key)
+        middle = time.perf_counter_ns()
+        await session.swap(operation.key, operation.value)
+        if window.measure_ns <= middle <= window.end_ns:
+            state.record(READ, middle - started)
+            state.record(UPDATE, time.perf_counter_ns() - middle)
+    else:
+        raise ValueError(f"unknown operation kind {kind!r}")
+
+
+async def _session_loop(
+    session: BenchSession,
+    source: OperationSource,
+    state: _WorkerState,
+    window: _Window,
+    max_ops: int,
+) -> None:
+    """Closed loop: issue, wait for the reply, record, repeat; bounded by time and count."""
+    await asyncio.sleep(window.seconds_until(window.start_ns))
+    issued = 0
+    end_ns = window.end_ns
+    measure_ns = window.measure_ns
+    while issued < max_ops:
+        started = time.perf_counter_ns()
+        if started >= end_ns:
+            break
+        operation = source.next()
+        issued += 1
+        try:
+            await _execute(session, operation, state, window)
+        except Exception as error:  # noqa: BLE001 - every failure is counted, the run goes on
+            state.errors[operation.kind] += 1
+            state.last_error = f"{operation.kind}: {type(error).__name__}: {error}"[:500]
+            await asyncio.sleep(ERROR_BACKOFF_S)
+            continue
+        finished = time.perf_counter_ns()
+        source.acknowledge(operation)
+        state.completed += 1
+        if measure_ns <= finished <= end_ns:
+            state.in_window += 1
+            state.record(operation.kind, finished - started)
+            state.record(ALL, finished - started)
+
+
+class _LoadSource(OperationSource):
+    """The load phase: PUT each record index of this session's share exactly once."""
+
+    def __init__(self, indices: range, config: WorkloadConfig, rng: random.Random) -> None:
+        self.indices = iter(indices)
+        self.config = config
+        self.values = make_values(16, config.value_bytes, rng)
+        self.remaining = len(indices)
+
+    def next(self) -> Operation:
+        index = next(self.indices)
+        self.remaining -= 1
+        return Operation(LOAD, format_key(index, self.config.key_bytes), self.values[index % len(self.values)])
+
+
+@functools.lru_cache(maxsize=4)
+def _keyspace(records: int, num_partitions: int, key_bytes: int) -> PartitionedKeyspace:
+    """Cached per process: the same grouping serves every run on the same cluster."""
+    return PartitionedKeyspace(records, num_partitions, key_bytes)
+
+
+def _sources(prepare: Prepare) -> list[tuple[int, OperationSource]]:
+    """Each session's operation source (seeded by run seed and global session number)."""
+    spec = prepare.spec
+    config = spec.workload
+    global_sessions = spec.clients
+    result: list[tuple[int, OperationSource]] = []
+    keyspace = None
+    if spec.phase != "load" and config.name == "rotx":
+        keyspace = _keyspace(config.records, config.num_partitions, config.key_bytes)
+    inserts = InsertSequence(config.records, prepare.worker_index, prepare.num_workers)
+    for local in range(prepare.sessions):
+        number = prepare.session_offset + local
+        rng = random.Random(f"{spec.seed}/{spec.phase}/{config.name}/{number}")
+        if spec.phase == "load":
+            # Session k of n loads indices k, k + n, ...: every record exactly once, spread over DCs.
+            source: OperationSource = _LoadSource(range(number, config.records, global_sessions), config, rng)
+        else:
+            source = make_source(config, rng, inserts, keyspace)
+        result.append((number, source))
+    return result
+
+
+async def _cpu_sampler(window: _Window, readings: list[float]) -> None:
+    await asyncio.sleep(window.seconds_until(window.measure_ns))
+    readings.append(time.process_time())
+    await asyncio.sleep(window.seconds_until(window.end_ns))
+    readings.append(time.process_time())
+
+
+async def _progress_reporter(worker_index: int, state: _WorkerState, progress: Any) -> None:
+    while True:
+        await asyncio.sleep(PROGRESS_INTERVAL_S)
+        with contextlib.suppress(Exception):
+            progress.put_nowait((worker_index, state.completed, state.in_window))
+
+
+async def _run_prepared(
+    prepare: Prepare, connection: multiprocessing.connection.Connection, progress: Any
+) -> WorkerResult:
+    spec = prepare.spec
+    target = build_target(spec.target, prepare.sessions)
+    await asyncio.wait_for(target.open(), timeout=max(READY_TIMEOUT_S / 2, spec.target.timeout_s))
+    try:
+        sources = _sources(prepare)
+        sessions = [(target.session(number), source) for number, source in sources]
+        connection.send(Ready(prepare.worker_index))
+        loop = asyncio.get_running_loop()
+        ready = await loop.run_in_executor(None, connection.poll, READY_TIMEOUT_S)
+        if not ready:
+            raise BenchError("the parent never started the run")
+        go = connection.recv()
+        if not isinstance(go, Go):
+            raise BenchError(f"expected Go, got {type(go).__name__}")
+        if spec.phase == "load":
+            window = _Window(go.start_at, 0.0, spec.duration_s)
+            budgets = [source.remaining if isinstance(source, _LoadSource) else 0 for _, source in sessions]
+        else:
+            window = _Window(go.start_at, spec.warmup_s, spec.duration_s)
+            budgets = [spec.max_ops_per_session] * len(sessions)
+        state = _WorkerState()
+        cpu_readings: list[float] = []
+        reporter = asyncio.create_task(_progress_reporter(prepare.worker_index, state, progress))
+        sampler = asyncio.create_task(_cpu_sampler(window, cpu_readings))
+        loops = [
+            _session_loop(session, source, state, window, budget)
+            for (session, source), budget in zip(sessions, budgets, strict=True)
+        ]
+        grace_s = window.seconds_until(window.end_ns) + spec.target.timeout_s + 5.0
+        try:
+            await asyncio.wait_for(asyncio.gather(*loops), timeout=grace_s)
+        finally:
+            reporter.cancel()
+            sampler.cancel()
+        with contextlib.suppress(Exception):
+            progress.put_nowait((prepare.worker_index, state.completed, state.in_window))
+        finished_ns = time.perf_counter_ns()
+        if len(cpu_readings) < 2:
+            cpu_readings = cpu_readings[:1] or [time.process_time()]
+            cpu_readings.append(time.process_time())
+        window_end = min(finished_ns, window.end_ns)
+        return WorkerResult(
+            worker_index=prepare.worker_index,
+            histograms={kind: histogram.encode() for kind, histogram in state.histograms.items()},
+            operations=state.in_window,
+            completed=state.completed,
+            errors=dict(state.errors),
+            last_error=state.last_error,
+            cpu_s=cpu_readings[1] - cpu_readings[0],
+            window_s=max(0.0, (window_end - window.measure_ns) / 1e9),
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(target.close(), timeout=5.0)
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it exists
+        return asyncio.new_event_loop()
+
+
+def worker_main(connection: multiprocessing.connection.Connection, progress: Any, worker_index: int) -> None:
+    """Entry point of a spawned load process: serve ``Prepare`` messages until told to stop.
+
+    One event loop for the life of the process: grpc.aio binds its completion-queue poller to the
+    first loop that uses it, so a fresh loop per run would leave callbacks aimed at a closed loop.
+    """
+    loop = _new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        while True:
+            try:
+                message = connection.recv()
+            except (EOFError, OSError, KeyboardInterrupt):
+                return
+            if message is None:
+                return
+            if not isinstance(message, Prepare):
+                connection.send(Failed(worker_index, f"unexpected message {type(message).__name__}"))
+                continue
+            try:
+                result: WorkerResult | Failed = loop.run_until_complete(_run_prepared(message, connection, progress))
+            except KeyboardInterrupt:
+                return
+            except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises
+                result = Failed(worker_index, "".join(traceback.format_exception(error)))
+            try:
+                connection.send(result)
+            except (BrokenPipeError, OSError):
+                return
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

@@ -1,0 +1,44 @@
+"""`okapi bench` argument interpretation: defaults per suite, validation with clear messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from okapikv.bench.cli import options_from_args
+from okapikv.bench.suites import _paper_plan, planned_runs
+from okapikv.cli import build_parser
+
+
+def _options(*argv: str):  # type: ignore[no-untyped-def]
+    return options_from_args(build_parser().parse_args(["bench", *argv]))
+
+
+def test_defaults() -> None:
+    options = _options()
+    assert options.protocols == ("okapi",) and options.clients == (1,) and options.suite is None
+    paper = _options("--suite", "paper")
+    assert paper.protocols == ("okapi", "cure", "gentlerain")
+
+
+def test_quick_scales_windows_and_records_down() -> None:
+    options = _options("--suite", "course", "--quick")
+    assert options.duration_s <= 0.5 and options.records <= 1000
+    plan = _paper_plan(_options("--suite", "paper", "--quick"))
+    assert plan.partitions == 2 and plan.skew_ms == 10.0 and plan.scale_levels == (1, 2)
+    full = _paper_plan(_options("--suite", "paper", "--partitions", "8", "--clock-skew-ms", "5"))
+    assert full.rotx_levels == (1, 2, 4, 8) and full.skew_ms == 5.0 and full.scale_levels == tuple(range(1, 9))
+    assert planned_runs(_options("--suite", "course", "--quick", "--no-redis")) == 6 + 3 * 3
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("--protocols", "okapi,paxos"), "unknown protocol"),
+    (("--workload", "g"), "unknown workload"),
+    (("--clients", "1,x"), "comma-separated integers"),
+    (("--write-ratio", "2"), "within [0, 1]"),
+    (("--workload", "rotx", "--partitions", "1", "--rotx-partitions", "2"), "--rotx-partitions"),
+    (("--records", "100000000"), "--key-bytes"),
+    (("--wan", "far"), "--wan"),
+])
+def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        _options(*argv)
