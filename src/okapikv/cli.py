@@ -23,9 +23,28 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="spread fixed clock offsets evenly over [0, X] ms across the servers")
+    p.add_argument("--heartbeat-ms", type=float, default=5.0,
+                   help="heartbeat after this long without replication (paper: 1; default %(default)s "
+                        "because every local server shares this machine's cores)")
+    p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (paper: 5)")
     p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
     p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
     p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")
+    storage = p.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", default=None,
+                         help="keep each server's data in DATA_DIR/<dc>-p<n> (default: ./okapi-data, or "
+                              "$OKAPI_HOME/okapi-data when OKAPI_HOME is set); a restart recovers it")
+    storage.add_argument("--in-memory", action="store_true",
+                         help="keep no data on disk (benchmarks): a restarted server loses its writes")
+    p.add_argument("--metrics-base-port", type=int, default=0,
+                   help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
+    p.add_argument("--log-format", choices=["text", "json"], default=None, help="server log lines as text or JSON")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM) that signs every certificate")
+    p.add_argument("--tls-cert", default=None, help="TLS: server certificate (PEM; serverAuth and clientAuth)")
+    p.add_argument("--tls-key", default=None, help="TLS: the certificate's private key (PEM)")
+    p.add_argument("--tls-server-name", default=None, help="TLS: host name the certificate names, if not --host")
+    p.add_argument("--no-tls-client-auth", dest="tls_client_auth", action="store_false",
+                   help="TLS: let clients connect without a certificate (peers still use mutual TLS)")
     p.set_defaults(target="okapikv.cluster.launcher:run_up")
 
 
@@ -34,14 +53,26 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--config", required=True, help="cluster config file (TOML), see `okapi up --print-config`")
     p.add_argument("--dc", required=True, help="the DC name of this server")
     p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
+    p.add_argument("--data-dir", default=None,
+                   help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
+    p.add_argument("--log-format", choices=["text", "json"], default=None,
+                   help="one event per line as text (default) or JSON ($OKAPI_LOG_FORMAT)")
     p.set_defaults(target="okapikv.server.main:run_server")
 
 
 def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("client", help="stdin/stdout client (PUT/SWAP/GET/DELETE/SCAN/TX/STOP)")
-    p.add_argument("--dc", default=None, help="DC of the default local cluster to talk to (default: the first)")
-    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server of the DC to use")
+    p.add_argument("--dc", default=None,
+                   help="DC of the default local cluster to talk to (default: the first); a,b,...: "
+                        "fall back to b (then ...) when a stays unreachable")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT",
+                   help="any server of the DC to use; H1:P1,H2:P2,...: servers of fallback DCs")
     p.add_argument("--timeout-s", type=float, default=30.0, help="give up on an operation after this long")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 
@@ -50,6 +81,12 @@ def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server (default: the local cluster)")
     p.add_argument("--config", default=None, help="cluster config file instead of --connect")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--watch", type=float, nargs="?", const=1.0, default=None, metavar="SECONDS",
+                   help="refresh the table every SECONDS (default 1) until interrupted")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the config's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.add_argument("--tls-server-name", default=None, help="TLS: host name the server certificates name")
     p.set_defaults(target="okapikv.cluster.status:run_status")
 
 
@@ -83,6 +120,8 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="use a running cluster")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--history", default=None)
+    p.add_argument("--protocol", default=None, help="local cluster: okapi | cure | gentlerain (default: okapi)")
+    p.add_argument("--partitions", type=int, default=None, help="local cluster: partitions per DC (default: 2)")
     p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
 
 
@@ -113,7 +152,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--processes", type=int, default=None, help="load processes (default: max(2, cores / 2))")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout-s", type=float, default=10.0, help="per-operation client timeout")
-    p.add_argument("--visibility-samples", type=int, default=None, help="probes per DC pair (default 200, quick 15)")
+    p.add_argument("--visibility-samples", type=int, default=None, help="probes per DC pair (default 200, quick 10)")
     p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")

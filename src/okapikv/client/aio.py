@@ -48,6 +48,7 @@ from okapikv.client.retry import (
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
 from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch
+from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
@@ -212,11 +213,12 @@ class _Pipeline:
 class _ServerLink:
     """The channel, unary stub and current pipeline to one server."""
 
-    def __init__(self, address: str, max_batch: int, budget_bytes: int, tick_s: float) -> None:
+    def __init__(self, address: str, max_batch: int, budget_bytes: int, tick_s: float,
+                 tls: ClientTls | None = None) -> None:
         self.address = address
         self._budget_bytes = budget_bytes
         self._tick_s = tick_s
-        self.channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.channel = open_aio_channel(address, tls, CHANNEL_OPTIONS)
         self.stub = pb_grpc.KeyValueStub(self.channel)  # type: ignore[no-untyped-call]
         self._max_batch = max_batch
         self._pipeline: _Pipeline | None = None
@@ -248,7 +250,8 @@ class _ServerLink:
 class _Connections:
     """Everything a client and its forks share: the topology and one link per server of the DC."""
 
-    def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff) -> None:
+    def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff,
+                 tls: ClientTls | None = None) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         if max_batch < 1:
@@ -258,6 +261,7 @@ class _Connections:
         self.use_pipeline = pipeline
         self.max_batch = max_batch
         self.backoff = backoff
+        self.tls = tls
         # How often pipelines look for operations past their deadline: 5% of the timeout, so a
         # timeout fires at most 5% late, within [10 ms, 1 s].
         self.tick_s = min(max(timeout_s / 20, 0.01), 1.0)
@@ -273,7 +277,7 @@ class _Connections:
                 raise OkapiError("the client was closed")
             if self.topology is not None:
                 return self.topology
-            bootstrap = _ServerLink(self.bootstrap_address, self.max_batch, 0, self.tick_s)
+            bootstrap = _ServerLink(self.bootstrap_address, self.max_batch, 0, self.tick_s, self.tls)
             try:
                 info = await retry_async(
                     lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
@@ -286,7 +290,7 @@ class _Connections:
             for address in topology.addresses:
                 if address not in by_address:
                     by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
-                                                      self.tick_s)
+                                                      self.tick_s, self.tls)
             self.links = [by_address[address] for address in topology.addresses]
             self.topology = topology
             return topology
@@ -357,11 +361,15 @@ class AsyncClient:
 
     Keys and values are ``bytes`` (``str`` is accepted and encoded as UTF-8); values come back as
     ``bytes``, ``None`` meaning "no visible value".
+
+    ``tls`` (``okapikv.tls.ClientTls``): connect over TLS, trusting its CA and presenting its
+    certificate when it has one (clusters with ``[tls] client_auth = true`` demand one).
     """
 
     def __init__(self, address: str, *, timeout_s: float = 30.0, pipeline: bool = True,
-                 max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF) -> None:
-        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff)
+                 max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF,
+                 tls: ClientTls | None = None) -> None:
+        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls)
         self._owner = True
         self._state: SessionState | None = None
         self._closed = False

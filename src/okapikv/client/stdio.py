@@ -10,7 +10,9 @@ On a terminal: the same commands at an ``okapi> `` prompt with readline editing 
 ``~/.okapi/history`` (or ``$OKAPI_HOME/history``), plus ``help``, ``exit`` and ``quit``.
 
 Which cluster: ``--connect HOST:PORT`` (any server of the DC to use), else the cluster `okapi up`
-started last (its config file), in its first DC or the one named by ``--dc``.
+started last (its config file), in its first DC or the one named by ``--dc``. Either may be a
+comma-separated list (``--dc a,b``, ``--connect H1:P1,H2:P2``): the first is used, the others are
+fallback DCs the session moves to when it stays unreachable (``Client``'s ``fallback``).
 
 Exit status: 0 after STOP or end of input, 1 if the cluster could not be reached at start-up (or
 the reader of the output went away), 2 for a bad command line (unknown DC, no local cluster), 130
@@ -31,6 +33,7 @@ from typing import TextIO
 from okapikv.client.commands import HELP, CommandError, KeyValueApi, Stop, execute, format_error, parse
 from okapikv.client.sync import Client
 from okapikv.errors import InvalidArgument, OkapiError, Unavailable
+from okapikv.tls import ClientTls, client_tls_from_args
 
 PROMPT = "okapi> "
 HISTORY_LENGTH = 2_000
@@ -39,14 +42,21 @@ HISTORY_LENGTH = 2_000
 def resolve_address(connect: str | None, dc: str | None) -> str:
     """The server to bootstrap from: ``connect`` if given, else partition 0 of the DC named ``dc``
     (default: the first) in the local cluster's config. ``ValueError`` with advice otherwise."""
+    return resolve_addresses(connect, dc)[0]
+
+
+def resolve_addresses(connect: str | None, dc: str | None) -> list[str]:
+    """Like ``resolve_address`` for each entry of a comma-separated ``connect`` or ``dc``: the first
+    is the server to use, the rest are fallbacks in other DCs."""
     if connect:
-        return connect
+        return [address.strip() for address in connect.split(",") if address.strip()]
     from okapikv.cluster.config import load_default_cluster
 
     config = load_default_cluster()
-    name = dc if dc is not None else config.dcs[0]
-    config.dc_index(name)  # names the DCs that exist if it is not one of them
-    return config.server(name, 0).address
+    names = [name.strip() for name in dc.split(",") if name.strip()] if dc is not None else [config.dcs[0]]
+    for name in names:
+        config.dc_index(name)  # names the DCs that exist if it is not one of them
+    return [config.server(name, 0).address for name in names]
 
 
 def respond(client: KeyValueApi, line: str) -> tuple[list[str], bool]:
@@ -142,21 +152,36 @@ def _save_history(path: Path | None) -> None:
         pass  # a read-only home must not turn a clean exit into a crash
 
 
+def resolve_tls(args: argparse.Namespace) -> ClientTls | None:
+    """TLS from ``--tls-ca/--tls-cert/--tls-key``, else, without ``--connect``, from the local
+    cluster config's ``[tls]`` section (its certificate as the client certificate)."""
+    tls = client_tls_from_args(getattr(args, "tls_ca", None), getattr(args, "tls_cert", None),
+                               getattr(args, "tls_key", None))
+    if tls is None and not args.connect:
+        from okapikv.cluster.config import load_default_cluster
+
+        config = load_default_cluster()
+        tls = config.tls.client_side() if config.tls is not None else None
+    return tls
+
+
 def run_client(args: argparse.Namespace) -> int:
     """Entry point of ``okapi client`` (arguments defined in ``okapikv.cli``)."""
     try:
-        address = resolve_address(args.connect, args.dc)
+        address, *fallback = resolve_addresses(args.connect, args.dc)
+        tls = resolve_tls(args)
     except ValueError as error:
         print(f"okapi client: {error}", file=sys.stderr)
         return 2
     try:
-        client = Client(address, timeout_s=args.timeout_s)
+        client = Client(address, timeout_s=args.timeout_s, tls=tls, fallback=fallback)
     except OkapiError as error:
         print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
         return 1
     with client:
-        if args.connect and args.dc is not None and client.topology.dc_name != args.dc:
-            print(f"okapi client: {address} is in DC {client.topology.dc_name}, not {args.dc}", file=sys.stderr)
+        wanted = args.dc.split(",")[0].strip() if args.dc is not None else None
+        if args.connect and wanted is not None and client.topology.dc_name != wanted:
+            print(f"okapi client: {address} is in DC {client.topology.dc_name}, not {wanted}", file=sys.stderr)
             return 2
         try:
             if sys.stdin.isatty():

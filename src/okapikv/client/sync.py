@@ -12,6 +12,14 @@ client through ``operations``, ``retry`` and ``topology``.
 
 A ``Client`` may be shared by threads (gRPC channels are thread-safe), but its session is one causal
 session: give each logical client its own ``Client`` or ``fork()``.
+
+Failover (``fallback``): servers of other DCs to move to when the client's DC stays unreachable for
+``failover_after_s``. The session moves only once the new DC has everything it depends on
+(``AdoptSession``, the rule in ``okapikv.core.session``): read-your-writes and monotonic reads hold
+across the move. Writes of the session that never left the old DC are what can be missing; the
+client waits for them at most ``failover_wait_s``, then raises ``FailoverTimeout`` (they may arrive
+when the old DC comes back) and stays with its DC. A write retried in the new DC after its old
+server failed may be applied twice (at-least-once, as for any retry).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -36,7 +44,8 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import OkapiError
+from okapikv.errors import FailoverTimeout, OkapiError, ProtocolMismatch, Unavailable
+from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
@@ -44,9 +53,9 @@ T = TypeVar("T")
 
 
 class _SyncLink:
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, tls: ClientTls | None = None) -> None:
         self.address = address
-        self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.channel = open_channel(address, tls, CHANNEL_OPTIONS)
         self.stub = pb_grpc.KeyValueStub(self.channel)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
@@ -90,22 +99,32 @@ class Client:
 
     ``address`` is any server of the DC to use: the constructor asks it for the topology (retrying
     until ``timeout_s``) and then routes each key to its partition's server directly. Use it as a
-    context manager, or call ``close()``.
+    context manager, or call ``close()``. ``tls`` (``okapikv.tls.ClientTls``): connect over TLS, as
+    for ``AsyncClient``.
     """
 
-    def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF) -> None:
+    def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF,
+                 tls: ClientTls | None = None, fallback: Sequence[str] = (), failover_after_s: float = 2.0,
+                 failover_wait_s: float = 10.0) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+        if failover_after_s <= 0 or failover_wait_s <= 0:
+            raise ValueError("failover_after_s and failover_wait_s must be positive")
         self.timeout_s = timeout_s
         self._backoff = backoff
-        bootstrap = _SyncLink(address)
+        self._tls = tls
+        self._addresses = [address, *(a for a in fallback if a != address)]
+        self.failover_after_s = failover_after_s
+        self.failover_wait_s = failover_wait_s
+        self._retired: list[_SyncLink] = []
+        bootstrap = _SyncLink(address, tls)
         try:
             info = retry_sync(lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
                               what="ClusterInfo", address=address, timeout_s=timeout_s, backoff=backoff)
         finally:
             bootstrap.close()
         self._topology = Topology.from_cluster_info(info, address)
-        by_address = {a: _SyncLink(a) for a in dict.fromkeys(self._topology.addresses)}
+        by_address = {a: _SyncLink(a, tls) for a in dict.fromkeys(self._topology.addresses)}
         self._links = [by_address[a] for a in self._topology.addresses]
         self._state = SessionState(self._topology.num_dcs)
         self._owner = True
@@ -126,7 +145,7 @@ class Client:
             return
         self._closed = True
         if self._owner:
-            for link in dict.fromkeys(self._links):
+            for link in dict.fromkeys([*self._links, *self._retired]):
                 link.close()
 
     def fork(self) -> Client:
@@ -140,6 +159,11 @@ class Client:
         fork._owner = False
         fork._closed = False
         fork._coordinators = self._coordinators
+        fork._tls = self._tls
+        fork._addresses = self._addresses
+        fork.failover_after_s = self.failover_after_s
+        fork.failover_wait_s = self.failover_wait_s
+        fork._retired = []
         return fork
 
     @property
@@ -209,10 +233,14 @@ class Client:
     def _on_key(self, kind: OperationKind, key: bytes, request: Any) -> Any:
         if self._closed:
             raise OkapiError("the client was closed")
-        link = self._links[self._topology.partition_of(key)]
-        method = getattr(link.stub, kind.method)
-        reply = retry_sync(lambda remaining: method(request, timeout=remaining), what=kind.method,
-                           address=link.address, timeout_s=self.timeout_s, backoff=self._backoff)
+
+        def run(timeout_s: float) -> Any:
+            link = self._links[self._topology.partition_of(key)]
+            method = getattr(link.stub, kind.method)
+            return retry_sync(lambda remaining: method(request, timeout=remaining), what=kind.method,
+                              address=link.address, timeout_s=timeout_s, backoff=self._backoff)
+
+        reply = self._with_failover(run, request)
         self._state.merge(reply.session)
         return reply
 
@@ -220,14 +248,107 @@ class Client:
         """Any server of the DC can coordinate; after a failure, try the next one."""
         if self._closed:
             raise OkapiError("the client was closed")
-        links = self._links
-        attempts = itertools.count()
 
-        def attempt(remaining: float) -> Any:
-            return getattr(links[(start + next(attempts)) % len(links)].stub, kind.method)(request, timeout=remaining)
+        def run(timeout_s: float) -> Any:
+            links = self._links
+            attempts = itertools.count()
 
-        reply = retry_sync(attempt, what=kind.method,
-                           address=lambda number: links[(start + number) % len(links)].address,
-                           timeout_s=self.timeout_s, backoff=self._backoff)
+            def attempt(remaining: float) -> Any:
+                link = links[(start + next(attempts)) % len(links)]
+                return getattr(link.stub, kind.method)(request, timeout=remaining)
+
+            return retry_sync(attempt, what=kind.method,
+                              address=lambda number: links[(start + number) % len(links)].address,
+                              timeout_s=timeout_s, backoff=self._backoff)
+
+        reply = self._with_failover(run, request)
         self._state.merge(reply.session)
         return reply
+
+    # ------------------------------------------------------------------ failover
+
+    def _with_failover(self, run: Callable[[float], Any], request: Any) -> Any:
+        """``run(timeout_s)`` in the current DC; with fallback DCs, after ``failover_after_s`` of
+        unavailability move the session to another DC (``_fail_over``) and run ``request`` there,
+        with the moved session."""
+        if len(self._addresses) == 1:
+            return run(self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return run(max(min(remaining, self.failover_after_s), 0.001))
+            except Unavailable:
+                if deadline - time.monotonic() <= 0:
+                    raise
+                self._fail_over()
+                request.session.CopyFrom(self._state.wire())
+
+    def _fail_over(self) -> None:
+        """Move the session to the first other DC that answers and has every dependency of the
+        session (``AdoptSession``). Raises ``Unavailable`` when no other DC answers, and
+        ``FailoverTimeout`` when the ones that answer still lack some of the session's writes after
+        ``failover_wait_s``."""
+        current = self._topology
+        lagging: list[str] = []
+        for address in self._addresses:
+            link = _SyncLink(address, self._tls)
+            try:
+                info = link.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=self.failover_wait_s)
+            except grpc.RpcError:
+                link.close()
+                continue
+            topology = Topology.from_cluster_info(info, address)
+            if topology.cluster_id != current.cluster_id or topology.num_dcs != current.num_dcs:
+                link.close()
+                raise ProtocolMismatch(f"fallback {address} belongs to cluster {topology.cluster_id}, "
+                                       f"not {current.cluster_id}")
+            if topology.dc == current.dc:
+                link.close()
+                continue
+            try:
+                adopted = self._adopt(link, current)
+            finally:
+                link.close()
+            if isinstance(adopted, str):
+                lagging.append(f"DC {topology.dc_name} {adopted}")
+                continue
+            self._switch(topology, adopted)
+            return
+        if lagging:
+            raise FailoverTimeout(
+                f"DC {current.dc_name} is unreachable and no other DC received every write this session depends "
+                f"on within {self.failover_wait_s:g} s ({'; '.join(lagging)}); writes that had not left DC "
+                f"{current.dc_name} reach the others only once it is back")
+        raise Unavailable(f"DC {current.dc_name} is unreachable and so is every fallback "
+                          f"({', '.join(self._addresses)})")
+
+    def _adopt(self, link: _SyncLink, current: Topology) -> pb.Session | str:
+        """Ask the new DC until it has the session's dependencies: its session, or how far it lags."""
+        deadline = time.monotonic() + self.failover_wait_s
+        request = pb.AdoptSessionRequest(session=self._state.wire(), from_dc=current.dc)
+        behind = ""
+        for number in itertools.count(1):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return behind or "did not answer"
+            try:
+                reply = link.stub.AdoptSession(request, timeout=remaining)
+            except grpc.RpcError as error:
+                behind = f"did not answer ({error.code().name})"
+            else:
+                if reply.ready:
+                    adopted: pb.Session = reply.session
+                    return adopted
+                lag = [f"{current.dc_names[dc]} by {us / 1000:.1f} ms" for dc, us in enumerate(reply.behind_us) if us]
+                behind = "lacks updates of " + ", ".join(lag)
+            time.sleep(min(self._backoff.delay_s(number), max(deadline - time.monotonic(), 0.0)))
+        raise AssertionError("unreachable")
+
+    def _switch(self, topology: Topology, session: pb.Session) -> None:
+        by_address = {a: _SyncLink(a, self._tls) for a in dict.fromkeys(topology.addresses)}
+        self._retired.extend(self._links)
+        self._links = [by_address[a] for a in topology.addresses]
+        self._topology = topology
+        self._state = SessionState(topology.num_dcs)
+        self._state.merge(session)

@@ -26,12 +26,25 @@ Example (what `okapi up --print-config` prints, shortened)::
     address = "127.0.0.1:7100"
     clock_skew_ms = 0.0
 
+Optional per server: ``metrics_port`` (Prometheus metrics on the host of ``address``; 0 or absent
+means off) and ``peer_address`` (a second listener for peer links only, e.g. on a private network;
+required with ``[tls] client_auth = false``, see ``okapikv.tls``). Optional for the cluster: a
+``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config
+file's folder; ``client_auth``, default true; ``server_name``)::
+
+    [tls]
+    ca = "ca.pem"
+    certificate = "server.pem"     # each host may hold its own certificate at this path
+    key = "server-key.pem"
+    client_auth = true
+
 Loading validates everything and raises ``ValueError`` naming the offending entry, so a typo fails
 at start-up instead of as a silent misbehaviour later.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 import os
@@ -43,6 +56,7 @@ from typing import Any
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.protocols import protocol_names
+from okapikv.tls import TlsConfig
 
 DEFAULT_CLUSTER_ID = "okapi-local"
 DEFAULT_MAX_KEY_BYTES = 1024
@@ -74,22 +88,41 @@ _TOP_LEVEL_KEYS = {
     "max_message_bytes",
     "wan_ms",
     "servers",
+    "tls",
 }
-_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms"}
+_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address"}
+_TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
 
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    """One partition server: where it listens and how far its clock is off (emulated skew)."""
+    """One partition server: where it listens and how far its clock is off (emulated skew).
+
+    ``metrics_port`` (0: off) serves Prometheus metrics on the host of ``address``; ``peer_address``
+    (optional) is a listener for peer links only, which then dial it instead of ``address``."""
 
     dc: str
     partition: int
     address: str
     clock_skew_ms: float = 0.0
+    metrics_port: int = 0
+    peer_address: str | None = None
 
     @property
     def label(self) -> str:
         return f"{self.dc}/{self.partition}"
+
+    @property
+    def peer_target(self) -> str:
+        """Where peers dial this server."""
+        return self.peer_address or self.address
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the metrics endpoint, or None when it is off."""
+        if not self.metrics_port:
+            return None
+        return join_address(split_address(self.address)[0], self.metrics_port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +142,7 @@ class ClusterConfig:
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    tls: TlsConfig | None = None
     _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,7 +191,7 @@ class ClusterConfig:
     # ---------------------------------------------------------------- TOML
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "cluster_id": self.cluster_id,
             "dcs": list(self.dcs),
             "partitions": self.partitions,
@@ -169,11 +203,11 @@ class ClusterConfig:
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,
             "wan_ms": {name: list(row) for name, row in zip(self.dcs, self.wan_ms, strict=True)},
-            "servers": [
-                {"dc": s.dc, "partition": s.partition, "address": s.address, "clock_skew_ms": s.clock_skew_ms}
-                for s in self.servers
-            ],
+            "servers": [_server_dict(s) for s in self.servers],
         }
+        if self.tls is not None:
+            data["tls"] = _tls_dict(self.tls)
+        return data
 
     def to_toml(self) -> str:
         """The config as TOML, laid out for people: one [[servers]] table per server."""
@@ -205,6 +239,15 @@ class ClusterConfig:
                 f"address = {_toml_string(server.address)}",
                 f"clock_skew_ms = {_toml_float(server.clock_skew_ms)}",
             ]
+            if server.metrics_port:
+                lines.append(f"metrics_port = {server.metrics_port}")
+            if server.peer_address:
+                lines.append(f"peer_address = {_toml_string(server.peer_address)}")
+        if self.tls is not None:
+            lines += ["", "# TLS for clients and peer links (peers always use mutual TLS).", "[tls]"]
+            for name, value in _tls_dict(self.tls).items():
+                text = ("true" if value else "false") if isinstance(value, bool) else _toml_string(str(value))
+                lines.append(f"{name} = {text}")
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | Path) -> Path:
@@ -217,15 +260,19 @@ class ClusterConfig:
         return target
 
     @classmethod
-    def from_toml(cls, text: str, source: str = "cluster config") -> ClusterConfig:
+    def from_toml(cls, text: str, source: str = "cluster config", directory: Path | None = None) -> ClusterConfig:
+        """Parse a config; ``directory`` (the file's folder) anchors relative TLS paths."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{source}: not valid TOML: {error}") from None
         try:
-            return cls.from_dict(data)
+            config = cls.from_dict(data)
         except ValueError as error:
             raise ValueError(f"{source}: {error}") from None
+        if config.tls is not None and directory is not None:
+            config = dataclasses.replace(config, tls=config.tls.resolved(directory))
+        return config
 
     @classmethod
     def load(cls, path: str | Path) -> ClusterConfig:
@@ -234,7 +281,7 @@ class ClusterConfig:
             text = target.read_text(encoding="utf-8")
         except OSError as error:
             raise ValueError(f"cannot read cluster config {str(target)!r}: {error.strerror or error}") from None
-        return cls.from_toml(text, source=str(target))
+        return cls.from_toml(text, source=str(target), directory=target.parent.resolve())
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClusterConfig:
@@ -270,10 +317,30 @@ class ClusterConfig:
                 if not isinstance(data[name], str):
                     raise ValueError(f"{name} must be a string")
                 optional[name] = data[name]
+        if "tls" in data:
+            optional["tls"] = _tls(data["tls"])
         return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
 
 
 # -------------------------------------------------------------------- TOML emitting
+
+
+def _server_dict(server: ServerConfig) -> dict[str, Any]:
+    entry: dict[str, Any] = {"dc": server.dc, "partition": server.partition, "address": server.address,
+                             "clock_skew_ms": server.clock_skew_ms}
+    if server.metrics_port:
+        entry["metrics_port"] = server.metrics_port
+    if server.peer_address:
+        entry["peer_address"] = server.peer_address
+    return entry
+
+
+def _tls_dict(tls: TlsConfig) -> dict[str, Any]:
+    entry: dict[str, Any] = {"ca": tls.ca, "certificate": tls.certificate, "key": tls.key,
+                             "client_auth": tls.client_auth}
+    if tls.server_name:
+        entry["server_name"] = tls.server_name
+    return entry
 
 
 def _toml_string(text: str) -> str:
@@ -344,7 +411,33 @@ def _server(entry: object, number: int) -> ServerConfig:
     if not isinstance(entry["address"], str):
         raise ValueError(f"{where}: address must be a string")
     skew = _number(entry.get("clock_skew_ms", 0.0), f"{where}: clock_skew_ms")
-    return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew)
+    metrics_port = _integer(entry.get("metrics_port", 0), f"{where}: metrics_port")
+    peer_address = entry.get("peer_address")
+    if peer_address is not None and not isinstance(peer_address, str):
+        raise ValueError(f"{where}: peer_address must be a string")
+    return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew,
+                        metrics_port, peer_address or None)
+
+
+def _tls(entry: object) -> TlsConfig:
+    if not isinstance(entry, dict):
+        raise ValueError("tls must be a table ([tls])")
+    unknown = sorted(set(entry) - _TLS_KEYS)
+    if unknown:
+        raise ValueError(f"tls: unknown setting(s) {', '.join(unknown)}")
+    paths: dict[str, str] = {}
+    for name in ("ca", "certificate", "key"):
+        value = entry.get(name)
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"tls: {name} must be the path of a PEM file")
+        paths[name] = value
+    client_auth = entry.get("client_auth", True)
+    if not isinstance(client_auth, bool):
+        raise ValueError("tls: client_auth must be true or false")
+    server_name = entry.get("server_name")
+    if server_name is not None and (not isinstance(server_name, str) or not server_name):
+        raise ValueError("tls: server_name must be a non-empty string")
+    return TlsConfig(paths["ca"], paths["certificate"], paths["key"], client_auth, server_name)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -440,10 +533,41 @@ def _server_problems(config: ClusterConfig) -> list[str]:
         addresses[canonical] = server
         if not math.isfinite(server.clock_skew_ms):
             problems.append(f"server {server.label}: clock_skew_ms must be finite")
+        problems.extend(_listener_problems(config, server, host, addresses))
     for dc in config.dcs:
         missing = [p for p in range(max(config.partitions, 0)) if (dc, p) not in seen]
         if missing:
             problems.append(f"DC {dc!r} has no server for partition(s) {', '.join(map(str, missing))}")
+    return problems
+
+
+def _listener_problems(
+    config: ClusterConfig, server: ServerConfig, host: str, addresses: dict[str, ServerConfig]
+) -> list[str]:
+    """The optional metrics and peer listeners: valid, and sharing no address with any other."""
+    problems: list[str] = []
+    if not 0 <= server.metrics_port <= 65535:
+        problems.append(f"server {server.label}: metrics_port must be in 0..65535 (0: off)")
+    elif server.metrics_port:
+        canonical = join_address(host.lower(), server.metrics_port)
+        if canonical in addresses:
+            problems.append(f"server {server.label}: metrics port {server.metrics_port} is already used by "
+                            f"{addresses[canonical].label}")
+        addresses[canonical] = server
+    if server.peer_address is not None:
+        try:
+            peer_host, peer_port = split_address(server.peer_address)
+        except ValueError as error:
+            problems.append(f"server {server.label}: peer_address: {error}")
+        else:
+            canonical = join_address(peer_host.lower(), peer_port)
+            if canonical in addresses:
+                problems.append(f"server {server.label}: peer_address {server.peer_address} is already used by "
+                                f"{addresses[canonical].label}")
+            addresses[canonical] = server
+    elif config.tls is not None and not config.tls.client_auth:
+        problems.append(f"server {server.label}: with tls client_auth = false, peer links need a listener that "
+                        "demands certificates: give every server a peer_address")
     return problems
 
 
@@ -466,6 +590,9 @@ def uniform_wan_ms(dcs: Sequence[str], delay_ms: float) -> tuple[tuple[float, ..
     return tuple(tuple(0.0 if a == b else float(delay_ms) for b in dcs) for a in dcs)
 
 
+LOCAL_HEARTBEAT_INTERVAL_MS = 5.0
+
+
 def local_cluster(
     dcs: Sequence[str] = ("oregon", "virginia", "ireland"),
     partitions: int = 2,
@@ -475,13 +602,24 @@ def local_cluster(
     base_port: int = 7100,
     host: str = "127.0.0.1",
     cluster_id: str = DEFAULT_CLUSTER_ID,
+    metrics_base_port: int = 0,
+    tls: TlsConfig | None = None,
+    heartbeat_interval_ms: float = LOCAL_HEARTBEAT_INTERVAL_MS,
+    stabilization_interval_ms: float = 5.0,
 ) -> ClusterConfig:
     """The cluster `okapi up` starts: one server per (DC, partition) on ``host``.
+
+    Heartbeats default to every ``LOCAL_HEARTBEAT_INTERVAL_MS`` (5 ms) rather than the paper's 1 ms:
+    every local server shares one machine, and at 1 ms an idle 3-DC x 2-partition cluster spends
+    about 25% of a core per server on heartbeats alone (measured on a 2-core machine). Pass
+    ``heartbeat_interval_ms=1`` (`okapi up --heartbeat-ms 1`) for the paper's setting.
 
     Ports are ``base_port``, ``base_port + 1``, ... in dc-major order (every partition of the first
     DC, then the second DC, ...). ``wan`` is a uniform one-way delay in ms, ``"realistic"`` (see
     ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` spreads fixed clock offsets evenly over
-    [0, X] ms in the same order: the first server gets 0, the last X.
+    [0, X] ms in the same order: the first server gets 0, the last X. ``metrics_base_port`` (0: no
+    metrics) numbers the metrics ports the same way. With ``tls`` and ``client_auth = false`` each
+    server also gets a peer listener, on the ports right after the client ones.
     """
     names = tuple(name.strip() for name in dcs)
     if isinstance(wan, str):
@@ -496,13 +634,21 @@ def local_cluster(
     if not math.isfinite(clock_skew_ms) or clock_skew_ms < 0:
         raise ValueError(f"clock skew must be a non-negative number of ms, not {clock_skew_ms}")
     count = len(names) * partitions
-    if count > 0 and not 1 <= base_port <= 65536 - count:
-        raise ValueError(f"base port {base_port} leaves no room for {count} consecutive ports")
+    peer_listeners = tls is not None and not tls.client_auth
+    needed = 2 * count if peer_listeners else count
+    if count > 0 and not 1 <= base_port <= 65536 - needed:
+        raise ValueError(f"base port {base_port} leaves no room for {needed} consecutive ports")
+    if metrics_base_port and count > 0 and not 1 <= metrics_base_port <= 65536 - count:
+        raise ValueError(f"metrics base port {metrics_base_port} leaves no room for {count} consecutive ports")
     servers = []
     for position in range(count):
         dc, partition = divmod(position, partitions)
         skew = clock_skew_ms * position / (count - 1) if count > 1 else 0.0
-        servers.append(ServerConfig(names[dc], partition, join_address(host, base_port + position), round(skew, 6)))
+        servers.append(ServerConfig(
+            names[dc], partition, join_address(host, base_port + position), round(skew, 6),
+            metrics_port=metrics_base_port + position if metrics_base_port else 0,
+            peer_address=join_address(host, base_port + count + position) if peer_listeners else None,
+        ))
     return ClusterConfig(
         dcs=names,
         partitions=partitions,
@@ -510,6 +656,9 @@ def local_cluster(
         wan_ms=matrix,
         cluster_id=cluster_id,
         protocol=protocol,
+        tls=tls,
+        heartbeat_interval_ms=heartbeat_interval_ms,
+        stabilization_interval_ms=stabilization_interval_ms,
     )
 
 

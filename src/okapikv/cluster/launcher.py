@@ -10,6 +10,17 @@ The config goes to ``default_config_path()`` (``$OKAPI_HOME/cluster.toml`` or
 ``~/.okapi/cluster.toml``) so that `okapi client` and `okapi status` find the cluster without flags.
 On Linux the servers are also told to exit if the launcher dies without cleaning up
 (``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
+
+Data: each server keeps its store in ``DATA_DIR/<dc>-p<n>`` (``--data-dir``; by default
+``./okapi-data``, or ``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, so a cluster and its data
+live together), and a restarted cluster recovers it. ``--in-memory`` keeps nothing on disk
+(benchmarks). A server refuses a directory holding another server's data (other DC, partition,
+cluster shape or protocol) and says so.
+
+Optional: ``--metrics-base-port`` gives every server a Prometheus endpoint (consecutive ports in
+the servers' order); ``--tls-ca/--tls-cert/--tls-key`` write a ``[tls]`` section (one certificate
+for every local server, so it must name the ``--host`` address); ``--print-config`` prints the
+config it would run, the starting point of a multi-host deployment (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -28,8 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from okapikv.cluster.config import ClusterConfig, ServerConfig, default_config_path, local_cluster, split_address
+from okapikv.cluster.config import (
+    LOCAL_HEARTBEAT_INTERVAL_MS,
+    ClusterConfig,
+    ServerConfig,
+    default_config_path,
+    local_cluster,
+    split_address,
+)
 from okapikv.cluster.health import wait_until_serving
+from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
 STARTUP_TIMEOUT_S = 60.0
@@ -47,6 +66,17 @@ def _say(message: str) -> None:
     print(f"okapi: {message}", flush=True)
 
 
+def _tls_from_args(args: argparse.Namespace) -> TlsConfig | None:
+    paths = [getattr(args, name, None) for name in ("tls_ca", "tls_cert", "tls_key")]
+    if not any(paths):
+        return None
+    if not all(paths):
+        raise ValueError("TLS needs all of --tls-ca, --tls-cert and --tls-key")
+    ca, certificate, key = (str(Path(str(path)).expanduser().resolve()) for path in paths)
+    return TlsConfig(ca, certificate, key, client_auth=getattr(args, "tls_client_auth", True),
+                     server_name=getattr(args, "tls_server_name", None))
+
+
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     wan: float | str = args.wan_ms if args.wan_ms is not None else args.wan
     dcs = [name.strip() for name in args.dcs.split(",") if name.strip()]
@@ -58,23 +88,30 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         protocol=args.protocol,
         wan=wan,
         clock_skew_ms=args.clock_skew_ms,
+        heartbeat_interval_ms=getattr(args, "heartbeat_ms", LOCAL_HEARTBEAT_INTERVAL_MS),
+        stabilization_interval_ms=getattr(args, "stabilization_ms", 5.0),
         base_port=args.base_port,
         host=args.host,
+        metrics_base_port=getattr(args, "metrics_base_port", 0) or 0,
+        tls=_tls_from_args(args),
     )
 
 
 def busy_addresses(config: ClusterConfig) -> list[str]:
     """Addresses some other process already listens on (a cluster still running?)."""
     busy = []
-    for server in config.servers:
-        host, port = split_address(server.address)
+    listeners = [server.address for server in config.servers]
+    listeners += [server.peer_address for server in config.servers if server.peer_address]
+    listeners += [server.metrics_address for server in config.servers if server.metrics_address]
+    for address in listeners:
+        host, port = split_address(address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind((host, port))
             except OSError:
-                busy.append(server.address)
+                busy.append(address)
     return busy
 
 
@@ -83,11 +120,32 @@ def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def start_server(config_path: Path, server: ServerConfig) -> subprocess.Popen[bytes]:
+DEFAULT_DATA_DIR = "okapi-data"
+
+
+def default_data_dir() -> Path:
+    """``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, else ``./okapi-data``."""
+    home = os.environ.get("OKAPI_HOME")
+    return (Path(home).expanduser() if home else Path.cwd()) / DEFAULT_DATA_DIR
+
+
+def server_data_dir(root: Path, server: ServerConfig) -> Path:
+    """The data directory of one server under the cluster's data root: ``<dc>-p<n>``."""
+    return root / f"{server.dc}-p{server.partition}"
+
+
+def start_server(
+    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start one `okapi server` process (in memory unless ``data_dir`` is given)."""
     command = [
         sys.executable, "-m", "okapikv.cli", "server",
         "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
     ]
+    if data_dir is not None:
+        command += ["--data-dir", str(data_dir)]
+    if log_format:
+        command += ["--log-format", log_format]
     preexec = _exit_with_parent if sys.platform.startswith("linux") else None
     environment = dict(os.environ)
     environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
@@ -145,14 +203,21 @@ def run_up(args: argparse.Namespace) -> int:
 
     previous = {number: signal.signal(number, on_signal) for number in (signal.SIGINT, signal.SIGTERM)}
     children: list[Child] = []
+    data_root: Path | None = None
+    if not getattr(args, "in_memory", False):
+        given = getattr(args, "data_dir", None)
+        data_root = (Path(given).expanduser() if given else default_data_dir()).resolve()
     try:
         wan = "off" if not any(any(row) for row in config.wan_ms) else (
             f"{args.wan_ms} ms" if args.wan_ms is not None else args.wan)
         _say(f"cluster {config.cluster_id}: {len(config.dcs)} DC(s) x {config.partitions} partition(s), "
              f"protocol {config.protocol}, WAN {wan}; config {path}")
+        _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
         for server in config.servers:
-            children.append(Child(server, start_server(path, server)))
-            _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}")
+            server_dir = server_data_dir(data_root, server) if data_root is not None else None
+            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir)))
+            extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
+            _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}")
         return _supervise(config, children, stop)
     finally:
         stop_children(children)
@@ -174,7 +239,8 @@ def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Eve
 
     try:
         not_ready = wait_until_serving([s.address for s in config.servers], STARTUP_TIMEOUT_S,
-                                       give_up=startup_problem)
+                                       give_up=startup_problem,
+                                       tls=config.tls.client_side() if config.tls is not None else None)
     except RuntimeError as error:
         if stop.is_set():
             _say("interrupted; stopping")

@@ -1,11 +1,19 @@
-"""`okapi status`: every server of a cluster, whether it answers, and how stale its stable vector is.
+"""`okapi status`: every server of a cluster, whether it answers, what it does, how stale it is.
 
 The topology comes from a running server (``--connect``, through ClusterInfo), a config file
 (``--config``) or the local cluster `okapi up` started last. Each server is then asked for its
-Stats; the interesting figure is the lag of its stable vector (the USV for Okapi, the GSV for Cure,
-the GST for GentleRain) behind its own clock, per DC: how old a remote update can be and still be
-invisible there. On a healthy cluster it is about the WAN delay plus a stabilization round or two;
-a DC whose lag keeps growing is cut off (or one of its servers is down).
+Stats (the same figures its Prometheus endpoint exports, without needing that endpoint to be on).
+Per server the table shows operations (and their rate with ``--watch``), waits, the replication
+queue, stored and garbage-collected versions, and the lag of its stable vector (the USV for Okapi,
+the GSV for Cure, the GST for GentleRain) behind its own clock, per DC: how old a remote update
+can be and still be invisible there. On a healthy cluster the lag is about the WAN delay plus a
+stabilization round or two; a DC whose lag keeps growing is cut off (or one of its servers is
+down). A server that does not answer is flagged DOWN.
+
+One-shot by default; ``--watch [SECONDS]`` redraws the table in place until interrupted;
+``--json`` prints one document (with ``--watch``, one compact document per line and refresh).
+TLS: the config's ``[tls]`` section is used (its certificate as the client certificate), or
+``--tls-ca/--tls-cert/--tls-key`` with ``--connect``.
 
 Exit status: 0 when every server answers, 1 when any is down, 2 when no topology could be found.
 """
@@ -15,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +32,12 @@ from typing import Any
 import grpc
 
 from okapikv.cluster.config import ClusterConfig, load_default_cluster
+from okapikv.tls import ClientTls, client_tls_from_args, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
 TIMEOUT_S = 2.0
+DEFAULT_WATCH_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +46,24 @@ class Topology:
     protocol: str
     dcs: tuple[str, ...]
     servers: tuple[tuple[str, int, str], ...]  # (dc name, partition, address)
+    tls: ClientTls | None = None
 
 
-def topology_from_config(config: ClusterConfig) -> Topology:
+def topology_from_config(config: ClusterConfig, tls: ClientTls | None = None) -> Topology:
+    """The config's servers; ``tls`` overrides the identity taken from its ``[tls]`` section."""
+    if tls is None and config.tls is not None:
+        tls = config.tls.client_side()
     return Topology(
         config.cluster_id,
         config.protocol,
         config.dcs,
         tuple((s.dc, s.partition, s.address) for s in config.servers),
+        tls,
     )
 
 
-def topology_from_server(address: str) -> Topology:
-    with grpc.insecure_channel(address) as channel:
+def topology_from_server(address: str, tls: ClientTls | None = None) -> Topology:
+    with open_channel(address, tls) as channel:
         stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
         try:
             info = stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=TIMEOUT_S)
@@ -55,44 +72,83 @@ def topology_from_server(address: str) -> Topology:
     dcs = tuple(info.dc_names)
     ordered = sorted(info.servers, key=lambda s: (s.dc, s.partition))
     servers = tuple((dcs[s.dc], s.partition, s.address) for s in ordered)
-    return Topology(info.cluster_id, info.protocol, dcs, servers)
+    return Topology(info.cluster_id, info.protocol, dcs, servers, tls)
 
 
 def resolve_topology(args: argparse.Namespace) -> Topology:
+    tls = client_tls_from_args(getattr(args, "tls_ca", None), getattr(args, "tls_cert", None),
+                               getattr(args, "tls_key", None), getattr(args, "tls_server_name", None))
     if args.connect:
-        return topology_from_server(args.connect)
+        return topology_from_server(args.connect, tls)
     if args.config:
-        return topology_from_config(ClusterConfig.load(args.config))
-    return topology_from_config(load_default_cluster())
+        return topology_from_config(ClusterConfig.load(args.config), tls)
+    return topology_from_config(load_default_cluster(), tls)
 
 
-def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...]) -> dict[str, Any]:
+def _sum_links(links: dict[str, dict[str, Any]], *names: str) -> int:
+    return sum(int(link.get(name, 0)) for link in links.values() for name in names)
+
+
+def summarize(stats: dict[str, Any], dcs: tuple[str, ...]) -> dict[str, Any]:
+    """The figures `okapi status` shows, from one server's Stats document."""
+    core = stats.get("core", {})
+    operations: dict[str, int] = core.get("operations", {})
+    waits: dict[str, dict[str, Any]] = core.get("waits", {})
+    links: dict[str, dict[str, Any]] = stats.get("links", {})
+    return {
+        "protocol": stats.get("protocol"),
+        "cluster_id": stats.get("cluster_id"),
+        "clock_skew_ms": stats.get("clock_skew_us", 0) / 1000,
+        "keys": stats.get("keys"),
+        "versions": stats.get("versions"),
+        "versions_collected": stats.get("versions_collected"),
+        "parked": stats.get("parked"),
+        "stable_lag_ms": dict(zip(dcs, stats.get("stable_lag_ms", []), strict=False)),
+        "operations": operations,
+        "operations_total": sum(operations.values()),
+        "waits": {reason: {"count": w.get("count", 0), "total_ms": w.get("total_us", 0) / 1000}
+                  for reason, w in waits.items()},
+        "waits_total": sum(int(w.get("count", 0)) for w in waits.values()),
+        "wait_ms_total": sum(w.get("total_us", 0) for w in waits.values()) / 1000,
+        "latency": stats.get("latency", {}),
+        "queue_messages": _sum_links(links, "queued", "unacked"),
+        "queue_bytes": _sum_links(links, "queued_bytes", "unacked_bytes"),
+        "links_down": sorted(label for label, link in links.items() if not link.get("connected")),
+        "replication_metadata_bytes": core.get("replication_metadata_bytes", 0),
+        "stabilization_bytes": core.get("stabilization_bytes", 0),
+    }
+
+
+def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
+                 tls: ClientTls | None = None) -> dict[str, Any]:
     record: dict[str, Any] = {"dc": dc, "partition": partition, "address": address}
-    with grpc.insecure_channel(address) as channel:
+    with open_channel(address, tls) as channel:
         stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
         try:
             stats = json.loads(stub.Stats(pb.StatsRequest(), timeout=TIMEOUT_S).json)
         except grpc.RpcError as error:
             record.update(reachable=False, error=f"{error.code().name}: {error.details()}")
             return record
-    lags = stats.get("stable_lag_ms", [])
-    record.update(
-        reachable=True,
-        protocol=stats.get("protocol"),
-        cluster_id=stats.get("cluster_id"),
-        clock_skew_ms=stats.get("clock_skew_us", 0) / 1000,
-        keys=stats.get("keys"),
-        parked=stats.get("parked"),
-        stable_lag_ms=dict(zip(dcs, lags, strict=False)),
-        operations=stats.get("core", {}).get("operations", {}),
-    )
+    record.update(reachable=True, **summarize(stats, dcs))
     return record
 
 
 def collect(topology: Topology) -> list[dict[str, Any]]:
     with ThreadPoolExecutor(max_workers=min(16, max(1, len(topology.servers)))) as pool:
-        futures = [pool.submit(query_server, dc, p, address, topology.dcs) for dc, p, address in topology.servers]
+        futures = [pool.submit(query_server, dc, p, address, topology.dcs, topology.tls)
+                   for dc, p, address in topology.servers]
         return [future.result() for future in futures]
+
+
+def add_rates(records: list[dict[str, Any]], previous: list[dict[str, Any]] | None, elapsed_s: float) -> None:
+    """Operations per second since the previous refresh (``--watch``), per server."""
+    if previous is None or elapsed_s <= 0:
+        return
+    before = {(r["dc"], r["partition"]): r for r in previous}
+    for record in records:
+        old = before.get((record["dc"], record["partition"]))
+        if record["reachable"] and old is not None and old["reachable"]:
+            record["operations_per_s"] = round((record["operations_total"] - old["operations_total"]) / elapsed_s, 1)
 
 
 def _format_lag(value: float | None) -> str:
@@ -101,31 +157,100 @@ def _format_lag(value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def print_table(topology: Topology, records: list[dict[str, Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _format_bytes(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    if count < 1 << 20:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / (1 << 20):.1f} MiB"
 
-    table = Table(title=f"cluster {topology.cluster_id} ({topology.protocol})")
-    for column in ("DC", "part", "address", "protocol", "state", "keys", "parked"):
-        table.add_column(column, justify="right" if column in ("part", "keys", "parked") else "left", no_wrap=True)
+
+def build_table(topology: Topology, records: list[dict[str, Any]], watching: bool = False) -> Any:
+    """A rich renderable: the servers table, a legend and the list of servers that are down."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"cluster {topology.cluster_id} ({topology.protocol})" + (" [TLS]" if topology.tls else ""))
+    numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys"}
+    columns = ["DC", "part", "address", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
+               "queue", "versions", "GC'd"]
+    for column in columns:
+        table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
     for dc in topology.dcs:
         table.add_column(f"lag {dc} ms", justify="right", no_wrap=True)
     for record in records:
         if record["reachable"]:
+            state = "[green]up[/green]" if not record["links_down"] else "[yellow]up, links down[/yellow]"
+            rate = [f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []
+            queue = f"{record['queue_messages']} ({_format_bytes(record['queue_bytes'])})"
             lags = [_format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
-            row = [record["protocol"], "[green]up[/green]", str(record["keys"]), str(record["parked"]), *lags]
+            row = [state, str(record["operations_total"]), *rate, str(record["waits_total"]),
+                   f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
+                   *lags]
         else:
-            row = ["-", "[bold red]DOWN[/bold red]", "-", "-", *("-" for _ in topology.dcs)]
+            row = ["[bold red]DOWN[/bold red]", *("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
         table.add_row(record["dc"], str(record["partition"]), record["address"], *row)
+    parts: list[Any] = [table]
+    if topology.dcs:
+        parts.append(Text("lag: how far each server's stable vector trails its clock, per DC (ms); "
+                          "queue: peer messages not yet acknowledged", style="dim"))
+    down = [f"{r['dc']}/{r['partition']} ({r['address']}: {r.get('error', '')})" for r in records
+            if not r["reachable"]]
+    if down:
+        parts.append(Text.from_markup("[bold red]down:[/bold red] " + "; ".join(down)))
+    return Group(*parts)
+
+
+def _document(topology: Topology, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "cluster_id": topology.cluster_id,
+        "protocol": topology.protocol,
+        "dcs": list(topology.dcs),
+        "time_unix_s": round(time.time(), 3),
+        "servers": records,
+    }
+
+
+def _console() -> Any:
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=240)  # a pipe or a file: never squeeze the columns
-    console.print(table)
-    if topology.dcs:
-        console.print("lag: how far each server's stable vector trails its clock, per DC (ms)")
-    down = [f"{r['dc']}/{r['partition']}" for r in records if not r["reachable"]]
-    if down:
-        Console(stderr=True).print(f"[bold red]down:[/bold red] {', '.join(down)}")
+    return console
+
+
+def _refreshes(topology: Topology, interval_s: float) -> Iterator[list[dict[str, Any]]]:
+    """Records every ``interval_s`` seconds, with rates against the previous round."""
+    previous: list[dict[str, Any]] | None = None
+    previous_time = 0.0
+    while True:
+        started = time.monotonic()
+        records = collect(topology)
+        add_rates(records, previous, started - previous_time)
+        previous, previous_time = records, started
+        yield records
+        time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+
+def watch(topology: Topology, interval_s: float, as_json: bool) -> int:
+    if as_json:
+        try:
+            for records in _refreshes(topology, interval_s):
+                print(json.dumps(_document(topology, records), separators=(",", ":")), flush=True)
+        except KeyboardInterrupt:
+            return 0
+    from rich.live import Live
+
+    console = _console()
+    try:
+        with Live(console=console, auto_refresh=False, transient=False) as live:
+            for records in _refreshes(topology, interval_s):
+                live.update(build_table(topology, records, watching=True), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    return 0
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -134,15 +259,16 @@ def run_status(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"okapi status: {error}", file=sys.stderr)
         return 2
+    interval_s = getattr(args, "watch", None)
+    if interval_s is not None:
+        if interval_s <= 0:
+            print("okapi status: --watch needs a positive number of seconds", file=sys.stderr)
+            return 2
+        return watch(topology, interval_s, args.json)
     records = collect(topology)
     if args.json:
-        document = {
-            "cluster_id": topology.cluster_id,
-            "protocol": topology.protocol,
-            "dcs": list(topology.dcs),
-            "servers": records,
-        }
-        print(json.dumps(document, indent=2))
+        print(json.dumps(_document(topology, records), indent=2))
     else:
-        print_table(topology, records)
+        console = _console()
+        console.print(build_table(topology, records))
     return 0 if all(record["reachable"] for record in records) else 1

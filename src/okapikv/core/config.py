@@ -31,6 +31,9 @@ class CoreConfig:
     max_key_bytes: int = 1024
     max_value_bytes: int = 1 << 20
     max_read_keys: int = 10_000
+    # a snapshot read whose slices are not all answered by then is retried with a fresh snapshot (a
+    # partition that crashed after taking its slice never answers)
+    read_timeout_us: int = 5_000_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -45,7 +48,7 @@ class CoreConfig:
         if self.protocol not in protocol_names():
             problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
         for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
-                     "max_key_bytes", "max_value_bytes", "max_read_keys"):
+                     "max_key_bytes", "max_value_bytes", "max_read_keys", "read_timeout_us"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         if problems:

@@ -184,6 +184,52 @@ class Heartbeat:
     timestamp: int
 
 
+# ---------------------------------------------------------------- catch-up after a restart
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpRequest:
+    """'Send me every update of your DC above ``after``': sent by a server that restarted (``after``
+    is its recovered ``vv`` entry for the destination's DC) and by a server that learns, from such a
+    request, that a replica restarted (whatever that replica had queued for it is gone).
+    ``restarted`` tells which: only a restarted sender is asked back (else the two would ask each
+    other forever).
+
+    Until the answer to its latest request arrives, the requester does not advance ``vv`` from that
+    replica's live stream: a heartbeat of the new incarnation would otherwise cover updates the old
+    one never delivered, declaring a gap stable.
+    """
+
+    source: ServerId
+    request_id: int
+    after: int
+    restarted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUpReply:
+    """End of a catch-up answer. The ``ReplicateBatch`` messages before it on the same FIFO link hold
+    every update of the sender's DC above the request's ``after`` that the sender still keeps (GC
+    only drops versions every replica durably has); ``through`` is the sender's clock: no update of
+    its DC at or below it is missing any more."""
+
+    source: ServerId
+    request_id: int
+    through: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaProgress:
+    """The sender's version vector, sent to its replicas now and then by protocols without a USV.
+
+    Entry ``m`` tells the replica in DC m how far the sender has (durably) received its updates, so
+    that replica may drop versions every DC has (its catch-up log); Okapi reads the same fact from
+    the USV's local entry and never sends this."""
+
+    source: ServerId
+    vv: Vector
+
+
 # ---------------------------------------------------------------- stabilization
 
 
@@ -262,7 +308,17 @@ class SliceReply:
 
 
 PeerMessage = (
-    ReplicateBatch | Heartbeat | VvReport | GsvBroadcast | GsvExchange | TxSlice | ScanSlice | SliceReply
+    ReplicateBatch
+    | Heartbeat
+    | VvReport
+    | GsvBroadcast
+    | GsvExchange
+    | TxSlice
+    | ScanSlice
+    | SliceReply
+    | CatchUpRequest
+    | CatchUpReply
+    | ReplicaProgress
 )
 Message = ClientRequest | PeerMessage
 

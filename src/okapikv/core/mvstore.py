@@ -19,11 +19,18 @@ read ("universally visible"). A universally visible tombstone is removed too, on
 what a tombstone means, but a replica must keep it while an older concurrent write may still
 arrive, or that write would become the newest version here and the replicas would diverge. Keys
 left with no version leave the index.
+
+Change log (for durable drivers, ``okapikv.storage``): with ``track_changes`` on, every successful
+``insert`` and every version ``collect`` removes is appended, in order, to a log that
+``drain_changes`` hands over and clears. Replaying the drained logs in order on a copy of the store
+(insert, delete) yields exactly this store; the log is off by default so the simulator and the
+in-memory server pay nothing for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 from sortedcontainers import SortedList
 
@@ -53,10 +60,18 @@ class Version:
 VisibilityPredicate = Callable[[Version], bool]
 
 
+class Change(NamedTuple):
+    """One entry of the change log: ``version`` of ``key`` was inserted (or removed by GC)."""
+
+    key: bytes
+    version: Version
+    inserted: bool
+
+
 class MultiVersionStore:
     """Version chains (oldest first, so the common case of a newest write is an append)."""
 
-    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count")
+    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count", "_changes")
 
     def __init__(self) -> None:
         self._chains: dict[bytes, list[Version]] = {}
@@ -64,6 +79,28 @@ class MultiVersionStore:
         self._collectable: dict[bytes, None] = {}  # insertion-ordered: a round-robin queue
         self.version_count = 0
         self.collected_count = 0
+        self._changes: list[Change] | None = None
+
+    # ------------------------------------------------------------ change log
+
+    @property
+    def track_changes(self) -> bool:
+        return self._changes is not None
+
+    @track_changes.setter
+    def track_changes(self, enabled: bool) -> None:
+        if enabled and self._changes is None:
+            self._changes = []
+        elif not enabled:
+            self._changes = None
+
+    def drain_changes(self) -> list[Change]:
+        """Inserts and removals since the last call, oldest first (empty when tracking is off)."""
+        changes = self._changes
+        if not changes:
+            return []
+        self._changes = []
+        return changes
 
     def __len__(self) -> int:
         return len(self._chains)
@@ -78,6 +115,8 @@ class MultiVersionStore:
             self.version_count += 1
             if version.value is None:
                 self._collectable[key] = None
+            if self._changes is not None:
+                self._changes.append(Change(key, version, True))
             return True
         order = version.order
         position = len(chain)
@@ -88,6 +127,8 @@ class MultiVersionStore:
         chain.insert(position, version)
         self.version_count += 1
         self._collectable[key] = None
+        if self._changes is not None:
+            self._changes.append(Change(key, version, True))
         return True
 
     def newest(self, key: bytes, visible: VisibilityPredicate) -> Version | None:
@@ -117,6 +158,20 @@ class MultiVersionStore:
     def keys(self) -> Iterator[bytes]:
         return iter(self._index)
 
+    def written_by(self, source_dc: int, after: int) -> list[tuple[bytes, Version]]:
+        """Every version of ``source_dc`` with a timestamp above ``after``, in timestamp order: what a
+        replica that has everything of ``source_dc`` up to ``after`` may lack (catch-up). Chains are
+        ordered, so each one is read from its newest end only down to ``after``."""
+        found: list[tuple[bytes, Version]] = []
+        for key, chain in self._chains.items():
+            for version in reversed(chain):
+                if version.timestamp <= after:
+                    break
+                if version.source_dc == source_dc:
+                    found.append((key, version))
+        found.sort(key=lambda item: item[1].timestamp)
+        return found
+
     # ------------------------------------------------------------ garbage collection
 
     def collect(
@@ -145,6 +200,8 @@ class MultiVersionStore:
             keep_from += 1
         removed = keep_from
         if removed:
+            if self._changes is not None:
+                self._changes.extend(Change(key, version, False) for version in chain[:keep_from])
             del chain[:keep_from]
             self.version_count -= removed
             self.collected_count += removed

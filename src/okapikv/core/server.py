@@ -23,6 +23,22 @@ Stabilization (section 3.3): every period each partition sends its ``vv`` to its
 exchanges its GSV with its replicas in the other DCs and takes the entry-wise min; with
 ``piggyback_usv`` only the aggregators exchange GSVs and the USV rides on the GSV broadcast.
 
+Durability hooks (the core stays pure; ``okapikv.storage`` and the gRPC driver do the I/O):
+- ``track_changes`` / ``drain_changes()``: the versions inserted and garbage-collected since the last
+  call, in order, with the current vectors. A durable driver writes them (one transaction per group
+  of calls) before it carries out the effects of those calls, so nothing that left this server
+  (a reply, a replicated update, a report) can be lost by a crash.
+- ``restore(...)``: load what was recovered, restarting the clock at a persisted upper bound of
+  every local timestamp issued or announced, so none is ever issued twice.
+- ``start_catch_up()``: after a restart, ask every replica for its DC's updates above the recovered
+  ``vv`` entry (``CatchUpRequest``). Until the answer (``CatchUpReply``) arrives, ``vv[i]`` does not
+  move on the live stream from DC i: the old incarnations' link queues are gone, and a heartbeat of
+  the new stream would cover updates that never arrived. A replica that receives a request from a
+  restarted server asks it back the same way.
+- Garbage collection also keeps every local version some replica may still lack
+  (``_replicated_floor``): the store is the catch-up log, trimmed by the USV's local entry (Okapi)
+  or by the replicas' reported ``vv`` entries (``ReplicaProgress``, the other protocols).
+
 Invariants (tested in ``tests/unit/test_server_*.py`` and ``tests/property``):
 - a refused request (``ErrorReply`` INVALID_ARGUMENT) changes nothing, not even the stable vector;
 - every local timestamp is above the previous one and above the client's dependencies; a heartbeat
@@ -34,11 +50,13 @@ Invariants (tested in ``tests/unit/test_server_*.py`` and ``tests/property``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
+    CatchUpReply,
+    CatchUpRequest,
     ClientReply,
     DeleteRequest,
     Effect,
@@ -53,6 +71,7 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    ReplicaProgress,
     ReplicateBatch,
     Respond,
     ScanReply,
@@ -69,7 +88,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
-from okapikv.core.mvstore import MultiVersionStore, Version
+from okapikv.core.mvstore import Change, MultiVersionStore, Version
 from okapikv.core.partitioning import partition_of
 from okapikv.core.protocols import WaitForStable, create_protocol
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
@@ -78,9 +97,27 @@ from okapikv.core.timestamps import WaitForClock, pack
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min, zeros
 
 NEVER = 1 << 62
+#: Above every timestamp (64-bit): the replicated floor of a server without replicas.
+ALL_TIMESTAMPS = 1 << 64
+#: Updates per ReplicateBatch of a catch-up answer (the driver splits further by bytes).
+CATCH_UP_BATCH = 1_000
 
 Wait = WaitForClock | WaitForStable
 Outcome = list[Effect] | Wait
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed since the last ``drain_changes``: the store's inserts and GC removals in order,
+    and the vectors now. Writing the vectors with the versions keeps the recovered state coherent:
+    the ``vv`` covers exactly the versions written with it, and the ``stable`` vector and
+    ``horizon`` are at least those the written removals relied on (both only grow)."""
+
+    store: list[Change]
+    vv: Vector
+    stable: Vector
+    gsv: Vector
+    horizon: Vector
 
 
 @dataclass(slots=True)
@@ -133,6 +170,13 @@ class PartitionServer:
         self._next_heartbeat_us = 0
         self._next_stabilization_us = 0
         self._next_gc_us = config.gc_interval_us
+        # catch-up: source DC -> id of the latest CatchUpRequest sent to it and not answered yet
+        self._catching_up: dict[int, int] = {}
+        self._next_catch_up_id = 1
+        # the latest vv entry for this DC that each replica reported (ReplicaProgress)
+        self._peer_progress: dict[int, int] = {}
+        self._progress_sent: dict[int, int] = {}
+        self._gc_floor = 0
         self._handlers: dict[type, Callable[[object, int], Outcome]] = {
             GetRequest: self._on_get,  # type: ignore[dict-item]
             PutRequest: self._on_put,  # type: ignore[dict-item]
@@ -148,6 +192,9 @@ class PartitionServer:
             TxSlice: self._on_slice,  # type: ignore[dict-item]
             ScanSlice: self._on_slice,  # type: ignore[dict-item]
             SliceReply: self._on_slice_reply,  # type: ignore[dict-item]
+            CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
+            CatchUpReply: self._on_catch_up_reply,  # type: ignore[dict-item]
+            ReplicaProgress: self._on_replica_progress,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -187,6 +234,10 @@ class PartitionServer:
             self._stabilize(now_us, effects)
         if now_us >= self._next_gc_us:
             self._next_gc_us = now_us + self.config.gc_interval_us
+            self._expire_reads(now_us)
+            if self.peers and not self.protocol.uses_usv:
+                self._send_progress(effects)
+            self._gc_floor = self._replicated_floor()
             self.store.collect_some(
                 self._universally_visible, self.config.gc_budget, tombstone_removable=self._settled
             )
@@ -212,6 +263,67 @@ class PartitionServer:
     @property
     def pending_reads(self) -> int:
         return len(self._pending)
+
+    @property
+    def catching_up(self) -> tuple[int, ...]:
+        """DCs whose catch-up answer this server still waits for (their ``vv`` entry is frozen)."""
+        return tuple(sorted(self._catching_up))
+
+    # ================================================================ durability hooks
+
+    @property
+    def track_changes(self) -> bool:
+        return self.store.track_changes
+
+    @track_changes.setter
+    def track_changes(self, enabled: bool) -> None:
+        self.store.track_changes = enabled
+
+    def drain_changes(self) -> Changes:
+        """The changes since the last call (see ``Changes``); the store part is empty unless
+        ``track_changes`` is on."""
+        return Changes(self.store.drain_changes(), tuple(self.vv), self.stable, self.gsv, self.horizon)
+
+    def restore(
+        self,
+        versions: Iterable[tuple[bytes, Version]],
+        *,
+        vv: Vector,
+        stable: Vector,
+        gsv: Vector,
+        horizon: Vector,
+        clock_floor: int,
+    ) -> None:
+        """Load a recovered state into a fresh server, before its first ``handle`` or ``on_timer``.
+
+        ``clock_floor`` must be at least every local timestamp the previous incarnation issued or
+        announced (the driver persists such a bound ahead of use): the clock restarts there, so a
+        timestamp is never issued twice and no promise made by a heartbeat is broken.
+        """
+        for vector in (vv, stable, gsv, horizon):
+            if len(vector) != self.num_dcs:
+                raise ValueError(f"recovered vector {vector} does not have {self.num_dcs} entries")
+        tracking = self.store.track_changes
+        self.store.track_changes = False
+        try:
+            for key, version in versions:
+                self.store.insert(key, version)
+        finally:
+            self.store.track_changes = tracking
+        self.vv = list(merge_max(tuple(self.vv), vv))
+        self.vv[self.dc] = max(self.vv[self.dc], clock_floor)
+        self.stable = merge_max(self.stable, stable)
+        self.gsv = merge_max(self.gsv, gsv)
+        self.horizon = merge_max(self.horizon, horizon)
+
+    def start_catch_up(self) -> list[Effect]:
+        """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
+        before any other effect of this incarnation leaves: the request tells the replica to stop
+        trusting our old stream)."""
+        effects: list[Effect] = []
+        for peer in self.peers:
+            effects.append(self._request_catch_up(peer, restarted=True))
+        return effects
 
     # ================================================================ dispatch and waits
 
@@ -511,19 +623,107 @@ class PartitionServer:
 
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
         vv = self.vv
+        catching_up = self._catching_up
         for update in message.updates:
-            if update.timestamp <= vv[update.source_dc]:
+            source_dc = update.source_dc
+            if update.timestamp <= vv[source_dc]:
                 continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
-            self.store.insert(update.key, Version(update.value, update.timestamp, update.source_dc, update.dv))
-            vv[update.source_dc] = update.timestamp
+            self.store.insert(update.key, Version(update.value, update.timestamp, source_dc, update.dv))
+            if source_dc not in catching_up:  # frozen until the catch-up answer covers the gap
+                vv[source_dc] = update.timestamp
         self.stats.replicated_updates_received += len(message.updates)
         return []
 
     def _on_heartbeat(self, message: Heartbeat, now_us: int) -> list[Effect]:
         source = message.source.dc
-        if message.timestamp > self.vv[source]:
+        if message.timestamp > self.vv[source] and source not in self._catching_up:
             self.vv[source] = message.timestamp
         return []
+
+    # ================================================================ catch-up after a restart
+
+    def _request_catch_up(self, peer: ServerId, *, restarted: bool) -> Send:
+        request_id = self._next_catch_up_id
+        self._next_catch_up_id += 1
+        self._catching_up[peer.dc] = request_id
+        self.stats.catch_up_requests_sent += 1
+        return Send(peer, CatchUpRequest(self.id, request_id, self.vv[peer.dc], restarted))
+
+    def _is_replica(self, source: ServerId) -> bool:
+        return source.dc != self.dc and source.partition == self.id.partition and 0 <= source.dc < self.num_dcs
+
+    def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
+        """Send every update of this DC above ``after`` that the store still holds, then the reply.
+
+        Complete because GC never drops a local version before every replica durably has a newer
+        one (``_replicated_floor``), and a replica's durable ``vv`` entry, hence its ``after``, is
+        at least that newer version's timestamp. ``through`` is the clock: every later local
+        timestamp is above it, and the effects here leave before those of any later call."""
+        source = message.source
+        if not self._is_replica(source):
+            return []
+        dc = self.dc
+        replicated_dv = self.protocol.replicated_dv
+        updates = [
+            Update(key, version.value, version.timestamp, dc, replicated_dv(version))
+            for key, version in self.store.written_by(dc, message.after)
+        ]
+        effects: list[Effect] = [
+            Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
+            for start in range(0, len(updates), CATCH_UP_BATCH)
+        ]
+        effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc])))
+        self.stats.catch_up_updates_sent += len(updates)
+        if message.restarted:
+            # Whatever we had queued for the old incarnation is gone, and it may have lost
+            # replicated updates it received but had not made durable: its new stream must not
+            # advance our vv entry before we have caught up with it too.
+            effects.append(self._request_catch_up(source, restarted=False))
+        return effects
+
+    def _on_catch_up_reply(self, message: CatchUpReply, now_us: int) -> list[Effect]:
+        """Every update of the source DC up to ``through`` arrived (before this, on the FIFO link).
+        Any answer proves that much; only the answer to the latest request ends the freeze, since a
+        restart of the replica after an older request may have cut the stream after it."""
+        source = message.source
+        if not self._is_replica(source):
+            return []
+        if message.through > self.vv[source.dc]:
+            self.vv[source.dc] = message.through
+        if self._catching_up.get(source.dc) == message.request_id:
+            del self._catching_up[source.dc]
+        self.stats.catch_up_replies_received += 1
+        return []
+
+    def _send_progress(self, effects: list[Effect]) -> None:
+        """Tell the replicas how far we have their updates, when that moved since the last time."""
+        vv = tuple(self.vv)
+        if all(vv[peer.dc] == self._progress_sent.get(peer.dc, 0) for peer in self.peers):
+            return
+        self._progress_sent = {peer.dc: vv[peer.dc] for peer in self.peers}
+        message = ReplicaProgress(self.id, vv)
+        for peer in self.peers:
+            effects.append(Send(peer, message))
+        self.stats.progress_messages_sent += len(self.peers)
+
+    def _on_replica_progress(self, message: ReplicaProgress, now_us: int) -> list[Effect]:
+        source = message.source
+        if self._is_replica(source) and len(message.vv) == self.num_dcs:
+            received = message.vv[self.dc]
+            if received > self._peer_progress.get(source.dc, 0):
+                self._peer_progress[source.dc] = received
+        return []
+
+    def _replicated_floor(self) -> int:
+        """The highest local timestamp every replica is known to hold durably: what GC may trim of
+        the local versions (the catch-up log). Okapi: the USV's local entry (each replica's durable
+        vv entry is at least it: reports leave only after what they cover is written). Others: the
+        minimum of the replicas' ``ReplicaProgress``."""
+        if not self.peers:
+            return ALL_TIMESTAMPS
+        if self.protocol.uses_usv:
+            return self.stable[self.dc]
+        return min(self._peer_progress.get(peer.dc, 0) for peer in self.peers)
 
     def _heartbeat(self, now_us: int, effects: list[Effect]) -> None:
         """After a heartbeat interval without replication, promise peers no version at or below
@@ -638,7 +838,22 @@ class PartitionServer:
         return version.timestamp <= min(self.vv)
 
     def _universally_visible(self, version: Version) -> bool:
-        """Visible in every snapshot at or above the horizon, and to every GET here."""
-        return self.protocol.visible_in_snapshot(version, self.horizon) and self.protocol.visible(
-            version, self.stable
+        """Visible in every snapshot at or above the horizon, and to every GET here; and at or below
+        the replicated floor, so every local version it makes collectable (all older ones in its
+        chain) is at every replica already and a catch-up never needs it."""
+        return (
+            version.timestamp <= self._gc_floor
+            and self.protocol.visible_in_snapshot(version, self.horizon)
+            and self.protocol.visible(version, self.stable)
         )
+
+    def _expire_reads(self, now_us: int) -> None:
+        """Retry snapshot reads whose slices went unanswered for ``read_timeout_us``: a partition
+        that crashed after taking its slice never answers, and the pending read would otherwise
+        stay forever, holding the GC horizon back."""
+        limit = now_us - self.config.read_timeout_us
+        expired = [tx_id for tx_id, pending in self._pending.items() if pending.since_us < limit]
+        for tx_id in expired:
+            pending = self._pending.pop(tx_id)
+            self.stats.read_timeouts += 1
+            self._parked.append(_Parked(pending.request, WaitForClock(now_us + 1, "snapshot_retry"), pending.since_us))

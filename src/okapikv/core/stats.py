@@ -48,6 +48,11 @@ class ServerStats:
     gc_bytes: int = 0
     snapshot_retries: int = 0
     rejected_requests: int = 0
+    catch_up_requests_sent: int = 0
+    catch_up_updates_sent: int = 0
+    catch_up_replies_received: int = 0
+    progress_messages_sent: int = 0
+    read_timeouts: int = 0
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -73,4 +78,9 @@ class ServerStats:
             "gc_bytes": self.gc_bytes,
             "snapshot_retries": self.snapshot_retries,
             "rejected_requests": self.rejected_requests,
+            "catch_up_requests_sent": self.catch_up_requests_sent,
+            "catch_up_updates_sent": self.catch_up_updates_sent,
+            "catch_up_replies_received": self.catch_up_replies_received,
+            "progress_messages_sent": self.progress_messages_sent,
+            "read_timeouts": self.read_timeouts,
         }

@@ -10,5 +10,7 @@ Modules:
 - ``links``: FIFO peer links with WAN-delay emulation, acknowledgements and reconnection;
 - ``pipeline``: the per-stream result batching of the Pipeline RPC;
 - ``servicers``: the gRPC services KeyValue and Peer;
+- ``metrics``: the Prometheus endpoint (a collector reading the core at scrape time, latency
+  histograms); ``logs``: single-line text/JSON log events labelled with the server;
 - ``app``: the gRPC server, health checking and signal handling; ``main``: `okapi server`.
 """

@@ -11,6 +11,12 @@ INVALID_ARGUMENT; larger messages are refused by gRPC with RESOURCE_EXHAUSTED.
 
 Shutdown (SIGINT/SIGTERM): health turns NOT_SERVING, outgoing peer links close, the server stops
 accepting and gives in-flight calls a moment (``SHUTDOWN_GRACE_S``), and the process exits 0.
+
+Listeners (all from the config): ``address`` for clients (and peers, unless the server has a
+``peer_address``, then a second port serves peer links); ``metrics_port`` on the host of
+``address`` for Prometheus. With a ``[tls]`` section every one of them speaks TLS only; the peer
+listener always demands a client certificate, the client one when ``client_auth`` is on
+(``okapikv.tls``).
 """
 
 from __future__ import annotations
@@ -26,7 +32,10 @@ import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
-from okapikv.cluster.config import ClusterConfig
+from okapikv import tls as tls_support
+from okapikv.cluster.config import ClusterConfig, split_address
+from okapikv.server import faults
+from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.node import PartitionNode
 from okapikv.server.servicers import KeyValueServicer, PeerServicer
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -52,35 +61,89 @@ def server_options(config: ClusterConfig) -> list[tuple[str, int]]:
     ]
 
 
-async def serve(config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None) -> None:
-    """Run the server until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None)."""
-    node = PartitionNode(config, dc, partition)
+def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> None:
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError as error:
+        raise BindError(f"cannot listen on {address}: {error}") from None
+    if port == 0:
+        raise BindError(f"cannot listen on {address} (address in use or not local)")
+
+
+async def _start_metrics(node: PartitionNode, port: int) -> MetricsServer | None:
+    """The Prometheus endpoint on the host of the server's address (None when ``port`` is 0)."""
+    if not port:
+        return None
+    config = node.config
+    host = split_address(node.server_config.address)[0]
+    context = None
+    if config.tls is not None:
+        context = tls_support.server_ssl_context(config.tls, require_client_auth=config.tls.client_auth)
+    metrics = MetricsServer(registry_for(node), host, port, context)
+    try:
+        await metrics.start()
+    except OSError as error:
+        raise BindError(f"cannot serve metrics on {host}:{port}: {error.strerror or error}") from None
+    return metrics
+
+
+async def serve(
+    config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None, *,
+    metrics_port: int | None = None, data_dir: str | None = None,
+) -> None:
+    """Run the server until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
+
+    ``metrics_port`` overrides the config's (0: no metrics endpoint). Raises ``BindError`` when a
+    listener cannot bind and ``ValueError`` when a TLS file cannot be read."""
+    tls = config.tls
+    server_config = config.server(dc, partition)
+    client_credentials = peer_listener_credentials = peer_credentials = None
+    if tls is not None:
+        client_credentials = tls_support.server_credentials(tls, require_client_auth=tls.client_auth)
+        peer_listener_credentials = tls_support.server_credentials(tls, require_client_auth=True)
+        peer_credentials = tls_support.channel_credentials(tls.client_side())
+    # With ``data_dir`` this recovers the store (``okapikv.storage.DataDirError`` if it cannot).
+    node = PartitionNode(config, dc, partition, peer_credentials=peer_credentials, data_dir=data_dir)
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_KeyValueServicer_to_server(KeyValueServicer(node), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_PeerServicer_to_server(PeerServicer(node), server)  # type: ignore[no-untyped-call]
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    address = node.server_config.address
-    try:
-        port = server.add_insecure_port(address)
-    except RuntimeError as error:
-        raise BindError(f"cannot listen on {address}: {error}") from None
-    if port == 0:
-        raise BindError(f"cannot listen on {address} (address in use or not local)")
+    faults.register(server, node)  # only with OKAPI_FAULT_INJECTION=1 (tests)
+    address = server_config.address
+    _add_port(server, address, client_credentials)
+    if server_config.peer_address:
+        _add_port(server, server_config.peer_address, peer_listener_credentials)
     loop = asyncio.get_running_loop()
     if stop is None:
         stop = asyncio.Event()
         for signal_number in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signal_number, stop.set)
-    await server.start()
+    # The node starts before the server accepts calls: its catch-up requests must be the first
+    # messages this incarnation sends to each replica (``PartitionNode.start``).
     node.start()
+    await server.start()
+    try:
+        metrics = await _start_metrics(node, server_config.metrics_port if metrics_port is None else metrics_port)
+    except BindError:
+        await server.stop(None)
+        await node.close()
+        raise
     for name in SERVICE_NAMES:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address)
+    log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
+             extra={"event": "listening", "address": address, "peer_address": server_config.peer_address,
+                    "metrics_port": metrics.port if metrics else 0, "tls": tls is not None,
+                    "client_auth": bool(tls and tls.client_auth)})
     try:
         await stop.wait()
     finally:
-        log.info("%s shutting down", node.label)
+        log.info("%s shutting down", node.label, extra={"event": "shutting_down"})
+        if metrics is not None:
+            await metrics.close()
         await health.enter_graceful_shutdown()
         # Close our links first: peers shutting down at the same time then see their incoming
         # streams end at once instead of waiting out the grace period.

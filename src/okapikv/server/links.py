@@ -18,6 +18,10 @@ silently, so each link:
 
 Frames arrive already serialized (``okapikv.wire.convert``), so a replication batch sent to every
 other DC is encoded once.
+
+With TLS on, the link dials with this server's certificate (mutual TLS, ``okapikv.tls``): a peer
+that does not trust our CA, or that we do not trust, fails the handshake, and the link keeps
+retrying with backoff (and warns) like for any unreachable peer.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class OutgoingLink:
         delay_s: float,
         max_batch_bytes: int,
         max_message_bytes: int,
+        credentials: grpc.ChannelCredentials | None = None,
+        server_name: str | None = None,
     ) -> None:
         self.destination = destination
         self.label = label
@@ -93,7 +99,12 @@ class OutgoingLink:
         self.delay_s = delay_s
         self._header = header
         self._max_batch_bytes = max_batch_bytes
-        self._options = peer_channel_options(max_message_bytes)
+        self._options: list[tuple[str, object]] = list(peer_channel_options(max_message_bytes))
+        self._credentials = credentials
+        if credentials is not None and server_name:
+            self._options.append(("grpc.ssl_target_name_override", server_name))
+        self.queued_bytes = 0  # bytes of the frames in _queue (for the replication-queue metrics)
+        self.unacked_bytes = 0  # bytes of the frames in _unacked
         self._queue: deque[tuple[float, int, bytes, int]] = deque()  # (release time, sequence, frame, size)
         self._unacked: deque[tuple[int, bytes, int]] = deque()  # (sequence, frame, size)
         self._next_sequence = 1
@@ -106,6 +117,7 @@ class OutgoingLink:
         self.connected = False
         self._consecutive_failures = 0
         self.stats = LinkStats()
+        self.held = False  # fault injection (``okapikv.server.faults``): send nothing while set
 
     # ---------------------------------------------------------------- producer side
 
@@ -113,6 +125,7 @@ class OutgoingLink:
         """Queue one framed message; called from the core's effect dispatch (never blocks)."""
         self._queue.append((self._loop.time() + self.delay_s, self._next_sequence, frame, size))
         self._next_sequence += 1
+        self.queued_bytes += size
         if self._idle:
             self._idle = False
             self._wakeup.set()
@@ -124,6 +137,12 @@ class OutgoingLink:
     @property
     def unacked(self) -> int:
         return len(self._unacked)
+
+    def hold(self, held: bool) -> None:
+        """Fault injection: while held, the link sends nothing (messages keep queuing, in order)
+        as if the network between the two DCs were cut; releasing it resumes where it stopped."""
+        self.held = held
+        self._wakeup.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"link->{self.label}")
@@ -141,7 +160,10 @@ class OutgoingLink:
     async def _run(self) -> None:
         backoff = INITIAL_BACKOFF_S
         while not self._closed:
-            channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            if self._credentials is None:
+                channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            else:
+                channel = grpc.aio.secure_channel(self.address, self._credentials, options=self._options)
             ack_reader: asyncio.Task[None] | None = None
             try:
                 stub = channel.stream_stream(
@@ -183,10 +205,14 @@ class OutgoingLink:
         self._consecutive_failures += 1
         count = self._consecutive_failures
         if count == 1:
-            log.info("link to %s (%s) broke (%s); reconnecting", self.label, self.address, reason)
+            log.info("link to %s (%s) broke (%s); reconnecting", self.label, self.address, reason,
+                     extra={"event": "link_broken", "peer": self.label, "peer_address": self.address, "reason": reason})
         elif count == 3 or count % 100 == 0:
+            kept = len(self._unacked) + len(self._queue)
             log.warning("%s (%s) still unreachable after %d attempts (%s); %d messages kept for it",
-                        self.label, self.address, count, reason, len(self._unacked) + len(self._queue))
+                        self.label, self.address, count, reason, kept,
+                        extra={"event": "link_unreachable", "peer": self.label, "peer_address": self.address,
+                               "attempts": count, "reason": reason, "kept_messages": kept})
 
     async def _read_acks(self, call: grpc.aio.StreamStreamCall) -> None:
         try:
@@ -194,12 +220,13 @@ class OutgoingLink:
                 if not self.connected:
                     self.connected = True
                     if self._consecutive_failures >= 3:
-                        log.warning("link to %s (%s) restored", self.label, self.address)
+                        log.warning("link to %s (%s) restored", self.label, self.address,
+                                    extra={"event": "link_restored", "peer": self.label, "peer_address": self.address})
                     self._consecutive_failures = 0
                 received = ack.received
                 unacked = self._unacked
                 while unacked and unacked[0][0] <= received:
-                    unacked.popleft()
+                    self.unacked_bytes -= unacked.popleft()[2]
             status = await call.code()
             if status != grpc.StatusCode.OK and not self._closed:
                 self._report_failure(f"{status.name}: {await call.details()}")
@@ -212,6 +239,9 @@ class OutgoingLink:
 
     async def _pump(self, call: grpc.aio.StreamStreamCall) -> None:
         """Resend what is unacknowledged, then write batches until the stream breaks."""
+        while self.held and not self._broken and not self._closed:
+            self._wakeup.clear()
+            await self._wakeup.wait()
         if self._unacked:
             pending = list(self._unacked)
             self.stats.resent_messages += len(pending)
@@ -219,7 +249,7 @@ class OutgoingLink:
                 await call.write(encode_batch(self._header, chunk[0][0], [frame for _, frame, _ in chunk]))
         queue = self._queue
         while not self._broken and not self._closed:
-            if not queue:
+            if not queue or self.held:
                 self._idle = True
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -239,6 +269,8 @@ class OutgoingLink:
                 frames.append(frame)
                 size += frame_size
                 unacked.append((sequence, frame, frame_size))
+            self.queued_bytes -= size
+            self.unacked_bytes += size
             await call.write(encode_batch(self._header, first_sequence, frames))
             self.stats.sent_batches += 1
             self.stats.sent_messages += len(frames)

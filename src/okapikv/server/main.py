@@ -1,27 +1,21 @@
 """`okapi server --config FILE --dc NAME --partition N`: run one partition server.
 
-Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 if the server cannot listen on its address,
-2 for a bad config or a (dc, partition) the config does not list. Errors go to stderr in one line.
+Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 if the server cannot listen on its address
+or cannot use its ``--data-dir`` (locked by another server, or another server's data), 3 if its
+storage fails while running (``okapikv.server.node.EXIT_STORAGE_FAILURE``),
+2 for a bad config (TLS files included) or a (dc, partition) the config does not list. Errors go to
+stderr in one line; logs are single-line events (``okapikv.server.logs``, ``--log-format``).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
 
 from okapikv.cluster.config import ClusterConfig
 from okapikv.server.app import BindError, run, serve
-
-
-def configure_logging(label: str) -> None:
-    level = os.environ.get("OKAPI_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO),
-        format=f"okapi server {label}: %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+from okapikv.server.logs import LOG_FORMATS, configure_logging
+from okapikv.storage import DataDirError
 
 
 def run_server(args: argparse.Namespace) -> int:
@@ -29,13 +23,22 @@ def run_server(args: argparse.Namespace) -> int:
         config = ClusterConfig.load(args.config)
         dc = config.dc_index(args.dc)
         config.server(dc, args.partition)
+        log_format = getattr(args, "log_format", None)
+        if log_format is not None and log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
+        metrics_port = getattr(args, "metrics_port", None)
+        if metrics_port is not None and not 0 <= metrics_port <= 65535:
+            raise ValueError("--metrics-port must be in 0..65535 (0: off)")
     except ValueError as error:
         print(f"okapi server: {error}", file=sys.stderr)
         return 2
-    configure_logging(f"{args.dc}/{args.partition}")
+    configure_logging(args.dc, args.partition, log_format)
     try:
-        run(serve(config, dc, args.partition))
-    except BindError as error:
+        run(serve(config, dc, args.partition, metrics_port=metrics_port, data_dir=getattr(args, "data_dir", None)))
+    except ValueError as error:  # unreadable TLS files
+        print(f"okapi server {args.dc}/{args.partition}: {error}", file=sys.stderr)
+        return 2
+    except (BindError, DataDirError) as error:
         print(f"okapi server {args.dc}/{args.partition}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -14,6 +14,15 @@ of its destination (``links.OutgoingLink``).
 
 Request ids are this process's own (the core only echoes them), so the ids clients put on Pipeline
 operations never reach the core and cannot collide across streams.
+
+Durability (``data_dir``, ``okapikv.storage``): the core's changes after every call go to the group
+committer, and the call's effects wait in ``_held``, in order, until the commit group they need is
+durable (``_carry_out``): a reply, a replicated update or a report never reveals a version a crash
+could lose, and never carries a local timestamp above the persisted clock bound. Peer-link
+acknowledgements wait the same way (``_durable_ack``): a sender forgets a message only once what it
+carried is on disk here. Without a data directory effects are carried out at once (in memory).
+On start the node recovers the directory and asks every replica for what it missed
+(``PartitionServer.start_catch_up``) before any other message of this incarnation leaves.
 """
 
 from __future__ import annotations
@@ -23,28 +32,42 @@ import itertools
 import json
 import logging
 import math
+import os
 import random
+import time
+from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
+    DeleteRequest,
     Effect,
     ErrorReply,
+    GetRequest,
     Message,
     PeerMessage,
+    PutRequest,
+    ReadTxRequest,
     ReplicateBatch,
     Respond,
+    ScanRequest,
     ServerId,
+    SwapRequest,
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import physical_of
 from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
+from okapikv.server.metrics import LatencyHistograms
 from okapikv.server.pipeline import PipelineSink
+from okapikv.storage.group_commit import GroupCommitter
+from okapikv.storage.recovery import recover
+from okapikv.storage.sqlite import Identity, SqliteStore
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import (
     approximate_size,
@@ -57,14 +80,30 @@ from okapikv.wire.convert import (
 
 log = logging.getLogger("okapikv.server")
 
-PipelineEntry = tuple[PipelineSink, int, str]  # (stream, the client's operation id, result kind)
+#: Exit status of a server whose storage failed: it cannot make writes durable, so it stops.
+EXIT_STORAGE_FAILURE = 3
+
+# (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
+PipelineEntry = tuple[PipelineSink, int, str, float]
+# Operation type names of the latency histograms (the same as the Pipeline result kinds).
+REQUEST_KINDS: dict[type, str] = {
+    GetRequest: "get", PutRequest: "put", SwapRequest: "swap", DeleteRequest: "delete",
+    ScanRequest: "scan", ReadTxRequest: "read_tx",
+}
 
 
 class PartitionNode:
     """Partition server ``partition`` of DC ``dc`` of ``config``, running."""
 
-    def __init__(self, config: ClusterConfig, dc: int, partition: int) -> None:
+    def __init__(
+        self, config: ClusterConfig, dc: int, partition: int, peer_credentials: Any = None,
+        data_dir: str | Path | None = None,
+    ) -> None:
+        """``peer_credentials`` (``grpc.ChannelCredentials``): dial peers with mutual TLS.
+        ``data_dir``: keep the store there (recovered now; ``okapikv.storage.DataDirError`` if it
+        cannot be used); None keeps it in memory only."""
         self.config = config
+        self._peer_credentials = peer_credentials
         self.id = ServerId(dc, partition)
         self.server_config = config.server(dc, partition)
         self.label = self.server_config.label
@@ -89,17 +128,56 @@ class PartitionNode:
         self.peer_messages_received = 0
         self.handler_errors = 0
         self.oversized_dropped = 0
+        self.latency = LatencyHistograms()
+        self._storage: SqliteStore | None = None
+        self._committer: GroupCommitter | None = None
+        self._held: deque[tuple[int, list[Effect]]] = deque()
+        self._unsynced_acks: dict[ServerId, deque[tuple[int, int, int]]] = {}
+        self._durable_acks: dict[ServerId, tuple[int, int]] = {}
+        self.recovered: dict[str, int] = {}
+        self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
+        if data_dir is not None:
+            self._open_storage(Path(data_dir))
 
     # ================================================================ lifecycle
 
+    def _open_storage(self, directory: Path) -> None:
+        config = self.config
+        identity = Identity(config.cluster_id, tuple(config.dcs), config.partitions, config.protocol,
+                            config.dcs[self.id.dc], self.id.partition)
+        store = SqliteStore(directory, identity)
+        try:
+            recovered = recover(self.core, store)
+        except Exception:
+            store.close()
+            raise
+        self._storage = store
+        self.recovered = {"versions": recovered.versions, "keys": recovered.keys,
+                          "clock_bound_us": recovered.clock_bound_us}
+        log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
+                 recovered.keys, directory)
+
     def start(self) -> None:
+        """Start the timer and the catch-up. Call before the server accepts calls: the catch-up
+        requests must be the first messages this incarnation sends to each replica."""
+        if self._loop is not None:
+            return
         self._loop = asyncio.get_running_loop()
+        if self._storage is not None:
+            self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
+                                             on_failure=self._storage_failed)
+            self._committer.open(self.core.clock, self.clock.now_us())
+        self._apply(self.core.start_catch_up())
         self._arm_timer()
 
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._committer is not None:
+            # The last groups, then a final clock bound just above the last timestamp issued (the
+            # core is not called any more), so a clean restart does not wait out the bound's lead.
+            await self._committer.close(self.core.clock)
         await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
         for entry in list(self._waiting.values()):
             if isinstance(entry, asyncio.Future) and not entry.done():
@@ -120,11 +198,13 @@ class PartitionNode:
         if problem is not None:
             return ErrorReply(request_id, "FAILED_PRECONDITION", problem)
         self._waiting[request_id] = future
+        started = time.perf_counter()
         try:
             self._run_core((request,))
             return await future
         finally:
             self._waiting.pop(request_id, None)
+            self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
     def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
         """Hand a Pipeline batch to the core in one ``handle_batch`` (one replication batch per
@@ -133,6 +213,7 @@ class PartitionNode:
         waiting = self._waiting
         num_dcs = self.num_dcs
         check_partition = self.config.partitions > 1
+        started = time.perf_counter()
         for operation in batch.operations:
             request_id = next(self._request_ids)
             converted = operation_request(operation, request_id, num_dcs)
@@ -145,7 +226,7 @@ class PartitionNode:
                 if problem is not None:
                     sink.reject(operation.id, "FAILED_PRECONDITION", problem)
                     continue
-            waiting[request_id] = (sink, operation.id, kind)
+            waiting[request_id] = (sink, operation.id, kind, started)
             requests.append(request)
         sink.outstanding += len(requests)
         self.client_requests += len(requests)
@@ -190,7 +271,22 @@ class PartitionNode:
         self.peer_messages_received += len(converted)
         if converted:
             self._run_core(converted)
-        return self._incoming.handled(source, batch.incarnation, batch.first_sequence, count)
+        handled = self._incoming.handled(source, batch.incarnation, batch.first_sequence, count)
+        return self._durable_ack(source, batch.incarnation, handled)
+
+    def _durable_ack(self, source: ServerId, incarnation: int, handled: int) -> int:
+        """The highest message number of ``source`` whose content is durable here (what may be
+        acknowledged: the sender then forgets it). Without storage, everything handled."""
+        committer = self._committer
+        if committer is None:
+            return handled
+        pending = self._unsynced_acks.setdefault(source, deque())
+        pending.append((committer.required, incarnation, handled))
+        while pending and pending[0][0] <= committer.durable:
+            _, acked_incarnation, sequence = pending.popleft()
+            self._durable_acks[source] = (acked_incarnation, sequence)
+        acked = self._durable_acks.get(source)
+        return acked[1] if acked is not None and acked[0] == incarnation else 0
 
     # ================================================================ core calls and effects
 
@@ -204,7 +300,7 @@ class PartitionNode:
             log.exception("%s: the core failed on a batch of %d message(s)", self.label, len(messages))
             self._fail_requests(messages)
             return
-        self._apply(effects)
+        self._carry_out(effects)
         if core.parked_count:
             self._arm_timer()
 
@@ -213,6 +309,35 @@ class PartitionNode:
             request_id = getattr(message, "request_id", None)
             if request_id is not None and request_id in self._waiting:
                 self._deliver(ErrorReply(request_id, "INTERNAL", "the server failed on this request (see its log)"))
+
+    def _carry_out(self, effects: list[Effect]) -> None:
+        """Carry out the effects of one core call now, or once what they need is durable."""
+        committer = self._committer
+        if committer is None:
+            self._apply(effects)
+            return
+        need = committer.stage(self.core.drain_changes(), self.core.clock)
+        if not effects:
+            return
+        if need <= committer.durable and not self._held:
+            self._apply(effects)
+        else:
+            self._held.append((need, effects))
+
+    def _on_durable(self) -> None:
+        assert self._committer is not None
+        durable = self._committer.durable
+        held = self._held
+        while held and held[0][0] <= durable:
+            self._apply(held.popleft()[1])
+
+    def _storage_failed(self, error: BaseException) -> None:
+        """A commit failed: the writes of its group are in memory only and must never be
+        acknowledged or read, so the process stops; a restart recovers the last durable group."""
+        log.critical("%s: storage failed (%s: %s); stopping so that no non-durable write is served",
+                     self.label, type(error).__name__, error)
+        logging.shutdown()
+        os._exit(EXIT_STORAGE_FAILURE)
 
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -226,8 +351,9 @@ class PartitionNode:
         if entry is None:
             return  # the caller went away (cancelled unary call)
         if type(entry) is tuple:
-            sink, operation_id, kind = entry
+            sink, operation_id, kind, started = entry
             sink.deliver(operation_id, kind, reply)
+            self.latency.observe(kind, time.perf_counter() - started)
         elif not entry.done():  # type: ignore[union-attr]
             entry.set_result(reply)  # type: ignore[union-attr]
 
@@ -268,15 +394,26 @@ class PartitionNode:
         link = OutgoingLink(
             destination=destination,
             label=target.label,
-            address=target.address,
+            address=target.peer_target,
             header=self._header,
             delay_s=delay_ms / 1000,
             max_batch_bytes=self.config.max_message_bytes // 2,
             max_message_bytes=self.config.max_message_bytes,
+            credentials=self._peer_credentials,
+            server_name=self.config.tls.server_name if self.config.tls is not None else None,
         )
         self._links[destination] = link
+        if destination.dc in self._held_dcs:
+            link.hold(True)
         link.start()
         return link
+
+    def hold_peer_links(self, dcs: set[int]) -> None:
+        """Fault injection (``okapikv.server.faults``): cut our outgoing links to the servers of
+        ``dcs`` (their messages queue up) and release every other link."""
+        self._held_dcs = set(dcs)
+        for destination, link in self._links.items():
+            link.hold(destination.dc in self._held_dcs)
 
     # ================================================================ timer
 
@@ -303,10 +440,14 @@ class PartitionNode:
             self.handler_errors += 1
             log.exception("%s: the core failed in on_timer", self.label)
         else:
-            self._apply(effects)
+            self._carry_out(effects)
         self._arm_timer()
 
     # ================================================================ introspection
+
+    def links(self) -> dict[ServerId, OutgoingLink]:
+        """The outgoing peer links opened so far (read by the metrics collector)."""
+        return self._links
 
     def stats(self) -> dict[str, Any]:
         core = self.core
@@ -333,6 +474,13 @@ class PartitionNode:
             "parked": core.parked_count,
             "pending_reads": core.pending_reads,
             "keys": len(core.store),
+            "catching_up": [self.config.dcs[dc] for dc in core.catching_up],
+            "storage": None if self._committer is None else {
+                **self._committer.stats(), "held_effect_groups": len(self._held), "recovered": self.recovered,
+            },
+            "versions": core.store.version_count,
+            "versions_collected": core.store.collected_count,
+            "latency": self.latency.summary(),
             "core": core.stats.as_dict(),
             "driver": {
                 "client_requests": self.client_requests,
@@ -350,6 +498,8 @@ class PartitionNode:
                     "connected": link.connected,
                     "queued": link.queued,
                     "unacked": link.unacked,
+                    "queued_bytes": link.queued_bytes,
+                    "unacked_bytes": link.unacked_bytes,
                     "sent_messages": link.stats.sent_messages,
                     "sent_batches": link.stats.sent_batches,
                     "resent_messages": link.stats.resent_messages,

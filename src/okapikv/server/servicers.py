@@ -19,6 +19,7 @@ import grpc
 import grpc.aio
 
 from okapikv.core.messages import ClientReply, ErrorReply
+from okapikv.core.session import adopt
 from okapikv.server.node import PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import convert
@@ -132,6 +133,22 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
     async def Stats(self, request: pb.StatsRequest, context: grpc.aio.ServicerContext) -> pb.StatsResponse:
         return pb.StatsResponse(json=self.node.stats_json())
 
+    @guarded
+    async def AdoptSession(
+        self, request: pb.AdoptSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AdoptSessionResponse:
+        """Failover: may a session of another DC continue here (``okapikv.core.session.adopt``)?"""
+        if request.from_dc >= self.num_dcs:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"from_dc {request.from_dc} out of range")
+        session = convert.session_from_pb(request.session, self.num_dcs)
+        if len(session.stable) != self.num_dcs:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs")
+        adoption = adopt(session, from_dc=request.from_dc, here_dc=self.node.id.dc, stable=self.node.core.stable)
+        response = pb.AdoptSessionResponse(ready=adoption.ready, behind_us=adoption.behind_us)
+        convert.fill_session(response.session, adoption.session)
+        return response
+
     async def Pipeline(
         self, request_iterator: AsyncIterator[pb.OperationBatch], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ResultBatch]:
@@ -172,6 +189,10 @@ class PeerServicer(pb_grpc.PeerServicer):
     stream, so they are coalesced (every ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each
     gRPC write costs far more than the few bytes it carries, and links carry a heartbeat every
     millisecond.
+
+    Who may link: with TLS on, only a caller that presented a certificate our CA signed (the
+    handshake already refused any other certificate; this refuses a caller with none, which the
+    client port lets in when ``client_auth = false``). Then only a batch of our own cluster id.
     """
 
     ACK_INTERVAL_S = 0.05
@@ -188,10 +209,15 @@ class PeerServicer(pb_grpc.PeerServicer):
         loop = asyncio.get_running_loop()
         last_ack_time = 0.0
         unacknowledged = 0
+        if config.tls is not None and not context.peer_identities():
+            log.warning("%s: refused a peer link from %s without a client certificate", node.label, context.peer(),
+                        extra={"event": "peer_refused", "peer": context.peer(), "reason": "no certificate"})
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "peer links need a certificate (mutual TLS)")
         async for batch in request_iterator:
             if batch.cluster_id != config.cluster_id:
                 log.warning("%s: refused a peer link from cluster %r (this is %r)",
-                            node.label, batch.cluster_id, config.cluster_id)
+                            node.label, batch.cluster_id, config.cluster_id,
+                            extra={"event": "peer_refused", "peer": context.peer(), "reason": "cluster id"})
                 await context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}",

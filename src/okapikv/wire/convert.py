@@ -20,6 +20,8 @@ incarnation) is serialized once per link.
 from __future__ import annotations
 
 from okapikv.core.messages import (
+    CatchUpReply,
+    CatchUpRequest,
     ClientReply,
     DeleteRequest,
     ErrorReply,
@@ -33,6 +35,7 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    ReplicaProgress,
     ReplicateBatch,
     ScanReply,
     ScanRequest,
@@ -278,6 +281,17 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         if message.limit is not None:
             scan.has_limit = True
             scan.limit = message.limit
+    elif isinstance(message, CatchUpRequest):
+        request = result.catch_up_request
+        request.request_id = message.request_id
+        request.after = message.after
+        request.restarted = message.restarted
+    elif isinstance(message, CatchUpReply):
+        reply_end = result.catch_up_reply
+        reply_end.request_id = message.request_id
+        reply_end.through = message.through
+    elif isinstance(message, ReplicaProgress):
+        _fill_vector(result.replica_progress.vv, message.vv)
     else:
         raise TypeError(f"not a peer message: {type(message).__name__}")
     return result
@@ -393,4 +407,12 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         scan = message.scan_slice
         limit = scan.limit if scan.has_limit else None
         return ScanSlice(source, scan.tx_id, _vector(scan.snapshot), scan.start, scan.end, limit)
+    if kind == "catch_up_request":
+        request = message.catch_up_request
+        return CatchUpRequest(source, request.request_id, request.after, request.restarted)
+    if kind == "catch_up_reply":
+        reply_end = message.catch_up_reply
+        return CatchUpReply(source, reply_end.request_id, reply_end.through)
+    if kind == "replica_progress":
+        return ReplicaProgress(source, _vector(message.replica_progress.vv))
     return None

@@ -192,6 +192,24 @@ class StatsResponse(_message.Message):
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
 
+class AdoptSessionRequest(_message.Message):
+    __slots__ = ("session", "from_dc")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    FROM_DC_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    from_dc: int
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., from_dc: _Optional[int] = ...) -> None: ...
+
+class AdoptSessionResponse(_message.Message):
+    __slots__ = ("ready", "session", "behind_us")
+    READY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    BEHIND_US_FIELD_NUMBER: _ClassVar[int]
+    ready: bool
+    session: Session
+    behind_us: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ready: _Optional[bool] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., behind_us: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class Operation(_message.Message):
     __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -370,8 +388,32 @@ class SliceReply(_message.Message):
     too_old: bool
     def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ...) -> None: ...
 
+class CatchUpRequest(_message.Message):
+    __slots__ = ("request_id", "after", "restarted")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    RESTARTED_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    after: int
+    restarted: bool
+    def __init__(self, request_id: _Optional[int] = ..., after: _Optional[int] = ..., restarted: _Optional[bool] = ...) -> None: ...
+
+class CatchUpReply(_message.Message):
+    __slots__ = ("request_id", "through")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    through: int
+    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("vv",)
+    VV_FIELD_NUMBER: _ClassVar[int]
+    vv: Vector
+    def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+
 class PeerMessage(_message.Message):
-    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply")
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress")
     REPLICATE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VV_REPORT_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +422,9 @@ class PeerMessage(_message.Message):
     TX_SLICE_FIELD_NUMBER: _ClassVar[int]
     SCAN_SLICE_FIELD_NUMBER: _ClassVar[int]
     SLICE_REPLY_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_REPLY_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     replicate: ReplicateBatch
     heartbeat: Heartbeat
     vv_report: VvReport
@@ -388,7 +433,10 @@ class PeerMessage(_message.Message):
     tx_slice: TxSlice
     scan_slice: ScanSlice
     slice_reply: SliceReply
-    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ...) -> None: ...
+    catch_up_request: CatchUpRequest
+    catch_up_reply: CatchUpReply
+    replica_progress: ReplicaProgress
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")

@@ -74,6 +74,11 @@ class KeyValueStub:
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.StatsRequest.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.StatsResponse.FromString,
                 _registered_method=True)
+        self.AdoptSession = channel.unary_unary(
+                '/okapikv.KeyValue/AdoptSession',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionRequest.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionResponse.FromString,
+                _registered_method=True)
         self.Pipeline = channel.stream_stream(
                 '/okapikv.KeyValue/Pipeline',
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.OperationBatch.SerializeToString,
@@ -132,6 +137,12 @@ class KeyValueServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdoptSession(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Pipeline(self, request_iterator, context):
         """One long-lived stream per client connection; the client batches concurrent operations.
         """
@@ -181,6 +192,11 @@ def add_KeyValueServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.StatsRequest.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.StatsResponse.SerializeToString,
+            ),
+            'AdoptSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdoptSession,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionRequest.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionResponse.SerializeToString,
             ),
             'Pipeline': grpc.stream_stream_rpc_method_handler(
                     servicer.Pipeline,
@@ -404,6 +420,33 @@ class KeyValue:
             '/okapikv.KeyValue/Stats',
             okapikv_dot_wire_dot_okapikv__pb2.StatsRequest.SerializeToString,
             okapikv_dot_wire_dot_okapikv__pb2.StatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdoptSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.KeyValue/AdoptSession',
+            okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionRequest.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.AdoptSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,251 @@
+"""Group commit: many core calls, one SQLite transaction, one fsync (driver side, asyncio).
+
+The driver hands every core call's ``Changes`` to ``stage`` and gets back the number of the commit
+group the call's effects must wait for (``required``); when a group becomes durable, ``durable``
+moves up and ``on_durable`` runs, and the driver releases the effects waiting for it, in order.
+Groups are written one at a time on one worker thread: while a group's fsync runs, the calls that
+arrive join the next group, which starts as soon as the previous one is durable (or at the end of
+the event-loop turn when nothing is in flight, so the calls of one turn share a group).
+
+What makes an effect wait (the "required" group) and what does not:
+
+- a version the call (or any earlier call) inserted: everything that leaves afterwards may reveal
+  it (a reply, a read of it, a replicated update), so it must survive a crash first;
+- a clock bound: every local timestamp the effects may carry (the core's clock, ``vv[m]``) must be
+  below a durable bound ``B`` (physical microseconds), because a restarted server starts its clock
+  at ``B`` (``recovery``). The bound is kept ``clock_lead_us`` ahead and extended when the clock
+  gets within half of that, in a group nobody waits for; only a jump of the clock past it (a
+  client's dependency from a DC whose clock runs ahead) makes effects wait for a new bound;
+- not GC removals nor vector-only changes (heartbeats moving ``vv``): losing them in a crash loses
+  nothing a reader relied on (a removed version reappearing is collected again; a ``vv`` entry
+  recovered lower only makes catch-up ask for a little more). They ride with the next group, and a
+  lone group of them is written after ``lazy_s`` so the stored state stays fresh.
+
+A failed commit is fatal (``on_failure``): the writes of that group are applied in memory but not
+durable, and serving on would acknowledge them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from okapikv.core.server import Changes
+from okapikv.core.timestamps import physical_of
+from okapikv.storage.sqlite import CommitGroup, SqliteStore, State
+
+log = logging.getLogger("okapikv.storage")
+
+DEFAULT_CLOCK_LEAD_US = 1_000_000
+DEFAULT_LAZY_S = 0.5
+DEFAULT_MAINTENANCE_S = 10.0
+
+
+class GroupCommitter:
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        on_durable: Callable[[], None],
+        on_failure: Callable[[BaseException], None],
+        clock_lead_us: int = DEFAULT_CLOCK_LEAD_US,
+        lazy_s: float = DEFAULT_LAZY_S,
+        maintenance_s: float = DEFAULT_MAINTENANCE_S,
+    ) -> None:
+        self.store = store
+        self._on_durable = on_durable
+        self._on_failure = on_failure
+        self.clock_lead_us = clock_lead_us
+        self.lazy_s = lazy_s
+        self.maintenance_s = maintenance_s
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="okapi-storage")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.durable = 0  # every group numbered <= durable is on disk
+        self.required = 0  # the highest group some effect waits for
+        self.durable_bound_us = 0
+        self._next = CommitGroup(1, [])
+        self._next_urgent = False
+        self._in_flight: CommitGroup | None = None
+        self._soon: asyncio.Handle | None = None  # _start at the end of this loop turn
+        self._lazy: asyncio.TimerHandle | None = None  # _start after lazy_s (vector-only groups)
+        self._last_state: State | None = None
+        self._last_maintenance = time.monotonic()
+        self._failed: BaseException | None = None
+        self._closed = False
+        # counters (``stats``)
+        self.groups_written = 0
+        self.versions_written = 0
+        self.versions_deleted = 0
+        self.commit_seconds = 0.0
+        self.max_commit_seconds = 0.0
+        self.bound_waits = 0
+
+    # ---------------------------------------------------------------- life cycle
+
+    def open(self, clock: int, now_us: int) -> None:
+        """Persist the first clock bound of this incarnation (synchronously, before serving)."""
+        self._loop = asyncio.get_running_loop()
+        bound = max(physical_of(clock), now_us) + self.clock_lead_us
+        self.store.commit(CommitGroup(0, [], None, bound))
+        self.durable_bound_us = bound
+
+    async def close(self, clock: int) -> None:
+        """Write what is staged and a final clock bound just above ``clock`` (nothing is issued
+        after it: the driver stops calling the core first), then close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        self._cancel_starts()
+        while self._in_flight is not None and self._failed is None:
+            await asyncio.sleep(0.001)
+        if self._failed is None:
+            group = self._next
+            group.clock_bound_us = physical_of(clock) + 1
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(self._executor, self.store.commit, group)
+                self.durable = group.number
+                self._on_durable()
+            except Exception as error:  # noqa: BLE001 - reported, then the store is closed anyway
+                log.error("final commit failed: %s", error)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
+        self._executor.shutdown(wait=True)
+
+    # ---------------------------------------------------------------- staging
+
+    def stage(self, changes: Changes, clock: int) -> int:
+        """Add one core call's changes to the next group; returns the group its effects need."""
+        group = self._next
+        if changes.store:
+            group.changes.extend(changes.store)
+            if any(change.inserted for change in changes.store):
+                self.required = group.number
+                self._next_urgent = True
+        group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
+        self._stage_bound(physical_of(clock))
+        self._schedule()
+        return self.required
+
+    def _stage_bound(self, physical: int) -> None:
+        lead = self.clock_lead_us
+        group = self._next
+        if physical >= self.durable_bound_us:
+            in_flight = self._in_flight
+            if in_flight is not None and in_flight.clock_bound_us is not None and physical < in_flight.clock_bound_us:
+                self.required = max(self.required, in_flight.number)
+                return
+            if group.clock_bound_us is None or physical >= group.clock_bound_us:
+                group.clock_bound_us = physical + lead
+            self.required = max(self.required, group.number)
+            self._next_urgent = True
+            self.bound_waits += 1
+            return
+        promised = max(
+            self.durable_bound_us,
+            (self._in_flight.clock_bound_us or 0) if self._in_flight is not None else 0,
+            group.clock_bound_us or 0,
+        )
+        if physical + lead // 2 >= promised:
+            group.clock_bound_us = physical + lead  # extend ahead of use: nobody waits for it
+            self._next_urgent = True
+
+    def _has_work(self) -> bool:
+        group = self._next
+        return (
+            bool(group.changes)
+            or group.clock_bound_us is not None
+            or (group.state is not None and group.state != self._last_state)
+        )
+
+    def _schedule(self) -> None:
+        if self._in_flight is not None or self._closed or self._failed is not None:
+            return  # the running commit starts the next group when it ends
+        assert self._loop is not None
+        if self._next_urgent:
+            if self._soon is None:
+                self._soon = self._loop.call_soon(self._start)
+        elif self._soon is None and self._lazy is None and self._has_work():
+            self._lazy = self._loop.call_later(self.lazy_s, self._start)
+
+    def _cancel_starts(self) -> None:
+        for handle in (self._soon, self._lazy):
+            if handle is not None:
+                handle.cancel()
+        self._soon = self._lazy = None
+
+    # ---------------------------------------------------------------- writing
+
+    def _start(self) -> None:
+        self._cancel_starts()
+        if self._in_flight is not None or self._closed or self._failed is not None or not self._has_work():
+            return
+        group = self._next
+        self._in_flight = group
+        self._next = CommitGroup(group.number + 1, [])
+        self._next_urgent = False
+        assert self._loop is not None
+        started = time.perf_counter()
+        future = self._loop.run_in_executor(self._executor, self.store.commit, group)
+        future.add_done_callback(lambda done: self._finished(group, done, started))
+
+    def _finished(self, group: CommitGroup, done: asyncio.Future[None], started: float) -> None:
+        self._in_flight = None
+        error = done.exception() if not done.cancelled() else asyncio.CancelledError()
+        if error is not None:
+            self._failed = error
+            self._on_failure(error)
+            return
+        elapsed = time.perf_counter() - started
+        self.commit_seconds += elapsed
+        self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
+        self.groups_written += 1
+        for change in group.changes:
+            if change.inserted:
+                self.versions_written += 1
+            else:
+                self.versions_deleted += 1
+        self._last_state = group.state
+        self.durable = group.number
+        if group.clock_bound_us is not None:
+            self.durable_bound_us = max(self.durable_bound_us, group.clock_bound_us)
+        self._on_durable()
+        if time.monotonic() - self._last_maintenance >= self.maintenance_s and not self._closed:
+            self._last_maintenance = time.monotonic()
+            assert self._loop is not None
+            # Queued on the one worker: the next group waits behind it (a short pause every
+            # ``maintenance_s``, against a WAL and a file that would otherwise only grow).
+            self._loop.run_in_executor(self._executor, self._maintain)
+        self._schedule()
+
+    def _maintain(self) -> None:
+        try:
+            self.store.maintain()
+        except Exception as error:  # noqa: BLE001 - maintenance is best effort; commits report real failures
+            log.warning("storage maintenance failed: %s", error)
+
+    # ---------------------------------------------------------------- introspection
+
+    @property
+    def pending(self) -> bool:
+        """Whether some effect still waits for a group that is not durable."""
+        return self.required > self.durable
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "path": str(self.store.path),
+            "disk_bytes": self.store.disk_bytes(),
+            "groups_written": self.groups_written,
+            "versions_written": self.versions_written,
+            "versions_deleted": self.versions_deleted,
+            "mean_commit_ms": round(1000 * self.commit_seconds / max(self.groups_written, 1), 3),
+            "max_commit_ms": round(1000 * self.max_commit_seconds, 3),
+            "durable_group": self.durable,
+            "required_group": self.required,
+            "clock_bound_us": self.durable_bound_us,
+            "bound_waits": self.bound_waits,
+            "checkpoints": self.store.checkpoints,
+            "vacuumed_pages": self.store.vacuumed_pages,
+        }
