@@ -73,6 +73,9 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
     p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
     p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.add_argument("--timestamps", action="store_true",
+                   help="end PUT/SWAP/DELETE result lines in ' ts=<n>', the write's server timestamp "
+                        "(not the course format; used by okapi fuzz)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 

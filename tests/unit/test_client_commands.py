@@ -130,6 +130,18 @@ def test_formats_match_the_course_protocol() -> None:
     assert commands.format_tx(Tx(("a", "b")), [b"1", None]) == ["TX a b BEGIN", "  a 1", "  b null", "TX END"]
 
 
+def test_write_lines_carry_a_timestamp_only_when_given_one() -> None:
+    assert commands.format_put(Put("k", "v"), True, 42) == ["PUT k found ts=42"]
+    assert commands.format_put(Put("k", "v"), False, 0) == ["PUT k not_found ts=0"]
+    assert commands.format_swap(Swap("k", "v"), b"old", 7) == ["SWAP k old ts=7"]
+    assert commands.format_swap(Swap("k", "v"), None, 2**63 + 1) == [f"SWAP k null ts={2**63 + 1}"]
+    assert commands.format_delete(Delete("k"), True, 9) == ["DELETE k found ts=9"]
+    assert commands.format_delete(Delete("k"), False, 9) == ["DELETE k not_found ts=9"]
+    assert commands.format_put(Put("k", "v"), True, None) == ["PUT k found"]
+    assert commands.format_swap(Swap("k", "v"), None, None) == ["SWAP k null"]
+    assert commands.format_delete(Delete("k"), False, None) == ["DELETE k not_found"]
+
+
 def test_non_ascii_values_stay_one_token() -> None:
     assert commands.text(b"abc") == "abc"
     assert commands.text("é".encode()) == "é"
@@ -150,6 +162,67 @@ def test_script_of_every_command() -> None:
         "SCAN a z BEGIN\n  a 3\n  b 9\nSCAN END\n"
         "TX a c b BEGIN\n  a 3\n  c null\n  b 9\nTX END\n"
         "DELETE a found\nDELETE a not_found\nGET a null\nSTOP\n")
+
+
+class StampingClient(DictClient):
+    """A ``DictClient`` that numbers its writes like ``okapikv.Client``'s ``last_write_timestamp``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_write_timestamp: int | None = None
+
+    def _stamp(self) -> None:
+        self.last_write_timestamp = (self.last_write_timestamp or 100) + 1
+
+    def put(self, key: str, value: str) -> bool:
+        found = super().put(key, value)
+        self._stamp()
+        return found
+
+    def swap(self, key: str, value: str) -> bytes | None:
+        old = super().swap(key, value)
+        self._stamp()
+        return old
+
+    def delete(self, key: str) -> bool:
+        found = super().delete(key)
+        self._stamp()
+        return found
+
+
+TIMESTAMP_SCRIPT = "PUT a 1\nSWAP a 2\nGET a\nSCAN a z\nTX a\nDELETE a\nDELETE a\nSTOP\n"
+
+
+def test_timestamps_end_write_lines_only() -> None:
+    output = io.StringIO()
+    assert serve(StampingClient(), io.StringIO(TIMESTAMP_SCRIPT), output, timestamps=True) == 0
+    assert output.getvalue() == (
+        "PUT a not_found ts=101\nSWAP a 1 ts=102\nGET a 2\nSCAN a z BEGIN\n  a 2\nSCAN END\n"
+        "TX a BEGIN\n  a 2\nTX END\nDELETE a found ts=103\nDELETE a not_found ts=104\nSTOP\n")
+
+
+def test_default_output_has_no_timestamps() -> None:
+    assert run_script(TIMESTAMP_SCRIPT, StampingClient()) == (
+        "PUT a not_found\nSWAP a 1\nGET a 2\nSCAN a z BEGIN\n  a 2\nSCAN END\n"
+        "TX a BEGIN\n  a 2\nTX END\nDELETE a found\nDELETE a not_found\nSTOP\n")
+
+
+def test_timestamps_without_a_known_timestamp_print_none() -> None:
+    lines, _ = respond(DictClient(), "PUT a 1", timestamps=True)
+    assert lines == ["PUT a not_found"]
+
+
+def test_failed_write_prints_only_the_error_with_timestamps() -> None:
+    client = StampingClient()
+    client.fail_with = Unavailable("no answer")
+    assert respond(client, "PUT a 1", timestamps=True) == (["ERROR unavailable: no answer"], False)
+
+
+def test_client_flag_parses() -> None:
+    from okapikv.cli import build_parser
+
+    assert build_parser().parse_args(["client", "--timestamps"]).timestamps is True
+    assert build_parser().parse_args(["client"]).timestamps is False
 
 
 def test_stop_ends_input_processing() -> None:

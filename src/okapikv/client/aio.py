@@ -373,6 +373,9 @@ class AsyncClient:
         self._owner = True
         self._state: SessionState | None = None
         self._closed = False
+        #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
+        #: the first); with concurrent writes on one client, whichever completed last
+        self.last_write_timestamp: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -408,6 +411,7 @@ class AsyncClient:
         fork._connections = self._connections
         fork._owner = False
         fork._closed = False
+        fork.last_write_timestamp = None
         topology = self._connections.topology
         fork._state = SessionState(topology.num_dcs) if topology is not None else None
         return fork
@@ -465,6 +469,7 @@ class AsyncClient:
         reply = await self._invoke(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
     async def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
@@ -475,6 +480,7 @@ class AsyncClient:
         reply = await self._invoke(ops.SWAP, ops.swap_request(key_bytes, request_value, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
 
     async def delete(self, key: KeyLike) -> bool:
@@ -484,6 +490,7 @@ class AsyncClient:
         reply = await self._invoke(ops.DELETE, ops.delete_request(key_bytes, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
     async def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:

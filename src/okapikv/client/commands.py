@@ -12,7 +12,10 @@ case-sensitive, keys and values ASCII alphanumeric tokens; one result per comman
     TX k1 k2 ...   ->  TX k1 k2 ... BEGIN / "  k v" or "  k null" per key, in order / TX END
     STOP           ->  STOP (and the client exits)
 
-``TX`` (a read-only transaction, one causally consistent snapshot) is ours, in the same style. A line
+``TX`` (a read-only transaction, one causally consistent snapshot) is ours, in the same style. With
+``okapi client --timestamps`` (ours too, for ``okapi fuzz``) the PUT, SWAP and DELETE lines end in
+`` ts=<n>``: the server's timestamp of the write (``PUT k found ts=123``), which with the client's DC
+is the write's last-writer-wins rank; without the flag the output is exactly the course's. A line
 that is not a valid command yields exactly one line starting with ``ERROR `` and the client goes on,
 so one bad line never desynchronises a driver that counts result lines. Blank lines are ignored.
 
@@ -153,20 +156,25 @@ def _or_null(value: bytes | None) -> str:
     return "null" if value is None else text(value)
 
 
-def format_put(command: Put, found: bool) -> list[str]:
-    return [f"PUT {command.key} {'found' if found else 'not_found'}"]
+def _ts(timestamp: int | None) -> str:
+    """The `` ts=<n>`` suffix of a write's line (``--timestamps``), or nothing."""
+    return "" if timestamp is None else f" ts={timestamp}"
 
 
-def format_swap(command: Swap, old: bytes | None) -> list[str]:
-    return [f"SWAP {command.key} {_or_null(old)}"]
+def format_put(command: Put, found: bool, timestamp: int | None = None) -> list[str]:
+    return [f"PUT {command.key} {'found' if found else 'not_found'}{_ts(timestamp)}"]
+
+
+def format_swap(command: Swap, old: bytes | None, timestamp: int | None = None) -> list[str]:
+    return [f"SWAP {command.key} {_or_null(old)}{_ts(timestamp)}"]
 
 
 def format_get(command: Get, value: bytes | None) -> list[str]:
     return [f"GET {command.key} {_or_null(value)}"]
 
 
-def format_delete(command: Delete, found: bool) -> list[str]:
-    return [f"DELETE {command.key} {'found' if found else 'not_found'}"]
+def format_delete(command: Delete, found: bool, timestamp: int | None = None) -> list[str]:
+    return [f"DELETE {command.key} {'found' if found else 'not_found'}{_ts(timestamp)}"]
 
 
 def format_scan(command: Scan, items: list[tuple[bytes, bytes]]) -> list[str]:
@@ -199,16 +207,30 @@ class KeyValueApi(Protocol):
     def read_tx(self, keys: list[str]) -> list[bytes | None]: ...
 
 
-def execute(client: KeyValueApi, command: Command) -> list[str]:
-    """Run one command and return its output lines (``STOP`` is the caller's business)."""
+def _write_timestamp(client: KeyValueApi, timestamps: bool) -> int | None:
+    """The timestamp of the write ``client`` just completed, when asked for and known.
+
+    ``okapikv.Client`` keeps it as ``last_write_timestamp``; a client without one prints none."""
+    if not timestamps:
+        return None
+    timestamp = getattr(client, "last_write_timestamp", None)
+    return timestamp if isinstance(timestamp, int) else None
+
+
+def execute(client: KeyValueApi, command: Command, timestamps: bool = False) -> list[str]:
+    """Run one command and return its output lines (``STOP`` is the caller's business);
+    ``timestamps``: end the PUT, SWAP and DELETE lines in `` ts=<n>``."""
     if isinstance(command, Put):
-        return format_put(command, client.put(command.key, command.value))
+        found = client.put(command.key, command.value)
+        return format_put(command, found, _write_timestamp(client, timestamps))
     if isinstance(command, Swap):
-        return format_swap(command, client.swap(command.key, command.value))
+        old = client.swap(command.key, command.value)
+        return format_swap(command, old, _write_timestamp(client, timestamps))
     if isinstance(command, Get):
         return format_get(command, client.get(command.key))
     if isinstance(command, Delete):
-        return format_delete(command, client.delete(command.key))
+        found = client.delete(command.key)
+        return format_delete(command, found, _write_timestamp(client, timestamps))
     if isinstance(command, Scan):
         return format_scan(command, client.scan(command.start, command.end))
     if isinstance(command, Tx):

@@ -151,6 +151,11 @@ def decode_found(reply: Any) -> bool:
     return bool(reply.found)
 
 
+def decode_timestamp(reply: Any) -> int:
+    """The write timestamp of a PUT, SWAP or DELETE reply."""
+    return int(reply.timestamp)
+
+
 def decode_swap(reply: Any) -> bytes | None:
     return bytes(reply.old_value) if reply.found else None
 

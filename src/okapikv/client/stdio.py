@@ -13,6 +13,9 @@ Which cluster: ``--connect HOST:PORT`` (any server of the DC to use), else the c
 started last (its config file), in its first DC or the one named by ``--dc``. Either may be a
 comma-separated list (``--dc a,b``, ``--connect H1:P1,H2:P2``): the first is used, the others are
 fallback DCs the session moves to when it stays unreachable (``Client``'s ``fallback``).
+``--timestamps``: PUT, SWAP and DELETE lines end in `` ts=<n>``, the write's server timestamp (for
+``okapi fuzz``, whose checkers need the store's last-writer-wins order; off by default, since the
+course's tools read the format byte for byte).
 
 Exit status: 0 after STOP or end of input, 1 if the cluster could not be reached at start-up (or
 the reader of the output went away), 2 for a bad command line (unknown DC, no local cluster), 130
@@ -59,8 +62,9 @@ def resolve_addresses(connect: str | None, dc: str | None) -> list[str]:
     return [config.server(name, 0).address for name in names]
 
 
-def respond(client: KeyValueApi, line: str) -> tuple[list[str], bool]:
-    """The output lines for one input line, and whether the client should stop."""
+def respond(client: KeyValueApi, line: str, timestamps: bool = False) -> tuple[list[str], bool]:
+    """The output lines for one input line, and whether the client should stop (``timestamps``:
+    PUT, SWAP and DELETE lines end in `` ts=<n>``, see ``commands``)."""
     try:
         command = parse(line)
     except CommandError as error:
@@ -70,7 +74,7 @@ def respond(client: KeyValueApi, line: str) -> tuple[list[str], bool]:
     if isinstance(command, Stop):
         return ["STOP"], True
     try:
-        return execute(client, command), False
+        return execute(client, command, timestamps), False
     except InvalidArgument as error:
         return [format_error(f"invalid argument: {error}")], False
     except Unavailable as error:
@@ -79,10 +83,10 @@ def respond(client: KeyValueApi, line: str) -> tuple[list[str], bool]:
         return [format_error(f"{type(error).__name__}: {error}")], False
 
 
-def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO) -> int:
+def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO, timestamps: bool = False) -> int:
     """The piped mode: answer every line until STOP or the end of input."""
     for line in lines:
-        result, stop = respond(client, line)
+        result, stop = respond(client, line, timestamps)
         if result:
             output.write("\n".join(result) + "\n")
             output.flush()
@@ -91,7 +95,7 @@ def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO) -> int:
     return 0
 
 
-def interactive(client: Client, output: TextIO) -> int:
+def interactive(client: Client, output: TextIO, timestamps: bool = False) -> int:
     """The terminal mode: a prompt with line editing and a persistent history."""
     history = _open_history()
     topology = client.topology
@@ -114,7 +118,7 @@ def interactive(client: Client, output: TextIO) -> int:
                 continue
             if word in ("exit", "quit"):
                 break
-            result, stop = respond(client, line)
+            result, stop = respond(client, line, timestamps)
             if result:
                 output.write("\n".join(result) + "\n")
                 output.flush()
@@ -178,6 +182,7 @@ def run_client(args: argparse.Namespace) -> int:
     except OkapiError as error:
         print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
         return 1
+    timestamps = bool(getattr(args, "timestamps", False))
     with client:
         wanted = args.dc.split(",")[0].strip() if args.dc is not None else None
         if args.connect and wanted is not None and client.topology.dc_name != wanted:
@@ -185,10 +190,10 @@ def run_client(args: argparse.Namespace) -> int:
             return 2
         try:
             if sys.stdin.isatty():
-                return interactive(client, sys.stdout)
+                return interactive(client, sys.stdout, timestamps)
             # Undecodable input must become an ERROR line (an invalid token), not a crash.
             lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-            return serve(client, lines, sys.stdout)
+            return serve(client, lines, sys.stdout, timestamps)
         except BrokenPipeError:
             # The reader went away (`okapi client < script | head`): stop quietly, and keep Python
             # from failing again when it flushes stdout at exit.

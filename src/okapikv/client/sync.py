@@ -130,6 +130,9 @@ class Client:
         self._owner = True
         self._closed = False
         self._coordinators = itertools.count()
+        #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
+        #: the first): with the DC, the write's last-writer-wins rank (``okapi client --timestamps``)
+        self.last_write_timestamp: int | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,6 +167,7 @@ class Client:
         fork.failover_after_s = self.failover_after_s
         fork.failover_wait_s = self.failover_wait_s
         fork._retired = []
+        fork.last_write_timestamp = None
         return fork
 
     @property
@@ -194,18 +198,21 @@ class Client:
         """Write ``value``; True if the key had a visible value before."""
         key_bytes = ops.to_bytes(key)
         reply = self._on_key(ops.PUT, key_bytes, ops.put_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
     def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
         """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
         key_bytes = ops.to_bytes(key)
         reply = self._on_key(ops.SWAP, key_bytes, ops.swap_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
 
     def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
         key_bytes = ops.to_bytes(key)
         reply = self._on_key(ops.DELETE, key_bytes, ops.delete_request(key_bytes, self._state.wire()))
+        self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
     def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
