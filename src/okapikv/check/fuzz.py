@@ -1,0 +1,741 @@
+"""``okapi fuzz``: the course fuzzer (seeds/kvstore-service.md) against a real cluster, then checked.
+
+What it does, and why this way:
+
+- It drives real ``okapi client`` processes over their stdin/stdout protocol, exactly as the course's
+  fuzzer drives its clients, so the whole path a user's script takes is under test: the line format,
+  the client library's routing and sessions, gRPC, the servers. One thread per client process writes
+  one command, reads its complete result, and only then writes the next (the course fuzzer's
+  one-at-a-time discipline; it also makes each client one causal session with a clear session order).
+- The mix is the course's: PUT 20%, SWAP 20%, GET 30%, SCAN 20%, DELETE 10%, over 8-character
+  alphanumeric keys, 5 per client (disjoint per client, or one set of 5 shared by every client with
+  ``--conflict``), with 16-character values that are unique per write, so the history is
+  *differentiated*: a read names the write it read from, which the checkers rely on.
+- Every operation is recorded in the shared history format (``okapikv.check.history``): an invoke
+  event taken before the command is written, a completion taken after its last result line is read,
+  both on the monotonic clock. That interval contains the operation's real effect, which is what the
+  linearizability checker needs.
+- It then judges the history with ``okapikv.check.report.check_history``: per-key linearizability
+  when every client is in one DC (DESIGN.md section 2: one partition server serializes a key), and
+  the causal, snapshot, session and convergence checkers always. When clients are spread over DCs
+  (``--dcs``), one reader per DC of the cluster then reads every key until all DCs agree, marked as
+  ``final`` reads for the convergence checker (DESIGN.md section 1: replicas converge, last writer
+  wins).
+
+Write timestamps: the checkers need the store's last-writer-wins order, ``(timestamp, DC)``, which
+the course protocol does not print (``PUT k found``). So the clients run with ``--timestamps``, which
+ends the PUT, SWAP and DELETE lines in `` ts=<n>`` (the server's timestamp of the write), and every
+successful write is recorded with its timestamp and its client's DC index (the index of the DC in the
+cluster's protocol order, the source DC the store breaks timestamp ties with). With them the causal
+checker ranks the writes of each key and checks every read against its causal past, and convergence
+means agreement with the winning write. A client that prints no timestamp (an older ``okapi client``,
+a stand-in) is still accepted: its writes are recorded without one, the checkers then check only what
+needs no order (thin-air reads, causal cycles, scan shape and range), and the summary says so.
+
+Isolation: a local cluster (the default) is fresh. With ``--connect`` the cluster keeps what earlier
+runs wrote, and the checkers assume every key starts empty, so every key of a run starts with a
+3-character prefix drawn afresh per run (printed and kept in the history's meta) and SCAN ranges lie
+between two keys of the run; the operation sequence itself still follows ``--seed``.
+
+Exit status: 0 when the history checks clean, 1 on an anomaly or when a client misbehaved (exited
+early, answered out of format, hung), 2 when the run could not start (bad arguments, no cluster),
+130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import random
+import re
+import secrets
+import shlex
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from okapikv.check.history import HistoryRecorder, Operation
+from okapikv.check.report import CheckReport, check_history
+
+#: The course fuzzer's operation mix, in percent.
+MIX: tuple[tuple[str, int], ...] = (("put", 20), ("swap", 20), ("get", 30), ("scan", 20), ("delete", 10))
+ALPHANUMERIC = string.ascii_letters + string.digits
+KEY_LENGTH = 8
+KEY_PREFIX_LENGTH = 3
+VALUE_LENGTH = 16
+KEYS_PER_CLIENT = 5
+#: ``okapi client --timeout-s``: an operation that cannot complete turns into an ERROR line by then.
+CLIENT_TIMEOUT_S = 30.0
+#: A client silent this long after a command is presumed hung and killed (its operation: unknown).
+#: Well above ``CLIENT_TIMEOUT_S``: the client answers ERROR by then unless it is starved of CPU.
+HANG_TIMEOUT_S = CLIENT_TIMEOUT_S + 60.0
+#: How long a client may take to start and answer its warm-up read (importing gRPC on a loaded
+#: two-core machine has been seen to take half a minute).
+STARTUP_TIMEOUT_S = 180.0
+#: How long the final readers keep reading every key, in every DC, before calling it divergence.
+CONVERGENCE_TIMEOUT_S = 30.0
+CLUSTER_START_TIMEOUT_S = 60.0
+DEFAULT_DCS = ("oregon", "virginia", "ireland")
+DEFAULT_PARTITIONS = 2
+
+
+class FuzzError(Exception):
+    """The run could not be set up (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One generated operation: ``f`` as in the history format, the protocol line, its arguments."""
+
+    f: str
+    line: str
+    key: str | None = None
+    value: str | None = None
+    start: str | None = None
+    end: str | None = None
+
+    def request(self) -> dict[str, Any]:
+        """The invoke fields of the history format."""
+        if self.f == "scan":
+            return {"start": self.start, "end": self.end, "limit": None}
+        if self.f in ("put", "swap"):
+            return {"key": self.key, "value": self.value}
+        return {"key": self.key}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Everything that decides what the clients send; ``client_dcs[i]`` is the DC of client ``i``."""
+
+    clients: int
+    operations_per_client: int
+    conflict: bool
+    seed: int
+    key_prefix: str
+    client_dcs: tuple[str, ...]
+
+    def key_sets(self) -> list[tuple[str, ...]]:
+        """The keys of each client: ``KEYS_PER_CLIENT`` each, all distinct, or one shared set."""
+        rng = random.Random(f"okapi-fuzz-keys/{self.seed}")
+        needed = KEYS_PER_CLIENT if self.conflict else KEYS_PER_CLIENT * self.clients
+        keys: list[str] = []
+        seen: set[str] = set()
+        while len(keys) < needed:
+            key = self.key_prefix + "".join(rng.choices(ALPHANUMERIC, k=KEY_LENGTH - len(self.key_prefix)))
+            if key not in seen:
+                seen.add(key)
+                keys.append(key)
+        if self.conflict:
+            return [tuple(keys)] * self.clients
+        return [tuple(keys[i * KEYS_PER_CLIENT:(i + 1) * KEYS_PER_CLIENT]) for i in range(self.clients)]
+
+    def all_keys(self) -> list[str]:
+        return sorted({key for keys in self.key_sets() for key in keys})
+
+    @property
+    def warm_up_key(self) -> str:
+        """A key no run writes (one character longer than the generated ones)."""
+        return self.key_prefix + "warmup"
+
+    def commands(self, client: int) -> Iterator[Command]:
+        """Client ``client``'s operations, the same for the same seed.
+
+        Values are ``<client, 3 digits><write number, 7 digits><6 random characters>``: unique per
+        write in the run (the history must be differentiated) and 16 alphanumeric characters.
+        """
+        rng = random.Random(f"okapi-fuzz-ops/{self.seed}/{client}")
+        keys = self.key_sets()[client]
+        names = [name for name, _ in MIX]
+        weights = [weight for _, weight in MIX]
+        writes = 0
+        for _ in range(self.operations_per_client):
+            f = rng.choices(names, weights)[0]
+            if f == "scan":
+                start, end = sorted(rng.sample(keys, 2) if len(keys) > 1 else [keys[0], keys[0]],
+                                    key=lambda k: k.encode())
+                yield Command("scan", f"SCAN {start} {end}", start=start, end=end)
+                continue
+            key = rng.choice(keys)
+            if f in ("put", "swap"):
+                writes += 1
+                value = f"{client:03d}{writes:07d}" + "".join(rng.choices(ALPHANUMERIC, k=VALUE_LENGTH - 10))
+                yield Command(f, f"{f.upper()} {key} {value}", key=key, value=value)
+            else:
+                yield Command(f, f"{f.upper()} {key}", key=key)
+
+
+def make_plan(args: argparse.Namespace, client_dcs: Sequence[str], fresh_prefix: bool) -> Plan:
+    """The plan for ``args``; ``fresh_prefix``: draw the key prefix anew (a shared, used cluster)."""
+    if fresh_prefix:
+        prefix = "".join(secrets.choice(ALPHANUMERIC) for _ in range(KEY_PREFIX_LENGTH))
+    else:
+        prefix = "".join(random.Random(f"okapi-fuzz-prefix/{args.seed}").choices(ALPHANUMERIC,
+                                                                                   k=KEY_PREFIX_LENGTH))
+    return Plan(args.clients, args.ops, args.conflict, args.seed, prefix, tuple(client_dcs))
+
+
+# ---------------------------------------------------------------------------------------- results
+
+
+class ReplyError(ValueError):
+    """A client's output that is not the protocol's answer to the command sent."""
+
+
+#: the `` ts=<n>`` that ``okapi client --timestamps`` ends a PUT, SWAP or DELETE line with
+_TIMESTAMP = re.compile(r"ts=([0-9]+)")
+
+
+def parse_reply(command: Command, lines: Sequence[str]) -> dict[str, Any]:
+    """The history's ok fields for ``lines``, the complete output for ``command``."""
+    first = lines[0]
+    words = first.split(" ")
+    f = command.f
+    if f == "scan":
+        if first != f"SCAN {command.start} {command.end} BEGIN" or lines[-1] != "SCAN END":
+            raise ReplyError(f"expected a SCAN {command.start} {command.end} block, got {list(lines[:3])}")
+        items = []
+        for line in lines[1:-1]:
+            parts = line.split(" ")
+            if len(parts) != 4 or parts[:2] != ["", ""]:
+                raise ReplyError(f"malformed SCAN item line {line!r}")
+            items.append((parts[2], parts[3]))
+        return {"items": tuple(items)}
+    stamp: dict[str, Any] = {}
+    if f in ("put", "swap", "delete") and len(words) == 4:
+        match = _TIMESTAMP.fullmatch(words[3])
+        if match is None:
+            raise ReplyError(f"expected '{f.upper()} {command.key} ... ts=<n>', got {first!r}")
+        stamp = {"timestamp": int(match.group(1))}
+        words = words[:3]
+    if len(words) != 3 or words[0] != f.upper() or words[1] != command.key:
+        raise ReplyError(f"expected '{f.upper()} {command.key} ...', got {first!r}")
+    result = words[2]
+    if f in ("put", "delete"):
+        if result not in ("found", "not_found"):
+            raise ReplyError(f"expected found or not_found, got {first!r}")
+        return {"found": result == "found", **stamp}
+    value = None if result == "null" else result
+    return {"old": value, **stamp} if f == "swap" else {"read": value}
+
+
+def read_reply(stream: IO[str], command: Command) -> list[str]:
+    """The lines answering ``command`` (several for SCAN); ``EOFError`` if the client exited."""
+    first = _read_line(stream)
+    lines = [first]
+    if command.f == "scan" and first.endswith(" BEGIN") and first.startswith("SCAN "):
+        while lines[-1] != "SCAN END":
+            lines.append(_read_line(stream))
+    return lines
+
+
+def _read_line(stream: IO[str]) -> str:
+    line = stream.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
+# ---------------------------------------------------------------------------------------- clients
+
+
+def client_command(address: str, dc: str) -> list[str]:
+    """The ``okapi client`` process for DC ``dc`` (``--dc`` makes it check ``address`` is there;
+    ``--timestamps`` makes it print the write timestamps the checkers need)."""
+    return [sys.executable, "-m", "okapikv.cli", "client", "--connect", address, "--dc", dc,
+            "--timeout-s", str(CLIENT_TIMEOUT_S), "--timestamps"]
+
+
+ClientCommand = Callable[[str, str], list[str]]
+
+
+@dataclass(eq=False)
+class ClientProcess:
+    """One ``okapi client`` process and the session it is in the history (``name``, ``dc``)."""
+
+    name: str
+    dc: int
+    process: subprocess.Popen[str]
+    stderr: IO[str]
+    #: when the command in flight counts as hung (monotonic seconds); None while idle
+    deadline: float | None = None
+    hung: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, name: str, dc: int, command: list[str]) -> ClientProcess:
+        # Kept open for the life of the process (its tail explains a crash); closed by ``close``.
+        stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                   text=True, encoding="utf-8", errors="replace", bufsize=1)
+        return cls(name, dc, process, stderr)
+
+    def stderr_tail(self, lines: int = 5) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self.stderr.seek(0)
+            tail = self.stderr.read().strip().splitlines()[-lines:]
+            return " | ".join(tail)
+        return ""
+
+    def exchange(self, command: Command, limit_s: float) -> list[str]:
+        """Send ``command`` and read its answer; ``EOFError`` or ``OSError`` if the client is gone
+        (or was killed for staying silent ``limit_s``)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.deadline = time.monotonic() + limit_s
+        try:
+            self.process.stdin.write(command.line + "\n")
+            self.process.stdin.flush()
+            return read_reply(self.process.stdout, command)
+        finally:
+            self.deadline = None
+
+    def hang_up(self, now: float) -> None:
+        """Kill the process if the command in flight is past its deadline (called by the watchdog)."""
+        deadline = self.deadline
+        if deadline is not None and now > deadline and self.process.poll() is None:
+            self.hung = True
+            self.problems.append(f"{self.name}: no answer in time; killed the client")
+            self.process.kill()
+
+    def _gone(self, command: Command) -> None:
+        """Note that the process stopped answering during ``command`` (once: the watchdog already
+        said why when it killed the process)."""
+        if self.hung:
+            return
+        try:
+            status: int | str = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            status = "still running, output closed"
+        tail = self.stderr_tail()
+        self.problems.append(f"{self.name}: `okapi client` exited (status {status}) during {command.line!r}"
+                             + (f": {tail}" if tail else ""))
+
+    def warm_up(self, key: str) -> None:
+        """Wait until the client is up and has completed one read (of ``key``, which no run writes,
+        so leaving it out of the history hides nothing from the checkers): operation intervals then
+        measure operations, not the start-up of a Python process."""
+        command = Command("get", f"GET {key}", key=key)
+        try:
+            lines = self.exchange(command, STARTUP_TIMEOUT_S)
+        except (EOFError, OSError):
+            self._gone(command)
+            return
+        if lines != [f"GET {key} null"]:
+            self.problems.append(f"{self.name}: warm-up read answered {lines[:3]}")
+
+    def execute(self, recorder: Recorder, command: Command, final: bool = False) -> Operation | None:
+        """Send one command, record it; None (and a problem noted) once the client is unusable."""
+        op = recorder.invoke(self.name, self.dc, command, final)
+        try:
+            lines = self.exchange(command, HANG_TIMEOUT_S)
+        except (EOFError, OSError):
+            recorder.complete(op, "info", error="the client process exited")
+            self._gone(command)
+            return None
+        if lines[0].startswith("ERROR "):
+            # A read that failed had no effect; a write that failed may or may not have taken effect,
+            # except when the server refused it outright.
+            refused = command.f in ("get", "scan") or lines[0].startswith("ERROR invalid argument")
+            recorder.complete(op, "fail" if refused else "info", error=lines[0][len("ERROR "):])
+            return op
+        try:
+            result = parse_reply(command, lines)
+        except ReplyError as error:
+            recorder.complete(op, "info", error=str(error))
+            self.problems.append(f"{self.name}: {error}")
+            return None
+        recorder.complete(op, "ok", **result)
+        return op
+
+    def stop(self) -> None:
+        """STOP, then make sure the process is gone."""
+        with contextlib.suppress(OSError, ValueError):
+            assert self.process.stdin is not None
+            self.process.stdin.write("STOP\n")
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def close(self) -> None:
+        self.kill()
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stream.close()
+
+
+class Recorder:
+    """A thread-safe ``HistoryRecorder`` that reads the monotonic clock itself: an invoke's time is
+    taken before its command is sent and a completion's after its answer is read, so the recorded
+    interval always contains the operation's real effect."""
+
+    def __init__(self, meta: dict[str, Any]) -> None:
+        self.history = HistoryRecorder(meta)
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def now_us() -> int:
+        return time.monotonic_ns() // 1000
+
+    def invoke(self, process: str, dc: int, command: Command, final: bool) -> Operation:
+        with self._lock:
+            extra: dict[str, Any] = {"final": True} if final else {}
+            return self.history.invoke(process, dc, command.f, self.now_us(), **command.request(), **extra)
+
+    def complete(self, op: Operation, status: str, **result: Any) -> None:
+        with self._lock:
+            self.history.complete(op, status, self.now_us(), **result)
+
+
+# ---------------------------------------------------------------------------------------- the run
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The cluster the clients talk to: DC names in protocol order and one server address per DC."""
+
+    description: str
+    protocol: str
+    dcs: tuple[str, ...]
+    addresses: dict[str, str]
+
+
+@dataclass
+class Outcome:
+    report: CheckReport
+    operations: list[Operation]
+    history_path: Path
+    problems: list[str]
+    elapsed_s: float
+    final_rounds: int
+    converged: bool | None
+
+    @property
+    def ok(self) -> bool:
+        return self.report.ok and not self.problems
+
+
+def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientCommand = client_command,
+             meta: dict[str, Any] | None = None) -> Outcome:
+    """Drive the clients of ``plan`` against ``target``, write the history, check it."""
+    dc_index = {name: index for index, name in enumerate(target.dcs)}
+    multi_dc = len(set(plan.client_dcs)) > 1
+    recorder = Recorder({
+        "source": "fuzz", "dcs": len(target.dcs), "dc_names": list(target.dcs), "protocol": target.protocol,
+        "seed": plan.seed, "clients": plan.clients, "ops": plan.operations_per_client, "conflict": plan.conflict,
+        "client_dcs": list(plan.client_dcs), "key_prefix": plan.key_prefix, **(meta or {}),
+    })
+    clients: list[ClientProcess] = []
+    readers: list[ClientProcess] = []
+    elapsed_s, final_rounds, converged = 0.0, 0, None
+    try:
+        for number, dc in enumerate(plan.client_dcs):
+            clients.append(ClientProcess.start(f"c{number}", dc_index[dc], command(target.addresses[dc], dc)))
+        if multi_dc:
+            # The final reads need one session per DC of the cluster: a client of that DC when there
+            # is one (its session is as good as a fresh one), else a reader of its own.
+            by_dc = {client.dc: client for client in reversed(clients)}
+            readers = [by_dc.get(dc_index[dc]) or ClientProcess.start(f"final-{dc}", dc_index[dc],
+                                                                       command(target.addresses[dc], dc))
+                       for dc in target.dcs]
+        everyone = list(dict.fromkeys(clients + readers))
+        _run_threads([functools.partial(process.warm_up, plan.warm_up_key) for process in everyone], everyone)
+        if not any(process.problems for process in everyone):
+            started = time.monotonic()
+            _run_threads([functools.partial(_drive, client, plan.commands(number), recorder)
+                          for number, client in enumerate(clients)], clients)
+            elapsed_s = time.monotonic() - started
+            if readers and not any(client.problems for client in clients):
+                final_rounds, converged = _read_until_converged(readers, plan.all_keys(), recorder)
+        for process in everyone:
+            process.stop()
+    finally:
+        for process in clients + readers:
+            process.close()
+    problems = [problem for process in dict.fromkeys(clients + readers) for problem in process.problems]
+    recorder.history.write(history_path)
+    history = recorder.history.history()
+    report = check_history(history)
+    return Outcome(report, history.operations, history_path, problems, elapsed_s, final_rounds, converged)
+
+
+def _drive(client: ClientProcess, commands: Iterator[Command], recorder: Recorder) -> None:
+    for command in commands:
+        if client.execute(recorder, command) is None:
+            return
+
+
+def _run_threads(work: Sequence[Callable[[], Any]], processes: Sequence[ClientProcess]) -> None:
+    """Run ``work`` on one thread each, and be the watchdog meanwhile: a process that stays silent
+    past its command's deadline is killed (its pending operation is then recorded as unknown and
+    its thread ends), so one hung client cannot hang the run."""
+    threads = [threading.Thread(target=job, daemon=True) for job in work]
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        for thread in threads:
+            thread.join(timeout=0.2)
+        now = time.monotonic()
+        for process in processes:
+            process.hang_up(now)
+
+
+def _read_until_converged(readers: Sequence[ClientProcess], keys: Sequence[str],
+                          recorder: Recorder) -> tuple[int, bool]:
+    """Read every key in every DC (``final`` reads), round after round, until a round in which
+    every DC reads the same value for every key, or ``CONVERGENCE_TIMEOUT_S``. The convergence
+    checker judges the last round; earlier rounds are ordinary reads of the history."""
+    deadline = time.monotonic() + CONVERGENCE_TIMEOUT_S
+    rounds = 0
+    while True:
+        rounds += 1
+        seen: dict[str, dict[str, str | None]] = {reader.name: {} for reader in readers}
+        _run_threads([functools.partial(_read_keys, reader, keys, recorder, seen[reader.name])
+                      for reader in readers], readers)
+        if any(reader.problems for reader in readers):
+            return rounds, False
+        views = list(seen.values())
+        if all(view == views[0] for view in views) and "<error>" not in views[0].values():
+            return rounds, True
+        if time.monotonic() >= deadline:
+            return rounds, False
+        time.sleep(0.05)
+
+
+def _read_keys(reader: ClientProcess, keys: Sequence[str], recorder: Recorder, into: dict[str, str | None]) -> None:
+    """One round of final reads in one DC: ``into[key]`` is what it read (``<error>`` if it failed)."""
+    for key in keys:
+        op = reader.execute(recorder, Command("get", f"GET {key}", key=key), final=True)
+        if op is None:
+            return
+        into[key] = op.read if op.ok else "<error>"
+
+
+# ---------------------------------------------------------------------------------------- the cluster
+
+
+def _ports_free(host: str, base: int, count: int) -> bool:
+    for port in range(base, base + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                return False
+    return True
+
+
+def free_base_port(count: int, host: str = "127.0.0.1") -> int:
+    """A port p with p .. p + count - 1 free now (so a fuzz run never collides with `okapi up`)."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20_000, 45_000)
+        if _ports_free(host, base, count):
+            return base
+    raise FuzzError(f"no {count} consecutive free ports found")
+
+
+@contextlib.contextmanager
+def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory: Path) -> Iterator[Target]:
+    """A fresh cluster of ``okapi server`` processes (as `okapi up` starts them, with the realistic
+    WAN delays) on free ports, its config kept in ``directory`` rather than ``~/.okapi`` so a fuzz
+    run leaves a user's own cluster alone. In memory: nothing is restarted during a run, so there is
+    nothing to recover, and every run starts from an empty store. Stopped on exit, whatever happens."""
+    from okapikv.cluster import config as cluster_config
+    from okapikv.cluster.health import wait_until_serving
+    from okapikv.cluster.launcher import Child, start_server, stop_children
+
+    children: list[Child] = []
+    try:
+        for attempt in range(3):
+            try:
+                config = cluster_config.local_cluster(dcs=dcs, partitions=partitions, protocol=protocol,
+                                                      base_port=free_base_port(len(dcs) * partitions),
+                                                      cluster_id="okapi-fuzz")
+            except ValueError as error:
+                raise FuzzError(str(error)) from None
+            path = config.dump(directory / "cluster.toml")
+            children = [Child(server, start_server(path, server)) for server in config.servers]
+
+            def exited(children: list[Child] = children) -> str | None:
+                for child in children:
+                    code = child.process.poll()
+                    if code is not None:
+                        return f"server {child.server.label} exited with status {code}"
+                return None
+
+            try:
+                not_ready = wait_until_serving([s.address for s in config.servers], CLUSTER_START_TIMEOUT_S,
+                                               give_up=exited)
+            except RuntimeError as error:  # a port taken meanwhile: try other ports
+                stop_children(children)
+                children = []
+                if attempt == 2:
+                    raise FuzzError(f"the local cluster did not start: {error}") from None
+                continue
+            if not_ready:
+                raise FuzzError(f"the local cluster did not start: no health from {', '.join(not_ready)}")
+            yield Target(f"a local cluster ({len(dcs)} DC(s) x {partitions} partition(s), realistic WAN)",
+                         protocol, config.dcs, {dc: config.server(dc, 0).address for dc in config.dcs})
+            return
+    finally:
+        stop_children(children)
+
+
+def connected_cluster(address: str) -> Target:
+    """The running cluster ``address`` belongs to (asked through ClusterInfo)."""
+    from okapikv.cluster.status import topology_from_server
+
+    try:
+        topology = topology_from_server(address)
+    except ValueError as error:
+        raise FuzzError(str(error)) from None
+    addresses: dict[str, str] = {}
+    for dc, partition, server_address in topology.servers:
+        if partition == 0:
+            addresses[dc] = server_address
+    return Target(f"the cluster at {address} ({len(topology.dcs)} DC(s))", topology.protocol, topology.dcs,
+                  addresses)
+
+
+# ---------------------------------------------------------------------------------------- the command
+
+
+def _client_dcs(args: argparse.Namespace, cluster_dcs: Sequence[str]) -> list[str]:
+    """Round-robin over ``--dcs`` (names checked against the cluster), else the cluster's first DC."""
+    if not args.dcs:
+        return [cluster_dcs[0]] * args.clients
+    names = _names(args.dcs)
+    unknown = [name for name in names if name not in cluster_dcs]
+    if unknown:
+        raise FuzzError(f"unknown DC(s) {', '.join(unknown)}; the cluster has {', '.join(cluster_dcs)}")
+    return [names[number % len(names)] for number in range(args.clients)]
+
+
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise FuzzError("--dcs must name at least one DC")
+    return names
+
+
+def reproduce_command(args: argparse.Namespace) -> str:
+    words = ["okapi", "fuzz", "--clients", str(args.clients), "--ops", str(args.ops), "--seed", str(args.seed)]
+    if args.conflict:
+        words.append("--conflict")
+    if args.dcs:
+        words += ["--dcs", args.dcs]
+    if args.connect:
+        words += ["--connect", args.connect]
+    for name in ("protocol", "partitions"):
+        value = getattr(args, name, None)
+        if value is not None:
+            words += [f"--{name}", str(value)]
+    return shlex.join(words)
+
+
+def summary_lines(plan: Plan, target: Target, outcome: Outcome, args: argparse.Namespace) -> list[str]:
+    history = outcome.report
+    operations = [op for op in outcome.operations if not op.final]
+    by_function = Counter(op.f for op in operations)
+    errors = Counter(op.status for op in operations if op.status != "ok")
+    total = len(operations)
+    rate = total / outcome.elapsed_s if outcome.elapsed_s > 0 else 0.0
+    lines = [
+        f"ran {total} operations in {outcome.elapsed_s:.1f} s ({rate:.0f} ops/s): "
+        + ", ".join(f"{f} {by_function[f]}" for f, _ in MIX)
+        + (f"; not ok: {', '.join(f'{k} {v}' for k, v in sorted(errors.items()))}" if errors else "; all ok"),
+    ]
+    if outcome.converged is not None:
+        finals = sum(1 for op in outcome.operations if op.final)
+        state = "agreed" if outcome.converged else "still disagreed"
+        lines.append(f"final reads: {finals} in {outcome.final_rounds} round(s), after which every DC {state}")
+    lines += history.summary_lines(max_anomalies=20)
+    unranked = sum(1 for op in outcome.operations if op.is_write and op.ok and op.timestamp is None)
+    if unranked and len(set(plan.client_dcs)) > 1:
+        lines.append(f"note: {unranked} successful write(s) came without a timestamp (a client that does not "
+                     "print them), so the checkers do not know their place in the store's last-writer-wins order: "
+                     "reads of them are checked for thin-air values and causal cycles only, and convergence "
+                     "is agreement between DCs")
+    elif unranked:
+        lines.append(f"note: {unranked} successful write(s) came without a timestamp: single-key operations were "
+                     "checked for linearizability (which needs none), scans for thin-air values, range and order "
+                     "only")
+    for problem in outcome.problems:
+        lines.append(f"client problem: {problem}")
+    lines.append(f"history: {outcome.history_path} (re-check with: okapi check {outcome.history_path})")
+    lines.append(f"reproduce: {reproduce_command(args)}")
+    return lines
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if args.clients < 1 or args.clients > 999:
+        raise FuzzError("--clients must be between 1 and 999")
+    if args.ops < 0:
+        raise FuzzError("--ops must not be negative")
+    partitions = getattr(args, "partitions", None)
+    if partitions is not None and partitions < 1:
+        raise FuzzError("--partitions must be at least 1")
+
+
+def _history_path(args: argparse.Namespace) -> Path:
+    if args.history:
+        return Path(args.history)
+    handle, name = tempfile.mkstemp(prefix=f"okapi-fuzz-seed{args.seed}-", suffix=".jsonl")
+    os.close(handle)
+    return Path(name)
+
+
+def run_fuzz(args: argparse.Namespace) -> int:
+    """Entry point of ``okapi fuzz`` (arguments defined in ``okapikv.cli``)."""
+    protocol = getattr(args, "protocol", None) or "okapi"
+    partitions = getattr(args, "partitions", None) or DEFAULT_PARTITIONS
+    try:
+        _validate(args)
+        with contextlib.ExitStack() as stack:
+            if args.connect:
+                target = connected_cluster(args.connect)
+            else:
+                dcs = _names(args.dcs) if args.dcs else list(DEFAULT_DCS)
+                directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="okapi-fuzz-")))
+                print(f"okapi fuzz: starting a local cluster: {', '.join(dcs)} x {partitions} partition(s), "
+                      f"protocol {protocol}", flush=True)
+                target = stack.enter_context(local_cluster(dcs, partitions, protocol, directory))
+            plan = make_plan(args, _client_dcs(args, target.dcs), fresh_prefix=bool(args.connect))
+            mode = "one shared set of" if plan.conflict else "disjoint sets of"
+            print(f"okapi fuzz: seed {plan.seed}: {plan.clients} client(s) x {plan.operations_per_client} ops, "
+                  f"{mode} {KEYS_PER_CLIENT} keys (prefix {plan.key_prefix}), in DC(s) "
+                  f"{', '.join(dict.fromkeys(plan.client_dcs))} of {target.description}, protocol {target.protocol}",
+                  flush=True)
+            outcome = run_plan(plan, target, _history_path(args), meta={"command": reproduce_command(args)})
+    except FuzzError as error:
+        print(f"okapi fuzz: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("okapi fuzz: interrupted", file=sys.stderr)
+        return 130
+    for line in summary_lines(plan, target, outcome, args):
+        print(line)
+    print("PASS" if outcome.ok else "FAIL", flush=True)
+    return 0 if outcome.ok else 1

@@ -1,0 +1,165 @@
+"""What one simulated run is made of: deployment, network, clocks, workload, faults.
+
+Defaults follow the paper's evaluation (section 5) where it has a number: three DCs (Oregon,
+N. Virginia, Ireland), one-way WAN delays of about 35 / 65 / 38 ms between them, stabilization every
+5 ms, heartbeats after 1 ms of silence, zipfian keys with parameter 0.99, closed-loop clients
+attached to one DC. Everything random in a run is drawn from one ``random.Random(seed)``, so the
+config plus the seed determine the run exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+#: One-way delays in ms between the paper's regions (Oregon, N. Virginia, Ireland).
+PAPER_WAN_MS: tuple[tuple[float, ...], ...] = (
+    (0.0, 35.0, 65.0),
+    (35.0, 0.0, 38.0),
+    (65.0, 38.0, 0.0),
+)
+PAPER_DC_NAMES = ("oregon", "virginia", "ireland")
+
+
+def wan_matrix_ms(num_dcs: int) -> tuple[tuple[float, ...], ...]:
+    """The paper's matrix for three DCs; otherwise a fixed, seed-independent spread of 20-80 ms
+    (a triangle-inequality-respecting ring, so no DC pair is 'faster through a third')."""
+    if num_dcs == 3:
+        return PAPER_WAN_MS
+    rows = []
+    for i in range(num_dcs):
+        row = []
+        for j in range(num_dcs):
+            hops = min((i - j) % num_dcs, (j - i) % num_dcs)
+            row.append(0.0 if i == j else 20.0 + 15.0 * hops + 5.0 * ((i + j) % 3))
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+def dc_names(num_dcs: int) -> tuple[str, ...]:
+    if num_dcs == 3:
+        return PAPER_DC_NAMES
+    return tuple(f"dc{i}" for i in range(num_dcs))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadMix:
+    """Relative weights of the operations a client issues (SCAN and RO-TX are snapshot reads)."""
+
+    get: float = 30.0
+    put: float = 20.0
+    swap: float = 10.0
+    delete: float = 4.0
+    scan: float = 4.0
+    rotx: float = 32.0
+
+    def weights(self) -> tuple[tuple[str, float], ...]:
+        return (
+            ("get", self.get),
+            ("put", self.put),
+            ("swap", self.swap),
+            ("delete", self.delete),
+            ("scan", self.scan),
+            ("rotx", self.rotx),
+        )
+
+
+#: The paper's scalability workload (section 5): a RO-TX then a PUT, over and over.
+PAPER_MIX = WorkloadMix(get=0.0, put=50.0, swap=0.0, delete=0.0, scan=0.0, rotx=50.0)
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPlan:
+    """How often and how hard faults hit during the fault phase (``faults=True``)."""
+
+    mean_interval_ms: float = 150.0
+    partition_ms: tuple[float, float] = (50.0, 400.0)
+    crash_ms: tuple[float, float] = (20.0, 300.0)
+    slow_ms: tuple[float, float] = (50.0, 400.0)
+    slow_service_us: tuple[int, int] = (200, 3_000)
+    clock_step_ms: tuple[float, float] = (1.0, 30.0)
+    drift_ppm_max: float = 200.0
+    #: relative weights of the fault kinds
+    kinds: tuple[tuple[str, float], ...] = (
+        ("partition_dc", 2.0),
+        ("partition_link", 2.0),
+        ("crash", 2.0),
+        ("slow", 1.0),
+        ("clock_step", 1.0),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    seed: int = 1
+    protocol: str = "okapi"
+    num_dcs: int = 3
+    num_partitions: int = 4
+    #: closed-loop clients in total, spread round-robin over the DCs
+    num_clients: int = 12
+    #: simulated seconds of the fault phase (clients run; faults strike when enabled)
+    duration_s: float = 2.0
+    faults: bool = False
+    #: fixed clock offsets are drawn uniformly from [0, clock_skew_ms] per server
+    clock_skew_ms: float = 0.0
+    #: one-way WAN delays (ms); default: the paper's matrix
+    wan_ms: tuple[tuple[float, ...], ...] | None = None
+    #: WAN jitter: each message gets base * (1 + U(0, wan_jitter)) plus U(0, wan_jitter_ms)
+    wan_jitter: float = 0.05
+    wan_jitter_ms: float = 2.0
+    #: every cross-DC server-to-server link gets a fixed extra delay drawn from [0, this] (ms): links
+    #: of different partitions take different routes, so updates of one client to two partitions
+    #: may arrive in the other order (what the stabilization protocols must hide)
+    wan_link_spread_ms: float = 5.0
+    #: one-way delay inside a DC (server to server, client to server), uniform in this range (us)
+    lan_us: tuple[int, int] = (100, 500)
+    #: keys: ``keys_per_partition * num_partitions`` keys named k000000.., zipfian popularity
+    keys_per_partition: int = 32
+    zipf_theta: float = 0.99
+    mix: WorkloadMix = field(default_factory=WorkloadMix)
+    #: RO-TX size: keys from this many distinct partitions (capped at num_partitions)
+    rotx_partitions: int = 2
+    #: scans cover this many consecutive keys at most
+    scan_span: int = 8
+    #: client think time between operations, uniform in [0, think_us_max] (us)
+    think_us_max: int = 1_000
+    #: per-message service time of a healthy server (us); a slow server adds to it
+    service_us: int = 0
+    fault_plan: FaultPlan = field(default_factory=FaultPlan)
+    #: simulated seconds allowed after the fault phase for replicas to become quiescent
+    converge_timeout_s: float = 5.0
+    piggyback_usv: bool = False
+    #: fraction of writes whose remote visibility latency is measured (0 disables)
+    visibility_sample: float = 0.05
+    #: check internal invariants while running (replication promise: vv[i] never covers an update
+    #: still in flight from DC i)
+    invariants: bool = True
+    #: record the history (needed for checking)
+    record: bool = True
+
+    def with_seed(self, seed: int) -> SimConfig:
+        return replace(self, seed=seed)
+
+    @property
+    def num_keys(self) -> int:
+        return self.keys_per_partition * self.num_partitions
+
+    def wan(self) -> tuple[tuple[float, ...], ...]:
+        return self.wan_ms if self.wan_ms is not None else wan_matrix_ms(self.num_dcs)
+
+    def validate(self) -> None:
+        problems = []
+        if self.num_dcs < 1:
+            problems.append("at least one DC")
+        if self.num_partitions < 1:
+            problems.append("at least one partition")
+        if self.num_clients < 0:
+            problems.append("clients must not be negative")
+        if self.duration_s <= 0:
+            problems.append("duration must be positive")
+        if self.clock_skew_ms < 0:
+            problems.append("clock skew must not be negative")
+        wan = self.wan()
+        if len(wan) != self.num_dcs or any(len(row) != self.num_dcs for row in wan):
+            problems.append(f"the WAN matrix must be {self.num_dcs}x{self.num_dcs}")
+        if problems:
+            raise ValueError("invalid simulation config: " + "; ".join(problems))

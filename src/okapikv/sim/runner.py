@@ -1,0 +1,151 @@
+"""Run a simulation, check its history, and describe the outcome (summary and reproduction)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from okapikv.check.anomalies import Anomaly
+from okapikv.check.history import HistoryRecorder, save_history
+from okapikv.check.report import CheckReport, check_history
+from okapikv.core.config import CoreConfig
+from okapikv.core.server import PartitionServer
+from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.engine import SimResult, Simulation
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    result: SimResult
+    report: CheckReport | None
+
+    @property
+    def anomalies(self) -> list[Anomaly]:
+        found = list(self.result.anomalies)
+        if self.report is not None:
+            found.extend(self.report.anomalies)
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+
+def run_simulation(
+    config: SimConfig,
+    *,
+    check: bool = True,
+    history_path: str | None = None,
+    server_factory: Callable[[CoreConfig], PartitionServer] | None = None,
+) -> RunOutcome:
+    """Simulate ``config``; check the history unless ``check`` is False."""
+    result = Simulation(config, server_factory=server_factory).run()
+    report = None
+    if result.history is not None:
+        if history_path is not None:
+            save_history(result.history, history_path)
+        if check:
+            report = check_history(result.history)
+    return RunOutcome(result, report)
+
+
+def reproduce_command(config: SimConfig) -> str:
+    """The ``okapi sim`` command line that replays ``config`` (exact when only CLI settings differ
+    from the defaults; otherwise followed by the non-default settings as a Python expression)."""
+    parts = [
+        "okapi sim",
+        f"--seed {config.seed}",
+        f"--dcs {config.num_dcs}",
+        f"--partitions {config.num_partitions}",
+        f"--clients {config.num_clients}",
+        f"--duration-s {config.duration_s:g}",
+        f"--protocol {config.protocol}",
+    ]
+    if config.faults:
+        parts.append("--faults")
+    if config.clock_skew_ms:
+        parts.append(f"--clock-skew-ms {config.clock_skew_ms:g}")
+    command = " ".join(parts)
+    cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
+                  "clock_skew_ms"}
+    defaults = SimConfig()
+    extra = {
+        f.name: getattr(config, f.name)
+        for f in fields(SimConfig)
+        if f.name not in cli_fields and getattr(config, f.name) != getattr(defaults, f.name)
+    }
+    if extra:
+        settings = ", ".join(f"{name}={value!r}" for name, value in extra.items())
+        command += f"   # plus SimConfig({settings})"
+    return command
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:.2f}"
+
+
+def _percentile(values: list[int], fraction: float) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
+    result = outcome.result
+    c = result.config
+    names = dc_names(c.num_dcs)
+    lines = [
+        f"okapi sim: protocol {c.protocol}, seed {c.seed}, {c.num_dcs} DCs x {c.num_partitions} partitions, "
+        f"{c.num_clients} clients, {c.duration_s:g} s fault phase"
+        + (", faults" if c.faults else "")
+        + (f", clock skew up to {c.clock_skew_ms:g} ms" if c.clock_skew_ms else ""),
+        f"simulated {result.simulated_us / 1e6:.3f} s ("
+        + (f"quiescent {_ms(result.quiescent_us - result.fault_phase_end_us)} ms after the heal"
+           if result.quiescent_us is not None else "never quiescent")
+        + f"), {result.events} events in {result.wall_s:.1f} s wall",
+    ]
+    ops = ", ".join(f"{name} {count}" for name, count in sorted(result.operations.items()))
+    done = ", ".join(f"{name} {count}" for name, count in sorted(result.completed.items()))
+    lines.append(f"operations: {ops} (completed: {done})")
+    if result.waits:
+        waits = ", ".join(
+            f"{reason} {w.count} (mean {_ms(w.mean_us)} ms, max {_ms(w.max_us)} ms)"
+            for reason, w in sorted(result.waits.items())
+        )
+        lines.append(f"waits: {waits}")
+    else:
+        lines.append("waits: none")
+    if result.snapshot_retries:
+        lines.append(f"snapshot retries (GC horizon): {result.snapshot_retries}")
+    if result.visibility_us:
+        parts = []
+        for (source, destination), values in sorted(result.visibility_us.items()):
+            parts.append(
+                f"{names[source]}->{names[destination]} mean {_ms(sum(values) / len(values))} "
+                f"p99 {_ms(_percentile(values, 0.99))} ms (n={len(values)})"
+            )
+        lines.append("remote visibility latency: " + "; ".join(parts))
+    injected = [f for f in result.faults if not f.description.startswith(("repair", "restart", "recover", "heal"))]
+    if injected:
+        lines.append(f"faults: {len(injected)} injected, e.g. "
+                     + "; ".join(f"{f.time_us / 1000:.0f} ms {f.description}" for f in injected[:4]))
+    if outcome.report is not None:
+        lines.extend(line for line in outcome.report.summary_lines(max_anomalies=0)
+                     if not line.startswith(("no anomalies", "  ")) and "anomalies:" not in line)
+    anomalies = outcome.anomalies
+    if anomalies:
+        counts: dict[str, int] = {}
+        for anomaly in anomalies:
+            label = f"{anomaly.checker}:{anomaly.name}"
+            counts[label] = counts.get(label, 0) + 1
+        lines.append(f"ANOMALIES: {len(anomalies)}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        for anomaly in anomalies[:max_anomalies]:
+            lines.append(f"  {anomaly}")
+        if len(anomalies) > max_anomalies:
+            lines.append(f"  ... {len(anomalies) - max_anomalies} more")
+        lines.append(f"reproduce: {reproduce_command(c)} --history run.jsonl && okapi check run.jsonl")
+    else:
+        lines.append("no anomalies")
+    return lines
+
+
+__all__ = ["HistoryRecorder", "RunOutcome", "reproduce_command", "run_simulation", "summary_lines"]

@@ -1,0 +1,37 @@
+"""The CI sweep: 20 seeds with faults (partitions, crashes, slow servers, clock steps and drift,
+10 ms clock skew) for each protocol, every history checked. About 30 s in all on a 2-core machine.
+
+Longer sweeps (not in CI), one protocol at a time::
+
+    okapi sim --seeds 1..500 --faults --partitions 3 --clients 9 --duration-s 1 --clock-skew-ms 10 \\
+              --protocol okapi        # then cure, gentlerain
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from okapikv.sim import SimConfig, reproduce_command, run_simulation
+
+SEEDS = range(1, 21)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("protocol", "piggyback", "seeds"),
+    [("okapi", False, SEEDS), ("okapi", True, range(1, 11)), ("cure", False, SEEDS), ("gentlerain", False, SEEDS)],
+    ids=["okapi", "okapi-piggyback-usv", "cure", "gentlerain"],
+)
+def test_sweep_with_faults(protocol: str, piggyback: bool, seeds: range) -> None:
+    failures = []
+    operations = 0
+    for seed in seeds:
+        config = SimConfig(seed=seed, protocol=protocol, num_partitions=3, num_clients=6, duration_s=0.5,
+                           faults=True, clock_skew_ms=10, piggyback_usv=piggyback, rotx_partitions=1 + seed % 3)
+        outcome = run_simulation(config)
+        operations += sum(outcome.result.operations.values())
+        if not outcome.ok:
+            first = "; ".join(str(a)[:300] for a in outcome.anomalies[:2])
+            failures.append(f"{reproduce_command(config)}\n    {first}")
+    assert not failures, "\n".join(failures)
+    assert operations > 100 * len(seeds)
