@@ -76,6 +76,10 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timestamps", action="store_true",
                    help="end PUT/SWAP/DELETE result lines in ' ts=<n>', the write's server timestamp "
                         "(not the course format; used by okapi fuzz)")
+    p.add_argument("--at-most-once", action="store_true",
+                   help="do not retry a PUT/SWAP/DELETE whose connection broke after it was sent (a retry "
+                        "could apply it twice): answer 'ERROR outcome unknown: ...' instead; reads and "
+                        "requests that never reached a server are still retried (used by okapi fuzz)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 
@@ -125,15 +129,23 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--history", default=None)
     p.add_argument("--protocol", default=None, help="local cluster: okapi | cure | gentlerain (default: okapi)")
     p.add_argument("--partitions", type=int, default=None, help="local cluster: partitions per DC (default: 2)")
+    p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
+                   help="local cluster: make it durable, and after a third of the operations kill -9 the servers "
+                        "of these partitions (e.g. 1 or 1,2) in every DC, restart them 1 s later on the same ports "
+                        "and data, and check that every operation still completes and the history checks clean")
     p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
-    p.add_argument("--suite", default=None, choices=["course", "paper"],
-                   help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference) or 'paper' "
-                        "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols)")
-    p.add_argument("--workload", default="a", help="without --suite: ycsb a-f, or rotx (RO-TX + PUT)")
+    p.add_argument("--suite", default=None, choices=["course", "paper", "fast"],
+                   help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference), 'paper' "
+                        "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols) or "
+                        "'fast' (the performance targets: latency, 64-session YCSB-A against eventual and Redis, "
+                        "RO-TX cost of causality, replication under full load, memory per key, 1 -> 2 partitions)")
+    p.add_argument("--workload", default="a",
+                   help="without --suite: ycsb a-f, rotx (RO-TX + PUT), or memory (server RSS per key after "
+                        "loading --records keys into one partition)")
     p.add_argument("--protocols", default=None,
                    help="comma-separated, one fresh cluster each (default: okapi; paper suite: okapi,cure,gentlerain); "
                         "okapi-piggyback is Okapi with the USV computed inside the GSV round")
@@ -158,6 +170,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--visibility-samples", type=int, default=None, help="probes per DC pair (default 200, quick 10)")
     p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
+    p.add_argument("--keep-cpus-busy", action="store_true",
+                   help="run a nice-19 spinner per CPU so idle (virtual) CPUs do not halt between messages "
+                        "(see okapikv.bench.awake); recorded in results.json")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

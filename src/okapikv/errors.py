@@ -21,5 +21,13 @@ class FailoverTimeout(Unavailable):
     moving there would break read-your-writes, so the client stays and reports it."""
 
 
+class OutcomeUnknown(OkapiError):
+    """A write reached the network but its reply was lost (the connection to the server broke
+    mid-call, or the reply did not come before the timeout), and the client did not retry it
+    because it was asked to apply writes at most once (``Client(at_most_once=True)``,
+    ``okapi client --at-most-once``): the write may or may not have taken effect. Not an
+    ``Unavailable``, so failover does not retry it in another DC either."""
+
+
 class ProtocolMismatch(OkapiError):
     """The server speaks to another cluster or another version of the protocol."""

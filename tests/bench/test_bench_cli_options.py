@@ -38,7 +38,16 @@ def test_quick_scales_windows_and_records_down() -> None:
     (("--workload", "rotx", "--partitions", "1", "--rotx-partitions", "2"), "--rotx-partitions"),
     (("--records", "100000000"), "--key-bytes"),
     (("--wan", "far"), "--wan"),
+    (("--workload", "memory", "--partitions", "2"), "one partition"),
+    (("--workload", "memory", "--dcs", "a,b"), "one DC"),
+    (("--workload", "memory", "--connect", "127.0.0.1:7100"), "no --connect"),
 ])
 def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         _options(*argv)
+
+
+def test_memory_workload_is_one_run_per_protocol() -> None:
+    options = _options("--workload", "memory", "--records", "1000000", "--protocols", "okapi,cure")
+    assert options.workload == "memory" and options.records == 1_000_000 and options.partitions == 1
+    assert planned_runs(options) == 2

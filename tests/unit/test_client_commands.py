@@ -9,7 +9,7 @@ import pytest
 from okapikv.client import commands
 from okapikv.client.commands import CommandError, Delete, Get, Put, Scan, Stop, Swap, Tx, parse
 from okapikv.client.stdio import respond, serve
-from okapikv.errors import InvalidArgument, OkapiError, Unavailable
+from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, Unavailable
 
 
 class DictClient:
@@ -223,6 +223,8 @@ def test_client_flag_parses() -> None:
 
     assert build_parser().parse_args(["client", "--timestamps"]).timestamps is True
     assert build_parser().parse_args(["client"]).timestamps is False
+    assert build_parser().parse_args(["client", "--at-most-once"]).at_most_once is True
+    assert build_parser().parse_args(["client"]).at_most_once is False
 
 
 def test_stop_ends_input_processing() -> None:
@@ -247,6 +249,8 @@ def test_malformed_lines_print_one_error_and_continue() -> None:
     (Unavailable("no answer"), "ERROR unavailable: no answer"),
     (InvalidArgument("key too long"), "ERROR invalid argument: key too long"),
     (OkapiError("INTERNAL: boom"), "ERROR OkapiError: INTERNAL: boom"),
+    (OutcomeUnknown("Put via h:1: UNAVAILABLE: Stream removed"), "ERROR outcome unknown: Put via h:1: UNAVAILABLE: "
+                                                                 "Stream removed"),
 ])
 def test_failed_operations_print_one_error(error: Exception, prefix: str) -> None:
     client = DictClient()

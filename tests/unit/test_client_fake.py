@@ -12,6 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from okapikv.client import AsyncClient, Client
 from okapikv.client.retry import Backoff
 from okapikv.client.topology import Topology
 from okapikv.core.partitioning import partition_of
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
+from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, ProtocolMismatch, Unavailable
 from okapikv.wire import okapikv_pb2 as pb
 
 T = TypeVar("T")
@@ -92,6 +93,46 @@ def test_sync_every_operation(fake: FakeCluster) -> None:
         assert client.delete("a") is False
         assert client.get("a") is None
         assert client.stats(1) == {"partition": 1}
+
+
+def test_sync_operations_travel_over_the_stream_unless_pipeline_is_off(fake: FakeCluster) -> None:
+    with Client(fake.addresses[0], timeout_s=5) as client:
+        for number in range(20):
+            client.put(f"s{number}", "v")
+            assert client.get(f"s{number}") == b"v"
+    servicers = fake.servicers
+    assert sum(s.received.pipelined_operations for s in servicers) == 40
+    assert sum(s.received.unary_calls for s in servicers) == 0
+    assert all(size == 1 for s in servicers for size in s.received.batch_sizes)
+    with Client(fake.addresses[0], timeout_s=5, pipeline=False) as client:
+        assert client.get("s0") == b"v"
+    assert sum(s.received.unary_calls for s in servicers) == 1
+    assert sum(s.received.pipelined_operations for s in servicers) == 40
+
+
+def test_sync_threads_sharing_a_client_all_get_their_own_answers(fake: FakeCluster) -> None:
+    """One stream per server carries one operation at a time; a thread that finds it busy makes a
+    unary call, so sharing threads neither wait for each other's stream nor read each other's replies."""
+    errors: list[BaseException] = []
+    with Client(fake.addresses[0], timeout_s=5) as client:
+
+        def worker(number: int) -> None:
+            try:
+                for index in range(30):
+                    key = f"t{number}-{index}"
+                    client.put(key, key)
+                    assert client.get(key) == key.encode()
+            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=worker, args=(number,)) for number in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not errors
+    servicers = fake.servicers
+    assert sum(s.received.pipelined_operations + s.received.unary_calls for s in servicers) == 4 * 30 * 2
 
 
 def test_sync_routes_every_key_to_its_partition(fake: FakeCluster) -> None:
@@ -169,6 +210,58 @@ def test_sync_unavailable_after_the_timeout(fake: FakeCluster) -> None:
 def test_sync_unavailable_when_the_server_hangs(fake: FakeCluster) -> None:
     with Client(fake.addresses[0], timeout_s=0.5) as client:
         fake.state.hang = True
+        with pytest.raises(Unavailable):
+            client.get("a")
+
+
+def test_sync_at_most_once_still_retries_what_was_never_sent(fake: FakeCluster) -> None:
+    key = keys_on(1, 1)[0]
+    with Client(fake.addresses[0], timeout_s=10, backoff=FAST, at_most_once=True) as client:
+        client.put(key, "before")
+        fake.stop(1)  # every call now fails before it is sent ("failed to connect to all addresses")
+        fake.start_later(1, 0.5)
+        # Let the client see the connection go (a write sent on a connection that is closing but not
+        # yet known closed may have left, and is rightly reported as of unknown outcome).
+        time.sleep(0.2)
+        assert client.swap(key, "after") == b"before"
+
+
+@pytest.mark.parametrize("at_most_once", [False, True])
+def test_sync_write_whose_call_breaks_midway(fake: FakeCluster, at_most_once: bool) -> None:
+    """The server goes away while the write is in flight: by default the client retries it (at least
+    once); with ``at_most_once`` it reports that the outcome is unknown, and reads still retry."""
+    key = keys_on(1, 1)[0]
+    with Client(fake.addresses[0], timeout_s=10, backoff=FAST, at_most_once=at_most_once) as client:
+        client.put(key, "before")
+        fake.state.hang = True
+        outcome: list[object] = []
+
+        def swap() -> None:
+            try:
+                outcome.append(client.swap(key, "after"))
+            except OkapiError as error:
+                outcome.append(error)
+
+        thread = threading.Thread(target=swap)
+        thread.start()
+        time.sleep(0.3)
+        fake.stop(1)  # cancels the call in flight
+        fake.state.hang = False
+        fake.start_later(1, 0.3)
+        thread.join(timeout=10)
+        if at_most_once:
+            assert len(outcome) == 1 and isinstance(outcome[0], OutcomeUnknown), outcome
+            assert "may or may not have taken effect" in str(outcome[0])
+        else:
+            assert outcome == [b"before"]
+        assert client.get(key) in (b"before", b"after")
+
+
+def test_sync_at_most_once_write_past_its_deadline_is_unknown(fake: FakeCluster) -> None:
+    with Client(fake.addresses[0], timeout_s=0.5, at_most_once=True) as client:
+        fake.state.hang = True
+        with pytest.raises(OutcomeUnknown):
+            client.put("a", "1")
         with pytest.raises(Unavailable):
             client.get("a")
 

@@ -278,3 +278,68 @@ class TestCollectSome:
         store.insert(b"a", Version(b"3", 3, 0, None))
         assert store.collect_some(always, 10) == 1
         assert [v.value for v in store.versions(b"a")] == [b"3"]
+
+
+class TestSingleVersionRepresentation:
+    """A key holding one version maps to the Version itself (no one-element list: 80 B/key less);
+    a second version promotes it to a list, GC leaving one demotes it. Checked on the private
+    ``_chains`` because the public API must not be able to tell the difference."""
+
+    def test_single_version_round_trips_through_every_operation(self) -> None:
+        store = MultiVersionStore()
+        store.track_changes = True
+        version = Version(b"v", 5, 1, None)
+        assert store.insert(b"k", version)
+        assert store._chains[b"k"] is version
+        assert not store.insert(b"k", Version(b"again", 5, 1, None))  # still idempotent
+        assert store._chains[b"k"] is version
+        assert store.newest(b"k", always) is version and store.newest(b"k", never) is None
+        assert store.newest(b"k", up_to(4)) is None
+        assert store.latest(b"k") is version
+        assert store.versions(b"k") == [version]
+        store.versions(b"k").clear()
+        assert store.versions(b"k") == [version]  # a copy, not the entry
+        assert list(store.keys_in_range(b"a", b"z")) == [b"k"]
+        assert store.written_by(1, 4) == [(b"k", version)] and store.written_by(1, 5) == []
+        assert store.written_by(0, 0) == []
+        assert store.collect(b"k", always) == 0 and store._chains[b"k"] is version
+        assert store.collect_some(always, 10) == 0
+        assert store.drain_changes() == [(b"k", version, True)]
+        assert (len(store), store.version_count) == (1, 1)
+
+    def test_second_version_promotes_in_order(self) -> None:
+        for first, second in (((1, 0), (2, 0)), ((2, 0), (1, 0)), ((3, 0), (3, 1)), ((3, 1), (3, 0))):
+            store = MultiVersionStore()
+            store.insert(b"k", Version(b"a", *first, None))
+            store.insert(b"k", Version(b"b", *second, None))
+            chain = store._chains[b"k"]
+            assert isinstance(chain, list) and len(chain) == 2
+            assert orders(store, b"k") == sorted([first, second])
+            assert store.version_count == 2
+
+    def test_collection_demotes_to_the_version_itself(self) -> None:
+        store = MultiVersionStore()
+        for timestamp in (1, 2, 3):
+            store.insert(b"k", Version(b"%d" % timestamp, timestamp, 0, None))
+        assert store.collect(b"k", up_to(2)) == 1
+        assert isinstance(store._chains[b"k"], list)  # two left: still a list
+        store.insert(b"j", Version(b"j1", 1, 0, None))
+        store.insert(b"j", Version(b"j2", 2, 0, None))
+        assert store.collect_some(always, 10) == 2
+        for key, value in ((b"k", b"3"), (b"j", b"j2")):
+            entry = store._chains[key]
+            assert isinstance(entry, Version) and entry.value == value
+        assert store.collect_some(always, 10) == 0  # demoted keys left the GC queue
+        assert store.insert(b"k", Version(b"4", 4, 0, None))  # and promote again
+        assert [v.value for v in store.versions(b"k")] == [b"3", b"4"]
+        assert store.version_count == 3
+
+    def test_single_tombstone_stays_queued_until_removed(self) -> None:
+        store = MultiVersionStore()
+        store.insert(b"k", Version(b"1", 1, 0, None))
+        store.insert(b"k", Version(None, 2, 0, None))
+        assert store.collect(b"k", always, tombstone_removable=never) == 1
+        assert isinstance(store._chains[b"k"], Version)  # the tombstone alone, demoted
+        assert store.collect_some(always, 10, tombstone_removable=never) == 0
+        assert store.collect_some(always, 10) == 1
+        assert b"k" not in store._chains and list(store.keys()) == []

@@ -79,6 +79,25 @@ class TestDependencyVectors:
         assert dv == (5, 100, 9)
         assert protocol.replicated_dv(local(100, dv)) == (5, 100, 9)
 
+    @pytest.mark.parametrize("name", ["okapi", "cure"])
+    def test_vector_without_remote_dependencies_is_stored_as_none(self, name: str) -> None:
+        # None stands for "0 except the version's own entry": no tuple per version (every version of
+        # a 1-DC cluster), and every reader of dv sees the same vector as before.
+        protocol = make(name)
+        assert protocol.stored_dv(dependency=(0, 7, 0), timestamp=100) is None
+        assert protocol.stored_dv(dependency=(0, 7, 1), timestamp=100) == (0, 100, 1)
+        assert create_protocol(name, dc=0, num_dcs=1).stored_dv(dependency=(7,), timestamp=100) is None
+        version = local(100)
+        assert version.dependency_vector(M) == (0, 100, 0)
+        assert protocol.visible_in_snapshot(version, (0, 100, 0))
+        assert not protocol.visible_in_snapshot(version, (0, 99, 5))
+
+    def test_cure_still_replicates_the_vector_stored_as_none(self) -> None:
+        # Cure's wire format is unchanged: the elided vector is spelled out for replication.
+        protocol = make("cure")
+        assert protocol.replicated_dv(local(100)) == (0, 100, 0)
+        assert protocol.replicated_dv(remote(50, dc=2)) == (0, 0, 50)
+
     @pytest.mark.parametrize("name", ["gentlerain", "eventual"])
     def test_scalar_protocols_store_no_vector(self, name: str) -> None:
         protocol = make(name)

@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from okapikv.bench.awake import cpus_kept_busy
 from okapikv.bench.driver import BenchError, WorkerPool, default_processes
 from okapikv.bench.progress import ProgressUI
 from okapikv.bench.report import write_outputs
 from okapikv.bench.results import Results
-from okapikv.bench.suites import SUITES, VARIANTS, Bench, BenchOptions, planned_runs, protocol_of
+from okapikv.bench.suites import MEMORY, SUITES, VARIANTS, Bench, BenchOptions, planned_runs, protocol_of
 from okapikv.bench.workloads import YCSB
 
-DEFAULT_PROTOCOLS = {None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain"}
+DEFAULT_PROTOCOLS = {None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain", "fast": "okapi"}
 
 
 def _int_list(text: str, what: str) -> tuple[int, ...]:
@@ -47,8 +48,12 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         known = ", ".join(protocol_names() + sorted(VARIANTS))
         raise ValueError(f"unknown protocol(s) {', '.join(unknown) or '(none)'}; choose from {known}")
     workload = args.workload.lower()
-    if workload != "rotx" and workload not in YCSB:
-        raise ValueError(f"unknown workload {args.workload!r}: choose one of a-f or rotx")
+    if workload not in ("rotx", MEMORY) and workload not in YCSB:
+        raise ValueError(f"unknown workload {args.workload!r}: choose one of a-f, rotx or memory")
+    single = (args.partitions or 1) == 1 and (not args.dcs or len(args.dcs.split(",")) == 1)
+    if workload == MEMORY and suite is None and (args.connect or not single):
+        raise ValueError("--workload memory measures one server process it starts itself: "
+                         "no --connect, one DC, one partition")
     clients = _int_list(args.clients, "--clients") if args.clients is not None else (1,)
     dcs = tuple(name.strip() for name in args.dcs.split(",") if name.strip()) if args.dcs else None
     if args.partitions is not None:
@@ -79,6 +84,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         key_bytes=args.key_bytes, value_bytes=args.value_bytes, connect=args.connect, quick=args.quick,
         out=Path(args.out), processes=args.processes, wan=wan, seed=args.seed, timeout_s=args.timeout_s,
         visibility_samples=args.visibility_samples, redis=not args.no_redis, progress=not args.no_progress,
+        keep_cpus_busy=getattr(args, "keep_cpus_busy", False),
     )
     if options.records < 1 or options.key_bytes < 1 or options.value_bytes < 1:
         raise ValueError("--records, --key-bytes and --value-bytes must be positive")
@@ -109,7 +115,8 @@ def run_bench(args: argparse.Namespace) -> int:
     started = time.monotonic()
     processes = options.processes or default_processes(max(options.clients + (1_000,)))
     interrupted = False
-    with WorkerPool(processes) as pool, ProgressUI(planned_runs(options), enabled=options.progress) as ui:
+    with (cpus_kept_busy(options.keep_cpus_busy), WorkerPool(processes) as pool,
+          ProgressUI(planned_runs(options), enabled=options.progress) as ui):
         bench = Bench(options, results, ui, pool)
         try:
             SUITES[options.suite](bench)

@@ -32,9 +32,10 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
-def record_us(histogram: HdrHistogram, latency_us: int) -> None:
-    """Record a latency, clamped into the histogram's range (an overflow must not lose the sample)."""
-    histogram.record_value(min(max(latency_us, LOWEST_US), HIGHEST_US))
+def record_us(histogram: HdrHistogram, latency_us: int, count: int = 1) -> None:
+    """Record a latency (``count`` times), clamped into the histogram's range (an overflow must not
+    lose the sample)."""
+    histogram.record_value(min(max(latency_us, LOWEST_US), HIGHEST_US), count)
 
 
 def merge_encoded(encoded: Iterable[bytes]) -> HdrHistogram:

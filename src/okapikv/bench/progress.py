@@ -81,6 +81,20 @@ class ProgressUI:
 
         return update
 
+    def start_count(self, label: str, total: int) -> Callable[[float, int, int], None]:
+        """Show a phase of ``total`` operations (the load phase); returns the driver's callback."""
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+        self.current = self.progress.add_task(label[:48], total=max(total, 1), rate="", count=f"0/{total:,}")
+        task = self.current
+
+        def update(elapsed_s: float, completed: int, in_window: int) -> None:
+            rate = completed / elapsed_s if elapsed_s > 0 else 0.0
+            self.progress.update(task, completed=min(completed, total), rate=f"{rate:,.0f} ops/s",
+                                 count=f"{completed:,}/{total:,}")
+
+        return update
+
     def finish_run(self, summary: str, *, counted: bool = True) -> None:
         """End the current run's bar; ``counted=False`` for phases that are not planned runs (load)."""
         if self.current is not None:

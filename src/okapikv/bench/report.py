@@ -74,6 +74,9 @@ def write_csvs(results: dict[str, Any], out: Path) -> list[str]:
         filename = f"{name}.csv"
         write_csv(out / filename, [flatten_run(run, kinds) for run in runs])
         written.append(filename)
+    if results.get("memory"):
+        write_csv(out / "memory.csv", results["memory"])
+        written.append("memory.csv")
     visibility = results.get("visibility", {})
     if visibility:
         summary_rows: list[dict[str, Any]] = []
@@ -198,6 +201,22 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) 
     if any(name.startswith("course") for name in results.get("series", {})):
         lines += ["### The course service's published numbers (their C++ server, their machine)", ""]
         lines += _table(["setting", "throughput", "latency"], [list(row) for row in COURSE_REFERENCE])
+    if results.get("fast"):
+        from okapikv.bench.fast import render_targets
+
+        lines += render_targets(results["fast"])
+    if results.get("memory"):
+        lines += ["## Memory per key", "",
+                  "Resident set size of the one partition server (in memory, 1 DC x 1 partition) before "
+                  "and after loading the keys through the client; B/key loaded is (after - before) / keys.", ""]
+        lines += _table(
+            ["system", "keys", "key/value bytes", "versions", "RSS before MiB", "RSS after MiB", "peak MiB",
+             "B/key loaded", "RSS after / keys", "load s"],
+            [[str(row["system"]), _fmt(row["keys"]), f"{row['key_bytes']}/{row['value_bytes']}",
+              _fmt(row.get("versions")), _fmt(row["rss_before_bytes"] / 2**20, 1),
+              _fmt(row["rss_after_bytes"] / 2**20, 1), _fmt(row["rss_peak_bytes"] / 2**20, 1),
+              _fmt(row["bytes_per_key"], 1), _fmt(row["rss_after_per_key"], 1), _fmt(row["load_s"], 1)]
+             for row in results["memory"]])
     if results.get("visibility"):
         lines += ["## Remote update visibility latency", "",
                   "Time from a PUT's acknowledgement in the source DC until a fresh session in the "

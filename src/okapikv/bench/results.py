@@ -46,6 +46,8 @@ class Results:
     config: dict[str, Any]
     series: dict[str, Series] = field(default_factory=dict)
     visibility: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # --workload memory, one row per system
+    fast: dict[str, Any] = field(default_factory=dict)  # --suite fast (okapikv.bench.fast)
     notes: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     timings: dict[str, float] = field(default_factory=dict)
@@ -70,6 +72,8 @@ class Results:
             "machine": machine_info(),
             "series": {name: series.to_dict() for name, series in self.series.items()},
             "visibility": self.visibility,
+            "memory": self.memory,
+            "fast": self.fast,
             "notes": self.notes,
             "timings_s": self.timings,
         }

@@ -1,7 +1,8 @@
 """What `okapi bench` runs: a single configurable benchmark, the course suite, the paper suite.
 
 - custom (no ``--suite``): one workload (YCSB a-f or the paper's ``rotx``) at each ``--clients``
-  count, for each of ``--protocols`` on a fresh cluster (or once against ``--connect``).
+  count, for each of ``--protocols`` on a fresh cluster (or once against ``--connect``); or
+  ``memory``: the resident memory per key of one partition server after loading ``--records`` keys.
 - ``course``: the course service's measurements (``seeds/kvstore-service.md``): YCSB A-F with one
   client, then A, C and E with 1, 10, 25, 40, 55, 70 and 85 clients, with a Redis reference line
   driven by the same load generator when redis-server and redis-py are installed.
@@ -54,6 +55,11 @@ COURSE_CLIENTS_QUICK = (1, 10, 40, 85)
 PAPER_SKEW_MS = 10.0
 LOAD_SESSIONS = 32
 LOAD_TIMEOUT_S = 300.0
+MEMORY = "memory"  # --workload memory: RSS per key of one loaded server (run_memory)
+#: Sessions loading the memory workload: more in flight means bigger pipelined batches, and 1M keys
+#: load in about a minute on 2 cores.
+MEMORY_LOAD_SESSIONS = 128
+MEMORY_SETTLE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +92,7 @@ class BenchOptions:
     visibility_samples: int | None = None
     redis: bool = True
     progress: bool = True
+    keep_cpus_busy: bool = False
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""
@@ -170,18 +177,19 @@ class Bench:
         values.update(overrides)
         return WorkloadConfig(**values)
 
-    def load(self, sut: SystemUnderTest) -> None:
-        """Insert every record once (the YCSB load phase), then wait until remote DCs see it."""
+    def load(self, sut: SystemUnderTest, sessions: int = LOAD_SESSIONS) -> float:
+        """Insert every record once (the YCSB load phase), then wait until remote DCs see it.
+        Returns the seconds the inserts took."""
         started = time.monotonic()
         workload = self.workload("a", sut)
-        spec = RunSpec(sut.target, workload, clients=min(LOAD_SESSIONS, workload.records), warmup_s=0.0,
+        spec = RunSpec(sut.target, workload, clients=min(sessions, workload.records), warmup_s=0.0,
                        duration_s=LOAD_TIMEOUT_S, phase="load", seed=self.options.seed)
-        callback = self.ui.start_run(f"load {sut.system} {workload.records} records", 1.0)
+        callback = self.ui.start_count(f"load {sut.system} {workload.records} records", workload.records)
         outcome = self.pool.run(spec, processes=self._processes(spec.clients), on_progress=callback)
         errors = sum(sum(worker.errors.values()) for worker in outcome.workers)
         loaded = sum(worker.completed for worker in outcome.workers)
         elapsed = time.monotonic() - started
-        self.ui.finish_run(f"  loaded {loaded} records into {sut.system} in {elapsed:.1f} s"
+        self.ui.finish_run(f"  loaded {loaded} records into {sut.system} in {elapsed:.1f} s ({loaded / elapsed:,.0f}/s)"
                            + (f" ({errors} errors)" if errors else ""), counted=False)
         if errors:
             last = next((w.last_error for w in outcome.workers if w.last_error), "")
@@ -194,6 +202,7 @@ class Bench:
             if missing:
                 self.results.note(f"{sut.system}: {missing} loaded keys still invisible in a remote DC after 30 s")
         self._time("load_s", time.monotonic() - started)
+        return elapsed
 
     def _processes(self, clients: int) -> int:
         return max(1, min(clients, self.options.processes or default_processes(clients)))
@@ -208,8 +217,10 @@ class Bench:
         kind: str,
         title: str,
         extra: dict[str, Any] | None = None,
+        processes: int | None = None,
     ) -> dict[str, Any] | None:
-        """One measured run, appended to ``series``; None (and a note) when it failed."""
+        """One measured run, appended to ``series``; None (and a note) when it failed. ``processes``
+        overrides the number of load processes (default: ``--processes`` or one per core)."""
         o = self.options
         spec = RunSpec(sut.target, workload, clients, warmup_s=o.warmup_s, duration_s=o.duration_s,
                        max_ops_per_session=max(10_000, int(o.duration_s * 100_000)), seed=o.seed)
@@ -231,7 +242,7 @@ class Bench:
         callback = self.ui.start_run(label, o.warmup_s + o.duration_s)
         started = time.monotonic()
         try:
-            outcome = self.pool.run(spec, processes=self._processes(clients), on_progress=callback,
+            outcome = self.pool.run(spec, processes=processes or self._processes(clients), on_progress=callback,
                                     at_measure_start=at_start, at_measure_end=at_end)
         except BenchError as error:
             self.failures += 1
@@ -321,6 +332,10 @@ def planned_runs(options: BenchOptions) -> int:
         plan = _paper_plan(options)
         per_protocol = len(plan.rotx_levels) * len(plan.clients) + len(plan.write_ratios) + len(plan.scale_levels) - 1
         return len(options.protocols) * per_protocol
+    if options.suite == "fast":
+        return 8  # latency is not a run; YCSB-A x 4 systems, RO-TX x 2, replication, memory
+    if options.workload == MEMORY:
+        return len(options.protocols)
     return len(options.protocols) * len(options.clients)
 
 
@@ -454,6 +469,9 @@ def run_paper(bench: Bench) -> None:
 
 def run_custom(bench: Bench) -> None:
     o = bench.options
+    if o.workload == MEMORY:
+        run_memory(bench)
+        return
     default_dcs = PAPER_DCS if o.workload == "rotx" else ("local",)
     dcs = o.dcs or default_dcs
     title = f"{o.workload.upper() if o.workload != 'rotx' else 'RO-TX + PUT'}: clients sweep"
@@ -471,4 +489,55 @@ def run_custom(bench: Bench) -> None:
             break
 
 
-SUITES: dict[str | None, Callable[[Bench], None]] = {None: run_custom, "course": run_course, "paper": run_paper}
+def rss_bytes(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident set size (or ``VmHWM``, its peak) from ``/proc/<pid>/status``."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise BenchError(f"no {field} in /proc/{pid}/status")
+
+
+def run_memory(bench: Bench) -> None:
+    """``--workload memory``: resident memory per key of one in-memory partition server (one
+    ``okapi server`` process, 1 DC x 1 partition) after loading ``--records`` distinct keys through
+    the pipelined async client. RSS is read from /proc before the load and after it has settled."""
+    o = bench.options
+    for protocol in o.protocols:
+        def body(protocol: str = protocol) -> None:
+            with bench.okapi(protocol, o.dcs or ("local",), 1, 0.0) as sut:
+                if len(sut.pids) != 1:
+                    raise BenchError(f"--workload memory needs one server process, not {len(sut.pids)}")
+                pid = sut.pids[0]
+                time.sleep(MEMORY_SETTLE_S)
+                before = rss_bytes(pid)
+                load_s = bench.load(sut, sessions=MEMORY_LOAD_SESSIONS)
+                time.sleep(MEMORY_SETTLE_S)
+                after = rss_bytes(pid)
+                stats = next(iter(sut.cluster.fetch_stats().values()), {}) if sut.cluster else {}
+                keys = int(stats.get("keys", o.records))
+                record = {
+                    "system": sut.system, "records": o.records, "key_bytes": o.key_bytes,
+                    "value_bytes": o.value_bytes, "keys": keys, "versions": stats.get("versions"),
+                    "rss_before_bytes": before, "rss_after_bytes": after, "rss_peak_bytes": rss_bytes(pid, "VmHWM"),
+                    "bytes_per_key": round((after - before) / max(keys, 1), 1),
+                    "rss_after_per_key": round(after / max(keys, 1), 1),
+                    "load_s": round(load_s, 2), "load_ops_s": round(o.records / load_s, 1) if load_s > 0 else None,
+                }
+                bench.results.memory.append(record)
+                bench.ui.finish_run(
+                    f"  {sut.system}: {keys:,} keys ({record['versions']} versions), RSS {before / 2**20:.1f} -> "
+                    f"{after / 2**20:.1f} MiB: {record['bytes_per_key']:.1f} B/key loaded "
+                    f"({record['rss_after_per_key']:.1f} B/key of the whole RSS)")
+        bench.guarded(f"memory on {protocol}", body)
+
+
+def run_fast(bench: Bench) -> None:
+    from okapikv.bench.fast import run_fast as run
+
+    run(bench)
+
+
+SUITES: dict[str | None, Callable[[Bench], None]] = {
+    None: run_custom, "course": run_course, "paper": run_paper, "fast": run_fast,
+}

@@ -37,6 +37,35 @@ runs wrote, and the checkers assume every key starts empty, so every key of a ru
 3-character prefix drawn afresh per run (printed and kept in the history's meta) and SCAN ranges lie
 between two keys of the run; the operation sequence itself still follows ``--seed``.
 
+Killing partitions (``--kill-partitions 1`` or ``1,2``; local cluster only): the cluster is then
+durable (``okapi server --data-dir``, one directory per server in the run's temporary directory), and
+once about a third of the operations have completed (``KILL_AT_FRACTION``) the server processes of
+the named partitions, in every DC of the cluster, are killed with SIGKILL, left down ``KILL_DOWN_S``
+(1 s) while the clients keep issuing operations, and restarted on the same ports and data
+directories; the run then goes on to its end. Issue 7: a partition down must only delay its
+operations, so every operation must complete and the history must check clean: acknowledged writes
+must survive the kill (a lost one is a stale read the linearizability checker catches), and no
+anomaly may appear around the restart. The summary says which servers were killed (old and new pids)
+and when, and how many operations waited across the kill. The kill and the restart are done by the
+watchdog loop of the main thread (``PartitionKiller.tick``), because the launcher ties each server's
+life to the thread that started it (``PR_SET_PDEATHSIG``), so a helper thread must not start one.
+
+What a kill does to the operations in flight, and how the history records it honestly (measured
+before choosing; see ``okapikv.client.retry``): a call in flight on a killed server fails with
+``UNAVAILABLE: Stream removed`` (the request was sent; it may or may not have been applied and made
+durable before the kill), and every call made while the server is down fails at once with
+``UNAVAILABLE: failed to connect to all addresses`` (never sent). By default the client library
+retries both, which for a write is at-least-once: a retried SWAP whose first attempt was applied
+returns the value it wrote itself, a retried PUT reports ``found``, and either may take effect twice,
+which no register history explains; the checkers would then blame the store for the client's retry,
+or (worse) accept a wrong answer recorded as ``ok``. So the fuzzer's clients run with ``okapi client
+--at-most-once``: reads and calls that were never sent are retried until the server is back (they
+complete ``ok``, after waiting), while a write whose call broke mid-way is not retried and answers
+``ERROR outcome unknown``, which is recorded as ``info``: the checkers then let it take effect at any
+point after its invocation, or never (linearizability gives it a return at infinity; the causal
+checkers let it be read from and use it as no witness). Only the writes in flight at the kill end
+so, a few per kill; the summary counts them.
+
 Exit status: 0 when the history checks clean, 1 on an anomaly or when a client misbehaved (exited
 early, answered out of format, hung), 2 when the run could not start (bad arguments, no cluster),
 130 after Ctrl-C.
@@ -52,6 +81,7 @@ import random
 import re
 import secrets
 import shlex
+import shutil
 import socket
 import string
 import subprocess
@@ -63,10 +93,15 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from okapikv.check.history import HistoryRecorder, Operation
 from okapikv.check.report import CheckReport, check_history
+from okapikv.core.partitioning import partition_of
+
+if TYPE_CHECKING:
+    from okapikv.cluster.config import ClusterConfig, ServerConfig
+    from okapikv.cluster.launcher import Child
 
 #: The course fuzzer's operation mix, in percent.
 MIX: tuple[tuple[str, int], ...] = (("put", 20), ("swap", 20), ("get", 30), ("scan", 20), ("delete", 10))
@@ -88,6 +123,10 @@ CONVERGENCE_TIMEOUT_S = 30.0
 CLUSTER_START_TIMEOUT_S = 60.0
 DEFAULT_DCS = ("oregon", "virginia", "ireland")
 DEFAULT_PARTITIONS = 2
+#: ``--kill-partitions``: kill once this share of the run's operations has completed ...
+KILL_AT_FRACTION = 1 / 3
+#: ... and restart the killed servers this long after the kill
+KILL_DOWN_S = 1.0
 
 
 class FuzzError(Exception):
@@ -254,9 +293,11 @@ def _read_line(stream: IO[str]) -> str:
 
 def client_command(address: str, dc: str) -> list[str]:
     """The ``okapi client`` process for DC ``dc`` (``--dc`` makes it check ``address`` is there;
-    ``--timestamps`` makes it print the write timestamps the checkers need)."""
+    ``--timestamps`` makes it print the write timestamps the checkers need; ``--at-most-once`` makes
+    a write whose call broke mid-way an ``ERROR`` (recorded as unknown) rather than a retry that
+    could apply it twice, see the module docstring)."""
     return [sys.executable, "-m", "okapikv.cli", "client", "--connect", address, "--dc", dc,
-            "--timeout-s", str(CLIENT_TIMEOUT_S), "--timestamps"]
+            "--timeout-s", str(CLIENT_TIMEOUT_S), "--timestamps", "--at-most-once"]
 
 
 ClientCommand = Callable[[str, str], list[str]]
@@ -393,6 +434,8 @@ class Recorder:
     def __init__(self, meta: dict[str, Any]) -> None:
         self.history = HistoryRecorder(meta)
         self._lock = threading.Lock()
+        #: operations of the run (not final reads) completed so far
+        self.completed = 0
 
     @staticmethod
     def now_us() -> int:
@@ -406,6 +449,8 @@ class Recorder:
     def complete(self, op: Operation, status: str, **result: Any) -> None:
         with self._lock:
             self.history.complete(op, status, self.now_us(), **result)
+            if not op.final:
+                self.completed += 1
 
 
 # ---------------------------------------------------------------------------------------- the run
@@ -430,6 +475,8 @@ class Outcome:
     elapsed_s: float
     final_rounds: int
     converged: bool | None
+    #: what ``--kill-partitions`` did (None without it)
+    kill: KillReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -437,8 +484,9 @@ class Outcome:
 
 
 def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientCommand = client_command,
-             meta: dict[str, Any] | None = None) -> Outcome:
-    """Drive the clients of ``plan`` against ``target``, write the history, check it."""
+             meta: dict[str, Any] | None = None, killer: PartitionKiller | None = None) -> Outcome:
+    """Drive the clients of ``plan`` against ``target``, write the history, check it (``killer``:
+    kill and restart partitions midway, ``--kill-partitions``)."""
     dc_index = {name: index for index, name in enumerate(target.dcs)}
     multi_dc = len(set(plan.client_dcs)) > 1
     recorder = Recorder({
@@ -463,9 +511,12 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
         _run_threads([functools.partial(process.warm_up, plan.warm_up_key) for process in everyone], everyone)
         if not any(process.problems for process in everyone):
             started = time.monotonic()
+            tick = None if killer is None else functools.partial(killer.tick, recorder)
             _run_threads([functools.partial(_drive, client, plan.commands(number), recorder)
-                          for number, client in enumerate(clients)], clients)
+                          for number, client in enumerate(clients)], clients, tick)
             elapsed_s = time.monotonic() - started
+            if killer is not None:
+                killer.finish(recorder)  # the servers must be back (or given up on) before the final reads
             if readers and not any(client.problems for client in clients):
                 final_rounds, converged = _read_until_converged(readers, plan.all_keys(), recorder)
         for process in everyone:
@@ -474,10 +525,18 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
         for process in clients + readers:
             process.close()
     problems = [problem for process in dict.fromkeys(clients + readers) for problem in process.problems]
+    kill = killer.report if killer is not None else None
+    if killer is not None:
+        if kill is None:
+            problems.append(f"--kill-partitions: the run ended before {killer.at_operations} operations "
+                            "completed, so nothing was killed")
+        else:
+            problems += kill.problems
+            recorder.history.meta["kill"] = kill.to_json()
     recorder.history.write(history_path)
     history = recorder.history.history()
     report = check_history(history)
-    return Outcome(report, history.operations, history_path, problems, elapsed_s, final_rounds, converged)
+    return Outcome(report, history.operations, history_path, problems, elapsed_s, final_rounds, converged, kill)
 
 
 def _drive(client: ClientProcess, commands: Iterator[Command], recorder: Recorder) -> None:
@@ -486,16 +545,20 @@ def _drive(client: ClientProcess, commands: Iterator[Command], recorder: Recorde
             return
 
 
-def _run_threads(work: Sequence[Callable[[], Any]], processes: Sequence[ClientProcess]) -> None:
+def _run_threads(work: Sequence[Callable[[], Any]], processes: Sequence[ClientProcess],
+                 tick: Callable[[], None] | None = None) -> None:
     """Run ``work`` on one thread each, and be the watchdog meanwhile: a process that stays silent
     past its command's deadline is killed (its pending operation is then recorded as unknown and
-    its thread ends), so one hung client cannot hang the run."""
+    its thread ends), so one hung client cannot hang the run. ``tick`` is called on this thread
+    every ~50 ms (the partition killer)."""
     threads = [threading.Thread(target=job, daemon=True) for job in work]
     for thread in threads:
         thread.start()
     while any(thread.is_alive() for thread in threads):
         for thread in threads:
-            thread.join(timeout=0.2)
+            thread.join(timeout=0.05 if tick is not None else 0.2)
+            if tick is not None:
+                tick()
         now = time.monotonic()
         for process in processes:
             process.hang_up(now)
@@ -556,17 +619,66 @@ def free_base_port(count: int, host: str = "127.0.0.1") -> int:
     raise FuzzError(f"no {count} consecutive free ports found")
 
 
+class LocalCluster:
+    """The ``okapi server`` processes ``local_cluster`` started, and what is needed to kill one and
+    start it again on the same port and data directory (``data_root``: None when in memory)."""
+
+    def __init__(self, target: Target, config: ClusterConfig, config_path: Path, children: list[Child],
+                 data_root: Path | None) -> None:
+        self.target = target
+        self.config = config
+        self.config_path = config_path
+        self.children = children
+        self.data_root = data_root
+
+    def data_dir(self, server: ServerConfig) -> Path | None:
+        from okapikv.cluster.launcher import server_data_dir
+
+        return server_data_dir(self.data_root, server) if self.data_root is not None else None
+
+    def of_partitions(self, partitions: Sequence[int]) -> list[Child]:
+        return [child for child in self.children if child.server.partition in partitions]
+
+    def kill(self, children: Sequence[Child]) -> list[int | None]:
+        """SIGKILL these servers (all the signals first, so they die together) and reap them:
+        their exit statuses (None: still there after 10 s)."""
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                child.process.kill()
+        statuses: list[int | None] = []
+        for child in children:
+            try:
+                statuses.append(child.process.wait(timeout=10))
+            except subprocess.TimeoutExpired:
+                statuses.append(None)
+        return statuses
+
+    def restart(self, child: Child) -> Child:
+        """Start the server of ``child`` again, same config, port and data directory (call it on the
+        thread that started the cluster: the launcher ties a server's life to its starting thread)."""
+        from okapikv.cluster.launcher import Child, start_server
+
+        fresh = Child(child.server, start_server(self.config_path, child.server,
+                                                 data_dir=self.data_dir(child.server)))
+        self.children[self.children.index(child)] = fresh
+        return fresh
+
+
 @contextlib.contextmanager
-def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory: Path) -> Iterator[Target]:
+def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory: Path,
+                  durable: bool = False) -> Iterator[LocalCluster]:
     """A fresh cluster of ``okapi server`` processes (as `okapi up` starts them, with the realistic
     WAN delays) on free ports, its config kept in ``directory`` rather than ``~/.okapi`` so a fuzz
-    run leaves a user's own cluster alone. In memory: nothing is restarted during a run, so there is
-    nothing to recover, and every run starts from an empty store. Stopped on exit, whatever happens."""
+    run leaves a user's own cluster alone. In memory unless ``durable`` (``--kill-partitions``: a
+    killed server must come back with its data): then each server keeps its data in
+    ``directory/data/<dc>-p<n>``, fresh, so every run still starts from an empty store. Stopped on
+    exit, whatever happens."""
     from okapikv.cluster import config as cluster_config
     from okapikv.cluster.health import wait_until_serving
-    from okapikv.cluster.launcher import Child, start_server, stop_children
+    from okapikv.cluster.launcher import Child, server_data_dir, start_server, stop_children
 
     children: list[Child] = []
+    data_root = directory / "data" if durable else None
     try:
         for attempt in range(3):
             try:
@@ -576,7 +688,11 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
             except ValueError as error:
                 raise FuzzError(str(error)) from None
             path = config.dump(directory / "cluster.toml")
-            children = [Child(server, start_server(path, server)) for server in config.servers]
+            if data_root is not None:
+                shutil.rmtree(data_root, ignore_errors=True)  # an earlier attempt's (other ports)
+            children = [Child(server, start_server(path, server, data_dir=None if data_root is None
+                                                   else server_data_dir(data_root, server)))
+                        for server in config.servers]
 
             def exited(children: list[Child] = children) -> str | None:
                 for child in children:
@@ -596,11 +712,154 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
                 continue
             if not_ready:
                 raise FuzzError(f"the local cluster did not start: no health from {', '.join(not_ready)}")
-            yield Target(f"a local cluster ({len(dcs)} DC(s) x {partitions} partition(s), realistic WAN)",
-                         protocol, config.dcs, {dc: config.server(dc, 0).address for dc in config.dcs})
+            storage = "durable" if durable else "in memory"
+            target = Target(f"a local cluster ({len(dcs)} DC(s) x {partitions} partition(s), realistic WAN, "
+                            f"{storage})", protocol, config.dcs,
+                            {dc: config.server(dc, 0).address for dc in config.dcs})
+            yield LocalCluster(target, config, path, children, data_root)
             return
     finally:
         stop_children(children)
+
+
+@dataclass
+class ServerKill:
+    """One server that ``--kill-partitions`` killed and restarted."""
+
+    label: str  # <dc>/<partition>
+    address: str
+    old_pid: int
+    exit_status: int | None = None  # of the killed process: -9 after SIGKILL
+    new_pid: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"server": self.label, "address": self.address, "old_pid": self.old_pid,
+                "exit_status": self.exit_status, "new_pid": self.new_pid}
+
+
+@dataclass
+class KillReport:
+    """What ``PartitionKiller`` did; times on the history's clock (monotonic microseconds)."""
+
+    partitions: tuple[int, ...]
+    num_partitions: int
+    servers: list[ServerKill]
+    after_operations: int  # operations completed when the kill came
+    killed_us: int  # just before the first SIGKILL
+    dead_us: int  # once every killed process was reaped
+    restarted_us: int | None = None  # the new processes started
+    back_us: int | None = None  # every restarted server answered its health check
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partitions": list(self.partitions), "after_operations": self.after_operations,
+                "killed_us": self.killed_us, "dead_us": self.dead_us, "restarted_us": self.restarted_us,
+                "back_us": self.back_us,
+                "servers": [server.to_json() for server in self.servers]}
+
+    def touches(self, op: Operation) -> bool:
+        """Whether ``op`` needs a killed server: a single-key operation of a killed partition, or
+        a scan (its coordinator reads every partition)."""
+        if op.key is None:
+            return True
+        return partition_of(op.key.encode(), self.num_partitions) in self.partitions
+
+    def waited(self, operations: Sequence[Operation]) -> list[Operation]:
+        """The run's operations that waited across the kill: they needed a killed server, were
+        issued before it was restarted (in flight at the kill, or issued while it was down) and
+        completed only after the restart. A lower bound: an operation issued after the restart,
+        while the new process was still starting, waited too but is not counted."""
+        restarted = self.restarted_us if self.restarted_us is not None else INFINITE_US
+        return [op for op in operations
+                if not op.final and self.touches(op) and op.invoke_us < restarted
+                and (op.complete_us if op.complete_us is not None else INFINITE_US) > restarted]
+
+
+INFINITE_US = 1 << 62
+
+
+class PartitionKiller:
+    """``--kill-partitions``: once ``at_operations`` operations have completed, SIGKILL the servers
+    of ``partitions`` in every DC, wait ``down_s``, restart them on the same ports and data
+    directories and wait until they serve again. A state machine stepped by ``tick`` from the
+    watchdog loop of the thread that started the cluster (see the module docstring)."""
+
+    def __init__(self, cluster: LocalCluster, partitions: Sequence[int], at_operations: int,
+                 down_s: float = KILL_DOWN_S) -> None:
+        self.cluster = cluster
+        self.partitions = tuple(partitions)
+        self.at_operations = at_operations
+        self.down_s = down_s
+        self.report: KillReport | None = None
+        self._victims: list[Child] = []
+        self._pending: list[Child] = []  # restarted, not yet serving
+        self._deadline = 0.0
+        self._done = False
+
+    def tick(self, recorder: Recorder) -> None:
+        if self._done:
+            return
+        now = recorder.now_us()
+        report = self.report
+        if report is None:
+            if recorder.completed >= self.at_operations:
+                self._kill(recorder)
+        elif report.restarted_us is None:
+            if now >= report.killed_us + self.down_s * 1e6:
+                self._restart(recorder)
+        else:
+            self._check_back(recorder)
+
+    def finish(self, recorder: Recorder) -> None:
+        """Step until the restarted servers serve (or it is given up), whatever the clients did."""
+        if self.report is None:
+            self._done = True  # the run ended before the kill was due: run_plan reports it
+        while not self._done:
+            self.tick(recorder)
+            time.sleep(0.05)
+
+    def _kill(self, recorder: Recorder) -> None:
+        victims = self.cluster.of_partitions(self.partitions)
+        completed, killed_us = recorder.completed, recorder.now_us()
+        statuses = self.cluster.kill(victims)
+        servers = [ServerKill(child.server.label, child.server.address, child.process.pid, status)
+                   for child, status in zip(victims, statuses, strict=True)]
+        self.report = KillReport(self.partitions, self.cluster.config.partitions, servers, completed,
+                                 killed_us, recorder.now_us())
+        for server in servers:
+            if server.exit_status is None:
+                self.report.problems.append(f"--kill-partitions: server {server.label} did not die")
+        self._victims = victims
+
+    def _restart(self, recorder: Recorder) -> None:
+        assert self.report is not None
+        restarted = [self.cluster.restart(child) for child in self._victims]
+        self.report.restarted_us = recorder.now_us()
+        for server, child in zip(self.report.servers, restarted, strict=True):
+            server.new_pid = child.process.pid
+        self._pending = restarted
+        self._deadline = time.monotonic() + CLUSTER_START_TIMEOUT_S
+
+    def _check_back(self, recorder: Recorder) -> None:
+        from okapikv.cluster.health import is_serving
+
+        assert self.report is not None
+        for child in list(self._pending):
+            code = child.process.poll()
+            if code is not None:
+                self.report.problems.append(f"--kill-partitions: restarted server {child.server.label} exited "
+                                            f"with status {code}")
+                self._pending.remove(child)
+            elif is_serving(child.server.address, timeout_s=0.5):
+                self._pending.remove(child)
+        if not self._pending:
+            self.report.back_us = recorder.now_us()
+            self._done = True
+        elif time.monotonic() > self._deadline:
+            self.report.problems.append("--kill-partitions: no health from restarted "
+                                        + ", ".join(child.server.label for child in self._pending)
+                                        + f" within {CLUSTER_START_TIMEOUT_S:g} s")
+            self._done = True
 
 
 def connected_cluster(address: str) -> Target:
@@ -652,6 +911,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         value = getattr(args, name, None)
         if value is not None:
             words += [f"--{name}", str(value)]
+    if getattr(args, "kill_partitions", None):
+        words += ["--kill-partitions", args.kill_partitions]
     return shlex.join(words)
 
 
@@ -682,11 +943,61 @@ def summary_lines(plan: Plan, target: Target, outcome: Outcome, args: argparse.N
         lines.append(f"note: {unranked} successful write(s) came without a timestamp: single-key operations were "
                      "checked for linearizability (which needs none), scans for thin-air values, range and order "
                      "only")
+    if outcome.kill is not None:
+        lines += kill_lines(outcome.kill, outcome.operations, total)
     for problem in outcome.problems:
-        lines.append(f"client problem: {problem}")
+        lines.append(f"client problem: {problem}" if not problem.startswith("--kill-partitions") else problem)
     lines.append(f"history: {outcome.history_path} (re-check with: okapi check {outcome.history_path})")
     lines.append(f"reproduce: {reproduce_command(args)}")
     return lines
+
+
+def kill_lines(kill: KillReport, operations: Sequence[Operation], total: int) -> list[str]:
+    """What ``--kill-partitions`` killed and when, and what it did to the operations."""
+    start_us = min((op.invoke_us for op in operations if not op.final), default=kill.killed_us)
+
+    def at(us: int) -> str:
+        return f"{(us - start_us) / 1e6:.1f} s"
+
+    which = ", ".join(str(partition) for partition in kill.partitions)
+    old = ", ".join(f"{server.label} pid {server.old_pid} (exit {server.exit_status})" for server in kill.servers)
+    lines = [f"killed partition(s) {which} with SIGKILL at {at(kill.killed_us)}, after {kill.after_operations} of "
+             f"{total} operations: {old}"]
+    if kill.restarted_us is not None:
+        new = ", ".join(f"{server.label} pid {server.new_pid}" for server in kill.servers)
+        back = (f", serving again at {at(kill.back_us)} ({(kill.back_us - kill.killed_us) / 1e6:.1f} s after the "
+                "kill)" if kill.back_us is not None else ", not serving again")
+        lines.append(f"restarted them at {at(kill.restarted_us)} on the same ports and data dirs: {new}{back}")
+    waited = kill.waited(operations)
+    statuses = Counter(op.status or "pending" for op in waited)
+    in_flight = sum(1 for op in waited if op.invoke_us < kill.dead_us)
+    longest = max(((op.complete_us or op.invoke_us) - op.invoke_us for op in waited), default=0)
+    unknown = [op for op in operations if not op.final and op.status == "info"]
+    lines.append(f"operations that waited across the kill (needed a killed server, issued before the restart, "
+                 f"completed after it): {len(waited)} ({in_flight} in flight at the kill), longest "
+                 f"{longest / 1e6:.1f} s; "
+                 + ", ".join(f"{status} {count}" for status, count in sorted(statuses.items())))
+    if unknown:
+        lines.append(f"outcome unknown (recorded as info, may or may not have taken effect): {len(unknown)} "
+                     f"write(s): {'; '.join(op.describe() for op in unknown[:5])}")
+    return lines
+
+
+def parse_partitions(text: str | None, partitions: int) -> tuple[int, ...]:
+    """``--kill-partitions``: comma-separated partition numbers, each below ``partitions``."""
+    if text is None:
+        return ()
+    try:
+        numbers = tuple(dict.fromkeys(int(word) for word in text.split(",") if word.strip()))
+    except ValueError:
+        raise FuzzError(f"--kill-partitions takes partition numbers like 1 or 1,2, not {text!r}") from None
+    if not numbers:
+        raise FuzzError("--kill-partitions must name at least one partition")
+    wrong = [number for number in numbers if not 0 <= number < partitions]
+    if wrong:
+        raise FuzzError(f"--kill-partitions: the cluster has partitions 0 to {partitions - 1}, not "
+                        f"{', '.join(map(str, wrong))}")
+    return numbers
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -697,6 +1008,8 @@ def _validate(args: argparse.Namespace) -> None:
     partitions = getattr(args, "partitions", None)
     if partitions is not None and partitions < 1:
         raise FuzzError("--partitions must be at least 1")
+    if getattr(args, "kill_partitions", None) and args.connect:
+        raise FuzzError("--kill-partitions needs the local cluster the fuzzer starts (not --connect)")
 
 
 def _history_path(args: argparse.Namespace) -> Path:
@@ -713,22 +1026,32 @@ def run_fuzz(args: argparse.Namespace) -> int:
     partitions = getattr(args, "partitions", None) or DEFAULT_PARTITIONS
     try:
         _validate(args)
+        kill_partitions = parse_partitions(getattr(args, "kill_partitions", None), partitions)
+        killer: PartitionKiller | None = None
         with contextlib.ExitStack() as stack:
             if args.connect:
                 target = connected_cluster(args.connect)
             else:
                 dcs = _names(args.dcs) if args.dcs else list(DEFAULT_DCS)
                 directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="okapi-fuzz-")))
+                durable = bool(kill_partitions)
                 print(f"okapi fuzz: starting a local cluster: {', '.join(dcs)} x {partitions} partition(s), "
-                      f"protocol {protocol}", flush=True)
-                target = stack.enter_context(local_cluster(dcs, partitions, protocol, directory))
+                      f"protocol {protocol}{', durable' if durable else ''}", flush=True)
+                cluster = stack.enter_context(local_cluster(dcs, partitions, protocol, directory, durable))
+                target = cluster.target
+                if kill_partitions:
+                    at_operations = int(args.clients * args.ops * KILL_AT_FRACTION)
+                    killer = PartitionKiller(cluster, kill_partitions, at_operations)
+                    print(f"okapi fuzz: will kill -9 partition(s) {', '.join(map(str, kill_partitions))} in every DC "
+                          f"after {at_operations} operations and restart them {KILL_DOWN_S:g} s later", flush=True)
             plan = make_plan(args, _client_dcs(args, target.dcs), fresh_prefix=bool(args.connect))
             mode = "one shared set of" if plan.conflict else "disjoint sets of"
             print(f"okapi fuzz: seed {plan.seed}: {plan.clients} client(s) x {plan.operations_per_client} ops, "
                   f"{mode} {KEYS_PER_CLIENT} keys (prefix {plan.key_prefix}), in DC(s) "
                   f"{', '.join(dict.fromkeys(plan.client_dcs))} of {target.description}, protocol {target.protocol}",
                   flush=True)
-            outcome = run_plan(plan, target, _history_path(args), meta={"command": reproduce_command(args)})
+            outcome = run_plan(plan, target, _history_path(args), meta={"command": reproduce_command(args)},
+                               killer=killer)
     except FuzzError as error:
         print(f"okapi fuzz: {error}", file=sys.stderr)
         return 2

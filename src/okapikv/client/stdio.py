@@ -15,7 +15,11 @@ comma-separated list (``--dc a,b``, ``--connect H1:P1,H2:P2``): the first is use
 fallback DCs the session moves to when it stays unreachable (``Client``'s ``fallback``).
 ``--timestamps``: PUT, SWAP and DELETE lines end in `` ts=<n>``, the write's server timestamp (for
 ``okapi fuzz``, whose checkers need the store's last-writer-wins order; off by default, since the
-course's tools read the format byte for byte).
+course's tools read the format byte for byte). ``--at-most-once``: a PUT, SWAP or DELETE whose
+connection broke after it was sent is not retried (a retry could apply it twice) but answered
+``ERROR outcome unknown: ...``; operations that never reached a server, and every read, are still
+retried until ``--timeout-s`` (for ``okapi fuzz``, whose checkers must know which writes may have
+happened; see ``okapikv.client.retry``).
 
 Exit status: 0 after STOP or end of input, 1 if the cluster could not be reached at start-up (or
 the reader of the output went away), 2 for a bad command line (unknown DC, no local cluster), 130
@@ -35,7 +39,7 @@ from typing import TextIO
 
 from okapikv.client.commands import HELP, CommandError, KeyValueApi, Stop, execute, format_error, parse
 from okapikv.client.sync import Client
-from okapikv.errors import InvalidArgument, OkapiError, Unavailable
+from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, Unavailable
 from okapikv.tls import ClientTls, client_tls_from_args
 
 PROMPT = "okapi> "
@@ -79,6 +83,8 @@ def respond(client: KeyValueApi, line: str, timestamps: bool = False) -> tuple[l
         return [format_error(f"invalid argument: {error}")], False
     except Unavailable as error:
         return [format_error(f"unavailable: {error}")], False
+    except OutcomeUnknown as error:
+        return [format_error(f"outcome unknown: {error}")], False
     except OkapiError as error:
         return [format_error(f"{type(error).__name__}: {error}")], False
 
@@ -178,7 +184,8 @@ def run_client(args: argparse.Namespace) -> int:
         print(f"okapi client: {error}", file=sys.stderr)
         return 2
     try:
-        client = Client(address, timeout_s=args.timeout_s, tls=tls, fallback=fallback)
+        client = Client(address, timeout_s=args.timeout_s, tls=tls, fallback=fallback,
+                        at_most_once=bool(getattr(args, "at_most_once", False)))
     except OkapiError as error:
         print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
         return 1

@@ -398,11 +398,7 @@ class PartitionServer:
         return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]
 
     def _dependency_of(self, version: Version) -> Vector:
-        if version.dv is not None:
-            return version.dv
-        vector = [0] * self.num_dcs
-        vector[version.source_dc] = version.timestamp
-        return tuple(vector)
+        return version.dependency_vector(self.num_dcs)
 
     def _on_get(self, request: GetRequest, now_us: int) -> Outcome:
         problem = self._check_key(request.key) or self._check_session(request.session)

@@ -34,6 +34,8 @@ class Cure(Protocol):
         return physical_put_timestamp(previous, max_dependency, now_us)
 
     def replicated_dv(self, version: Version) -> Vector | None:
+        if version.dv is None:  # stored as None (no remote dependency): Cure's updates always carry it
+            return version.dependency_vector(self.num_dcs)
         return version.dv
 
     def update_metadata_bytes(self) -> int:

@@ -1,0 +1,439 @@
+"""``okapi bench --suite fast``: the performance targets of issue #6, each measured, side by side.
+
+One command runs every measurement the targets name, on fresh local clusters, and ends with one
+table: target, goal, measured, met or not. Nothing is asserted by timing inside a unit test; this
+suite is where the figures come from (README, "Performance targets").
+
+1. Latency: one client, one DC, one partition, one operation at a time. GET and PUT through the
+   blocking ``Client`` (what scripts and the stdin/stdout client use) and through an ``okapi client``
+   process driven line by line over its stdin/stdout, as the course's tools drive it.
+2. Throughput: one partition server under YCSB-A with ``FAST_SESSIONS`` concurrent sessions of the
+   async client in one load process; redis-server driven by redis-py through the same load
+   generator with the same sessions (the ratio is reported); and the same store with the
+   ``eventual`` protocol (no stabilization, no dependency metadata): the cost of causality.
+3. The cost of causality on the paper's workload: RO-TX over 2 partitions + PUT, 3 DCs with the
+   emulated WAN, Okapi against ``eventual``.
+4. Memory: bytes of server RSS per key after loading ``--records`` keys (``run_memory``; 1,000,000
+   in the full suite).
+5. Replication keeps up: every DC takes PUTs at the highest rate the machine allows while remote
+   visibility is probed and every server's replication queues are sampled. Okapi makes an update
+   visible in DC j once every DC holds it (UST), so the bound per pair (i -> j) is the UST path
+   ``max_k (wan(i, k) + wan(k, j))`` plus 3 stabilization periods; the queues must not trend up.
+6. Scaling: YCSB-A with the same sessions on one and on two partitions (one DC).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from okapikv.bench.messages import BenchError
+from okapikv.bench.redis_ref import unavailable_reason
+from okapikv.bench.visibility import measure_visibility, summarize
+
+if TYPE_CHECKING:
+    from okapikv.bench.clusters import RunningCluster
+    from okapikv.bench.suites import Bench, SystemUnderTest
+
+FAST_SESSIONS = 64
+LATENCY_OPS = 5_000
+LATENCY_OPS_QUICK = 300
+LATENCY_KEYS = 1_000
+ROTX_DCS = ("oregon", "virginia", "ireland")
+ROTX_CLIENTS = 24
+REPLICATION_SESSIONS = 48
+STATS_SAMPLE_S = 0.5
+STABILIZATION_PERIODS = 3
+LATENCY_GOAL_US = 400.0
+THROUGHPUT_GOAL = 30_000.0
+REDIS_RATIO_GOAL = 0.5
+CAUSALITY_COST_GOAL = 0.15
+MEMORY_GOAL = 250.0
+MEMORY_RECORDS = 1_000_000
+MEMORY_RECORDS_QUICK = 20_000
+
+
+def _summary_us(samples_ns: list[int]) -> dict[str, float]:
+    ordered = sorted(samples_ns)
+    count = len(ordered)
+    return {
+        "count": count,
+        "mean_us": round(statistics.fmean(ordered) / 1000, 1),
+        "p50_us": round(ordered[count // 2] / 1000, 1),
+        "p99_us": round(ordered[min(count - 1, int(count * 0.99))] / 1000, 1),
+    }
+
+
+def _keys(count: int) -> list[bytes]:
+    return [b"lat%05d" % index for index in range(count)]
+
+
+def measure_client_latency(address: str, operations: int) -> dict[str, dict[str, float]]:
+    """Sequential GETs and PUTs through the blocking ``Client``, after a warm-up of each."""
+    from okapikv.client.sync import Client
+
+    keys = _keys(LATENCY_KEYS)
+    value = b"v" * 8
+    with Client(address) as client:
+        for key in keys:
+            client.put(key, value)
+        results: dict[str, dict[str, float]] = {}
+        for kind in ("get", "put"):
+            samples: list[int] = []
+            for number in range(operations + operations // 10):
+                key = keys[number % LATENCY_KEYS]
+                started = time.perf_counter_ns()
+                if kind == "get":
+                    client.get(key)
+                else:
+                    client.put(key, value)
+                if number >= operations // 10:  # the first tenth warms up
+                    samples.append(time.perf_counter_ns() - started)
+            results[kind] = _summary_us(samples)
+    return results
+
+
+def measure_stdio_latency(address: str, operations: int) -> dict[str, dict[str, float]]:
+    """The same through an ``okapi client`` process: write one command line, read its result line."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "okapikv.cli", "client", "--connect", address],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    keys = [key.decode() for key in _keys(LATENCY_KEYS)]
+
+    def call(line: str) -> str:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(line + "\n")
+        process.stdin.flush()
+        answer = process.stdout.readline()
+        if not answer:
+            raise BenchError(f"okapi client exited: {process.stderr.read() if process.stderr else ''}")
+        return answer
+
+    try:
+        results: dict[str, dict[str, float]] = {}
+        for kind in ("GET", "PUT"):
+            samples: list[int] = []
+            for number in range(operations + operations // 10):
+                key = keys[number % LATENCY_KEYS]
+                line = f"GET {key}" if kind == "GET" else f"PUT {key} v{number:07d}"
+                started = time.perf_counter_ns()
+                answer = call(line)
+                elapsed = time.perf_counter_ns() - started
+                if answer.startswith("ERROR"):
+                    raise BenchError(f"okapi client answered {answer.strip()!r} to {line!r}")
+                if number >= operations // 10:
+                    samples.append(elapsed)
+            results[kind.lower()] = _summary_us(samples)
+        call("STOP")
+        return results
+    finally:
+        if process.stdin:
+            process.stdin.close()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class QueueSampler:
+    """Every server's replication queues (``Stats`` links: queued + unacknowledged messages), sampled
+    on a thread while a run goes on. Keeping up means the total does not trend up: the second half
+    of the samples is not above the first half by more than noise."""
+
+    def __init__(self, cluster: RunningCluster, interval_s: float = STATS_SAMPLE_S) -> None:
+        self.cluster = cluster
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, int, int]] = []  # (seconds since start, messages, bytes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="queue-sampler", daemon=True)
+
+    def __enter__(self) -> QueueSampler:
+        self._started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            messages = size = 0
+            for stats in self.cluster.fetch_stats().values():
+                for link in stats.get("links", {}).values():
+                    messages += int(link.get("queued", 0)) + int(link.get("unacked", 0))
+                    size += int(link.get("queued_bytes", 0)) + int(link.get("unacked_bytes", 0))
+            self.samples.append((round(time.monotonic() - self._started, 2), messages, size))
+
+    def summary(self) -> dict[str, Any]:
+        counts = [messages for _, messages, _ in self.samples]
+        if not counts:
+            return {"samples": 0}
+        half = len(counts) // 2
+        first, second = counts[:half] or counts, counts[half:]
+        return {
+            "samples": len(counts), "max_messages": max(counts),
+            "mean_messages": round(statistics.fmean(counts), 1),
+            "first_half_mean": round(statistics.fmean(first), 1),
+            "second_half_mean": round(statistics.fmean(second), 1),
+            "max_bytes": max(size for _, _, size in self.samples),
+            "series": [list(sample) for sample in self.samples],
+        }
+
+
+def ust_bound_ms(wan_ms: tuple[tuple[float, ...], ...], source: int, destination: int,
+                 stabilization_ms: float) -> float:
+    """Okapi's visibility bound for one DC pair: the update reaches every DC k, and DC k's knowledge
+    of it reaches ``destination`` (UST, Okapi section 3.3), plus ``STABILIZATION_PERIODS`` periods."""
+    path = max(wan_ms[source][k] + wan_ms[k][destination] for k in range(len(wan_ms)))
+    return path + STABILIZATION_PERIODS * stabilization_ms
+
+
+class FastSuite:
+    """The phases; each writes its figures into ``bench.results.fast`` and a run record where one fits."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+        self.options = bench.options
+        self.fast: dict[str, Any] = bench.results.fast
+
+    # ------------------------------------------------------------------ 1. latency
+
+    def latency(self) -> None:
+        operations = LATENCY_OPS_QUICK if self.options.quick else LATENCY_OPS
+        with self.bench.okapi("okapi", ("local",), 1, 0.0) as sut:
+            address = sut.target.addresses[0]
+            self.bench.ui.message(f"latency: {operations} sequential GETs and PUTs, blocking Client")
+            client = measure_client_latency(address, operations)
+            self.bench.ui.message("latency: the same through an okapi client process (stdin/stdout)")
+            stdio = measure_stdio_latency(address, operations)
+        self.fast["latency"] = {"client": client, "stdio": stdio, "operations": operations}
+        for via, figures in (("Client", client), ("okapi client", stdio)):
+            self.bench.ui.finish_run(
+                f"  {via}: GET mean {figures['get']['mean_us']:.0f} us (p99 {figures['get']['p99_us']:.0f}), "
+                f"PUT mean {figures['put']['mean_us']:.0f} us (p99 {figures['put']['p99_us']:.0f})", counted=False)
+
+    # ------------------------------------------------------------------ 2, 3, 6. throughput
+
+    def _ycsb_a(self, sut: SystemUnderTest, series: str, title: str) -> dict[str, Any] | None:
+        bench = self.bench
+        bench.load(sut)
+        return bench.measure(sut, bench.workload("a", sut), FAST_SESSIONS, series=series, kind="single",
+                             title=title, processes=1)
+
+    def throughput(self) -> None:
+        bench = self.bench
+        title = f"YCSB-A, {FAST_SESSIONS} sessions of the async client in one load process, one partition"
+        systems = ["okapi", "eventual"]
+        reason = unavailable_reason() if self.options.redis else "--no-redis"
+        if reason is None:
+            systems.append("redis")
+        else:
+            bench.results.note(f"Redis reference skipped: {reason}")
+        records: dict[str, Any] = {}
+        for system in systems:
+            def body(system: str = system) -> None:
+                manager = bench.redis() if system == "redis" else bench.okapi(system, ("local",), 1, 0.0)
+                with manager as sut:
+                    records[system] = self._ycsb_a(sut, "fast-ycsb-a", title)
+            bench.guarded(f"YCSB-A on {system}", body)
+
+        def two_partitions() -> None:
+            with bench.okapi("okapi", ("local",), 2, 0.0) as sut:
+                records["okapi-2p"] = self._ycsb_a(sut, "fast-scaling", "YCSB-A on 1 and 2 partitions (one DC)")
+        bench.copy_into(records.get("okapi"), "fast-scaling", "single", "YCSB-A on 1 and 2 partitions (one DC)")
+        bench.guarded("YCSB-A on 2 partitions", two_partitions)
+        self.fast["ycsb_a"] = {name: _throughput(record) for name, record in records.items()}
+
+    def rotx(self) -> None:
+        bench = self.bench
+        title = "RO-TX over 2 partitions + PUT, 3 DCs, emulated WAN: Okapi and eventual"
+        found: dict[str, Any] = {}
+        for system in ("okapi", "eventual"):
+            def body(system: str = system) -> None:
+                with bench.okapi(system, ROTX_DCS, 2, 0.0) as sut:
+                    bench.load(sut)
+                    found[system] = bench.measure(
+                        sut, bench.workload("rotx", sut, rotx_partitions=2, write_ratio=None), ROTX_CLIENTS,
+                        series="fast-rotx", kind="single", title=title)
+            bench.guarded(f"RO-TX + PUT on {system}", body)
+        self.fast["rotx"] = {name: _throughput(record) for name, record in found.items()}
+
+    # ------------------------------------------------------------------ 5. replication
+
+    def replication(self) -> None:
+        bench = self.bench
+        o = self.options
+
+        def body() -> None:
+            with bench.okapi("okapi", ROTX_DCS, 1, 0.0) as sut:
+                cluster = sut.cluster
+                assert cluster is not None
+                bench.load(sut)
+                from okapikv.cluster.config import local_cluster
+
+                config = local_cluster(dcs=ROTX_DCS, partitions=1, protocol="okapi", wan=o.wan)
+                workload = bench.workload("rotx", sut, rotx_partitions=1, write_ratio=1.0)
+                samples = o.visibility_samples or (10 if o.quick else 100)
+                with QueueSampler(cluster) as sampler, ThreadPoolExecutor(1) as pool:
+                    # The PUT load runs on a thread (it blocks on its load processes) while this thread
+                    # probes visibility on the Bench's event loop.
+                    future = pool.submit(bench.measure, sut, workload, REPLICATION_SESSIONS, series="fast-replication",
+                                         kind="single", title="PUT-only load in every DC, visibility probed")
+                    time.sleep(o.warmup_s)
+                    pairs = bench.runner.run(measure_visibility(
+                        cluster.dc_addresses(), cluster.dc_names, samples=samples,
+                        deadline_s=max(1.0, o.duration_s - 0.5), timeout_s=o.timeout_s))
+                    record = future.result()
+                rows = []
+                for pair in pairs:
+                    summary = summarize(pair)
+                    summary.pop("samples_ms", None)
+                    source, destination = cluster.dc_names.index(pair.source), cluster.dc_names.index(pair.destination)
+                    summary["bound_ms"] = ust_bound_ms(config.wan_ms, source, destination,
+                                                       config.stabilization_interval_ms)
+                    rows.append(summary)
+                self.fast["replication"] = {"throughput": _throughput(record), "visibility": rows,
+                                            "queues": sampler.summary()}
+                worst = max(rows, key=lambda row: row["p99_ms"] - row["bound_ms"]) if rows else None
+                queues = sampler.summary()
+                if worst is not None:
+                    bench.ui.finish_run(
+                        f"  visibility under load: worst pair {worst['source']}->{worst['destination']} p99 "
+                        f"{worst['p99_ms']:.1f} ms (bound {worst['bound_ms']:.0f} ms); replication queues max "
+                        f"{queues.get('max_messages', 0)} messages, mean {queues.get('first_half_mean', 0)} -> "
+                        f"{queues.get('second_half_mean', 0)}", counted=False)
+        bench.guarded("replication under load", body)
+
+    # ------------------------------------------------------------------ verdicts
+
+    def verdicts(self) -> None:
+        self.fast["targets"] = evaluate(self.fast, self.bench.results.memory)
+
+
+def _throughput(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    latency = record["latency_us"].get("all", {})
+    return {"ops_s": record["throughput_ops_s"], "mean_us": latency.get("mean_us"), "p99_us": latency.get("p99_us"),
+            "errors": sum(record["errors"].values()), "server_cpu_s": record["cpu"].get("server_s"),
+            "client_cores": record["cpu"].get("client_cores"), "partitions": record.get("partitions")}
+
+
+def _row(target: str, goal: str, measured: str, met: bool | None) -> dict[str, Any]:
+    return {"target": target, "goal": goal, "measured": measured, "met": met}
+
+
+def evaluate(fast: dict[str, Any], memory: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per target of issue #6, from what the phases measured (missing figures: met None)."""
+    rows: list[dict[str, Any]] = []
+    latency = fast.get("latency")
+    if latency:
+        for via, key in (("Client", "client"), ("okapi client", "stdio")):
+            for kind in ("get", "put"):
+                mean = latency[key][kind]["mean_us"]
+                rows.append(_row(f"1. {kind.upper()} latency, one client ({via})", f"<= {LATENCY_GOAL_US:.0f} us",
+                                 f"{mean:.0f} us", mean <= LATENCY_GOAL_US))
+    ycsb = fast.get("ycsb_a") or {}
+    okapi, eventual, redis = ycsb.get("okapi"), ycsb.get("eventual"), ycsb.get("redis")
+    if okapi:
+        rows.append(_row(f"2. YCSB-A, one partition, {FAST_SESSIONS} sessions", f">= {THROUGHPUT_GOAL:,.0f} ops/s",
+                         f"{okapi['ops_s']:,.0f} ops/s", okapi["ops_s"] >= THROUGHPUT_GOAL))
+        if redis:
+            ratio = okapi["ops_s"] / redis["ops_s"] if redis["ops_s"] else 0.0
+            rows.append(_row("2. ... against redis-server + redis-py, same load", f">= {REDIS_RATIO_GOAL:.0%} of Redis",
+                             f"{ratio:.0%} ({redis['ops_s']:,.0f} ops/s)", ratio >= REDIS_RATIO_GOAL))
+    for label, pair in (("YCSB-A", (okapi, eventual)), ("RO-TX + PUT", _pair(fast.get("rotx")))):
+        ours, baseline = pair
+        if ours and baseline and baseline["ops_s"]:
+            cost = 1 - ours["ops_s"] / baseline["ops_s"]
+            rows.append(_row(f"3. cost of causality, {label}", f"within {CAUSALITY_COST_GOAL:.0%} of eventual",
+                             f"{cost:+.1%} ({ours['ops_s']:,.0f} vs {baseline['ops_s']:,.0f} ops/s)",
+                             cost <= CAUSALITY_COST_GOAL))
+    for record in memory:
+        per_key = record["bytes_per_key"]
+        rows.append(_row(f"4. memory, {record['keys']:,} keys", f"<= {MEMORY_GOAL:.0f} B/key",
+                         f"{per_key:.0f} B/key ({record['rss_after_per_key']:.0f} with the empty server)",
+                         per_key <= MEMORY_GOAL))
+    replication = fast.get("replication")
+    if replication and replication["visibility"]:
+        over = [row for row in replication["visibility"] if row["p99_ms"] > row["bound_ms"]]
+        worst = max(replication["visibility"], key=lambda row: row["p99_ms"] - row["bound_ms"])
+        queues = replication["queues"]
+        growing = queues.get("second_half_mean", 0) > 2 * queues.get("first_half_mean", 0) + 100
+        rate = replication["throughput"]["ops_s"] if replication["throughput"] else 0
+        rows.append(_row("5. visibility p99 at full PUT load", "<= UST path + 3 stabilization periods",
+                         f"{len(over)} of {len(replication['visibility'])} pairs over; worst "
+                         f"{worst['p99_ms']:.0f} ms vs {worst['bound_ms']:.0f} ms ({rate:,.0f} PUT/s)", not over))
+        rows.append(_row("5. replication queues", "no unbounded growth",
+                         f"max {queues.get('max_messages', 0)} messages, mean {queues.get('first_half_mean', 0)} -> "
+                         f"{queues.get('second_half_mean', 0)}", not growing))
+    two = ycsb.get("okapi-2p")
+    if okapi and two:
+        gain = two["ops_s"] / okapi["ops_s"] if okapi["ops_s"] else 0.0
+        rows.append(_row("6. scaling 1 -> 2 partitions (YCSB-A)", "throughput grows",
+                         f"{okapi['ops_s']:,.0f} -> {two['ops_s']:,.0f} ops/s (x{gain:.2f})", gain > 1.0))
+    return rows
+
+
+def _pair(found: dict[str, Any] | None) -> tuple[Any, Any]:
+    found = found or {}
+    return found.get("okapi"), found.get("eventual")
+
+
+def render_targets(fast: dict[str, Any]) -> list[str]:
+    """The Markdown section of report.md for ``--suite fast``."""
+    rows = fast.get("targets") or []
+    if not rows:
+        return []
+    lines = ["## Performance targets (issue #6)", "", "| target | goal | measured | met |", "|---|---|---|---|"]
+    for row in rows:
+        met = {True: "yes", False: "**no**", None: "n/a"}[row["met"]]
+        lines.append(f"| {row['target']} | {row['goal']} | {row['measured']} | {met} |")
+    latency = fast.get("latency")
+    if latency:
+        lines += ["", "Latency, one operation at a time (µs):", "",
+                  "| via | GET mean | GET p50 | GET p99 | PUT mean | PUT p50 | PUT p99 |",
+                  "|---|---|---|---|---|---|---|"]
+        for via, key in (("Client", "client"), ("okapi client", "stdio")):
+            get, put = latency[key]["get"], latency[key]["put"]
+            lines.append(f"| {via} | {get['mean_us']:.0f} | {get['p50_us']:.0f} | {get['p99_us']:.0f} | "
+                         f"{put['mean_us']:.0f} | {put['p50_us']:.0f} | {put['p99_us']:.0f} |")
+    replication = fast.get("replication")
+    if replication and replication["visibility"]:
+        lines += ["", "Remote visibility under full PUT load (ms):", "",
+                  "| pair | mean | p50 | p99 | bound | samples | timeouts |", "|---|---|---|---|---|---|---|"]
+        for row in replication["visibility"]:
+            lines.append(f"| {row['source']}->{row['destination']} | {row['mean_ms']:.1f} | {row['p50_ms']:.1f} | "
+                         f"{row['p99_ms']:.1f} | {row['bound_ms']:.0f} | {row['count']} | {row['timeouts']} |")
+    return lines + [""]
+
+
+def run_fast(bench: Bench) -> None:
+    from okapikv.bench.suites import run_memory
+
+    suite = FastSuite(bench)
+    suite.latency()
+    suite.throughput()
+    suite.rotx()
+    suite.replication()
+    # The memory phase loads its own, larger key set into a fresh server.
+    saved = bench.options
+    bench.options = replace(saved, records=MEMORY_RECORDS_QUICK if saved.quick else MEMORY_RECORDS)
+    try:
+        run_memory(bench)
+    finally:
+        bench.options = saved
+    suite.verdicts()
+    for row in bench.results.fast["targets"]:
+        mark = {True: "[green]met[/green]", False: "[red]not met[/red]", None: "n/a"}[row["met"]]
+        bench.ui.message(f"{row['target']}: {row['measured']} (goal {row['goal']}): {mark}")
