@@ -166,6 +166,8 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     replication = fast["replication"]
     assert len(replication["visibility"]) == 6 and replication["queues"]["samples"] > 0
     assert all(row["bound_ms"] > 0 and row["count"] + row["timeouts"] > 0 for row in replication["visibility"])
+    assert all(row["lag_samples"] > 0 and row["lag_p99_ms"] >= row["lag_p50_ms"] > 0
+               for row in replication["visibility"]), replication["visibility"]
     assert results["memory"] and results["memory"][0]["keys"] == 20_000
     targets = [row["target"][:2] for row in fast["targets"]]
     for number in ("1.", "2.", "3.", "4.", "5.", "6."):
