@@ -332,8 +332,8 @@ def planned_runs(options: BenchOptions) -> int:
         plan = _paper_plan(options)
         per_protocol = len(plan.rotx_levels) * len(plan.clients) + len(plan.write_ratios) + len(plan.scale_levels) - 1
         return len(options.protocols) * per_protocol
-    if options.suite == "fast":
-        return 8  # latency is not a run; YCSB-A x 4 systems, RO-TX x 2, replication, memory
+    if options.suite == "fast":  # YCSB-A x 4 systems and RO-TX x 2, 3 times each unless quick; replication
+        return (4 + 2) * (1 if options.quick else 3) + 1
     if options.workload == MEMORY:
         return len(options.protocols)
     return len(options.protocols) * len(options.clients)
