@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
+
+import pytest
+
 from okapikv.core.mvstore import MultiVersionStore, Version
 
 
@@ -343,3 +347,33 @@ class TestSingleVersionRepresentation:
         assert store.collect_some(always, 10, tombstone_removable=never) == 0
         assert store.collect_some(always, 10) == 1
         assert b"k" not in store._chains and list(store.keys()) == []
+
+
+class TestVersionClasses:
+    """``Version(...)`` makes a per-DC subclass instance: two slots when there is no dependency
+    vector, three with one; the fields read back exactly as given."""
+
+    def test_fields_read_back_and_the_slots_are_minimal(self) -> None:
+        plain = Version(b"v", 1 << 62, 2, None)
+        with_dv = Version(None, 7, 0, (7, 3, 0))
+        assert (plain.value, plain.timestamp, plain.source_dc, plain.dv) == (b"v", 1 << 62, 2, None)
+        assert (with_dv.value, with_dv.timestamp, with_dv.source_dc, with_dv.dv) == (None, 7, 0, (7, 3, 0))
+        assert isinstance(plain, Version) and isinstance(with_dv, Version)
+        assert type(plain).__slots__ == ("value", "timestamp")
+        assert type(with_dv).__slots__ == ("value", "timestamp", "dv")
+        assert not hasattr(plain, "__dict__") and not hasattr(with_dv, "__dict__")
+        assert type(Version(b"w", 1, 2, None)) is type(plain)  # one class per (DC, has dv)
+        assert type(Version(b"w", 1, 1, None)) is not type(plain)
+
+    def test_order_dependency_vector_and_pickling(self) -> None:
+        version = Version(b"v", 9, 1, None)
+        assert version.order == (9, 1)
+        assert version.dependency_vector(3) == (0, 9, 0)
+        assert Version(b"v", 9, 1, (4, 9, 2)).dependency_vector(3) == (4, 9, 2)
+        copy = pickle.loads(pickle.dumps(version))
+        assert (copy.value, copy.timestamp, copy.source_dc, copy.dv) == (b"v", 9, 1, None)
+        assert repr(copy) == repr(version)
+
+    def test_a_negative_dc_is_refused(self) -> None:
+        with pytest.raises(ValueError):
+            Version(b"v", 1, -1, None)
