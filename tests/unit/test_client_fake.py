@@ -190,6 +190,22 @@ def test_sync_retries_until_the_server_is_back(fake: FakeCluster) -> None:
         assert time.monotonic() - started >= 0.4
 
 
+def test_sync_streams_lost_to_server_restarts_leave_no_threads_behind(fake: FakeCluster) -> None:
+    key = keys_on(1, 1)[0]
+    with Client(fake.addresses[0], timeout_s=10, backoff=FAST) as client:
+        client.put(key, "0")
+        baseline = threading.active_count()
+        for number in range(1, 6):
+            fake.stop(1)  # ends the open stream to partition 1
+            fake.start(1)
+            client.put(key, str(number))  # on a new stream
+        deadline = time.monotonic() + 5
+        while threading.active_count() > baseline + 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() <= baseline + 1
+        assert client.get(key) == b"5"
+
+
 def test_sync_bootstrap_waits_for_the_cluster(stopped_fake: FakeCluster) -> None:
     stopped_fake.start_later(0, 0.4)
     stopped_fake.start_later(1, 0.4)

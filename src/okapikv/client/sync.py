@@ -143,6 +143,9 @@ class _SyncStream:
             if self.failure is None:
                 self.failure = failure
         self._results.put(failure)
+        # gRPC's thread that takes requests blocks in ``_outgoing`` until something arrives; without
+        # this, every failed stream (each server restart) would leave one such thread behind.
+        self._requests.put(_END)
 
     def call(self, field: str, request: Any, timeout_s: float) -> pb.Result:
         """Send one operation and wait for its result. Raises ``StreamError`` when the stream has
@@ -169,7 +172,6 @@ class _SyncStream:
 
     def close(self) -> None:
         self._fail(StreamError(grpc.StatusCode.CANCELLED, "the client closed the stream"))
-        self._requests.put(_END)
         self._call.cancel()
 
 
