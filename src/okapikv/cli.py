@@ -80,6 +80,8 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="do not retry a PUT/SWAP/DELETE whose connection broke after it was sent (a retry "
                         "could apply it twice): answer 'ERROR outcome unknown: ...' instead; reads and "
                         "requests that never reached a server are still retried (used by okapi fuzz)")
+    p.add_argument("--grpc-only", action="store_true",
+                   help="talk to the servers over gRPC only, not over their native ports (slower)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 
@@ -173,6 +175,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--keep-cpus-busy", action="store_true",
                    help="run a nice-19 spinner per CPU so idle (virtual) CPUs do not halt between messages "
                         "(see okapikv.bench.awake); recorded in results.json")
+    p.add_argument("--grpc-only", action="store_true",
+                   help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

@@ -158,7 +158,7 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         for kind in ("get", "put"):
             figures = fast["latency"][via][kind]
             assert figures["count"] > 0 and figures["p99_us"] >= figures["p50_us"] > 0, (via, kind)
-    systems = {"okapi", "eventual", "okapi-2p"} | ({"redis"} if "redis" in fast["ycsb_a"] else set())
+    systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p"} | ({"redis"} if "redis" in fast["ycsb_a"] else set())
     assert set(fast["ycsb_a"]) == systems
     assert all(figures is not None and figures["ops_s"] > 0 and figures["errors"] == 0
                for figures in fast["ycsb_a"].values()), fast["ycsb_a"]

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -41,6 +42,7 @@ from okapikv.server.app import serve
 from okapikv.tls import ClientTls, TlsConfig, client_ssl_context, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.frames import MAGIC, FrameDecoder, encode_frame
 
 TIMEOUT_S = 30.0
 
@@ -159,6 +161,14 @@ def test_mutual_tls_cluster(pki: Pki, tmp_path: Path) -> None:
                 await client.put(b"library", b"async")
                 assert await client.get(b"library") == b"async"
             assert await asyncio.to_thread(_sync_client_get, west, good, b"greeting") == b"hello"
+            # Both went through the native port, which speaks TLS by the same rules.
+            for channel in (to_east, to_west):
+                driver = json.loads((await _stub(channel).Stats(pb.StatsRequest(), timeout=5)).json)["driver"]
+                assert driver["native_connections"] >= 1
+            native_port = (await _stub(to_east).ClusterInfo(pb.ClusterInfoRequest(), timeout=5)).native_port
+            assert await asyncio.to_thread(_native_answers, east, native_port, client_ssl_context(good))
+            assert not await asyncio.to_thread(_native_answers, east, native_port,
+                                               client_ssl_context(pki.ca.client_tls()))
             with pytest.raises(Unavailable):
                 async with AsyncClient(east, tls=pki.ca.client_tls(), timeout_s=1) as client:
                     await client.get(b"library")
@@ -205,6 +215,20 @@ def test_mutual_tls_cluster(pki: Pki, tmp_path: Path) -> None:
 def _sync_client_get(address: str, tls: ClientTls, key: bytes) -> bytes | None:
     with Client(address, tls=tls, timeout_s=10) as client:
         return client.get(key)
+
+
+def _native_answers(address: str, port: int, context: ssl.SSLContext) -> bool:
+    """Whether a GET sent over TLS to the native port is answered (False: refused, no certificate)."""
+    host = address.rpartition(":")[0]
+    batch = pb.OperationBatch()
+    batch.operations.add(id=1).get.key = b"greeting"
+    try:
+        with socket.create_connection((host, port), timeout=5) as raw, \
+                context.wrap_socket(raw, server_hostname=host) as connection:
+            connection.sendall(MAGIC + encode_frame(batch.SerializeToString()))
+            return bool(FrameDecoder().feed(connection.recv(65536)))
+    except OSError:  # ssl.SSLError included: the handshake or the first read failed
+        return False
 
 
 def _scrape(address: str, context: ssl.SSLContext) -> str:

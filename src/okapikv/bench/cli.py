@@ -84,7 +84,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         key_bytes=args.key_bytes, value_bytes=args.value_bytes, connect=args.connect, quick=args.quick,
         out=Path(args.out), processes=args.processes, wan=wan, seed=args.seed, timeout_s=args.timeout_s,
         visibility_samples=args.visibility_samples, redis=not args.no_redis, progress=not args.no_progress,
-        keep_cpus_busy=getattr(args, "keep_cpus_busy", False),
+        keep_cpus_busy=getattr(args, "keep_cpus_busy", False), grpc_only=getattr(args, "grpc_only", False),
     )
     if options.records < 1 or options.key_bytes < 1 or options.value_bytes < 1:
         raise ValueError("--records, --key-bytes and --value-bytes must be positive")

@@ -93,6 +93,7 @@ class BenchOptions:
     redis: bool = True
     progress: bool = True
     keep_cpus_busy: bool = False
+    grpc_only: bool = False
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""
@@ -149,7 +150,7 @@ class Bench:
         try:
             yield SystemUnderTest(
                 system=cluster.protocol if options.connect else protocol,
-                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s),
+                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only),
                 cluster=cluster, pids=cluster.pids(), dcs=cluster.num_dcs, partitions=cluster.partitions,
                 clock_skew_ms=cluster.clock_skew_ms if not options.connect else 0.0,
             )

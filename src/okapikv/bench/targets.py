@@ -37,6 +37,7 @@ class TargetSpec:
     kind: str  # okapi | redis | memory
     addresses: tuple[str, ...] = ()
     timeout_s: float = 10.0
+    native: bool = True  # okapi: pipeline over the servers' native ports (False: gRPC streams)
 
     @property
     def num_dcs(self) -> int:
@@ -112,7 +113,7 @@ class OkapiTarget(Target):
         from okapikv.client import AsyncClient
 
         for address in self.spec.addresses:
-            client = AsyncClient(address, timeout_s=self.spec.timeout_s)
+            client = AsyncClient(address, timeout_s=self.spec.timeout_s, native=self.spec.native)
             connect = getattr(client, "connect", None)
             if connect is not None:
                 await _maybe_await(connect())

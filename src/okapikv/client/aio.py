@@ -4,12 +4,14 @@ Shape of a connection (all of it shared by ``fork``ed clients, see ``AsyncClient
 
 - one grpc.aio channel per server of the client's DC, found through ``ClusterInfo`` on the address
   the client was given (``topology.py``);
-- per server, at most one long-lived ``Pipeline`` stream. Operations issued concurrently (by one
-  client or by its forks) are appended to the stream's outbox; a writer task wakes up once the
-  current event-loop turn is over and sends everything queued as one ``OperationBatch`` (up to
-  ``max_batch`` operations), so N concurrent operations cost one gRPC message instead of N. Results
-  come back in ``ResultBatch``es, out of order, and are matched to their callers by operation id.
-  Unary RPCs remain available (``pipeline=False``) for comparison and for servers without Pipeline.
+- per server, at most one long-lived pipeline: a connection to the server's native port
+  (``native.py``; the gRPC ``Pipeline`` stream with ``native=False`` or a server without one).
+  Operations issued concurrently (by one client or by its forks) are appended to the pipeline's
+  outbox; a writer task wakes up once the current event-loop turn is over and sends what is queued
+  as ``OperationBatch``es of a few operations each (``native.NATIVE_CHUNK``, ``GRPC_CHUNK``: small
+  enough that client and server work at the same time, large enough to spread the cost of a
+  message). Results come back in ``ResultBatch``es, out of order, and are matched to their callers
+  by operation id. Unary RPCs remain available (``pipeline=False``) for comparison.
 
 What is per client: the causal session (``operations.SessionState``). Each request carries the
 session as it is when the request is issued, and each reply's session is merged into it when the
@@ -37,6 +39,7 @@ import grpc
 import grpc.aio
 
 from okapikv.client import operations as ops
+from okapikv.client.native import AsyncNativeCall, GrpcCall
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.retry import (
     CHANNEL_OPTIONS,
@@ -63,11 +66,13 @@ MAX_UNPROCESSED_BATCHES = 2
 UNPROCESSED_WAIT_S = 0.002
 #: Only batches smaller than this wait: a batch this large already spreads its gRPC cost thin.
 SMALL_BATCH = 8
+#: At most this many messages per event-loop turn: a larger outbox makes larger batches.
+MAX_MESSAGES_PER_TURN = 8
 
 
 class _Pipeline:
-    """One ``Pipeline`` call to one server: an outbox, a writer task, a reader task, and the futures
-    of the operations in flight, keyed by id.
+    """One pipeline to one server (``call``: an ``AsyncNativeCall`` or a ``GrpcCall``): an outbox, a
+    writer task, a reader task, and the futures of the operations in flight, keyed by id.
 
     A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
     ``RetryableError`` and the link opens a new pipeline for the next operation.
@@ -89,8 +94,8 @@ class _Pipeline:
     park at the server (Cure, GentleRain) never hold the others back longer than that.
     """
 
-    def __init__(self, stub: pb_grpc.KeyValueStub, max_batch: int, budget_bytes: int, tick_s: float) -> None:
-        self._call = stub.Pipeline()
+    def __init__(self, call: AsyncNativeCall | GrpcCall, max_batch: int, budget_bytes: int, tick_s: float) -> None:
+        self._call = call
         self._max_batch = max_batch
         self._budget_bytes = budget_bytes
         self._tick_s = tick_s
@@ -98,6 +103,7 @@ class _Pipeline:
         # id -> (future, deadline in loop time); insertion order is submission order
         self._inflight: dict[int, tuple[asyncio.Future[pb.Result], float]] = {}
         self._outbox: list[pb.Operation] = []
+        self._sizes: list[int] = []  # of the operations in the outbox, serialized
         self._outbox_bytes = 0
         self._wakeup = asyncio.Event()
         self._unprocessed: deque[int] = deque()  # first operation id of each batch sent, not processed
@@ -128,6 +134,7 @@ class _Pipeline:
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._tick_s, self._sweep)
         self._outbox.append(operation)
+        self._sizes.append(size)
         self._outbox_bytes += size
         self._wakeup.set()
         return operation.id, future
@@ -168,6 +175,8 @@ class _Pipeline:
             raise
         except grpc.aio.AioRpcError as error:
             self._fail(RetryableError(error.code(), error.details() or "stream failed"))
+        except RetryableError as error:
+            self._fail(error)
         except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
             self._fail(RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream write failed: {error!r}"))
 
@@ -175,18 +184,21 @@ class _Pipeline:
         """The next batch: up to ``max_batch`` operations and, unless it is a single operation, at
         most the byte budget (the servers refuse larger messages)."""
         outbox = self._outbox
-        if self._outbox_bytes <= self._budget_bytes and len(outbox) <= self._max_batch:
+        limit = min(self._max_batch, max(self._call.chunk, -(-len(outbox) // MAX_MESSAGES_PER_TURN)))
+        if self._outbox_bytes <= self._budget_bytes and len(outbox) <= limit:
             batch, self._outbox, self._outbox_bytes = outbox, [], 0
+            self._sizes.clear()
             return batch
+        sizes = self._sizes
         count = total = 0
-        for operation in outbox[: self._max_batch]:
-            size = operation.ByteSize()
+        for size in sizes[:limit]:
             if count and total + size > self._budget_bytes:
                 break
             count += 1
             total += size
         batch = outbox[:count]
         del outbox[:count]
+        del sizes[:count]
         self._outbox_bytes -= total
         return batch
 
@@ -217,6 +229,8 @@ class _Pipeline:
             raise
         except grpc.aio.AioRpcError as error:
             failure = RetryableError(error.code(), error.details() or "stream failed")
+        except RetryableError as error:  # the native connection closed or failed to open
+            failure = error
         except Exception as error:  # noqa: BLE001 - a broken stream must fail its operations, whatever broke it
             failure = RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream read failed: {error!r}")
         self._fail(failure)
@@ -232,6 +246,7 @@ class _Pipeline:
                 self._watchdog = None
         inflight, self._inflight = self._inflight, {}
         self._outbox.clear()
+        self._sizes.clear()
         self._outbox_bytes = 0
         for future, _ in inflight.values():
             if not future.done():
@@ -248,8 +263,11 @@ class _ServerLink:
     """The channel, unary stub and current pipeline to one server."""
 
     def __init__(self, address: str, max_batch: int, budget_bytes: int, tick_s: float,
-                 tls: ClientTls | None = None) -> None:
+                 tls: ClientTls | None = None, native: bool = False, timeout_s: float = 30.0) -> None:
         self.address = address
+        self._tls = tls
+        self._native = native
+        self._timeout_s = timeout_s
         self._budget_bytes = budget_bytes
         self._tick_s = tick_s
         self.channel = open_aio_channel(address, tls, CHANNEL_OPTIONS)
@@ -265,7 +283,9 @@ class _ServerLink:
             if pipeline is not None:
                 self.batches_sent += pipeline.batches_sent
                 self.operations_sent += pipeline.operations_sent
-            pipeline = self._pipeline = _Pipeline(self.stub, self._max_batch, self._budget_bytes, self._tick_s)
+            call = (AsyncNativeCall(self.stub, self.address, self._tls, self._timeout_s) if self._native
+                    else GrpcCall(self.stub))
+            pipeline = self._pipeline = _Pipeline(call, self._max_batch, self._budget_bytes, self._tick_s)
         return pipeline
 
     def counters(self) -> tuple[int, int]:
@@ -285,7 +305,7 @@ class _Connections:
     """Everything a client and its forks share: the topology and one link per server of the DC."""
 
     def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff,
-                 tls: ClientTls | None = None) -> None:
+                 tls: ClientTls | None = None, native: bool = True) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         if max_batch < 1:
@@ -296,6 +316,7 @@ class _Connections:
         self.max_batch = max_batch
         self.backoff = backoff
         self.tls = tls
+        self.native = native
         # How often pipelines look for operations past their deadline: 5% of the timeout, so a
         # timeout fires at most 5% late, within [10 ms, 1 s].
         self.tick_s = min(max(timeout_s / 20, 0.01), 1.0)
@@ -324,7 +345,7 @@ class _Connections:
             for address in topology.addresses:
                 if address not in by_address:
                     by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
-                                                      self.tick_s, self.tls)
+                                                      self.tick_s, self.tls, self.native, self.timeout_s)
             self.links = [by_address[address] for address in topology.addresses]
             self.topology = topology
             return topology
@@ -398,12 +419,15 @@ class AsyncClient:
 
     ``tls`` (``okapikv.tls.ClientTls``): connect over TLS, trusting its CA and presenting its
     certificate when it has one (clusters with ``[tls] client_auth = true`` demand one).
+
+    ``native=False``: pipeline over the gRPC ``Pipeline`` stream even where a server has a native
+    port (``native.py``; slower, kept for comparison and for networks that only let gRPC through).
     """
 
     def __init__(self, address: str, *, timeout_s: float = 30.0, pipeline: bool = True,
                  max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF,
-                 tls: ClientTls | None = None) -> None:
-        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls)
+                 tls: ClientTls | None = None, native: bool = True) -> None:
+        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls, native)
         self._owner = True
         self._state: SessionState | None = None
         self._closed = False

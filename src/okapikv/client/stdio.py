@@ -185,7 +185,8 @@ def run_client(args: argparse.Namespace) -> int:
         return 2
     try:
         client = Client(address, timeout_s=args.timeout_s, tls=tls, fallback=fallback,
-                        at_most_once=bool(getattr(args, "at_most_once", False)))
+                        at_most_once=bool(getattr(args, "at_most_once", False)),
+                        native=not getattr(args, "grpc_only", False))
     except OkapiError as error:
         print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
         return 1

@@ -1,11 +1,13 @@
-"""The synchronous client: the same protocol as ``AsyncClient`` over blocking gRPC calls.
+"""The synchronous client: the same protocol as ``AsyncClient`` over blocking calls.
 
 One operation at a time (the stdin/stdout client, scripts, the course's YCSB driver) is what this
 client is for, so it is built for the latency of one round trip: each server's operations travel
-over one long-lived ``Pipeline`` stream (``_SyncStream``), one message each way, instead of one
-unary call each, which on loopback costs about twice as much (numbers in ``_SyncStream``). The
-unary RPCs remain: for a thread that finds the stream busy (another thread sharing the client),
-and with ``pipeline=False``. Why not run an ``AsyncClient`` on a background event loop: every call
+over one long-lived connection to its native port (``native.SyncNativeCall``: a blocking socket in
+the caller's thread), or, with ``native=False`` or a server without one, over one long-lived gRPC
+``Pipeline`` stream (``_SyncStream``), one message each way instead of one unary call each, which
+on loopback costs about twice as much (numbers in ``_SyncStream``). The unary RPCs remain: for a
+thread that finds the connection busy (another thread sharing the client), and with
+``pipeline=False``. Why not run an ``AsyncClient`` on a background event loop: every call
 would then cross two more threads. Concurrent callers should use ``AsyncClient`` (and ``fork()``
 it per session).
 
@@ -37,6 +39,7 @@ from typing import Any, TypeVar
 import grpc
 
 from okapikv.client import operations as ops
+from okapikv.client.native import SyncNativeCall
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.retry import (
     CHANNEL_OPTIONS,
@@ -176,15 +179,34 @@ class _SyncStream:
 
 
 class _SyncLink:
-    """The channel to one server, its unary stub and (with ``stream``) its ``_SyncStream``."""
+    """The channel to one server, its unary stub and (with ``stream``) its one-at-a-time connection:
+    a ``SyncNativeCall`` when ``native`` and the server has a native port (asked through
+    ClusterInfo whenever a connection opens, so a restarted server is found on its new port), else
+    a ``_SyncStream``."""
 
-    def __init__(self, address: str, tls: ClientTls | None = None, *, stream: bool = False) -> None:
+    def __init__(self, address: str, tls: ClientTls | None = None, *, stream: bool = False,
+                 native: bool = True) -> None:
         self.address = address
+        self._tls = tls
         self.channel = open_channel(address, tls, CHANNEL_OPTIONS)
         self.stub = pb_grpc.KeyValueStub(self.channel)  # type: ignore[no-untyped-call]
         self._use_stream = stream
-        self._stream: _SyncStream | None = None
+        self._native = native
+        self._stream: _SyncStream | SyncNativeCall | None = None
         self._stream_lock = threading.Lock()
+
+    def _open(self, timeout_s: float) -> _SyncStream | SyncNativeCall:
+        if not self._native:
+            return _SyncStream(self.stub)
+        try:
+            info = self.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=timeout_s)
+        except grpc.RpcError as error:  # nothing was sent yet: the operation may be retried
+            raise StreamError(error.code() or grpc.StatusCode.UNKNOWN, error.details() or "ClusterInfo failed",
+                              sent=False) from None
+        if not info.native_port:
+            return _SyncStream(self.stub)
+        host = self.address.rpartition(":")[0].strip("[]")
+        return SyncNativeCall(host, info.native_port, self._tls, timeout_s, StreamError)
 
     def call(self, kind: OperationKind, request: Any, timeout_s: float) -> Any:
         """One attempt of operation ``kind``: over the stream when it is free (one operation at a time
@@ -194,7 +216,7 @@ class _SyncLink:
         try:
             stream = self._stream
             if stream is None or stream.failed:
-                stream = self._stream = _SyncStream(self.stub)
+                stream = self._stream = self._open(timeout_s)
             result = stream.call(kind.field, request, timeout_s)
         finally:
             self._stream_lock.release()
@@ -264,11 +286,13 @@ class Client:
     its server (``retry.never_sent``), raise ``OutcomeUnknown`` instead (default: retry, which may
     apply a write twice; see ``okapikv.client.retry``). ``pipeline=False``: unary calls only (one
     HTTP/2 stream per operation; slower, kept for comparison and for servers without Pipeline).
+    ``native=False``: never use the servers' native ports (gRPC streams only).
     """
 
     def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF,
                  tls: ClientTls | None = None, fallback: Sequence[str] = (), failover_after_s: float = 2.0,
-                 failover_wait_s: float = 10.0, at_most_once: bool = False, pipeline: bool = True) -> None:
+                 failover_wait_s: float = 10.0, at_most_once: bool = False, pipeline: bool = True,
+                 native: bool = True) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         if failover_after_s <= 0 or failover_wait_s <= 0:
@@ -276,6 +300,7 @@ class Client:
         self.timeout_s = timeout_s
         self.at_most_once = at_most_once
         self._pipeline = pipeline
+        self._native = native
         self._backoff = backoff
         self._tls = tls
         self._addresses = [address, *(a for a in fallback if a != address)]
@@ -289,7 +314,8 @@ class Client:
         finally:
             bootstrap.close()
         self._topology = Topology.from_cluster_info(info, address)
-        by_address = {a: _SyncLink(a, tls, stream=pipeline) for a in dict.fromkeys(self._topology.addresses)}
+        by_address = {a: _SyncLink(a, tls, stream=pipeline, native=native)
+                      for a in dict.fromkeys(self._topology.addresses)}
         self._links = [by_address[a] for a in self._topology.addresses]
         self._state = SessionState(self._topology.num_dcs)
         self._owner = True
@@ -322,6 +348,7 @@ class Client:
         fork.timeout_s = self.timeout_s
         fork.at_most_once = self.at_most_once
         fork._pipeline = self._pipeline
+        fork._native = self._native
         fork._backoff = self._backoff
         fork._topology = self._topology
         fork._links = self._links
@@ -520,7 +547,8 @@ class Client:
         raise AssertionError("unreachable")
 
     def _switch(self, topology: Topology, session: pb.Session) -> None:
-        by_address = {a: _SyncLink(a, self._tls, stream=self._pipeline) for a in dict.fromkeys(topology.addresses)}
+        by_address = {a: _SyncLink(a, self._tls, stream=self._pipeline, native=self._native)
+                      for a in dict.fromkeys(topology.addresses)}
         self._retired.extend(self._links)
         self._links = [by_address[a] for a in topology.addresses]
         self._topology = topology

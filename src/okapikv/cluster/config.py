@@ -27,10 +27,13 @@ Example (what `okapi up --print-config` prints, shortened)::
     clock_skew_ms = 0.0
 
 Optional per server: ``metrics_port`` (Prometheus metrics on the host of ``address``; 0 or absent
-means off) and ``peer_address`` (a second listener for peer links only, e.g. on a private network;
-required with ``[tls] client_auth = false``, see ``okapikv.tls``). Optional for the cluster: a
-``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config
-file's folder; ``client_auth``, default true; ``server_name``)::
+means off), ``native_port`` (the native port, on the host of ``address``; 0 or absent: any free
+port, which clients learn through ClusterInfo) and ``peer_address`` (a second listener for peer
+links only, e.g. on a private network; required with ``[tls] client_auth = false``, see
+``okapikv.tls``). Optional for the cluster: ``native = false`` (serve no native port: clients then
+pipeline over gRPC; see ``okapikv.wire.frames``) and a ``[tls]`` section (``ca``, ``certificate``,
+``key``: PEM paths, relative ones taken from the config file's folder; ``client_auth``, default
+true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
@@ -83,6 +86,7 @@ _TOP_LEVEL_KEYS = {
     "heartbeat_interval_ms",
     "stabilization_interval_ms",
     "piggyback_usv",
+    "native",
     "max_key_bytes",
     "max_value_bytes",
     "max_message_bytes",
@@ -90,7 +94,7 @@ _TOP_LEVEL_KEYS = {
     "servers",
     "tls",
 }
-_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address"}
+_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port"}
 _TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
 
 
@@ -99,7 +103,8 @@ class ServerConfig:
     """One partition server: where it listens and how far its clock is off (emulated skew).
 
     ``metrics_port`` (0: off) serves Prometheus metrics on the host of ``address``; ``peer_address``
-    (optional) is a listener for peer links only, which then dial it instead of ``address``."""
+    (optional) is a listener for peer links only, which then dial it instead of ``address``;
+    ``native_port`` is the native port on the host of ``address`` (0: any free one)."""
 
     dc: str
     partition: int
@@ -107,6 +112,7 @@ class ServerConfig:
     clock_skew_ms: float = 0.0
     metrics_port: int = 0
     peer_address: str | None = None
+    native_port: int = 0
 
     @property
     def label(self) -> str:
@@ -139,6 +145,7 @@ class ClusterConfig:
     heartbeat_interval_ms: float = 1.0
     stabilization_interval_ms: float = 5.0
     piggyback_usv: bool = False
+    native: bool = True
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -199,6 +206,7 @@ class ClusterConfig:
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "stabilization_interval_ms": self.stabilization_interval_ms,
             "piggyback_usv": self.piggyback_usv,
+            "native": self.native,
             "max_key_bytes": self.max_key_bytes,
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,
@@ -221,6 +229,7 @@ class ClusterConfig:
             f"heartbeat_interval_ms = {_toml_float(self.heartbeat_interval_ms)}",
             f"stabilization_interval_ms = {_toml_float(self.stabilization_interval_ms)}",
             f"piggyback_usv = {'true' if self.piggyback_usv else 'false'}",
+            f"native = {'true' if self.native else 'false'}",
             f"max_key_bytes = {self.max_key_bytes}",
             f"max_value_bytes = {self.max_value_bytes}",
             f"max_message_bytes = {self.max_message_bytes}",
@@ -243,6 +252,8 @@ class ClusterConfig:
                 lines.append(f"metrics_port = {server.metrics_port}")
             if server.peer_address:
                 lines.append(f"peer_address = {_toml_string(server.peer_address)}")
+            if server.native_port:
+                lines.append(f"native_port = {server.native_port}")
         if self.tls is not None:
             lines += ["", "# TLS for clients and peer links (peers always use mutual TLS).", "[tls]"]
             for name, value in _tls_dict(self.tls).items():
@@ -308,10 +319,11 @@ class ClusterConfig:
         for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
             if name in data:
                 optional[name] = _integer(data[name], name)
-        if "piggyback_usv" in data:
-            if not isinstance(data["piggyback_usv"], bool):
-                raise ValueError("piggyback_usv must be true or false")
-            optional["piggyback_usv"] = data["piggyback_usv"]
+        for name in ("piggyback_usv", "native"):
+            if name in data:
+                if not isinstance(data[name], bool):
+                    raise ValueError(f"{name} must be true or false")
+                optional[name] = data[name]
         for name in ("cluster_id", "protocol"):
             if name in data:
                 if not isinstance(data[name], str):
@@ -332,6 +344,8 @@ def _server_dict(server: ServerConfig) -> dict[str, Any]:
         entry["metrics_port"] = server.metrics_port
     if server.peer_address:
         entry["peer_address"] = server.peer_address
+    if server.native_port:
+        entry["native_port"] = server.native_port
     return entry
 
 
@@ -412,11 +426,12 @@ def _server(entry: object, number: int) -> ServerConfig:
         raise ValueError(f"{where}: address must be a string")
     skew = _number(entry.get("clock_skew_ms", 0.0), f"{where}: clock_skew_ms")
     metrics_port = _integer(entry.get("metrics_port", 0), f"{where}: metrics_port")
+    native_port = _integer(entry.get("native_port", 0), f"{where}: native_port")
     peer_address = entry.get("peer_address")
     if peer_address is not None and not isinstance(peer_address, str):
         raise ValueError(f"{where}: peer_address must be a string")
     return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew,
-                        metrics_port, peer_address or None)
+                        metrics_port, peer_address or None, native_port)
 
 
 def _tls(entry: object) -> TlsConfig:
@@ -546,14 +561,15 @@ def _listener_problems(
 ) -> list[str]:
     """The optional metrics and peer listeners: valid, and sharing no address with any other."""
     problems: list[str] = []
-    if not 0 <= server.metrics_port <= 65535:
-        problems.append(f"server {server.label}: metrics_port must be in 0..65535 (0: off)")
-    elif server.metrics_port:
-        canonical = join_address(host.lower(), server.metrics_port)
-        if canonical in addresses:
-            problems.append(f"server {server.label}: metrics port {server.metrics_port} is already used by "
-                            f"{addresses[canonical].label}")
-        addresses[canonical] = server
+    for name, port, zero in (("metrics", server.metrics_port, "off"), ("native", server.native_port, "any free port")):
+        if not 0 <= port <= 65535:
+            problems.append(f"server {server.label}: {name}_port must be in 0..65535 (0: {zero})")
+        elif port:
+            canonical = join_address(host.lower(), port)
+            if canonical in addresses:
+                problems.append(f"server {server.label}: {name} port {port} is already used by "
+                                f"{addresses[canonical].label}")
+            addresses[canonical] = server
     if server.peer_address is not None:
         try:
             peer_host, peer_port = split_address(server.peer_address)

@@ -14,7 +14,9 @@ accepting and gives in-flight calls a moment (``SHUTDOWN_GRACE_S``), and the pro
 
 Listeners (all from the config): ``address`` for clients (and peers, unless the server has a
 ``peer_address``, then a second port serves peer links); ``metrics_port`` on the host of
-``address`` for Prometheus. With a ``[tls]`` section every one of them speaks TLS only; the peer
+``address`` for Prometheus; unless ``native = false``, the native port (``okapikv.server.native``)
+on the host of ``address``, ``native_port`` or any free port, advertised through ClusterInfo.
+With a ``[tls]`` section every one of them speaks TLS only; the peer
 listener always demands a client certificate, the client one when ``client_auth`` is on
 (``okapikv.tls``).
 """
@@ -36,6 +38,7 @@ from okapikv import tls as tls_support
 from okapikv.cluster.config import ClusterConfig, split_address
 from okapikv.server import faults
 from okapikv.server.metrics import MetricsServer, registry_for
+from okapikv.server.native import start_native
 from okapikv.server.node import PartitionNode
 from okapikv.server.servicers import KeyValueServicer, PeerServicer
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -90,6 +93,24 @@ async def _start_metrics(node: PartitionNode, port: int) -> MetricsServer | None
     return metrics
 
 
+async def _start_native(node: PartitionNode) -> asyncio.Server | None:
+    """The native port (None with ``native = false``); sets ``node.native_port`` for ClusterInfo."""
+    config = node.config
+    if not config.native:
+        return None
+    host = split_address(node.server_config.address)[0].strip("[]")
+    port = node.server_config.native_port
+    context = None
+    if config.tls is not None:
+        context = tls_support.server_ssl_context(config.tls, require_client_auth=config.tls.client_auth)
+    try:
+        listener = await start_native(node, host, port, context)
+    except OSError as error:
+        raise BindError(f"cannot serve the native port on {host}:{port}: {error.strerror or error}") from None
+    node.native_port = listener.sockets[0].getsockname()[1]
+    return listener
+
+
 async def serve(
     config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None, *,
     metrics_port: int | None = None, data_dir: str | None = None,
@@ -126,9 +147,13 @@ async def serve(
     # messages this incarnation sends to each replica (``PartitionNode.start``).
     node.start()
     await server.start()
+    native: asyncio.Server | None = None
     try:
+        native = await _start_native(node)
         metrics = await _start_metrics(node, server_config.metrics_port if metrics_port is None else metrics_port)
     except BindError:
+        if native is not None:
+            native.close()
         await server.stop(None)
         await node.close()
         raise
@@ -136,7 +161,8 @@ async def serve(
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "peer_address": server_config.peer_address,
-                    "metrics_port": metrics.port if metrics else 0, "tls": tls is not None,
+                    "metrics_port": metrics.port if metrics else 0, "native_port": node.native_port,
+                    "tls": tls is not None,
                     "client_auth": bool(tls and tls.client_auth)})
     try:
         await stop.wait()
@@ -144,6 +170,8 @@ async def serve(
         log.info("%s shutting down", node.label, extra={"event": "shutting_down"})
         if metrics is not None:
             await metrics.close()
+        if native is not None:
+            native.close()
         await health.enter_graceful_shutdown()
         # Close our links first: peers shutting down at the same time then see their incoming
         # streams end at once instead of waiting out the grace period.

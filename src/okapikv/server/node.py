@@ -136,6 +136,9 @@ class PartitionNode:
         self._durable_acks: dict[ServerId, tuple[int, int]] = {}
         self.recovered: dict[str, int] = {}
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
+        self.native_port = 0  # set by the app once the native port listens (0: none)
+        self.native_connections = 0  # accepted on the native port, ever
+        self.native_refused = 0  # of them, closed for breaking the framing
         if data_dir is not None:
             self._open_storage(Path(data_dir))
 
@@ -490,6 +493,9 @@ class PartitionNode:
                 "peer_messages_received": self.peer_messages_received,
                 "handler_errors": self.handler_errors,
                 "oversized_dropped": self.oversized_dropped,
+                "native_port": self.native_port,
+                "native_connections": self.native_connections,
+                "native_refused": self.native_refused,
             },
             "links": {
                 link.label: {

@@ -14,6 +14,7 @@ many results wait to be written.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from okapikv.core.messages import ClientReply
 from okapikv.wire import okapikv_pb2 as pb
@@ -23,9 +24,13 @@ MAX_UNSENT_RESULTS = 50_000
 
 
 class PipelineSink:
-    __slots__ = ("outstanding", "reading", "closed", "_batch", "_ready", "_room")
+    """``on_ready`` (the native port's connections): called instead of waking ``next_batch`` when a
+    result is added, so the connection can write without a task of its own."""
 
-    def __init__(self) -> None:
+    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_batch", "_ready", "_room")
+
+    def __init__(self, on_ready: Callable[[], None] | None = None) -> None:
+        self.on_ready = on_ready
         self.outstanding = 0  # operations handed to the core and not answered yet
         self.reading = True  # the client may still send operations
         self.closed = False  # the stream is gone: drop late replies
@@ -57,9 +62,26 @@ class PipelineSink:
         self._ready.set()
 
     def _signal(self) -> None:
-        self._ready.set()
+        if self.on_ready is None:
+            self._ready.set()
+        else:
+            self.on_ready()
         if len(self._batch.results) >= MAX_UNSENT_RESULTS:
             self._room.clear()
+
+    @property
+    def full(self) -> bool:
+        """Too many results wait to be written: stop taking operations (``wait_for_room``)."""
+        return not self._room.is_set()
+
+    def take(self) -> pb.ResultBatch | None:
+        """The results ready now, or None if there are none."""
+        if not len(self._batch.results):
+            return None
+        batch = self._batch
+        self._batch = pb.ResultBatch()
+        self._room.set()
+        return batch
 
     async def wait_for_room(self) -> None:
         await self._room.wait()
@@ -68,10 +90,8 @@ class PipelineSink:
         """The results ready now (waiting for at least one), or None once the client has stopped
         sending and every operation is answered."""
         while True:
-            if len(self._batch.results):
-                batch = self._batch
-                self._batch = pb.ResultBatch()
-                self._room.set()
+            batch = self.take()
+            if batch is not None:
                 return batch
             if not self.reading and self.outstanding <= 0:
                 return None

@@ -159,7 +159,7 @@ class ServerAddress(_message.Message):
     def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterInfoResponse(_message.Message):
-    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes")
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DC_NAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +170,7 @@ class ClusterInfoResponse(_message.Message):
     MAX_KEY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_VALUE_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_PORT_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     dc_names: _containers.RepeatedScalarFieldContainer[str]
     num_partitions: int
@@ -180,7 +181,8 @@ class ClusterInfoResponse(_message.Message):
     max_key_bytes: int
     max_value_bytes: int
     max_message_bytes: int
-    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    native_port: int
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,121 @@
+"""The native port: the Pipeline RPC's batches over framed TCP (``okapikv.wire.frames`` says why).
+
+One ``NativeConnection`` per client connection plays the part of one Pipeline call: operation
+batches go to ``PartitionNode.submit_operations`` exactly as the gRPC servicer hands them over, and
+results come back through the same ``PipelineSink``, written by a callback scheduled when the first
+result of an event-loop turn is ready: every result of that turn (of every batch that arrived in
+it, and any parked operation or commit group that completed) leaves in one frame, with no task of
+its own. Writing each batch's results before ``data_received`` returned instead sent more, smaller
+frames: YCSB-A with 64 sessions, median of 5 paired runs, 25.6k ops/s against 28.6k deferred.
+
+Flow control, so that a client that stops reading cannot make the server buffer without bound:
+while the transport's write buffer is above asyncio's high-water mark (``pause_writing``) results
+stay in the sink, and once the sink holds ``MAX_UNSENT_RESULTS`` the connection stops reading until
+they are written.
+
+Refusals (bad preamble, a frame over the cluster's message limit, bytes that are not an
+OperationBatch) answer one id-0 error result, are logged, and close that connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from typing import cast
+
+from google.protobuf.message import DecodeError
+
+from okapikv.server.node import PartitionNode
+from okapikv.server.pipeline import PipelineSink
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.frames import FrameDecoder, FrameError, encode_frame
+
+log = logging.getLogger("okapikv.server")
+
+
+class NativeConnection(asyncio.Protocol):
+    def __init__(self, node: PartitionNode) -> None:
+        self._node = node
+        self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True)
+        self._sink = PipelineSink(on_ready=self._on_ready)
+        self._transport: asyncio.Transport | None = None
+        self._flush_scheduled = False
+        self._writing_paused = False
+        self._reading_paused = False
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
+        self._peer = str(transport.get_extra_info("peername"))
+        self._node.native_connections += 1
+
+    def data_received(self, data: bytes) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        try:
+            batches = [pb.OperationBatch.FromString(frame) for frame in self._decoder.feed(data)]
+        except FrameError as error:
+            self._refuse(str(error))
+            return
+        except DecodeError:
+            self._refuse("a frame is not an OperationBatch")
+            return
+        for batch in batches:
+            self._node.submit_operations(batch, self._sink)
+
+    def _on_ready(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the results ready now unless the transport is full; read or pause reading."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        if not self._writing_paused:
+            batch = self._sink.take()
+            if batch is not None:
+                transport.write(encode_frame(batch.SerializeToString()))
+        full = self._sink.full
+        if full and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not full and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._flush()
+
+    def _refuse(self, reason: str) -> None:
+        self._node.native_refused += 1
+        log.warning("native port: refused %s: %s", self._peer, reason,
+                    extra={"event": "native_refused", "peer": self._peer, "reason": reason})
+        refusal = pb.ResultBatch()
+        result = refusal.results.add()
+        result.id = 0
+        result.error.code = "INVALID_ARGUMENT"
+        result.error.message = reason
+        assert self._transport is not None
+        self._transport.write(encode_frame(refusal.SerializeToString()))
+        self._transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._sink.close()
+        self._transport = None
+
+
+async def start_native(node: PartitionNode, host: str, port: int, ssl_context: ssl.SSLContext | None) -> asyncio.Server:
+    """Listen on ``host:port`` (port 0: any free port) and serve native connections."""
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(lambda: NativeConnection(node), host, port, ssl=ssl_context)
