@@ -10,12 +10,14 @@ import json
 import os
 import socket
 import struct
+import time
 
 import pytest
 from integration_support import ClusterFactory, RunningCluster, get_value
 
 from okapikv.client import AsyncClient, Client
 from okapikv.cluster.config import split_address
+from okapikv.server.pipeline import MAX_UNSENT_BYTES, MAX_UNSENT_RESULTS
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import MAGIC, FrameDecoder, encode_frame
 
@@ -147,3 +149,113 @@ def test_native_off_serves_clients_over_grpc(cluster_factory: ClusterFactory) ->
 
     assert asyncio.run(with_async_client()) == b"v2"
     assert _driver_stats(cluster, 0, 0)["native_connections"] == 0
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def test_a_client_that_never_reads_is_flow_controlled(cluster_factory: ClusterFactory) -> None:
+    """A client that sends without ever reading ends up blocked: the server stops reading once
+    ``MAX_UNSENT_RESULTS`` results (or ``MAX_UNSENT_BYTES``) wait behind a full write buffer, instead of buffering without
+    bound; it keeps serving everyone else, and once the client reads, every result arrives and the
+    server reads again."""
+    cluster = cluster_factory(dcs=("solo",), partitions=1)
+    process = cluster.processes[("solo", 0)]
+    host = split_address(cluster.address(0, 0))[0]
+    # Kilobyte keys and values fill the socket buffers both ways after a few thousand operations,
+    # so that what blocks the sender is the server's own limit on unsent results.
+    key, value = b"k" * 1000, b"v" * 1000
+    with Client(cluster.address(0, 0), timeout_s=10) as client:
+        client.put(key, value)
+    rss_before = _rss_bytes(process.pid)
+    per_frame, complete, next_id = 500, 0, 1  # complete: operations in frames sent in full
+    pending = memoryview(b"")
+    blocked = False
+    connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with connection:
+        # Small buffers at this end (set before connecting) keep what the kernel holds small.
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
+        connection.settimeout(5)
+        connection.connect((host, _native_port(cluster, 0, 0)))
+        connection.sendall(MAGIC)
+        connection.settimeout(1.0)  # a send that makes no progress for 1 s: the server stopped reading
+        deadline = time.monotonic() + 6.0
+        while time.monotonic() < deadline:
+            if not pending:
+                batch = pb.OperationBatch()
+                for operation_id in range(next_id, next_id + per_frame):
+                    batch.operations.add(id=operation_id).get.key = key
+                next_id += per_frame
+                pending = memoryview(encode_frame(batch.SerializeToString()))
+            try:
+                pending = pending[connection.send(pending):]
+            except TimeoutError:
+                blocked = True
+                break
+            if not pending:
+                complete = next_id - 1
+        rss_blocked = _rss_bytes(process.pid)
+        assert blocked, f"sent {next_id - 1} operations without ever blocking"
+        # the sink fills at whichever limit comes first (each result carries the 1000-byte value)
+        least = min(MAX_UNSENT_RESULTS, MAX_UNSENT_BYTES // (len(value) + 64))
+        assert complete >= least, f"blocked after only {complete} operations"
+        assert rss_blocked < 500 << 20, f"the server grew from {rss_before >> 20} to {rss_blocked >> 20} MiB"
+        assert process.poll() is None, "the server died"
+        with Client(cluster.address(0, 0), timeout_s=10) as client:  # others are still served
+            client.put(b"after-flood", b"still serving")
+            assert client.get(b"after-flood") == b"still serving"
+
+        def receive(count: int) -> list[int]:
+            """Read results until ``count`` arrived; their ids (each must carry the value)."""
+            decoder = FrameDecoder()
+            ids: list[int] = []
+            while len(ids) < count:
+                chunk = connection.recv(1 << 20)
+                assert chunk, f"the server closed the connection after {len(ids)} of {count} results"
+                for frame in decoder.feed(chunk):
+                    for result in pb.ResultBatch.FromString(frame).results:
+                        assert result.WhichOneof("result") == "get" and result.get.value == value, result
+                        ids.append(result.id)
+            assert not decoder.buffered
+            return ids
+
+        connection.settimeout(10)
+        assert sorted(receive(complete)) == list(range(1, complete + 1))
+        connection.sendall(pending)  # the rest of the frame that blocked: the server reads again
+        assert sorted(receive(next_id - 1 - complete)) == list(range(complete + 1, next_id))
+    assert process.poll() is None
+
+
+def test_unsent_results_are_bounded_in_bytes_too(cluster_factory: ClusterFactory) -> None:
+    """Large values: the server stops taking operations once ``MAX_UNSENT_BYTES`` of results wait,
+    long before ``MAX_UNSENT_RESULTS`` of them would (a count alone let 64 KiB values pin gigabytes:
+    720 MiB after 6 s here, and growing)."""
+    cluster = cluster_factory(dcs=("solo",), partitions=1)
+    process = cluster.processes[("solo", 0)]
+    with Client(cluster.address(0, 0), timeout_s=10) as client:
+        client.put(b"big", b"x" * (64 << 10))
+    host = split_address(cluster.address(0, 0))[0]
+    with socket.create_connection((host, _native_port(cluster, 0, 0)), timeout=5) as connection:
+        connection.sendall(MAGIC)
+        connection.settimeout(1.0)
+        sent, deadline = 0, time.monotonic() + 4.0
+        while time.monotonic() < deadline:
+            batch = pb.OperationBatch()
+            for operation_id in range(sent + 1, sent + 101):
+                batch.operations.add(id=operation_id).get.key = b"big"
+            try:
+                connection.sendall(encode_frame(batch.SerializeToString()))
+            except TimeoutError:
+                break
+            sent += 100
+        time.sleep(1.0)  # whatever the server still does with what it took
+        rss = _rss_bytes(process.pid)
+    assert rss < 400 << 20, f"server RSS {rss >> 20} MiB after {sent} operations of 64 KiB results"
+    with Client(cluster.address(0, 0), timeout_s=10) as client:
+        assert client.get(b"big") == b"x" * (64 << 10)

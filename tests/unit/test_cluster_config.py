@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,34 @@ def test_dump_and_load(tmp_path: Path) -> None:
     assert ClusterConfig.load(path) == config
 
 
+def test_native_settings_round_trip_and_defaults() -> None:
+    default = local_cluster(dcs=("a", "b"), partitions=1)
+    assert default.native is True
+    assert all(server.native_port == 0 for server in default.servers)
+    assert "native = true" in default.to_toml().splitlines()
+    assert "native_port" not in default.to_toml()  # 0 (any free port) is not written
+    assert all("native_port" not in entry for entry in default.to_dict()["servers"])
+    first, second = default.servers
+    config = dataclasses.replace(default, native=False,
+                                 servers=(dataclasses.replace(first, native_port=7999), second))
+    assert "native = false" in config.to_toml().splitlines()
+    assert "native_port = 7999" in config.to_toml().splitlines()
+    for loaded in (ClusterConfig.from_toml(config.to_toml()), ClusterConfig.from_dict(config.to_dict())):
+        assert loaded == config
+        assert loaded.native is False
+        assert [s.native_port for s in loaded.servers] == [7999, 0]
+
+
 def _base() -> dict[str, object]:
     return local_cluster(dcs=("a", "b"), partitions=1, wan=5).to_dict()
+
+
+def test_a_native_port_may_repeat_a_port_of_another_host() -> None:
+    config = ClusterConfig.from_dict(_base() | {"servers": [
+        {"dc": "a", "partition": 0, "address": "10.0.0.1:7000", "native_port": 7001},
+        {"dc": "b", "partition": 0, "address": "10.0.0.2:7001", "native_port": 7000},
+    ]})
+    assert [s.native_port for s in config.servers] == [7001, 7000]
 
 
 @pytest.mark.parametrize(
@@ -92,6 +119,20 @@ def _base() -> dict[str, object]:
         ({"servers": [{"dc": "a", "partition": 5, "address": "h:1"}]}, "partition 5 out of range 0..0"),
         ({"servers": [{"dc": "a", "partition": 0, "address": "h:1", "port": 3}]}, "unknown setting(s) port"),
         ({"servers": [{"dc": "a", "address": "h:1"}]}, "missing partition"),
+        ({"native": "yes"}, "native must be true or false"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "native_port": 70000},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native_port must be in 0..65535"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "native_port": -1},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native_port must be in 0..65535"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "native_port": "2"},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native_port must be an integer"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1"},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2", "native_port": 1}]},
+         "native port 1 is already used by a/0"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "native_port": 1},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native port 1 is already used by a/0"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "metrics_port": 9, "native_port": 9},
+                      {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native port 9 is already used by a/0"),
     ],
 )
 def test_validation_names_the_problem(change: dict[str, object], message: str) -> None:

@@ -10,8 +10,9 @@ frames: YCSB-A with 64 sessions, median of 5 paired runs, 25.6k ops/s against 28
 
 Flow control, so that a client that stops reading cannot make the server buffer without bound:
 while the transport's write buffer is above asyncio's high-water mark (``pause_writing``) results
-stay in the sink, and once the sink holds ``MAX_UNSENT_RESULTS`` the connection stops reading until
-they are written.
+stay in the sink, and once the sink is full (``MAX_UNSENT_RESULTS`` results or ``MAX_UNSENT_BYTES``)
+the connection hands no more batches to the node (checked batch by batch: one read can bring
+hundreds) and stops reading until they are written.
 
 Refusals (bad preamble, a frame over the cluster's message limit, bytes that are not an
 OperationBatch) answer one id-0 error result, are logged, and close that connection only.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from collections import deque
 from typing import cast
 
 from google.protobuf.message import DecodeError
@@ -40,6 +42,7 @@ class NativeConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True)
         self._sink = PipelineSink(on_ready=self._on_ready)
         self._transport: asyncio.Transport | None = None
+        self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
         self._flush_scheduled = False
         self._writing_paused = False
         self._reading_paused = False
@@ -54,15 +57,26 @@ class NativeConnection(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             return
         try:
-            batches = [pb.OperationBatch.FromString(frame) for frame in self._decoder.feed(data)]
+            self._frames.extend(self._decoder.feed(data))
         except FrameError as error:
             self._refuse(str(error))
             return
-        except DecodeError:
-            self._refuse("a frame is not an OperationBatch")
-            return
-        for batch in batches:
-            self._node.submit_operations(batch, self._sink)
+        self._take_operations()
+
+    def _take_operations(self) -> None:
+        """Hand the received batches to the node until the sink is full (then stop reading)."""
+        frames = self._frames
+        sink = self._sink
+        while frames and not sink.full:
+            try:
+                batch = pb.OperationBatch.FromString(frames.popleft())
+            except DecodeError:
+                self._refuse("a frame is not an OperationBatch")
+                return
+            self._node.submit_operations(batch, sink)
+        if frames and not self._reading_paused and self._transport is not None:
+            self._reading_paused = True
+            self._transport.pause_reading()
 
     def _on_ready(self) -> None:
         if not self._flush_scheduled:
@@ -82,7 +96,9 @@ class NativeConnection(asyncio.Protocol):
             batch = self._sink.take()
             if batch is not None:
                 transport.write(encode_frame(batch.SerializeToString()))
-        full = self._sink.full
+        if self._frames and not self._sink.full:
+            self._take_operations()
+        full = self._sink.full or bool(self._frames)
         if full and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()

@@ -8,7 +8,8 @@ Replies are appended to the batch being built as the core produces them; the str
 that batch once it gets to run, so every result ready in the same event-loop turn (and any that
 arrive while a previous write is in flight) share one gRPC message. A client that stops reading
 cannot make the server buffer without bound: the reader stops taking new operations while too
-many results wait to be written.
+many results, or too many bytes of them, wait to be written (a count alone let a client that reads
+64 KiB values and never takes its results pin gigabytes).
 """
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import fill_error, fill_result
 
 MAX_UNSENT_RESULTS = 50_000
+MAX_UNSENT_BYTES = 32 << 20
 
 
 class PipelineSink:
     """``on_ready`` (the native port's connections): called instead of waking ``next_batch`` when a
     result is added, so the connection can write without a task of its own."""
 
-    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_batch", "_ready", "_room")
+    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_batch", "_bytes", "_ready", "_room")
 
     def __init__(self, on_ready: Callable[[], None] | None = None) -> None:
         self.on_ready = on_ready
@@ -35,6 +37,7 @@ class PipelineSink:
         self.reading = True  # the client may still send operations
         self.closed = False  # the stream is gone: drop late replies
         self._batch = pb.ResultBatch()
+        self._bytes = 0  # serialized size of the results in _batch
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -46,6 +49,7 @@ class PipelineSink:
         result = self._batch.results.add()
         result.id = operation_id
         fill_result(result, kind, reply)
+        self._bytes += result.ByteSize()
         self._signal()
 
     def reject(self, operation_id: int, code: str, message: str) -> None:
@@ -55,6 +59,7 @@ class PipelineSink:
         result = self._batch.results.add()
         result.id = operation_id
         fill_error(result, code, message)
+        self._bytes += result.ByteSize()
         self._signal()
 
     def finish_reading(self) -> None:
@@ -66,7 +71,7 @@ class PipelineSink:
             self._ready.set()
         else:
             self.on_ready()
-        if len(self._batch.results) >= MAX_UNSENT_RESULTS:
+        if len(self._batch.results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
             self._room.clear()
 
     @property
@@ -80,6 +85,7 @@ class PipelineSink:
             return None
         batch = self._batch
         self._batch = pb.ResultBatch()
+        self._bytes = 0
         self._room.set()
         return batch
 
