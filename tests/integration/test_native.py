@@ -161,9 +161,9 @@ def _rss_bytes(pid: int) -> int:
 
 def test_a_client_that_never_reads_is_flow_controlled(cluster_factory: ClusterFactory) -> None:
     """A client that sends without ever reading ends up blocked: the server stops reading once
-    ``MAX_UNSENT_RESULTS`` results (or ``MAX_UNSENT_BYTES``) wait behind a full write buffer, instead of buffering without
-    bound; it keeps serving everyone else, and once the client reads, every result arrives and the
-    server reads again."""
+    ``MAX_UNSENT_RESULTS`` results (or ``MAX_UNSENT_BYTES``) wait behind a full write buffer,
+    instead of buffering without bound; it keeps serving everyone else, and once the client reads,
+    every result arrives and the server reads again."""
     cluster = cluster_factory(dcs=("solo",), partitions=1)
     process = cluster.processes[("solo", 0)]
     host = split_address(cluster.address(0, 0))[0]
