@@ -395,6 +395,8 @@ class PartitionServer:
             return self.stable, 0
         dv = self._dependency_of(version)
         dc = self.dc
+        if self.num_dcs == 1:  # no remote entries to merge
+            return self.stable, dv[0]
         return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]
 
     def _dependency_of(self, version: Version) -> Vector:

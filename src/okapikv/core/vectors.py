@@ -25,9 +25,16 @@ def zeros(size: int) -> Vector:
 
 
 def merge_max(a: Vector, b: Vector) -> Vector:
+    """Entry-wise max. It runs several times per operation on both ends (sessions, reads), so the
+    common cases come first: equal vectors, then one DC; ``map(max)`` beats a generator by ~400 ns
+    (YCSB-A profile of the server: 9.9% of samples in here for Okapi, 1.9% for eventual)."""
     if a == b:
         return a
-    return tuple(x if x >= y else y for x, y in zip(a, b, strict=True))
+    if len(a) != len(b):
+        raise ValueError(f"vectors of {len(a)} and {len(b)} entries")
+    if len(a) == 1:
+        return a if a[0] >= b[0] else b
+    return tuple(map(max, a, b))
 
 
 def merge_min(vectors: Iterable[Vector]) -> Vector:
