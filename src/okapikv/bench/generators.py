@@ -18,6 +18,7 @@ sessions never contend on the global generator.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -35,9 +36,13 @@ SCRAMBLED_ZETAN = 26.46902820178302
 _ZETA_CHUNK = 1_000_000
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def fnvhash64(value: int) -> int:
     """YCSB's ``Utils.fnvhash64``: FNV-1a over the 8 little-endian bytes of a Java long, then
-    ``Math.abs`` of the signed result (Java semantics reproduced: 64-bit wrap-around)."""
+    ``Math.abs`` of the signed result (Java semantics reproduced: 64-bit wrap-around).
+
+    Cached: it scrambles zipfian ranks, most of which are the same few popular ones, and the
+    8-round Python loop was 3% of the load generator's CPU per operation."""
     hashval = FNV_OFFSET_BASIS_64
     for _ in range(8):
         octet = value & 0xFF

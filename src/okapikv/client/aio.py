@@ -116,14 +116,14 @@ class _Pipeline:
         self._writer = loop.create_task(self._write_loop())
         self._reader = loop.create_task(self._read_loop())
 
-    def submit(self, field: str, request: Any, deadline: float) -> tuple[int, asyncio.Future[pb.Result]]:
+    def submit(self, kind: OperationKind, request: ops.Request,
+               deadline: float) -> tuple[int, asyncio.Future[pb.Result]]:
         """Queue one operation; it leaves with the others queued in this event-loop turn.
 
         Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
         sent anyway, it would break the stream and fail every operation batched with it.
         """
-        operation = pb.Operation(id=next(self._ids))
-        getattr(operation, field).CopyFrom(request)
+        operation = kind.operation(next(self._ids), request)
         size = operation.ByteSize()
         if size > self._budget_bytes:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
@@ -612,8 +612,8 @@ class AsyncClient:
                 raise unavailable(kind.method, link.address, connections.timeout_s, last)
             try:
                 if connections.use_pipeline:
-                    return _unwrap(await _pipelined(link, kind.field, request, deadline), kind)
-                return await getattr(link.stub, kind.method)(request, timeout=remaining)
+                    return _unwrap(await _pipelined(link, kind, request, deadline), kind)
+                return await kind.unary(link.stub, request, remaining)
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                     raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
@@ -636,11 +636,11 @@ class AsyncClient:
         raise AssertionError("unreachable")
 
 
-async def _pipelined(link: _ServerLink, field: str, request: Any, deadline: float) -> pb.Result:
+async def _pipelined(link: _ServerLink, kind: OperationKind, request: ops.Request, deadline: float) -> pb.Result:
     """One attempt over the link's Pipeline stream, failed with ``TimeoutError`` after ``deadline``
     (loop time) by the pipeline's watchdog."""
     pipeline = link.pipeline()
-    operation_id, future = pipeline.submit(field, request, deadline)
+    operation_id, future = pipeline.submit(kind, request, deadline)
     try:
         return await future
     finally:

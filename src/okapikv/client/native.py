@@ -215,9 +215,9 @@ class SyncNativeCall:
         self.failure = self._error_type(code, details)
         return self._error_type(code, details, sent=sent)
 
-    def call(self, field: str, request: Any, timeout_s: float) -> pb.Result:
-        operation = pb.Operation(id=next(self._ids))
-        getattr(operation, field).CopyFrom(request)
+    def call(self, kind: Any, request: dict[str, Any], timeout_s: float) -> pb.Result:
+        """Send one operation (``kind``: an ``operations.OperationKind``) and wait for its result."""
+        operation = kind.operation(next(self._ids), request)
         if self.failure is not None:
             raise self.failure.with_sent(False)
         if self._closed_by_server():  # then this operation can never have reached it

@@ -150,11 +150,10 @@ class _SyncStream:
         # this, every failed stream (each server restart) would leave one such thread behind.
         self._requests.put(_END)
 
-    def call(self, field: str, request: Any, timeout_s: float) -> pb.Result:
+    def call(self, kind: OperationKind, request: ops.Request, timeout_s: float) -> pb.Result:
         """Send one operation and wait for its result. Raises ``StreamError`` when the stream has
         failed (``sent`` False if before it took the operation) or ``timeout_s`` passes."""
-        operation = pb.Operation(id=next(self._ids))
-        getattr(operation, field).CopyFrom(request)
+        operation = kind.operation(next(self._ids), request)
         with self._lock:
             if self.failure is None and not self._call.is_active():  # gRPC knows before our reader
                 self.failure = StreamError(grpc.StatusCode.UNAVAILABLE, "the stream has ended")
@@ -212,12 +211,12 @@ class _SyncLink:
         """One attempt of operation ``kind``: over the stream when it is free (one operation at a time
         per link; a thread that finds it busy makes a unary call instead), else as a unary call."""
         if not self._use_stream or not self._stream_lock.acquire(blocking=False):
-            return getattr(self.stub, kind.method)(request, timeout=timeout_s)
+            return kind.unary(self.stub, request, timeout_s)
         try:
             stream = self._stream
             if stream is None or stream.failed:
                 stream = self._stream = self._open(timeout_s)
-            result = stream.call(kind.field, request, timeout_s)
+            result = stream.call(kind, request, timeout_s)
         finally:
             self._stream_lock.release()
         which = result.WhichOneof("result")
