@@ -169,3 +169,53 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
     too_big = SliceReply(node.id, 1, (ReadItem(b"k", b"x" * (2 << 20), 1, 0, None),), False)
     assert node._encode(too_big) == []
     assert node.oversized_dropped == 1
+
+
+# ---------------------------------------------------------------- admission control (PartitionNode.backlogged)
+
+
+def test_backlog_counts_only_what_is_due_on_a_working_link() -> None:
+    async def scenario() -> None:
+        link = OutgoingLink(destination=ServerId(1, 0), label="b/0", address="127.0.0.1:1",
+                            header=convert.batch_header("c", ServerId(0, 0), 5), delay_s=0.05,
+                            max_batch_bytes=1 << 20, max_message_bytes=4 << 20)  # never started
+        now = asyncio.get_running_loop().time()
+        assert link.backlog_s(now) == 0.0  # nothing queued
+        link.enqueue(b"frame", 5)
+        link.connected = True
+        assert link.backlog_s(now) == 0.0  # still inside its emulated WAN delay
+        assert abs(link.backlog_s(now + 0.25) - 0.2) < 0.01  # due for 0.2 s, not sent
+        link.held = True  # a cut DC holds nothing back
+        assert link.backlog_s(now + 0.25) == 0.0
+        link.held, link.connected = False, False  # neither does one that is unreachable
+        assert link.backlog_s(now + 0.25) == 0.0
+
+    asyncio.run(scenario())
+
+
+def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stuck() -> None:
+    from okapikv.cluster.config import local_cluster
+    from okapikv.server import node as node_module
+    from okapikv.server.node import PartitionNode
+
+    class StubLink:
+        def __init__(self, backlog_s: float) -> None:
+            self.backlog = backlog_s
+
+        def backlog_s(self, now: float) -> float:
+            return self.backlog
+
+    async def scenario() -> None:
+        config = local_cluster(dcs=("a", "b"), partitions=1, wan="off", base_port=45100)
+        server = PartitionNode(config, 0, 0)
+        server._loop = asyncio.get_running_loop()
+        assert not server.backlogged()  # no links yet
+        link = StubLink(0.01)
+        server._links[ServerId(1, 0)] = link  # type: ignore[assignment]
+        assert not server.backlogged()
+        link.backlog = node_module.ADMISSION_LAG_S + 0.01
+        assert server.backlogged()
+        link.backlog = node_module.ADMISSION_GIVE_UP_S + 0.01  # stuck, not slow: writes go on
+        assert not server.backlogged()
+
+    asyncio.run(scenario())

@@ -482,7 +482,7 @@ class Client:
                 if deadline - time.monotonic() <= 0:
                     raise
                 self._fail_over()
-                request.session.CopyFrom(self._state.wire())
+                request["session"] = self._state.wire()
 
     def _fail_over(self) -> None:
         """Move the session to the first other DC that answers and has every dependency of the

@@ -106,7 +106,8 @@ class OutgoingLink:
         self.queued_bytes = 0  # bytes of the frames in _queue (for the replication-queue metrics)
         self.unacked_bytes = 0  # bytes of the frames in _unacked
         self._queue: deque[tuple[float, int, bytes, int]] = deque()  # (release time, sequence, frame, size)
-        self._unacked: deque[tuple[int, bytes, int]] = deque()  # (sequence, frame, size)
+        # (sequence, frame, size, release time): what the receiver has not acknowledged yet
+        self._unacked: deque[tuple[int, bytes, int, float]] = deque()
         self._next_sequence = 1
         self._wakeup = asyncio.Event()
         self._idle = True
@@ -137,6 +138,20 @@ class OutgoingLink:
     @property
     def unacked(self) -> int:
         return len(self._unacked)
+
+    def backlog_s(self, now: float) -> float:
+        """How long the oldest message that is due (its emulated WAN delay over) has waited to be
+        sent and acknowledged: how far the destination is behind this server. 0 while the link is
+        held or not connected: a cut or unreachable DC must never slow local clients down."""
+        if self.held or not self.connected:
+            return 0.0
+        if self._unacked:
+            oldest = self._unacked[0][3]
+        elif self._queue:
+            oldest = self._queue[0][0]
+        else:
+            return 0.0
+        return max(0.0, now - oldest)
 
     def hold(self, held: bool) -> None:
         """Fault injection: while held, the link sends nothing (messages keep queuing, in order)
@@ -246,7 +261,7 @@ class OutgoingLink:
             pending = list(self._unacked)
             self.stats.resent_messages += len(pending)
             for chunk in self._chunks(pending):
-                await call.write(encode_batch(self._header, chunk[0][0], [frame for _, frame, _ in chunk]))
+                await call.write(encode_batch(self._header, chunk[0][0], [item[1] for item in chunk]))
         queue = self._queue
         while not self._broken and not self._closed:
             if not queue or self.held:
@@ -265,19 +280,19 @@ class OutgoingLink:
             size = 0
             unacked = self._unacked
             while queue and queue[0][0] <= now and (not frames or size + queue[0][3] <= self._max_batch_bytes):
-                _, sequence, frame, frame_size = queue.popleft()
+                release, sequence, frame, frame_size = queue.popleft()
                 frames.append(frame)
                 size += frame_size
-                unacked.append((sequence, frame, frame_size))
+                unacked.append((sequence, frame, frame_size, release))
             self.queued_bytes -= size
             self.unacked_bytes += size
             await call.write(encode_batch(self._header, first_sequence, frames))
             self.stats.sent_batches += 1
             self.stats.sent_messages += len(frames)
 
-    def _chunks(self, items: list[tuple[int, bytes, int]]) -> Iterator[list[tuple[int, bytes, int]]]:
-        """Split (sequence, frame, size) items into runs below the batch size (at least one each)."""
-        run: list[tuple[int, bytes, int]] = []
+    def _chunks(self, items: list[tuple[int, bytes, int, float]]) -> Iterator[list[tuple[int, bytes, int, float]]]:
+        """Split (sequence, frame, size, release) items into runs below the batch size (at least one each)."""
+        run: list[tuple[int, bytes, int, float]] = []
         size = 0
         for item in items:
             if run and size + item[2] > self._max_batch_bytes:

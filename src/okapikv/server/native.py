@@ -28,7 +28,7 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
-from okapikv.server.node import PartitionNode
+from okapikv.server.node import ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import FrameDecoder, FrameError, encode_frame
@@ -44,6 +44,7 @@ class NativeConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
         self._flush_scheduled = False
+        self._retry_scheduled = False
         self._writing_paused = False
         self._reading_paused = False
         self._peer = "?"
@@ -67,6 +68,14 @@ class NativeConnection(asyncio.Protocol):
         """Hand the received batches to the node until the sink is full (then stop reading)."""
         frames = self._frames
         sink = self._sink
+        node = self._node
+        if frames and node.backlogged():  # replication first (PartitionNode.backlogged)
+            self._pause_reading()
+            if not self._retry_scheduled:
+                node.admission_waits += 1
+                self._retry_scheduled = True
+                asyncio.get_running_loop().call_later(ADMISSION_RETRY_S, self._retry_take)
+            return
         while frames and not sink.full:
             try:
                 batch = pb.OperationBatch.FromString(frames.popleft())
@@ -74,9 +83,19 @@ class NativeConnection(asyncio.Protocol):
                 self._refuse("a frame is not an OperationBatch")
                 return
             self._node.submit_operations(batch, sink)
-        if frames and not self._reading_paused and self._transport is not None:
+        if frames:
+            self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self._transport is not None:
             self._reading_paused = True
             self._transport.pause_reading()
+
+    def _retry_take(self) -> None:
+        self._retry_scheduled = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._take_operations()
+            self._flush()
 
     def _on_ready(self) -> None:
         if not self._flush_scheduled:

@@ -20,7 +20,7 @@ import grpc.aio
 
 from okapikv.core.messages import ClientReply, ErrorReply
 from okapikv.core.session import adopt
-from okapikv.server.node import PartitionNode
+from okapikv.server.node import ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
@@ -170,6 +170,10 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         node = self.node
         try:
             async for batch in request_iterator:
+                if node.backlogged():  # replication first (PartitionNode.backlogged)
+                    node.admission_waits += 1
+                    while node.backlogged():
+                        await asyncio.sleep(ADMISSION_RETRY_S)
                 node.submit_operations(batch, sink)
                 await sink.wait_for_room()
         except asyncio.CancelledError:
