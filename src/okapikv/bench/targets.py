@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,17 +46,19 @@ class TargetSpec:
 
 
 class BenchSession(Protocol):
-    """What a benchmark session can do. Results are only what the driver needs (a read's value)."""
+    """What a benchmark session can do. Results are only what the driver needs (a read's value);
+    writes may return anything (the driver ignores it), so an adapter can hand back the client's
+    own coroutine instead of wrapping it in one more."""
 
-    async def get(self, key: bytes) -> bytes | None: ...
+    def get(self, key: bytes) -> Awaitable[bytes | None]: ...
 
-    async def put(self, key: bytes, value: bytes) -> None: ...
+    def put(self, key: bytes, value: bytes) -> Awaitable[object]: ...
 
-    async def swap(self, key: bytes, value: bytes) -> None: ...
+    def swap(self, key: bytes, value: bytes) -> Awaitable[object]: ...
 
     async def scan(self, start: bytes, end: bytes, limit: int) -> int: ...
 
-    async def read_tx(self, keys: tuple[bytes, ...]) -> None: ...
+    def read_tx(self, keys: tuple[bytes, ...]) -> Awaitable[object]: ...
 
 
 class Target(ABC):
@@ -80,28 +83,22 @@ async def _maybe_await(value: Any) -> Any:
 
 
 class _OkapiSession:
-    """Adapts an ``AsyncClient`` session to ``BenchSession`` (drops results the driver ignores)."""
+    """Adapts an ``AsyncClient`` session to ``BenchSession``: the client's own coroutines, except
+    SCAN (the driver wants the count)."""
 
-    __slots__ = ("client",)
+    __slots__ = ("client", "get", "put", "swap")
 
     def __init__(self, client: Any) -> None:
         self.client = client
-
-    async def get(self, key: bytes) -> bytes | None:
-        value: bytes | None = await self.client.get(key)
-        return value
-
-    async def put(self, key: bytes, value: bytes) -> None:
-        await self.client.put(key, value)
-
-    async def swap(self, key: bytes, value: bytes) -> None:
-        await self.client.swap(key, value)
+        self.get = client.get
+        self.put = client.put
+        self.swap = client.swap
 
     async def scan(self, start: bytes, end: bytes, limit: int) -> int:
         return len(await self.client.scan(start, end, limit))
 
-    async def read_tx(self, keys: tuple[bytes, ...]) -> None:
-        await self.client.read_tx(list(keys))
+    def read_tx(self, keys: tuple[bytes, ...]) -> Awaitable[object]:
+        return self.client.read_tx(list(keys))  # type: ignore[no-any-return]
 
 
 class OkapiTarget(Target):

@@ -39,7 +39,7 @@ import grpc
 import grpc.aio
 
 from okapikv.client import operations as ops
-from okapikv.client.native import AsyncNativeCall, GrpcCall
+from okapikv.client.native import AsyncNativeCall, GrpcCall, frame_operation
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.retry import (
     CHANNEL_OPTIONS,
@@ -102,7 +102,11 @@ class _Pipeline:
         self._watchdog: asyncio.TimerHandle | None = None
         # id -> (future, deadline in loop time); insertion order is submission order
         self._inflight: dict[int, tuple[asyncio.Future[pb.Result], float]] = {}
-        self._outbox: list[pb.Operation] = []
+        # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
+        # so a batch is their concatenation: no copy into a batch message and no second
+        # serialization (``frame_operation``). Their ids are consecutive from _outbox_first_id.
+        self._outbox: list[bytes] = []
+        self._outbox_first_id = 0
         self._sizes: list[int] = []  # of the operations in the outbox, serialized
         self._outbox_bytes = 0
         self._wakeup = asyncio.Event()
@@ -123,21 +127,24 @@ class _Pipeline:
         Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
         sent anyway, it would break the stream and fail every operation batched with it.
         """
-        operation = kind.operation(next(self._ids), request)
-        size = operation.ByteSize()
+        operation_id = next(self._ids)
+        element = frame_operation(kind.operation(operation_id, request).SerializeToString())
+        size = len(element)
         if size > self._budget_bytes:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
                                   f"({self._budget_bytes} bytes)")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[pb.Result] = loop.create_future()
-        self._inflight[operation.id] = (future, deadline)
+        self._inflight[operation_id] = (future, deadline)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._tick_s, self._sweep)
-        self._outbox.append(operation)
+        if not self._outbox:
+            self._outbox_first_id = operation_id
+        self._outbox.append(element)
         self._sizes.append(size)
         self._outbox_bytes += size
         self._wakeup.set()
-        return operation.id, future
+        return operation_id, future
 
     def _sweep(self) -> None:
         """Fail the operations past their deadline; run again while any operation is in flight."""
@@ -166,11 +173,12 @@ class _Pipeline:
                     self._room.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._room.wait(), UNPROCESSED_WAIT_S)
+                first_id = self._outbox_first_id
                 batch = self._take_batch()
                 self.batches_sent += 1
                 self.operations_sent += len(batch)
-                self._unprocessed.append(batch[0].id)
-                await self._call.write(pb.OperationBatch(operations=batch))
+                self._unprocessed.append(first_id)
+                await self._call.write(b"".join(batch))
         except asyncio.CancelledError:
             raise
         except grpc.aio.AioRpcError as error:
@@ -180,9 +188,10 @@ class _Pipeline:
         except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
             self._fail(RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream write failed: {error!r}"))
 
-    def _take_batch(self) -> list[pb.Operation]:
-        """The next batch: up to ``max_batch`` operations and, unless it is a single operation, at
-        most the byte budget (the servers refuse larger messages)."""
+    def _take_batch(self) -> list[bytes]:
+        """The next batch (serialized ``OperationBatch`` elements): up to ``max_batch`` operations
+        and, unless it is a single operation, at most the byte budget (the servers refuse larger
+        messages)."""
         outbox = self._outbox
         limit = min(self._max_batch, max(self._call.chunk, -(-len(outbox) // MAX_MESSAGES_PER_TURN)))
         if self._outbox_bytes <= self._budget_bytes and len(outbox) <= limit:
@@ -198,6 +207,7 @@ class _Pipeline:
             total += size
         batch = outbox[:count]
         del outbox[:count]
+        self._outbox_first_id += count
         del sizes[:count]
         self._outbox_bytes -= total
         return batch
@@ -283,8 +293,8 @@ class _ServerLink:
             if pipeline is not None:
                 self.batches_sent += pipeline.batches_sent
                 self.operations_sent += pipeline.operations_sent
-            call = (AsyncNativeCall(self.stub, self.address, self._tls, self._timeout_s) if self._native
-                    else GrpcCall(self.stub))
+            call = (AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s)
+                    if self._native else GrpcCall(self.channel))
             pipeline = self._pipeline = _Pipeline(call, self._max_batch, self._budget_bytes, self._tick_s)
         return pipeline
 
@@ -514,7 +524,7 @@ class AsyncClient:
     async def get(self, key: KeyLike) -> bytes | None:
         """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes), False)
         state.merge(reply.session)
         return ops.decode_get(reply)
@@ -523,7 +533,7 @@ class AsyncClient:
         """Write ``value``; True if the key had a visible value before."""
         key_bytes = ops.to_bytes(key)
         request_value = ops.to_bytes(value)
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
@@ -534,7 +544,7 @@ class AsyncClient:
         """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
         key_bytes = ops.to_bytes(key)
         request_value = ops.to_bytes(value)
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.SWAP, ops.swap_request(key_bytes, request_value, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
@@ -544,7 +554,7 @@ class AsyncClient:
     async def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
         key_bytes = ops.to_bytes(key)
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.DELETE, ops.delete_request(key_bytes, state.wire()),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
@@ -558,7 +568,7 @@ class AsyncClient:
         encoded_limit = ops.encode_limit(limit)
         if start_bytes > end_bytes:
             return []
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         request = ops.scan_request(start_bytes, end_bytes, encoded_limit, state.wire())
         reply = await self._invoke(ops.SCAN, request, self._connections.coordinator_start(), True)
         state.merge(reply.session)
@@ -569,7 +579,7 @@ class AsyncClient:
         ordered, unique = ops.unique_keys(keys)
         if not unique:
             return []
-        state = await self._ready()
+        state = self._ready_now() or await self._ready()
         # Coordinating at the server of the first key saves that key a hop inside the DC.
         reply = await self._invoke(ops.READ_TX, ops.read_tx_request(unique, state.wire()),
                                    self._partition(unique[0]), True)
@@ -577,6 +587,13 @@ class AsyncClient:
         return ops.decode_read_tx(reply, ordered, unique)
 
     # ------------------------------------------------------------------ plumbing
+
+    def _ready_now(self) -> SessionState | None:
+        """The session when the client is connected and open (no coroutine: it runs per operation)."""
+        state = self._state
+        if state is None or self._closed or self._connections.closed or self._connections.topology is None:
+            return None
+        return state
 
     async def _ready(self) -> SessionState:
         if self._closed or self._connections.closed:
@@ -612,7 +629,15 @@ class AsyncClient:
                 raise unavailable(kind.method, link.address, connections.timeout_s, last)
             try:
                 if connections.use_pipeline:
-                    return _unwrap(await _pipelined(link, kind, request, deadline), kind)
+                    # One attempt over the link's pipeline, failed with TimeoutError after
+                    # ``deadline`` (loop time) by the pipeline's watchdog.
+                    pipeline = link.pipeline()
+                    operation_id, future = pipeline.submit(kind, request, deadline)
+                    try:
+                        result = await future
+                    finally:
+                        pipeline.forget(operation_id)
+                    return _unwrap(result, kind)
                 return await kind.unary(link.stub, request, remaining)
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -634,17 +659,6 @@ class AsyncClient:
                 raise unavailable(kind.method, link.address, connections.timeout_s, last)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
-
-
-async def _pipelined(link: _ServerLink, kind: OperationKind, request: ops.Request, deadline: float) -> pb.Result:
-    """One attempt over the link's Pipeline stream, failed with ``TimeoutError`` after ``deadline``
-    (loop time) by the pipeline's watchdog."""
-    pipeline = link.pipeline()
-    operation_id, future = pipeline.submit(kind, request, deadline)
-    try:
-        return await future
-    finally:
-        pipeline.forget(operation_id)
 
 
 __all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]

@@ -32,6 +32,7 @@ from okapikv.client.retry import RetryableError
 from okapikv.tls import ClientTls, client_ssl_context
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.convert import encode_varint
 from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
 
 #: Operations per message when more are queued. Small batches let the server work on the first
@@ -42,6 +43,20 @@ from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
 #: native port, 8 per message 37.1k (16: 31.9k).
 GRPC_CHUNK = 16
 NATIVE_CHUNK = 8
+
+
+PIPELINE_METHOD = "/okapikv.KeyValue/Pipeline"
+_OPERATION_TAG = b"\x0a"  # OperationBatch.operations: field 1, length-delimited
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+def frame_operation(encoded: bytes) -> bytes:
+    """One serialized ``Operation`` as an element of ``OperationBatch.operations``: a batch is then
+    the concatenation of its elements, which protobuf parses like one built with ``add()``."""
+    return _OPERATION_TAG + encode_varint(len(encoded)) + encoded
 
 
 def _host_of(address: str) -> str:
@@ -101,8 +116,10 @@ class AsyncNativeCall:
     """One native connection, opened in the background on creation; falls back to the gRPC
     ``Pipeline`` stream when the server has no native port."""
 
-    def __init__(self, stub: pb_grpc.KeyValueStub, address: str, tls: ClientTls | None, timeout_s: float) -> None:
+    def __init__(self, stub: pb_grpc.KeyValueStub, channel: grpc.aio.Channel, address: str, tls: ClientTls | None,
+                 timeout_s: float) -> None:
         self._stub = stub
+        self._channel = channel
         self._address = address
         self._tls = tls
         self._timeout_s = timeout_s
@@ -114,7 +131,7 @@ class AsyncNativeCall:
     async def _open(self) -> None:
         info = await self._stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=self._timeout_s)
         if not info.native_port:
-            self._grpc_call = self._stub.Pipeline()
+            self._grpc_call = GrpcCall(self._channel)
             self.chunk = GRPC_CHUNK
             return
         host = _host_of(self._address)
@@ -133,7 +150,8 @@ class AsyncNativeCall:
         self._opening.result()  # raises what opening raised
         return self._protocol
 
-    async def write(self, batch: pb.OperationBatch) -> None:
+    async def write(self, batch: bytes) -> None:
+        """Send one serialized ``OperationBatch``."""
         protocol = await self._ready()
         if protocol is None:
             await self._grpc_call.write(batch)
@@ -141,7 +159,7 @@ class AsyncNativeCall:
         if protocol.failure is not None:
             raise protocol.failure
         assert protocol.transport is not None
-        protocol.transport.write(encode_frame(batch.SerializeToString()))
+        protocol.transport.write(encode_frame(batch))
 
     async def read(self) -> Any:
         protocol = await self._ready()
@@ -164,14 +182,16 @@ class AsyncNativeCall:
 
 
 class GrpcCall:
-    """The gRPC ``Pipeline`` stream, with the interface ``_Pipeline`` expects."""
+    """The gRPC ``Pipeline`` stream, with the interface ``_Pipeline`` expects (batches go out as
+    the bytes they already are)."""
 
     chunk = GRPC_CHUNK
 
-    def __init__(self, stub: pb_grpc.KeyValueStub) -> None:
-        self._call = stub.Pipeline()
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._call = channel.stream_stream(PIPELINE_METHOD, request_serializer=_identity,
+                                           response_deserializer=pb.ResultBatch.FromString)()
 
-    async def write(self, batch: pb.OperationBatch) -> None:
+    async def write(self, batch: bytes) -> None:
         await self._call.write(batch)
 
     async def read(self) -> Any:
