@@ -32,6 +32,7 @@ import grpc
 from okapikv.cluster.config import local_cluster
 from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.launcher import server_data_dir, start_server
+from okapikv.cluster.ports import free_port_block
 from okapikv.core.partitioning import partition_of
 from okapikv.storage.sqlite import WAL_SIZE_LIMIT_BYTES
 from okapikv.wire import okapikv_pb2 as pb
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warmup_s = args.warmup_s if args.warmup_s is not None else max(30.0, args.duration_s / 5)
     dcs = [name for name in args.dcs.split(",") if name]
-    base_port = args.base_port or random.randrange(20_000, 50_000)
+    base_port = args.base_port or free_port_block(len(args.dcs.split(",")) * args.partitions)
     config = local_cluster(dcs=dcs, partitions=args.partitions, wan=args.wan_ms, base_port=base_port,
                            cluster_id=f"soak-{os.getpid()}")
     with tempfile.TemporaryDirectory(prefix="okapi-soak-") as workdir:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,29 +20,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from okapikv.cluster.ports import free_port_block
+
 READY_LINE = "okapi: cluster ready"
 START_TIMEOUT_S = 60.0
 REPLY_TIMEOUT_S = 60.0
 
 
-def _ports_free(host: str, base: int, count: int) -> bool:
-    for port in range(base, base + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                return False
-    return True
-
-
 def free_base_port(count: int, host: str = "127.0.0.1") -> int:
     """A port p such that p .. p+count-1 are free now (the launcher checks again before binding)."""
-    for _ in range(200):
-        base = random.randrange(20_000, 45_000)
-        if _ports_free(host, base, count):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
+    return free_port_block(count, host)
 
 
 class Cluster:

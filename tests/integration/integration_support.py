@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ import grpc
 
 from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.cluster.health import wait_until_serving
+from okapikv.cluster.ports import free_port_block
 from okapikv.core.partitioning import partition_of
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -31,25 +30,10 @@ STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 5.0
 
 
-def _port_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_range(count: int) -> int:
-    """A base port such that base .. base + count - 1 are all free now (random, so parallel runs
-    rarely collide; a collision shows up as a bind error, not a hang)."""
-    generator = random.Random()
-    for _ in range(200):
-        base = generator.randrange(20_000, 60_000 - count)
-        if all(_port_free(base + offset) for offset in range(count)):
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
+    """A base port such that base .. base + count - 1 are all free now (``okapikv.cluster.ports``:
+    random, so parallel runs rarely collide; a collision shows up as a bind error, not a hang)."""
+    return free_port_block(count)
 
 
 def server_command(config_path: Path, dc: str, partition: int) -> list[str]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.bench.messages import BenchError
+from okapikv.cluster import ports
 
 START_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 5.0
@@ -149,23 +148,12 @@ def connect(address: str, timeout_s: float = 10.0) -> RunningCluster:
     return RunningCluster(info.protocol, names, info.num_partitions, servers)
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_block(count: int, host: str = "127.0.0.1", attempts: int = 50) -> int:
-    """First port of ``count`` consecutive free ports (random start, so runs do not collide)."""
-    rng = random.Random()
-    for _ in range(attempts):
-        base = rng.randrange(20_000, 50_000)
-        if all(_port_free(host, base + offset) for offset in range(count)):
-            return base
-    raise BenchError(f"no block of {count} free ports found on {host}")
+def free_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """First port of ``count`` consecutive free ports (``okapikv.cluster.ports``)."""
+    try:
+        return ports.free_port_block(count, host)
+    except RuntimeError as error:
+        raise BenchError(str(error)) from None
 
 
 def start_local(

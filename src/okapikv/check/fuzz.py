@@ -82,7 +82,6 @@ import re
 import secrets
 import shlex
 import shutil
-import socket
 import string
 import subprocess
 import sys
@@ -97,6 +96,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from okapikv.check.history import HistoryRecorder, Operation
 from okapikv.check.report import CheckReport, check_history
+from okapikv.cluster import ports
 from okapikv.core.partitioning import partition_of
 
 if TYPE_CHECKING:
@@ -598,25 +598,12 @@ def _read_keys(reader: ClientProcess, keys: Sequence[str], recorder: Recorder, i
 # ---------------------------------------------------------------------------------------- the cluster
 
 
-def _ports_free(host: str, base: int, count: int) -> bool:
-    for port in range(base, base + count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                return False
-    return True
-
-
 def free_base_port(count: int, host: str = "127.0.0.1") -> int:
-    """A port p with p .. p + count - 1 free now (so a fuzz run never collides with `okapi up`)."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20_000, 45_000)
-        if _ports_free(host, base, count):
-            return base
-    raise FuzzError(f"no {count} consecutive free ports found")
+    """A port p with p .. p + count - 1 free now (``okapikv.cluster.ports``)."""
+    try:
+        return ports.free_port_block(count, host)
+    except RuntimeError as error:
+        raise FuzzError(str(error)) from None
 
 
 class LocalCluster:
