@@ -30,8 +30,9 @@ from google.protobuf.message import DecodeError
 
 from okapikv.server.node import ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
+from okapikv.server.servicers import IncomingLink, LinkRefused
 from okapikv.wire import okapikv_pb2 as pb
-from okapikv.wire.frames import FrameDecoder, FrameError, encode_frame
+from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
 log = logging.getLogger("okapikv.server")
 
@@ -39,7 +40,9 @@ log = logging.getLogger("okapikv.server")
 class NativeConnection(asyncio.Protocol):
     def __init__(self, node: PartitionNode) -> None:
         self._node = node
-        self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True)
+        self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True,
+                                     preambles=(MAGIC, PEER_MAGIC))
+        self._incoming: IncomingLink | None = None  # a peer link (PEER_MAGIC)
         self._sink = PipelineSink(on_ready=self._on_ready)
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
@@ -58,11 +61,39 @@ class NativeConnection(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             return
         try:
-            self._frames.extend(self._decoder.feed(data))
+            frames = self._decoder.feed(data)
         except FrameError as error:
             self._refuse(str(error))
             return
+        if self._decoder.preamble == PEER_MAGIC:
+            self._receive_peer_batches(frames)
+            return
+        self._frames.extend(frames)
         self._take_operations()
+
+    def _receive_peer_batches(self, frames: list[bytes]) -> None:
+        """A peer link (``links.NativeLinkCall``): ``IncomingLink`` does what the ``Peer.Link``
+        RPC does; a refusal closes the connection (the sender logs it and reconnects)."""
+        transport = self._transport
+        assert transport is not None
+        if self._incoming is None:
+            tls = self._node.config.tls
+            if tls is not None and not tls.client_auth:  # no certificate was demanded of this caller
+                self._refuse("peer links need a certificate: use the peer listener", reply=False)
+                return
+            self._incoming = IncomingLink(self._node, self._peer)
+        now = asyncio.get_running_loop().time()
+        for frame in frames:
+            try:
+                acknowledged = self._incoming.accept(pb.PeerBatch.FromString(frame), now)
+            except DecodeError:
+                self._refuse("a frame is not a PeerBatch", reply=False)
+                return
+            except LinkRefused as refusal:
+                self._refuse(f"{refusal.code.name}: {refusal.message}", reply=False)
+                return
+            if acknowledged is not None:
+                transport.write(encode_frame(pb.LinkAck(received=acknowledged).SerializeToString()))
 
     def _take_operations(self) -> None:
         """Hand the received batches to the node until the sink is full (then stop reading)."""
@@ -132,17 +163,19 @@ class NativeConnection(asyncio.Protocol):
         self._writing_paused = False
         self._flush()
 
-    def _refuse(self, reason: str) -> None:
+    def _refuse(self, reason: str, *, reply: bool = True) -> None:
+        """Log and close; ``reply``: first tell a client why, as an id-0 error result."""
         self._node.native_refused += 1
         log.warning("native port: refused %s: %s", self._peer, reason,
                     extra={"event": "native_refused", "peer": self._peer, "reason": reason})
-        refusal = pb.ResultBatch()
-        result = refusal.results.add()
-        result.id = 0
-        result.error.code = "INVALID_ARGUMENT"
-        result.error.message = reason
         assert self._transport is not None
-        self._transport.write(encode_frame(refusal.SerializeToString()))
+        if reply:
+            refusal = pb.ResultBatch()
+            result = refusal.results.add()
+            result.id = 0
+            result.error.code = "INVALID_ARGUMENT"
+            result.error.message = reason
+            self._transport.write(encode_frame(refusal.SerializeToString()))
         self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -83,7 +83,7 @@ log = logging.getLogger("okapikv.server")
 #: Exit status of a server whose storage failed: it cannot make writes durable, so it stops.
 EXIT_STORAGE_FAILURE = 3
 #: Client batches wait while a working peer link is further behind than this (``backlogged``); it
-#: exceeds the receivers' acknowledgement interval (``PeerServicer.ACK_INTERVAL_S``, 50 ms).
+#: exceeds the receivers' acknowledgement interval (``servicers.IncomingLink.ACK_INTERVAL_S``, 50 ms).
 ADMISSION_LAG_S = 0.075
 #: ... and no longer once it is this far behind: that replica is stuck (stopped, not yet known to be
 #: dead), not slow, and local writes must not wait for it.
@@ -433,6 +433,8 @@ class PartitionNode:
             max_message_bytes=self.config.max_message_bytes,
             credentials=self._peer_credentials,
             server_name=self.config.tls.server_name if self.config.tls is not None else None,
+            # The native port listens on the host of ``address``: not for a separate peer listener.
+            native=self.config.native and self.config.tls is None and target.peer_address is None,
         )
         self._links[destination] = link
         if destination.dc in self._held_dcs:

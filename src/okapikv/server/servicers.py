@@ -187,21 +187,71 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
             sink.finish_reading()
 
 
-class PeerServicer(pb_grpc.PeerServicer):
-    """Incoming peer links: check the cluster, hand each batch to the core in order, acknowledge.
+class LinkRefused(Exception):
+    """An incoming peer link must end: ``code`` names the gRPC status it ends with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class IncomingLink:
+    """One incoming peer link, whatever carries it (the ``Peer.Link`` RPC or the native port):
+    check the cluster and the source, hand each batch to the core in order, say when to acknowledge.
 
     Acknowledgements only let the sender forget messages it would otherwise resend after a broken
     stream, so they are coalesced (every ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each
-    gRPC write costs far more than the few bytes it carries, and links carry a heartbeat every
-    millisecond.
+    write costs far more than the few bytes it carries, and links carry a heartbeat every few
+    milliseconds.
+    """
+
+    ACK_INTERVAL_S = 0.05
+    ACK_MESSAGES = 4096
+
+    def __init__(self, node: PartitionNode, peer: str) -> None:
+        self.node = node
+        self.peer = peer
+        self._last_ack_time = 0.0
+        self._unacknowledged = 0
+
+    def accept(self, batch: pb.PeerBatch, now: float) -> int | None:
+        """Handle ``batch``; the sequence number to acknowledge now, or None. Raises ``LinkRefused``."""
+        node = self.node
+        config = node.config
+        if batch.cluster_id != config.cluster_id:
+            log.warning("%s: refused a peer link from cluster %r (this is %r)",
+                        node.label, batch.cluster_id, config.cluster_id,
+                        extra={"event": "peer_refused", "peer": self.peer, "reason": "cluster id"})
+            raise LinkRefused(grpc.StatusCode.PERMISSION_DENIED,
+                              f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}")
+        source = batch.source
+        if not (source.dc < len(config.dcs) and source.partition < config.partitions) or (
+            source.dc == node.id.dc and source.partition == node.id.partition
+        ):
+            raise LinkRefused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
+        try:
+            acknowledged = node.on_peer_batch(batch)
+        except Exception:
+            log.exception("%s: failed on a peer batch", node.label)
+            raise LinkRefused(grpc.StatusCode.INTERNAL, "failed on a peer batch") from None
+        if acknowledged is None:
+            raise LinkRefused(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
+        self._unacknowledged += len(batch.messages)
+        if self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S:
+            self._last_ack_time = now
+            self._unacknowledged = 0
+            return acknowledged
+        return None
+
+
+class PeerServicer(pb_grpc.PeerServicer):
+    """Incoming peer links over gRPC (``IncomingLink`` does the work).
 
     Who may link: with TLS on, only a caller that presented a certificate our CA signed (the
     handshake already refused any other certificate; this refuses a caller with none, which the
     client port lets in when ``client_auth = false``). Then only a batch of our own cluster id.
     """
-
-    ACK_INTERVAL_S = 0.05
-    ACK_MESSAGES = 4096
 
     def __init__(self, node: PartitionNode) -> None:
         self.node = node
@@ -210,38 +260,16 @@ class PeerServicer(pb_grpc.PeerServicer):
         self, request_iterator: AsyncIterator[pb.PeerBatch], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.LinkAck]:
         node = self.node
-        config = node.config
         loop = asyncio.get_running_loop()
-        last_ack_time = 0.0
-        unacknowledged = 0
-        if config.tls is not None and not context.peer_identities():
+        if node.config.tls is not None and not context.peer_identities():
             log.warning("%s: refused a peer link from %s without a client certificate", node.label, context.peer(),
                         extra={"event": "peer_refused", "peer": context.peer(), "reason": "no certificate"})
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "peer links need a certificate (mutual TLS)")
+        link = IncomingLink(node, context.peer())
         async for batch in request_iterator:
-            if batch.cluster_id != config.cluster_id:
-                log.warning("%s: refused a peer link from cluster %r (this is %r)",
-                            node.label, batch.cluster_id, config.cluster_id,
-                            extra={"event": "peer_refused", "peer": context.peer(), "reason": "cluster id"})
-                await context.abort(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}",
-                )
-            source = batch.source
-            if not (source.dc < len(config.dcs) and source.partition < config.partitions) or (
-                source.dc == node.id.dc and source.partition == node.id.partition
-            ):
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
             try:
-                acknowledged = node.on_peer_batch(batch)
-            except Exception:
-                log.exception("%s: failed on a peer batch", node.label)
-                await context.abort(grpc.StatusCode.INTERNAL, "failed on a peer batch")
-            if acknowledged is None:
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
-            unacknowledged += len(batch.messages)
-            now = loop.time()
-            if unacknowledged >= self.ACK_MESSAGES or now - last_ack_time >= self.ACK_INTERVAL_S:
-                last_ack_time = now
-                unacknowledged = 0
+                acknowledged = link.accept(batch, loop.time())
+            except LinkRefused as refusal:
+                await context.abort(refusal.code, refusal.message)
+            if acknowledged is not None:
                 yield pb.LinkAck(received=acknowledged)

@@ -29,6 +29,9 @@ from __future__ import annotations
 import struct
 
 MAGIC = b"OKAPIKV1"
+#: The preamble of a peer link (``okapikv.server.links``): ``PeerBatch`` frames one way, ``LinkAck``
+#: frames back, exactly what the ``Peer.Link`` RPC carries.
+PEER_MAGIC = b"OKAPIPR1"
 _LENGTH = struct.Struct(">I")
 HEADER_BYTES = _LENGTH.size
 #: Largest frame a client accepts (results of a big SCAN): the 4-byte length's own limit.
@@ -46,17 +49,21 @@ def encode_frame(payload: bytes) -> bytes:
 class FrameDecoder:
     """Incremental decoder: ``feed`` whatever arrived, get back the complete frames' payloads.
 
-    ``expect_magic`` (the server side) checks the preamble first. ``max_frame_bytes`` bounds one
-    frame: the server's is the cluster's message limit, checked from the length alone, so an
-    oversized frame is refused before its bytes are buffered.
+    ``expect_magic`` (the server side) checks the preamble first: one of ``preambles`` (``MAGIC``
+    alone by default), which ``preamble`` then holds. ``max_frame_bytes`` bounds one frame: the
+    server's is the cluster's message limit, checked from the length alone, so an oversized frame is
+    refused before its bytes are buffered.
     """
 
-    __slots__ = ("_buffer", "_max_frame_bytes", "_need_magic")
+    __slots__ = ("_buffer", "_max_frame_bytes", "_need_magic", "_preambles", "preamble")
 
-    def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES, expect_magic: bool = False) -> None:
+    def __init__(self, *, max_frame_bytes: int = MAX_FRAME_BYTES, expect_magic: bool = False,
+                 preambles: tuple[bytes, ...] = (MAGIC,)) -> None:
         self._buffer = bytearray()
         self._max_frame_bytes = max_frame_bytes
         self._need_magic = expect_magic
+        self._preambles = preambles
+        self.preamble: bytes | None = None
 
     @property
     def buffered(self) -> int:
@@ -68,12 +75,12 @@ class FrameDecoder:
         buffer = self._buffer
         buffer += data
         if self._need_magic:
-            if len(buffer) < len(MAGIC):
-                if not MAGIC.startswith(bytes(buffer)):
-                    raise FrameError("not an okapikv native-port client (bad preamble)")
-                return []
-            if buffer[: len(MAGIC)] != MAGIC:
+            head = bytes(buffer[:len(MAGIC)])  # every preamble has MAGIC's length
+            if head not in self._preambles:
+                if len(head) < len(MAGIC) and any(preamble.startswith(head) for preamble in self._preambles):
+                    return []
                 raise FrameError("not an okapikv native-port client (bad preamble)")
+            self.preamble = head
             del buffer[: len(MAGIC)]
             self._need_magic = False
         frames: list[bytes] = []
