@@ -199,8 +199,9 @@ def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stu
     from okapikv.server.node import PartitionNode
 
     class StubLink:
-        def __init__(self, backlog_s: float) -> None:
+        def __init__(self, backlog_s: float, last_ack_at: float) -> None:
             self.backlog = backlog_s
+            self.last_ack_at = last_ack_at
 
         def backlog_s(self, now: float) -> float:
             return self.backlog
@@ -210,12 +211,15 @@ def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stu
         server = PartitionNode(config, 0, 0)
         server._loop = asyncio.get_running_loop()
         assert not server.backlogged()  # no links yet
-        link = StubLink(0.01)
+        now = server._loop.time()
+        link = StubLink(0.01, last_ack_at=now)
         server._links[ServerId(1, 0)] = link  # type: ignore[assignment]
         assert not server.backlogged()
         link.backlog = node_module.ADMISSION_LAG_S + 0.01
         assert server.backlogged()
-        link.backlog = node_module.ADMISSION_GIVE_UP_S + 0.01  # stuck, not slow: writes go on
+        link.backlog = 5.0  # far behind but still acknowledging: slow, so still held
+        assert server.backlogged()
+        link.last_ack_at = now - node_module.ADMISSION_GIVE_UP_S - 0.1  # no ack for a while: stuck
         assert not server.backlogged()
 
     asyncio.run(scenario())

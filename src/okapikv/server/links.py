@@ -167,6 +167,7 @@ class OutgoingLink:
         self.stats = LinkStats()
         self.held = False  # fault injection (``okapikv.server.faults``): send nothing while set
         self._native = native and credentials is None
+        self.last_ack_at = 0.0  # loop time of the last acknowledgement (progress, see backlog_s)
 
     # ---------------------------------------------------------------- producer side
 
@@ -190,7 +191,8 @@ class OutgoingLink:
     def backlog_s(self, now: float) -> float:
         """How long the oldest message that is due (its emulated WAN delay over) has waited to be
         sent and acknowledged: how far the destination is behind this server. 0 while the link is
-        held or not connected: a cut or unreachable DC must never slow local clients down."""
+        held or not connected: a cut or unreachable DC must never slow local clients down (nor one
+        that stopped acknowledging: see ``PartitionNode.backlogged``)."""
         if self.held or not self.connected:
             return 0.0
         if self._unacked:
@@ -310,6 +312,7 @@ class OutgoingLink:
                                     extra={"event": "link_restored", "peer": self.label, "peer_address": self.address})
                     self._consecutive_failures = 0
                 received = ack.received
+                self.last_ack_at = self._loop.time()
                 unacked = self._unacked
                 while unacked and unacked[0][0] <= received:
                     self.unacked_bytes -= unacked.popleft()[2]

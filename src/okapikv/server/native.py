@@ -28,7 +28,7 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
-from okapikv.server.node import ADMISSION_RETRY_S, PartitionNode
+from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.servicers import IncomingLink, LinkRefused
 from okapikv.wire import okapikv_pb2 as pb
@@ -48,6 +48,7 @@ class NativeConnection(asyncio.Protocol):
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
         self._flush_scheduled = False
         self._retry_scheduled = False
+        self._held_since: float | None = None  # when admission control started holding batches
         self._writing_paused = False
         self._reading_paused = False
         self._peer = "?"
@@ -101,12 +102,17 @@ class NativeConnection(asyncio.Protocol):
         sink = self._sink
         node = self._node
         if frames and node.backlogged():  # replication first (PartitionNode.backlogged)
-            self._pause_reading()
-            if not self._retry_scheduled:
+            now = asyncio.get_running_loop().time()
+            if self._held_since is None:
+                self._held_since = now
                 node.admission_waits += 1
-                self._retry_scheduled = True
-                asyncio.get_running_loop().call_later(ADMISSION_RETRY_S, self._retry_take)
-            return
+            if now - self._held_since < ADMISSION_MAX_WAIT_S:
+                self._pause_reading()
+                if not self._retry_scheduled:
+                    self._retry_scheduled = True
+                    asyncio.get_running_loop().call_later(ADMISSION_RETRY_S, self._retry_take)
+                return
+        self._held_since = None
         while frames and not sink.full:
             try:
                 batch = pb.OperationBatch.FromString(frames.popleft())

@@ -20,7 +20,7 @@ import grpc.aio
 
 from okapikv.core.messages import ClientReply, ErrorReply
 from okapikv.core.session import adopt
-from okapikv.server.node import ADMISSION_RETRY_S, PartitionNode
+from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
@@ -170,10 +170,12 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         node = self.node
         try:
             async for batch in request_iterator:
-                if node.backlogged():  # replication first (PartitionNode.backlogged)
+                if node.backlogged():  # replication first (PartitionNode.backlogged), for a while
                     node.admission_waits += 1
-                    while node.backlogged():
+                    for _ in range(round(ADMISSION_MAX_WAIT_S / ADMISSION_RETRY_S)):
                         await asyncio.sleep(ADMISSION_RETRY_S)
+                        if not node.backlogged():
+                            break
                 node.submit_operations(batch, sink)
                 await sink.wait_for_room()
         except asyncio.CancelledError:
