@@ -1,4 +1,5 @@
-"""The YCSB generators: distribution shapes, key order, determinism."""
+"""The YCSB generators: distribution shapes, key order, determinism; the vectorized (chunked)
+generators against the scalar ones they port."""
 
 from __future__ import annotations
 
@@ -6,9 +7,13 @@ import math
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
 
+from okapikv.bench import workloads
 from okapikv.bench.generators import (
+    FNV_OFFSET_BASIS_64,
+    FNV_PRIME_64,
     SCRAMBLED_ZETAN,
     DiscreteGenerator,
     InsertSequence,
@@ -17,10 +22,25 @@ from okapikv.bench.generators import (
     UniformGenerator,
     ZipfianGenerator,
     fnvhash64,
+    fnvhash64_array,
     format_key,
+    format_keys,
+    key_table,
     key_width_for,
     make_values,
     zeta,
+)
+from okapikv.bench.workloads import (
+    INSERT,
+    READ,
+    SCAN,
+    YCSB,
+    ChunkedYcsbSource,
+    Operation,
+    WorkloadConfig,
+    YcsbSource,
+    YcsbSpec,
+    make_source,
 )
 
 SAMPLES = 100_000
@@ -129,3 +149,189 @@ def test_fixed_width_keys_sort_in_insertion_order() -> None:
 def test_values_are_alphanumeric_of_the_requested_size() -> None:
     values = make_values(16, 8, random.Random(1))
     assert len(values) == 16 and all(len(value) == 8 and value.isalnum() for value in values)
+
+
+# ------------------------------------------------------------------ vectorized against scalar
+
+
+class _Replay(random.Random):
+    """Hands out the given uniform draws, so a scalar generator sees what a vectorized one does."""
+
+    def __init__(self, draws: np.ndarray) -> None:
+        super().__init__(0)
+        self._draws = iter(draws.tolist())
+
+    def random(self) -> float:
+        return next(self._draws)
+
+
+def _draws(count: int, seed: int) -> np.ndarray:
+    draws = np.random.default_rng(seed).random(count)
+    # the edges of the algorithm's branches: 0, around 1/zetan and (1 + 0.5^theta)/zetan, near 1
+    edges = [0.0, 1e-300, 1 / SCRAMBLED_ZETAN, np.nextafter(1 / SCRAMBLED_ZETAN, 0), (1 + 0.5**0.99) / SCRAMBLED_ZETAN,
+             np.nextafter((1 + 0.5**0.99) / SCRAMBLED_ZETAN, 0), 0.5, np.nextafter(1.0, 0)]
+    draws[: len(edges)] = edges
+    return draws
+
+
+def _fnv1a_unsigned(value: int) -> int:
+    hashval = FNV_OFFSET_BASIS_64
+    for _ in range(8):
+        hashval = ((hashval ^ (value & 0xFF)) * FNV_PRIME_64) & ((1 << 64) - 1)
+        value >>= 8
+    return hashval
+
+
+def test_vectorized_fnvhash64_equals_fnvhash64() -> None:
+    rng = np.random.default_rng(1)
+    values = np.concatenate([
+        np.arange(20_000, dtype=np.uint64),
+        rng.integers(0, 10**10 + 1, 20_000, dtype=np.uint64),  # the scrambled zipfian's ranks
+        rng.integers(1 << 63, (1 << 64) - 1, 20_000, dtype=np.uint64, endpoint=True),  # top bit set
+        np.array([1 << 63, (1 << 63) - 1, (1 << 64) - 1], dtype=np.uint64),
+    ])
+    hashed = fnvhash64_array(values)
+    assert hashed.dtype == np.uint64 and hashed.shape == values.shape
+    assert hashed.tolist() == [fnvhash64(value) for value in values.tolist()]
+    # both sides of Java's abs() of the signed result were exercised
+    tops = {_fnv1a_unsigned(value) >> 63 for value in values[:2000].tolist()}
+    assert tops == {0, 1}
+    # a Java long's negative values hash as their two's complement bytes, as fnvhash64 reads them
+    negative = np.array([-1, -12345, -(1 << 63)], dtype=np.int64)
+    assert fnvhash64_array(negative).tolist() == [fnvhash64(value) for value in negative.tolist()]
+
+
+@pytest.mark.parametrize("items", [1, 2, 3, 1000, 10_000, 123_457])
+def test_vectorized_zipfian_equals_scalar_for_the_same_draws(items: int) -> None:
+    draws = _draws(50_000, items)
+    scalar = ZipfianGenerator(7, 7 + items - 1, _Replay(draws))
+    vectorized = ZipfianGenerator(7, 7 + items - 1, random.Random(0))
+    assert vectorized.next_array(draws).tolist() == [scalar.next() for _ in range(len(draws))]
+
+
+@pytest.mark.parametrize("items", [1, 2, 1000, 10_000, 1_000_000])
+def test_vectorized_scrambled_zipfian_equals_scalar_for_the_same_draws(items: int) -> None:
+    draws = _draws(100_000, items)
+    scalar = ScrambledZipfianGenerator(5, 5 + items - 1, _Replay(draws))
+    vectorized = ScrambledZipfianGenerator(5, 5 + items - 1, random.Random(0))
+    values = vectorized.next_array(draws)
+    assert values.dtype == np.int64
+    assert values.tolist() == [scalar.next() for _ in range(len(draws))]
+
+
+def test_vectorized_scrambled_zipfian_has_the_scalar_hot_keys() -> None:
+    # independent draws (numpy's generator against random.Random): the same popularity of the top keys
+    items = 1000
+    scalar = ScrambledZipfianGenerator(0, items - 1, random.Random(3))
+    scalar_counts = Counter(scalar.next() for _ in range(SAMPLES))
+    vectorized = ScrambledZipfianGenerator(0, items - 1, random.Random(0))
+    vector_counts = Counter(vectorized.next_array(np.random.default_rng(3).random(SAMPLES)).tolist())
+    for key, count in scalar_counts.most_common(5):
+        assert vector_counts[key] == pytest.approx(count, rel=0.15), key
+
+
+def test_vectorized_discrete_choice_equals_next() -> None:
+    chooser = DiscreteGenerator([("read", 0.5), ("update", 0.25), ("never", 0.0), ("scan", 0.25)], random.Random(0))
+    draws = np.concatenate([np.random.default_rng(2).random(10_000), np.array(chooser.cumulative[:-1]), [0.0]])
+    replayed = DiscreteGenerator([("read", 0.5), ("update", 0.25), ("never", 0.0), ("scan", 0.25)], _Replay(draws))
+    labels = [chooser.labels[index] for index in chooser.indices_for(draws).tolist()]
+    assert labels == [replayed.next() for _ in range(len(draws))]
+
+
+def test_vectorized_key_formatting_equals_format_key() -> None:
+    indices = np.concatenate([np.arange(1000), np.random.default_rng(4).integers(0, 10**8, 5000), [10**8 - 1]])
+    assert format_keys(indices, 8) == [format_key(index, 8) for index in indices.tolist()]
+    assert format_keys(np.array([42]), 25) == [format_key(42, 25)]
+    assert format_keys(np.array([], dtype=np.int64), 8) == []
+    assert key_table(1234, 5) == [format_key(index, 5) for index in range(1234)]
+    with pytest.raises(ValueError):
+        format_keys(np.array([10**8]), 8)
+    with pytest.raises(ValueError):
+        format_keys(np.array([-1]), 8)
+    with pytest.raises(ValueError):
+        key_table(10**3 + 1, 3)
+
+
+# ------------------------------------------------------------------ chunked YCSB sources
+
+
+def _source(name: str, seed: int, records: int = 1000) -> workloads.OperationSource:
+    return make_source(WorkloadConfig(name, records=records), random.Random(seed), InsertSequence(records, 0, 1), None)
+
+
+def _fields(operation: Operation) -> tuple[object, ...]:
+    return (operation.kind, operation.key, operation.value, operation.keys, operation.end, operation.limit,
+            operation.index)
+
+
+def test_sources_are_chunked_except_latest() -> None:
+    for name, spec in YCSB.items():
+        expected = YcsbSource if spec.distribution == "latest" else ChunkedYcsbSource
+        assert type(_source(name, 1)) is expected, name
+
+
+@pytest.mark.parametrize("name", ["a", "e", "f"])
+def test_chunked_source_is_reproducible_from_its_seed(name: str) -> None:
+    first, second, other = _source(name, 1), _source(name, 1), _source(name, 2)
+    count = 3 * workloads.CHUNK + 5
+    ops = [_fields(first.next()) for _ in range(count)]
+    assert ops == [_fields(second.next()) for _ in range(count)]
+    assert ops != [_fields(other.next()) for _ in range(count)]
+
+
+def test_chunked_source_keys_follow_the_scalar_distribution() -> None:
+    config = WorkloadConfig("c", records=1000)
+    chunked = ChunkedYcsbSource(config, random.Random(5), InsertSequence(1000, 0, 1))
+    scalar = YcsbSource(config, random.Random(5), InsertSequence(1000, 0, 1))
+    chunked_counts = Counter(chunked.next().key for _ in range(SAMPLES))
+    scalar_counts = Counter(scalar.next().key for _ in range(SAMPLES))
+    assert set(chunked_counts) <= {format_key(index, 8) for index in range(1000)}
+    for key, count in scalar_counts.most_common(5):
+        assert chunked_counts[key] == pytest.approx(count, rel=0.15), key
+
+
+def test_chunked_source_with_a_uniform_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(YCSB, "c", YcsbSpec("c", read=1.0, distribution="uniform"))
+    source = _source("c", 3)
+    assert type(source) is ChunkedYcsbSource
+    counts = Counter(int(source.next().key) for _ in range(SAMPLES))
+    assert min(counts) == 0 and max(counts) == 999
+    assert max(counts.values()) < 3 * SAMPLES / 1000  # no hot keys
+
+
+def test_chunked_source_formats_keys_without_a_table_beyond_the_table_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_table = _source("e", 8)
+    expected = [_fields(with_table.next()) for _ in range(2 * workloads.CHUNK)]
+    monkeypatch.setattr(workloads, "KEY_TABLE_MAX", 0)
+    source = _source("e", 8)
+    assert isinstance(source, ChunkedYcsbSource) and source._table is None
+    assert [_fields(source.next()) for _ in range(2 * workloads.CHUNK)] == expected
+
+
+def test_chunked_scans_and_inserts() -> None:
+    inserts = InsertSequence(1000, 0, 1)
+    config = WorkloadConfig("e", records=1000)
+    sessions = [ChunkedYcsbSource(config, random.Random(seed), inserts) for seed in (1, 2)]
+    inserted: list[int] = []
+    for step in range(4 * workloads.CHUNK):
+        operation = sessions[step % 2].next()
+        if operation.kind == INSERT:
+            # the index is taken when the operation is handed out: in order across the sessions
+            assert operation.key == format_key(operation.index, 8) and len(operation.value) == 8
+            inserted.append(operation.index)
+            sessions[step % 2].acknowledge(operation)
+        else:
+            assert operation.kind == SCAN
+            assert 1 <= operation.limit <= 100
+            assert int(operation.end) - int(operation.key) + 1 == operation.limit
+            assert int(operation.key) < 1000
+    assert inserted == list(range(1000, 1000 + len(inserted))) and inserted
+    assert inserts.last_value() == inserted[-1]
+
+
+def test_chunked_operations_are_fresh_objects() -> None:
+    source = _source("a", 1)
+    operations = [source.next() for _ in range(2 * workloads.CHUNK)]
+    assert len({id(operation) for operation in operations}) == len(operations)
+    assert all(operation.value == b"" for operation in operations if operation.kind == READ)
+    assert all(len(operation.value) == 8 for operation in operations if operation.kind != READ)

@@ -28,7 +28,6 @@ answers it is caught by the pipeline's deadline watchdog (or the unary call's de
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 from collections import deque
@@ -39,7 +38,7 @@ import grpc
 import grpc.aio
 
 from okapikv.client import operations as ops
-from okapikv.client.native import AsyncNativeCall, GrpcCall, frame_operation
+from okapikv.client.native import AsyncNativeCall, GrpcCall
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.retry import (
     CHANNEL_OPTIONS,
@@ -71,8 +70,13 @@ MAX_MESSAGES_PER_TURN = 8
 
 
 class _Pipeline:
-    """One pipeline to one server (``call``: an ``AsyncNativeCall`` or a ``GrpcCall``): an outbox, a
-    writer task, a reader task, and the futures of the operations in flight, keyed by id.
+    """One pipeline to one server: an outbox, a call that carries its batches (``AsyncNativeCall``
+    or ``GrpcCall``, made by ``open_call`` with this pipeline as its receiver), and the futures of
+    the operations in flight, keyed by id.
+
+    Sending: the first operation queued in an event-loop turn schedules ``_flush`` at the end of
+    that turn, which sends what is queued as batches of a few operations (``_take_batch``). Results:
+    the call hands each ``ResultBatch`` to ``on_batch``, which resolves the futures.
 
     A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
     ``RetryableError`` and the link opens a new pipeline for the next operation.
@@ -94,31 +98,30 @@ class _Pipeline:
     park at the server (Cure, GentleRain) never hold the others back longer than that.
     """
 
-    def __init__(self, call: AsyncNativeCall | GrpcCall, max_batch: int, budget_bytes: int, tick_s: float) -> None:
-        self._call = call
+    def __init__(self, open_call: Callable[[_Pipeline], AsyncNativeCall | GrpcCall], max_batch: int,
+                 budget_bytes: int, tick_s: float) -> None:
         self._max_batch = max_batch
         self._budget_bytes = budget_bytes
         self._tick_s = tick_s
+        self._loop = asyncio.get_running_loop()
         self._watchdog: asyncio.TimerHandle | None = None
         # id -> (future, deadline in loop time); insertion order is submission order
         self._inflight: dict[int, tuple[asyncio.Future[pb.Result], float]] = {}
         # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
         # so a batch is their concatenation: no copy into a batch message and no second
-        # serialization (``frame_operation``). Their ids are consecutive from _outbox_first_id.
+        # serialization (``OperationKind.operation``). Their ids are consecutive from _outbox_first_id.
         self._outbox: list[bytes] = []
         self._outbox_first_id = 0
         self._sizes: list[int] = []  # of the operations in the outbox, serialized
         self._outbox_bytes = 0
-        self._wakeup = asyncio.Event()
+        self._flush_scheduled = False
+        self._hold: asyncio.TimerHandle | None = None  # a small batch waiting for room (self-clocking)
         self._unprocessed: deque[int] = deque()  # first operation id of each batch sent, not processed
-        self._room = asyncio.Event()
         self._ids = itertools.count(1)
         self.closed = False
         self.batches_sent = 0
         self.operations_sent = 0
-        loop = asyncio.get_running_loop()
-        self._writer = loop.create_task(self._write_loop())
-        self._reader = loop.create_task(self._read_loop())
+        self._call = open_call(self)
 
     def submit(self, kind: OperationKind, request: ops.Request,
                deadline: float) -> tuple[int, asyncio.Future[pb.Result]]:
@@ -128,12 +131,12 @@ class _Pipeline:
         sent anyway, it would break the stream and fail every operation batched with it.
         """
         operation_id = next(self._ids)
-        element = frame_operation(kind.operation(operation_id, request).SerializeToString())
+        element = kind.operation(operation_id, request)
         size = len(element)
         if size > self._budget_bytes:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
                                   f"({self._budget_bytes} bytes)")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         future: asyncio.Future[pb.Result] = loop.create_future()
         self._inflight[operation_id] = (future, deadline)
         if self._watchdog is None:
@@ -143,50 +146,48 @@ class _Pipeline:
         self._outbox.append(element)
         self._sizes.append(size)
         self._outbox_bytes += size
-        self._wakeup.set()
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
         return operation_id, future
 
     def _sweep(self) -> None:
         """Fail the operations past their deadline; run again while any operation is in flight."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = self._loop.time()
         inflight = self._inflight
         expired = [operation_id for operation_id, (_, deadline) in inflight.items() if deadline <= now]
         for operation_id in expired:
             future = inflight.pop(operation_id)[0]
             if not future.done():
                 future.set_exception(TimeoutError())
-        self._watchdog = loop.call_later(self._tick_s, self._sweep) if inflight and not self.closed else None
+        self._watchdog = self._loop.call_later(self._tick_s, self._sweep) if inflight and not self.closed else None
 
     def forget(self, operation_id: int) -> None:
         """Stop waiting for an operation (its caller timed out or was cancelled)."""
         self._inflight.pop(operation_id, None)
 
-    async def _write_loop(self) -> None:
-        try:
-            while True:
-                if not self._outbox:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
-                if len(self._unprocessed) >= MAX_UNPROCESSED_BATCHES and len(self._outbox) < SMALL_BATCH:
-                    self._room.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._room.wait(), UNPROCESSED_WAIT_S)
-                first_id = self._outbox_first_id
-                batch = self._take_batch()
-                self.batches_sent += 1
-                self.operations_sent += len(batch)
-                self._unprocessed.append(first_id)
-                await self._call.write(b"".join(batch))
-        except asyncio.CancelledError:
-            raise
-        except grpc.aio.AioRpcError as error:
-            self._fail(RetryableError(error.code(), error.details() or "stream failed"))
-        except RetryableError as error:
-            self._fail(error)
-        except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
-            self._fail(RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream write failed: {error!r}"))
+    def _flush(self, force: bool = False) -> None:
+        """Send what is queued, in batches; ``force``: the first even without room (see the class
+        doc: a small batch waits at most ``UNPROCESSED_WAIT_S``)."""
+        self._flush_scheduled = False
+        if not self._call.ready:
+            return  # on_ready flushes (the batch size depends on the transport the call ends up on)
+        while self._outbox and not self.closed:
+            if not force and len(self._unprocessed) >= MAX_UNPROCESSED_BATCHES and len(self._outbox) < SMALL_BATCH:
+                if self._hold is None:
+                    self._hold = self._loop.call_later(UNPROCESSED_WAIT_S, self._release)
+                return
+            force = False
+            first_id = self._outbox_first_id
+            batch = self._take_batch()
+            self.batches_sent += 1
+            self.operations_sent += len(batch)
+            self._unprocessed.append(first_id)
+            self._call.send(b"".join(batch))
+
+    def _release(self) -> None:
+        self._hold = None
+        self._flush(force=True)
 
     def _take_batch(self) -> list[bytes]:
         """The next batch (serialized ``OperationBatch`` elements): up to ``max_batch`` operations
@@ -212,48 +213,45 @@ class _Pipeline:
         self._outbox_bytes -= total
         return batch
 
-    async def _read_loop(self) -> None:
-        failure: RetryableError
-        try:
-            while True:
-                batch = await self._call.read()
-                if batch is grpc.aio.EOF:
-                    failure = RetryableError(grpc.StatusCode.UNAVAILABLE, "the server closed the stream")
-                    break
-                inflight = self._inflight
-                newest = 0
-                for result in batch.results:
-                    result_id = result.id
-                    if result_id > newest:
-                        newest = result_id
-                    entry = inflight.pop(result_id, None)
-                    if entry is not None and not entry[0].done():
-                        entry[0].set_result(result)
-                unprocessed = self._unprocessed
-                if unprocessed and unprocessed[0] <= newest:
-                    while unprocessed and unprocessed[0] <= newest:
-                        unprocessed.popleft()
-                    self._room.set()
-        except asyncio.CancelledError:
-            self._fail(RetryableError(grpc.StatusCode.CANCELLED, "the client closed the stream"))
-            raise
-        except grpc.aio.AioRpcError as error:
-            failure = RetryableError(error.code(), error.details() or "stream failed")
-        except RetryableError as error:  # the native connection closed or failed to open
-            failure = error
-        except Exception as error:  # noqa: BLE001 - a broken stream must fail its operations, whatever broke it
-            failure = RetryableError(grpc.StatusCode.UNAVAILABLE, f"stream read failed: {error!r}")
+    def on_ready(self) -> None:
+        self._flush()
+
+    def on_batch(self, batch: pb.ResultBatch) -> None:
+        """Results from the server: resolve their futures; a processed batch makes room."""
+        inflight = self._inflight
+        newest = 0
+        for result in batch.results:
+            result_id = result.id
+            if result_id > newest:
+                newest = result_id
+            entry = inflight.pop(result_id, None)
+            if entry is not None and not entry[0].done():
+                entry[0].set_result(result)
+        unprocessed = self._unprocessed
+        if unprocessed and unprocessed[0] <= newest:
+            while unprocessed and unprocessed[0] <= newest:
+                unprocessed.popleft()
+            if self._hold is not None:
+                self._hold.cancel()
+                self._hold = None
+            # At the end of the turn, as ``submit`` would: the sessions these results wake up queue
+            # their next operations first, and leave in the same batch.
+            if self._outbox and not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
+
+    def on_failure(self, failure: RetryableError) -> None:
         self._fail(failure)
 
     def _fail(self, failure: BaseException) -> None:
-        """Mark the stream dead and fail everything in flight (the retry loop resubmits it)."""
+        """Mark the pipeline dead and fail everything in flight (the retry loop resubmits it)."""
         if not self.closed:
             self.closed = True
             self._call.cancel()
-            self._writer.cancel()
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-                self._watchdog = None
+            for timer in (self._watchdog, self._hold):
+                if timer is not None:
+                    timer.cancel()
+            self._watchdog = self._hold = None
         inflight, self._inflight = self._inflight, {}
         self._outbox.clear()
         self._sizes.clear()
@@ -264,9 +262,7 @@ class _Pipeline:
 
     async def close(self) -> None:
         self._fail(OkapiError("the client was closed"))
-        for task in (self._writer, self._reader):
-            task.cancel()
-        await asyncio.gather(self._writer, self._reader, return_exceptions=True)
+        await self._call.close()
 
 
 class _ServerLink:
@@ -293,9 +289,13 @@ class _ServerLink:
             if pipeline is not None:
                 self.batches_sent += pipeline.batches_sent
                 self.operations_sent += pipeline.operations_sent
-            call = (AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s)
-                    if self._native else GrpcCall(self.channel))
-            pipeline = self._pipeline = _Pipeline(call, self._max_batch, self._budget_bytes, self._tick_s)
+            def open_call(receiver: _Pipeline) -> AsyncNativeCall | GrpcCall:
+                if self._native:
+                    return AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s,
+                                           receiver)
+                return GrpcCall(self.channel, receiver)
+
+            pipeline = self._pipeline = _Pipeline(open_call, self._max_batch, self._budget_bytes, self._tick_s)
         return pipeline
 
     def counters(self) -> tuple[int, int]:
@@ -621,12 +621,16 @@ class AsyncClient:
         links = connections.links
         loop = asyncio.get_running_loop()
         deadline = loop.time() + connections.timeout_s
+        remaining = connections.timeout_s
         last: Exception | None = None
-        for number in itertools.count():
+        number = 0
+        while True:
             link = links[(start + number) % len(links)] if rotate else links[start]
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise unavailable(kind.method, link.address, connections.timeout_s, last)
+            if number:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise unavailable(kind.method, link.address, connections.timeout_s, last)
+            number += 1
             try:
                 if connections.use_pipeline:
                     # One attempt over the link's pipeline, failed with TimeoutError after
@@ -635,8 +639,9 @@ class AsyncClient:
                     operation_id, future = pipeline.submit(kind, request, deadline)
                     try:
                         result = await future
-                    finally:
-                        pipeline.forget(operation_id)
+                    except BaseException:
+                        pipeline.forget(operation_id)  # answered or expired operations are gone already
+                        raise
                     return _unwrap(result, kind)
                 return await kind.unary(link.stub, request, remaining)
             except grpc.aio.AioRpcError as error:
@@ -652,13 +657,12 @@ class AsyncClient:
                 raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
             except OSError as error:
                 last = error
-            delay = connections.backoff.delay_s(number + 1)
+            delay = connections.backoff.delay_s(number)
             remaining = deadline - loop.time()
             if delay >= remaining:
                 await asyncio.sleep(max(remaining, 0.0))
                 raise unavailable(kind.method, link.address, connections.timeout_s, last)
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
 
 
 __all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]

@@ -153,13 +153,14 @@ class _SyncStream:
     def call(self, kind: OperationKind, request: ops.Request, timeout_s: float) -> pb.Result:
         """Send one operation and wait for its result. Raises ``StreamError`` when the stream has
         failed (``sent`` False if before it took the operation) or ``timeout_s`` passes."""
-        operation = kind.operation(next(self._ids), request)
+        operation_id = next(self._ids)
+        batch = pb.OperationBatch.FromString(kind.operation(operation_id, request))
         with self._lock:
             if self.failure is None and not self._call.is_active():  # gRPC knows before our reader
                 self.failure = StreamError(grpc.StatusCode.UNAVAILABLE, "the stream has ended")
             if self.failure is not None:
                 raise self.failure.with_sent(False)
-            self._requests.put(pb.OperationBatch(operations=[operation]))
+            self._requests.put(batch)
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -168,8 +169,8 @@ class _SyncStream:
                 self.close()
                 raise StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, "no reply before the deadline") from None
             if isinstance(item, StreamError):
-                raise item.with_sent(self._taken >= operation.id)
-            if item.id == operation.id:
+                raise item.with_sent(self._taken >= operation_id)
+            if item.id == operation_id:
                 return item
 
     def close(self) -> None:
@@ -430,26 +431,26 @@ class Client:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _on_key(self, kind: OperationKind, key: bytes, request: Any) -> Any:
+    def _on_key(self, kind: OperationKind, key: bytes, request: ops.Request) -> Any:
         if self._closed:
             raise OkapiError("the client was closed")
 
-        def run(timeout_s: float) -> Any:
+        def run(timeout_s: float, request: ops.Request) -> Any:
             link = self._links[self._topology.partition_of(key)]
             return retry_sync(lambda remaining: link.call(kind, request, remaining), what=kind.method,
                               address=link.address, timeout_s=timeout_s, backoff=self._backoff,
                               at_most_once=self.at_most_once and kind.writes)
 
-        reply = self._with_failover(run, request)
+        reply = self._with_failover(run, kind, request)
         self._state.merge(reply.session)
         return reply
 
-    def _on_coordinator(self, kind: OperationKind, start: int, request: Any) -> Any:
+    def _on_coordinator(self, kind: OperationKind, start: int, request: ops.Request) -> Any:
         """Any server of the DC can coordinate; after a failure, try the next one."""
         if self._closed:
             raise OkapiError("the client was closed")
 
-        def run(timeout_s: float) -> Any:
+        def run(timeout_s: float, request: ops.Request) -> Any:
             links = self._links
             attempts = itertools.count()
 
@@ -461,28 +462,29 @@ class Client:
                               address=lambda number: links[(start + number) % len(links)].address,
                               timeout_s=timeout_s, backoff=self._backoff)
 
-        reply = self._with_failover(run, request)
+        reply = self._with_failover(run, kind, request)
         self._state.merge(reply.session)
         return reply
 
     # ------------------------------------------------------------------ failover
 
-    def _with_failover(self, run: Callable[[float], Any], request: Any) -> Any:
-        """``run(timeout_s)`` in the current DC; with fallback DCs, after ``failover_after_s`` of
-        unavailability move the session to another DC (``_fail_over``) and run ``request`` there,
-        with the moved session."""
+    def _with_failover(self, run: Callable[[float, ops.Request], Any], kind: OperationKind,
+                       request: ops.Request) -> Any:
+        """``run(timeout_s, request)`` in the current DC; with fallback DCs, after
+        ``failover_after_s`` of unavailability move the session to another DC (``_fail_over``) and
+        run ``request`` there, with the moved session."""
         if len(self._addresses) == 1:
-            return run(self.timeout_s)
+            return run(self.timeout_s, request)
         deadline = time.monotonic() + self.timeout_s
         while True:
             remaining = deadline - time.monotonic()
             try:
-                return run(max(min(remaining, self.failover_after_s), 0.001))
+                return run(max(min(remaining, self.failover_after_s), 0.001), request)
             except Unavailable:
                 if deadline - time.monotonic() <= 0:
                     raise
                 self._fail_over()
-                request["session"] = self._state.wire()
+                request = kind.with_session(request, self._state.message())
 
     def _fail_over(self) -> None:
         """Move the session to the first other DC that answers and has every dependency of the
@@ -526,7 +528,7 @@ class Client:
     def _adopt(self, link: _SyncLink, current: Topology) -> pb.Session | str:
         """Ask the new DC until it has the session's dependencies: its session, or how far it lags."""
         deadline = time.monotonic() + self.failover_wait_s
-        request = pb.AdoptSessionRequest(session=self._state.wire(), from_dc=current.dc)
+        request = pb.AdoptSessionRequest(session=self._state.message(), from_dc=current.dc)
         behind = ""
         for number in itertools.count(1):
             remaining = deadline - time.monotonic()

@@ -10,16 +10,25 @@ arrive while a previous write is in flight) share one gRPC message. A client tha
 cannot make the server buffer without bound: the reader stops taking new operations while too
 many results, or too many bytes of them, wait to be written (a count alone let a client that reads
 64 KiB values and never takes its results pin gigabytes).
+
+The batch is kept as plain dicts (``convert.result_fields``) and becomes a ``pb.ResultBatch`` in
+one constructor call when it is taken: upb builds the nested messages from dicts for less than
+``results.add()`` plus filling each field from Python, and the byte count is a cheap upper bound
+(given by ``result_fields`` too) instead of each result's exact ``ByteSize()``. 4 GET + 4 SWAP
+replies, 1 DC, delivered, taken and serialized: 3.85 -> 2.95 us per result (64 a batch: 3.7 -> 2.7).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from okapikv.core.messages import ClientReply
 from okapikv.wire import okapikv_pb2 as pb
-from okapikv.wire.convert import fill_error, fill_result
+from okapikv.wire.convert import error_fields, result_fields
+
+log = logging.getLogger("okapikv.server")
 
 MAX_UNSENT_RESULTS = 50_000
 MAX_UNSENT_BYTES = 32 << 20
@@ -29,15 +38,15 @@ class PipelineSink:
     """``on_ready`` (the native port's connections): called instead of waking ``next_batch`` when a
     result is added, so the connection can write without a task of its own."""
 
-    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_batch", "_bytes", "_ready", "_room")
+    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_results", "_bytes", "_ready", "_room")
 
     def __init__(self, on_ready: Callable[[], None] | None = None) -> None:
         self.on_ready = on_ready
         self.outstanding = 0  # operations handed to the core and not answered yet
         self.reading = True  # the client may still send operations
         self.closed = False  # the stream is gone: drop late replies
-        self._batch = pb.ResultBatch()
-        self._bytes = 0  # serialized size of the results in _batch
+        self._results: list[dict[str, object]] = []  # convert.result_fields of each result, in order
+        self._bytes = 0  # upper bound on the serialized size of _results (from convert.result_fields)
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
@@ -46,20 +55,19 @@ class PipelineSink:
         self.outstanding -= 1
         if self.closed:
             return
-        result = self._batch.results.add()
-        result.id = operation_id
-        fill_result(result, kind, reply)
-        self._bytes += result.ByteSize()
+        # A dict now, protobuf in take() (module docstring): 3.85 -> 2.95 us per result.
+        fields, size_bound = result_fields(operation_id, kind, reply)
+        self._results.append(fields)
+        self._bytes += size_bound
         self._signal()
 
     def reject(self, operation_id: int, code: str, message: str) -> None:
         """Answer an operation the core never saw (malformed, or the handler failed)."""
         if self.closed:
             return
-        result = self._batch.results.add()
-        result.id = operation_id
-        fill_error(result, code, message)
-        self._bytes += result.ByteSize()
+        fields, size_bound = error_fields(operation_id, code, message)
+        self._results.append(fields)
+        self._bytes += size_bound
         self._signal()
 
     def finish_reading(self) -> None:
@@ -71,7 +79,7 @@ class PipelineSink:
             self._ready.set()
         else:
             self.on_ready()
-        if len(self._batch.results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
+        if len(self._results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
             self._room.clear()
 
     @property
@@ -80,14 +88,17 @@ class PipelineSink:
         return not self._room.is_set()
 
     def take(self) -> pb.ResultBatch | None:
-        """The results ready now, or None if there are none."""
-        if not len(self._batch.results):
+        """The results ready now, in the order they were delivered, or None if there are none."""
+        results = self._results
+        if not results:
             return None
-        batch = self._batch
-        self._batch = pb.ResultBatch()
+        self._results = []
         self._bytes = 0
         self._room.set()
-        return batch
+        try:
+            return pb.ResultBatch(results=results)  # one upb call for the whole batch
+        except (TypeError, ValueError):
+            return _salvage(results)
 
     async def wait_for_room(self) -> None:
         await self._room.wait()
@@ -107,3 +118,21 @@ class PipelineSink:
     def close(self) -> None:
         self.closed = True
         self._room.set()
+
+
+def _salvage(results: list[dict[str, object]]) -> pb.ResultBatch:
+    """The batch with each result that protobuf refuses (a reply the core should never produce,
+    such as a timestamp out of uint64 range) replaced by an INTERNAL error, so that one bad reply
+    does not lose the others of its batch, whose clients would then wait for them forever."""
+    batch = pb.ResultBatch()
+    for fields in results:
+        try:
+            batch.results.append(pb.Result(**fields))  # type: ignore[arg-type]
+        except (TypeError, ValueError) as error:
+            operation_id = fields.get("id")
+            log.error("Pipeline: could not encode the result of operation %r: %s", operation_id, error)
+            batch.results.add(
+                id=operation_id if isinstance(operation_id, int) and 0 <= operation_id < 1 << 64 else 0,
+                error={"code": "INTERNAL", "message": "the server could not encode this result (see its log)"},
+            )
+    return batch
