@@ -24,6 +24,7 @@ listener always demands a client certificate, the client one when ``client_auth`
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from collections.abc import Coroutine
@@ -157,6 +158,10 @@ async def serve(
         await server.stop(None)
         await node.close()
         raise
+    # Everything allocated so far (modules, config, a recovered store) lives as long as the
+    # process: out of the collector's sight, a full collection no longer walks it (28 ms pauses,
+    # the p999 of a loaded server, came from that walk).
+    gc.freeze()
     for name in SERVICE_NAMES:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,

@@ -55,6 +55,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.vectors import Vector
 from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.encoding import encode_varint
 
 # Result kinds of the Pipeline stream: the name of the ``Operation``/``Result`` oneof case.
 GET = "get"
@@ -398,15 +399,6 @@ def approximate_size(message: PeerMessage) -> int:
 
 
 # ==================================================================== PeerBatch framing
-
-
-def encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _MESSAGES_TAG = b"\x1a"  # PeerBatch.messages: field 3, length-delimited
