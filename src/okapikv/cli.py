@@ -150,7 +150,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "loading --records keys into one partition)")
     p.add_argument("--protocols", default=None,
                    help="comma-separated, one fresh cluster each (default: okapi; paper suite: okapi,cure,gentlerain); "
-                        "okapi-piggyback is Okapi with the USV computed inside the GSV round")
+                        "okapi-piggyback is Okapi with the USV computed inside the GSV round, okapi-bounded "
+                        "Okapi with bounded_visibility on")
     p.add_argument("--clients", default=None, help="comma-separated client counts (closed-loop sessions)")
     p.add_argument("--duration-s", type=float, default=5.0, help="measured seconds per run")
     p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds before each run's window")

@@ -81,6 +81,17 @@ def test_native_settings_round_trip_and_defaults() -> None:
         assert [s.native_port for s in loaded.servers] == [7999, 0]
 
 
+def test_bounded_visibility_is_off_by_default_and_round_trips() -> None:
+    default = local_cluster(dcs=("a", "b"), partitions=1)
+    assert default.bounded_visibility is False
+    assert "bounded_visibility = false" in default.to_toml().splitlines()
+    config = dataclasses.replace(default, bounded_visibility=True)
+    for loaded in (ClusterConfig.from_toml(config.to_toml()), ClusterConfig.from_dict(config.to_dict())):
+        assert loaded == config and loaded.bounded_visibility is True
+    with pytest.raises(ValueError, match="bounded_visibility must be true or false"):
+        ClusterConfig.from_dict(default.to_dict() | {"bounded_visibility": "yes"})
+
+
 def _base() -> dict[str, object]:
     return local_cluster(dcs=("a", "b"), partitions=1, wan=5).to_dict()
 

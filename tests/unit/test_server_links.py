@@ -223,3 +223,43 @@ def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stu
         assert not server.backlogged()
 
     asyncio.run(scenario())
+
+
+def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late() -> None:
+    """``bounded_visibility``: a server holds client batches while a remote DC's newest visible
+    update is older than Okapi's UST bound for it, unless so much older that the DC is cut off."""
+    import dataclasses
+
+    from okapikv.cluster.config import local_cluster
+    from okapikv.core.timestamps import pack
+    from okapikv.server import node as node_module
+    from okapikv.server.node import PartitionNode, _visibility_bounds_us
+
+    class StubLink:
+        last_ack_at = 0.0
+
+        def backlog_s(self, now: float) -> float:
+            return 0.0
+
+    async def scenario(bounded: bool) -> None:
+        config = dataclasses.replace(local_cluster(dcs=("a", "b", "c"), partitions=1, wan=0.0, base_port=45200),
+                                     wan_ms=((0.0, 10.0, 40.0), (10.0, 0.0, 20.0), (40.0, 20.0, 0.0)),
+                                     bounded_visibility=bounded)
+        # From a to c: through b (10 + 20) or directly and back (40 + 0): the slowest path, 40 ms,
+        # plus 3 stabilization periods of 5 ms.
+        assert _visibility_bounds_us(config, 2) == (55_000, 65_000, 0)  # from b: through a, 10 + 40
+        server = PartitionNode(config, 2, 0)
+        server._loop = asyncio.get_running_loop()
+        link = StubLink()
+        link.last_ack_at = server._loop.time()
+        server._links[ServerId(0, 0)] = link  # type: ignore[assignment]
+        now_us = server.clock.now_us()
+        server.core.stable = (pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
+        assert not server.backlogged()  # both remote DCs within their bounds
+        server.core.stable = (pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
+        assert server.backlogged() is bounded  # DC a 5 ms past its bound
+        server.core.stable = (pack(now_us - 60_000 - node_module.VISIBILITY_GIVE_UP_US), pack(now_us), pack(now_us))
+        assert not server.backlogged()  # a whole second late: cut off, not slow; writes go on
+
+    asyncio.run(scenario(True))
+    asyncio.run(scenario(False))

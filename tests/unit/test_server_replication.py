@@ -356,6 +356,16 @@ class TestStabilization:
         server.handle(broadcast, T0)
         assert server.stable == (pack(4), pack(7), pack(3))
 
+    def test_okapi_usv_rises_as_soon_as_a_remote_gsv_arrives(self) -> None:
+        """Not at the next GSV broadcast: a stabilization period less before remote updates show."""
+        server = make(dc=0, partition=1, num_dcs=2, num_partitions=2)
+        server.handle(GsvBroadcast(ServerId(0, 0), (pack(8), pack(8)), None, (0, 0)), T0)
+        assert server.stable == (0, 0)  # DC 1's GSV unknown
+        server.handle(GsvExchange(ServerId(1, 1), (pack(4), pack(9))), T0)
+        assert server.stable == (pack(4), pack(8))
+        server.handle(GsvExchange(ServerId(1, 1), (pack(6), pack(9))), T0)
+        assert server.stable == (pack(6), pack(8))
+
     def test_own_dc_gsv_exchange_is_ignored(self) -> None:
         server = make(dc=0, partition=1, num_dcs=2, num_partitions=2)
         server.handle(GsvExchange(ServerId(0, 0), (pack(9), pack(9))), T0)

@@ -164,7 +164,7 @@ def start_local(
     wan: str | float = "realistic",
     clock_skew_ms: float = 0.0,
     host: str = "127.0.0.1",
-    piggyback_usv: bool = False,
+    settings: dict[str, Any] | None = None,
 ) -> RunningCluster:
     """Start one ``okapi server`` process per (DC, partition), as `okapi up` does, and wait until
     every one passes its gRPC health check.
@@ -185,8 +185,8 @@ def start_local(
         dcs=dcs, partitions=partitions, protocol=protocol, wan=wan, clock_skew_ms=clock_skew_ms,
         base_port=base_port, host=host, cluster_id=f"okapi-bench-{os.getpid()}-{base_port}",
     )
-    if piggyback_usv:
-        config = dataclasses.replace(config, piggyback_usv=True)
+    if settings:
+        config = dataclasses.replace(config, **settings)
     workdir = tempfile.TemporaryDirectory(prefix="okapi-bench-")
     config_path = config.dump(Path(workdir.name) / "cluster.toml")
     cluster = RunningCluster(

@@ -52,6 +52,7 @@ LATENCY_KEYS = 1_000
 ROTX_DCS = ("oregon", "virginia", "ireland")
 ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
+REPLICATION_SYSTEM = "okapi-bounded"
 STATS_SAMPLE_S = 0.05  # 20 samples a second: enough for a p99 over a 5 s window
 STABILIZATION_PERIODS = 3
 LATENCY_GOAL_US = 400.0
@@ -323,7 +324,9 @@ class FastSuite:
         o = self.options
 
         def body() -> None:
-            with bench.okapi("okapi", ROTX_DCS, 1, 0.0) as sut:
+            # bounded_visibility: at saturation the servers put replication before client work
+            # (PartitionNode.backlogged); without it the same load saw lag p99 60-90 ms over the bound.
+            with bench.okapi(REPLICATION_SYSTEM, ROTX_DCS, 1, 0.0) as sut:
                 cluster = sut.cluster
                 assert cluster is not None
                 bench.load(sut)
@@ -435,7 +438,8 @@ def evaluate(fast: dict[str, Any], memory: list[dict[str, Any]]) -> list[dict[st
         queues = replication["queues"]
         growing = queues.get("second_half_mean", 0) > 2 * queues.get("first_half_mean", 0) + 100
         rate = replication["throughput"]["ops_s"] if replication["throughput"] else 0
-        rows.append(_row("5. visibility p99 at full PUT load", "<= UST path + 3 stabilization periods",
+        rows.append(_row(f"5. visibility p99 at full PUT load ({REPLICATION_SYSTEM})",
+                         "<= UST path + 3 stabilization periods",
                          f"{len(over)} of {len(replication['visibility'])} pairs over; worst lag p99 "
                          f"{worst.get('lag_p99_ms', 0):.0f} ms vs {worst['bound_ms']:.0f} ms ({rate:,.0f} PUT/s)",
                          not over))

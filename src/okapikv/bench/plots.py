@@ -21,11 +21,13 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 Runs = list[dict[str, Any]]
 COLORS = {"okapi": "tab:blue", "cure": "tab:orange", "gentlerain": "tab:green", "redis": "tab:red",
-          "eventual": "tab:purple", "memory": "tab:gray", "okapi-piggyback": "tab:cyan"}
+          "eventual": "tab:purple", "memory": "tab:gray", "okapi-piggyback": "tab:cyan",
+          "okapi-bounded": "tab:olive"}
 
 
-def _color(system: str) -> str | None:
-    return COLORS.get(system)
+def _color(system: str) -> str:
+    """A system's color; one more for a system the table does not name (a plot must not fail)."""
+    return COLORS.get(system, "tab:brown")
 
 
 def _series_of_kind(results: dict[str, Any], kind: str) -> list[dict[str, Any]]:

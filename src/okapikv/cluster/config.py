@@ -31,7 +31,9 @@ means off), ``native_port`` (the native port, on the host of ``address``; 0 or a
 port, which clients learn through ClusterInfo) and ``peer_address`` (a second listener for peer
 links only, e.g. on a private network; required with ``[tls] client_auth = false``, see
 ``okapikv.tls``). Optional for the cluster: ``native = false`` (serve no native port: clients then
-pipeline over gRPC; see ``okapikv.wire.frames``) and a ``[tls]`` section (``ca``, ``certificate``,
+pipeline over gRPC; see ``okapikv.wire.frames``), ``bounded_visibility = true`` (Okapi: servers
+hold client batches while remote updates take longer than the UST bound to become visible; see
+``okapikv.server.node.PartitionNode.backlogged``) and a ``[tls]`` section (``ca``, ``certificate``,
 ``key``: PEM paths, relative ones taken from the config file's folder; ``client_auth``, default
 true; ``server_name``)::
 
@@ -87,6 +89,7 @@ _TOP_LEVEL_KEYS = {
     "stabilization_interval_ms",
     "piggyback_usv",
     "native",
+    "bounded_visibility",
     "max_key_bytes",
     "max_value_bytes",
     "max_message_bytes",
@@ -146,6 +149,7 @@ class ClusterConfig:
     stabilization_interval_ms: float = 5.0
     piggyback_usv: bool = False
     native: bool = True
+    bounded_visibility: bool = False
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -207,6 +211,7 @@ class ClusterConfig:
             "stabilization_interval_ms": self.stabilization_interval_ms,
             "piggyback_usv": self.piggyback_usv,
             "native": self.native,
+            "bounded_visibility": self.bounded_visibility,
             "max_key_bytes": self.max_key_bytes,
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,
@@ -230,6 +235,7 @@ class ClusterConfig:
             f"stabilization_interval_ms = {_toml_float(self.stabilization_interval_ms)}",
             f"piggyback_usv = {'true' if self.piggyback_usv else 'false'}",
             f"native = {'true' if self.native else 'false'}",
+            f"bounded_visibility = {'true' if self.bounded_visibility else 'false'}",
             f"max_key_bytes = {self.max_key_bytes}",
             f"max_value_bytes = {self.max_value_bytes}",
             f"max_message_bytes = {self.max_message_bytes}",
@@ -319,7 +325,7 @@ class ClusterConfig:
         for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
             if name in data:
                 optional[name] = _integer(data[name], name)
-        for name in ("piggyback_usv", "native"):
+        for name in ("piggyback_usv", "native", "bounded_visibility"):
             if name in data:
                 if not isinstance(data[name], bool):
                     raise ValueError(f"{name} must be true or false")

@@ -94,6 +94,25 @@ ADMISSION_GIVE_UP_S = 1.0
 ADMISSION_RETRY_S = 0.001
 ADMISSION_MAX_WAIT_S = 0.02
 
+#: Okapi's remote visibility bound: the UST path plus this many stabilization periods (see
+#: ``_visibility_bounds_us``); past it by more than VISIBILITY_GIVE_UP_US, a DC is cut, not slow.
+VISIBILITY_PERIODS = 3
+VISIBILITY_GIVE_UP_US = 1_000_000
+
+
+def _visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
+    """Per DC i, how old the newest visible update of i may be at DC ``dc`` under Okapi's UST
+    (section 3.3): it reaches every DC k, k's knowledge of it reaches ``dc``, plus
+    ``VISIBILITY_PERIODS`` stabilization periods; 0 for ``dc`` itself."""
+    wan = config.wan_ms
+    dcs = range(len(config.dcs))
+    return tuple(
+        0 if source == dc else round(1000 * (max(wan[source][k] + wan[k][dc] for k in dcs)
+                                             + VISIBILITY_PERIODS * config.stabilization_interval_ms))
+        for source in dcs
+    )
+
+
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
 PipelineEntry = tuple[PipelineSink, int, str, float]
 # Operation type names of the latency histograms (the same as the Pipeline result kinds).
@@ -126,6 +145,8 @@ class PartitionNode:
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ClientReply] | PipelineEntry] = {}
         self._links: dict[ServerId, OutgoingLink] = {}
+        self._visibility_bounds_us = (_visibility_bounds_us(config, dc)
+                                      if config.bounded_visibility and self.core.protocol.uses_usv else ())
         self._incoming = IncomingLinks()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_us = 0
@@ -269,8 +290,26 @@ class PartitionNode:
             return False
         assert self._loop is not None
         now = self._loop.time()
-        return any(link.backlog_s(now) > ADMISSION_LAG_S and now - link.last_ack_at < ADMISSION_GIVE_UP_S
-                   for link in links.values())
+        if any(now - link.last_ack_at >= ADMISSION_GIVE_UP_S for link in links.values()):
+            return False  # a replica is stuck or away: local writes never wait for it
+        if any(link.backlog_s(now) > ADMISSION_LAG_S for link in links.values()):
+            return True
+        return self._visibility_behind()
+
+    def _visibility_behind(self) -> bool:
+        """Whether some remote DC's newest visible update here is older than Okapi's bound for it
+        (``_visibility_bounds_us``) but not by more than ``VISIBILITY_GIVE_UP_S`` (beyond that it is
+        a cut, not load: the USV waits for every DC)."""
+        bounds = self._visibility_bounds_us
+        if not bounds:
+            return False
+        now_us = self.clock.now_us()
+        for entry, bound in zip(self.core.stable, bounds, strict=True):
+            if bound:
+                lag = now_us - physical_of(entry)
+                if bound < lag < bound + VISIBILITY_GIVE_UP_US:
+                    return True
+        return False
 
     def _misrouted(self, request: ClientRequest) -> str | None:
         """Single-key requests must reach the key's partition: a misrouted write would land where
