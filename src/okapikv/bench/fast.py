@@ -22,7 +22,8 @@ suite is where the figures come from (README, "Performance targets").
 6. Scaling: YCSB-A with the same sessions on one and on two partitions (one DC).
 
 Latency rounds, YCSB-A and RO-TX runs are made ``REPEATS`` times and the median is the figure (all
-runs stay in results.json and the CSVs): on a small VM single runs differ by a third.
+runs stay in results.json and the CSVs): on a small VM single runs differ by a third. The systems a
+target compares take turns, round by round, each run on a fresh cluster (``_interleaved``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -42,7 +44,7 @@ from okapikv.bench.visibility import measure_visibility, summarize
 
 if TYPE_CHECKING:
     from okapikv.bench.clusters import RunningCluster
-    from okapikv.bench.suites import Bench, SystemUnderTest
+    from okapikv.bench.suites import Bench
 
 FAST_SESSIONS = 64
 REPEATS = 3
@@ -262,59 +264,64 @@ class FastSuite:
 
     # ------------------------------------------------------------------ 2, 3, 6. throughput
 
-    def _ycsb_a(self, sut: SystemUnderTest, series: str, title: str) -> dict[str, Any] | None:
-        bench = self.bench
-        bench.load(sut)
-        return self._median_run([
-            bench.measure(sut, bench.workload("a", sut), FAST_SESSIONS, series=series, kind="single", title=title,
-                          processes=1)
-            for _ in range(self.repeats)])
-
     def _median_run(self, records: list[dict[str, Any] | None]) -> dict[str, Any] | None:
         """The run with the median throughput of several identical ones (all stay in the series)."""
         done = sorted((record for record in records if record is not None), key=lambda r: r["throughput_ops_s"])
         return done[len(done) // 2] if done else None
 
+    def _interleaved(self, systems: list[str], run: Callable[[str], dict[str, Any] | None]) -> dict[str, Any]:
+        """``run(system)`` once per system per round, ``repeats`` rounds, each on a fresh cluster;
+        the median run of each system. Rounds alternate the systems because this VM's speed drifts
+        by a third within minutes: three runs of one system and then three of the other compared
+        the VM's phases as much as the systems (RO-TX + PUT, Okapi against eventual: 8% one run,
+        38% the next, 1-12% whenever interleaved)."""
+        records: dict[str, list[dict[str, Any] | None]] = {system: [] for system in systems}
+        for _ in range(self.repeats):
+            for system in systems:
+                def body(system: str = system) -> None:
+                    records[system].append(run(system))
+                self.bench.guarded(f"{system}", body)
+        return {system: self._median_run(runs) for system, runs in records.items()}
+
     def throughput(self) -> None:
         bench = self.bench
         title = f"YCSB-A, {FAST_SESSIONS} sessions of the async client in one load process, one partition"
-        systems = ["okapi", "eventual", "okapi-grpc"]
+        scaling = "YCSB-A on 1 and 2 partitions (one DC)"
+        systems = ["okapi", "eventual", "okapi-grpc", "okapi-2p"]
         reason = unavailable_reason() if self.options.redis else "--no-redis"
         if reason is None:
             systems.append("redis")
         else:
             bench.results.note(f"Redis reference skipped: {reason}")
-        records: dict[str, Any] = {}
-        for system in systems:
-            def body(system: str = system) -> None:
-                protocol = system.removesuffix("-grpc")
-                manager = bench.redis() if system == "redis" else bench.okapi(protocol, ("local",), 1, 0.0)
-                with manager as sut:
-                    if system.endswith("-grpc"):  # what the native port buys: the same over gRPC streams
-                        sut.system = f"{protocol} over gRPC"
-                        sut.target = replace(sut.target, native=False)
-                    records[system] = self._ycsb_a(sut, "fast-ycsb-a", title)
-            bench.guarded(f"YCSB-A on {system}", body)
 
-        def two_partitions() -> None:
-            with bench.okapi("okapi", ("local",), 2, 0.0) as sut:
-                records["okapi-2p"] = self._ycsb_a(sut, "fast-scaling", "YCSB-A on 1 and 2 partitions (one DC)")
-        bench.copy_into(records.get("okapi"), "fast-scaling", "single", "YCSB-A on 1 and 2 partitions (one DC)")
-        bench.guarded("YCSB-A on 2 partitions", two_partitions)
+        def run(system: str) -> dict[str, Any] | None:
+            protocol = system.removesuffix("-grpc").removesuffix("-2p")
+            partitions = 2 if system.endswith("-2p") else 1
+            manager = bench.redis() if system == "redis" else bench.okapi(protocol, ("local",), partitions, 0.0)
+            with manager as sut:
+                if system.endswith("-grpc"):  # what the native port buys: the same over gRPC streams
+                    sut.system = f"{protocol} over gRPC"
+                    sut.target = replace(sut.target, native=False)
+                bench.load(sut)
+                return bench.measure(sut, bench.workload("a", sut), FAST_SESSIONS, kind="single", processes=1,
+                                     series="fast-scaling" if partitions == 2 else "fast-ycsb-a",
+                                     title=scaling if partitions == 2 else title)
+
+        records = self._interleaved(systems, run)
+        bench.copy_into(records.get("okapi"), "fast-scaling", "single", scaling)
         self.fast["ycsb_a"] = {name: _throughput(record) for name, record in records.items()}
 
     def rotx(self) -> None:
         bench = self.bench
         title = "RO-TX over 2 partitions + PUT, 3 DCs, emulated WAN: Okapi and eventual"
-        found: dict[str, Any] = {}
-        for system in ("okapi", "eventual"):
-            def body(system: str = system) -> None:
-                with bench.okapi(system, ROTX_DCS, 2, 0.0) as sut:
-                    bench.load(sut)
-                    found[system] = self._median_run([bench.measure(
-                        sut, bench.workload("rotx", sut, rotx_partitions=2, write_ratio=None), ROTX_CLIENTS,
-                        series="fast-rotx", kind="single", title=title) for _ in range(self.repeats)])
-            bench.guarded(f"RO-TX + PUT on {system}", body)
+
+        def run(system: str) -> dict[str, Any] | None:
+            with bench.okapi(system, ROTX_DCS, 2, 0.0) as sut:
+                bench.load(sut)
+                return bench.measure(sut, bench.workload("rotx", sut, rotx_partitions=2, write_ratio=None),
+                                     ROTX_CLIENTS, series="fast-rotx", kind="single", title=title)
+
+        found = self._interleaved(["okapi", "eventual"], run)
         self.fast["rotx"] = {name: _throughput(record) for name, record in found.items()}
 
     # ------------------------------------------------------------------ 5. replication
