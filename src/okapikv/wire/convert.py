@@ -428,7 +428,7 @@ def encode_batch(header: bytes, first_sequence: int, frames: list[bytes]) -> byt
 
 
 def _vector(message: pb.Vector) -> Vector:
-    return tuple(message.entries)
+    return tuple(message.entries[:])  # a slice copies in one upb call (see session_from_pb)
 
 
 def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessage | None:
@@ -441,7 +441,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
                 None if u.tombstone else u.value,
                 u.timestamp,
                 u.source_dc,
-                tuple(u.dv.entries) if u.HasField("dv") else None,
+                tuple(u.dv.entries[:]) if u.HasField("dv") else None,
             )
             for u in message.replicate.updates
         )
@@ -465,14 +465,14 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
                 i.value if i.found else None,
                 i.timestamp,
                 i.source_dc,
-                tuple(i.dv.entries) if i.HasField("dv") else None,
+                tuple(i.dv.entries[:]) if i.HasField("dv") else None,
             )
             for i in reply.items
         )
         return SliceReply(source, reply.tx_id, items, reply.too_old)
     if kind == "tx_slice":
         tx = message.tx_slice
-        return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys))
+        return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))
     if kind == "scan_slice":
         scan = message.scan_slice
         limit = scan.limit if scan.has_limit else None
