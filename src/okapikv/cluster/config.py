@@ -32,10 +32,10 @@ port, which clients learn through ClusterInfo) and ``peer_address`` (a second li
 links only, e.g. on a private network; required with ``[tls] client_auth = false``, see
 ``okapikv.tls``). Optional for the cluster: ``native = false`` (serve no native port: clients then
 pipeline over gRPC; see ``okapikv.wire.frames``), ``bounded_visibility = true`` (Okapi: servers
-hold client batches while remote updates take longer than the UST bound to become visible; see
-``okapikv.server.node.PartitionNode.backlogged``) and a ``[tls]`` section (``ca``, ``certificate``,
-``key``: PEM paths, relative ones taken from the config file's folder; ``client_auth``, default
-true; ``server_name``)::
+hold client batches while remote updates take longer than the UST bound to become visible, a bound
+computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
+and a ``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the
+config file's folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
