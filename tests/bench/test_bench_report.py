@@ -132,3 +132,16 @@ def test_empty_results_still_make_a_report(tmp_path: Path) -> None:
     assert files == {"csv": [], "png": []}
     assert "# okapikv benchmark: a" in render_markdown(results, [], [])
     assert (tmp_path / "results.json").exists()
+
+
+def test_traffic_comes_from_the_run_with_the_most_partitions() -> None:
+    """With one partition per DC, Cure's stabilization round sends nothing: a run of the largest
+    configuration represents the system even when a smaller one replicated more updates."""
+    from okapikv.bench.report import traffic_rows
+
+    small = _run("cure", "rotx", 24, 9_000.0, partitions=1,
+                 traffic=_traffic(28.0) | {"updates_replicated": 9_000, "stabilization_bytes_per_s": 0.0})
+    large = _run("cure", "rotx", 24, 3_000.0, partitions=4, traffic=_traffic(28.0))
+    rows = traffic_rows({"series": {"s": {"runs": [small, large]}}})
+    assert len(rows) == 1
+    assert rows[0][4] == "9,000" and rows[0][-1] == "rotx w=None p=4"
