@@ -122,17 +122,10 @@ class _WorkerState:
 
 
 async def _execute(session: BenchSession, operation: Operation, state: _WorkerState, window: _Window) -> None:
-    """Issue one operation. A read-modify-write also records its GET and SWAP (as YCSB does).
-
-    ``_session_loop`` issues READ, UPDATE and writes itself; this serves the other kinds."""
+    """Issue one operation of the kinds ``_session_loop`` does not issue itself (it does READ, UPDATE
+    and writes). A read-modify-write also records its GET and SWAP (as YCSB does)."""
     kind = operation.kind
-    if kind == READ:
-        await session.get(operation.key)
-    elif kind == UPDATE:
-        await session.swap(operation.key, operation.value)
-    elif kind in (INSERT, PUT, LOAD):
-        await session.put(operation.key, operation.value)
-    elif kind == SCAN:
+    if kind == SCAN:
         await session.scan(operation.key, operation.end, operation.limit)
     elif kind == ROTX:
         await session.read_tx(operation.keys)
