@@ -7,11 +7,12 @@ Shape of a connection (all of it shared by ``fork``ed clients, see ``AsyncClient
 - per server, at most one long-lived pipeline: a connection to the server's native port
   (``native.py``; the gRPC ``Pipeline`` stream with ``native=False`` or a server without one).
   Operations issued concurrently (by one client or by its forks) are appended to the pipeline's
-  outbox; a writer task wakes up once the current event-loop turn is over and sends what is queued
-  as ``OperationBatch``es of a few operations each (``native.NATIVE_CHUNK``, ``GRPC_CHUNK``: small
-  enough that client and server work at the same time, large enough to spread the cost of a
-  message). Results come back in ``ResultBatch``es, out of order, and are matched to their callers
-  by operation id. Unary RPCs remain available (``pipeline=False``) for comparison.
+  outbox; once the current event-loop turn is over the pipeline sends what is queued (``_flush``,
+  scheduled by the turn's first operation) as ``OperationBatch``es of a few operations each
+  (``native.NATIVE_CHUNK``, ``GRPC_CHUNK``: small enough that client and server work at the same
+  time, large enough to spread the cost of a message). Results come back in ``ResultBatch``es, out
+  of order, and are matched to their callers by operation id. Unary RPCs remain available
+  (``pipeline=False``) for comparison.
 
 What is per client: the causal session (``operations.SessionState``). Each request carries the
 session as it is when the request is issued, and each reply's session is merged into it when the
