@@ -140,11 +140,13 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
-    p.add_argument("--suite", default=None, choices=["course", "paper", "fast"],
+    p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling"],
                    help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference), 'paper' "
                         "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols) or "
                         "'fast' (the performance targets: latency, 64-session YCSB-A against eventual and Redis, "
-                        "RO-TX cost of causality, replication under full load, memory per key, 1 -> 2 partitions)")
+                        "RO-TX cost of causality, replication under full load, memory per key, 1 -> 2 partitions) or "
+                        "'scaling' (peak RO-TX + PUT throughput on 3 DCs over 1, 2, 4 .. partitions per DC: up to "
+                        "half the cores, or --partitions)")
     p.add_argument("--workload", default="a",
                    help="without --suite: ycsb a-f, rotx (RO-TX + PUT), or memory (server RSS per key after "
                         "loading --records keys into one partition)")
@@ -152,12 +154,14 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="comma-separated, one fresh cluster each (default: okapi; paper suite: okapi,cure,gentlerain); "
                         "okapi-piggyback is Okapi with the USV computed inside the GSV round, okapi-bounded "
                         "Okapi with bounded_visibility on")
-    p.add_argument("--clients", default=None, help="comma-separated client counts (closed-loop sessions)")
+    p.add_argument("--clients", default=None,
+                   help="comma-separated client counts (closed-loop sessions; scaling suite: per partition)")
     p.add_argument("--duration-s", type=float, default=5.0, help="measured seconds per run")
     p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds before each run's window")
     p.add_argument("--dcs", default=None, help="comma-separated DC names (default: one DC; rotx and paper: 3)")
     p.add_argument("--partitions", type=int, default=None,
-                   help="partitions per DC (default 1; paper suite: the largest of its sweeps, 4, quick 2)")
+                   help="partitions per DC (default 1; paper suite: the largest of its sweeps, 4, quick 2; "
+                        "scaling suite: the largest level)")
     p.add_argument("--clock-skew-ms", type=float, default=None,
                    help="spread clock offsets over [0, X] ms across servers (default 0; paper suite: 10)")
     p.add_argument("--wan", default="realistic", help="'realistic' (the paper's regions), 'off', or one-way ms")

@@ -175,3 +175,22 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     assert "## Performance targets (issue #6)" in report
     for series in results["series"].values():
         _check_runs_valid(series["runs"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(SUITE_TIMEOUT_S + 60)
+def test_scaling_suite_quick(tmp_path: Path) -> None:
+    results, elapsed, log = _run_suite("scaling", tmp_path)
+    with _explained(log):
+        for series in ("scaling-ycsb-a", "scaling-rotx"):
+            peaks = _runs(results, series)
+            assert [run["partitions"] for run in peaks] == [1, 2], peaks
+            assert all(run["dcs"] == 3 and run["throughput_ops_s"] > 0 for run in peaks)
+        every = _runs(results, "scaling-runs")
+        assert len(every) == 4  # 2 levels x 2 workloads x 1 session count (quick)
+        assert {(run["partitions"], run["clients"]) for run in every} == {(1, 12), (2, 24)}
+        assert [run["rotx_partitions"] for run in _runs(results, "scaling-rotx")] == [1, 2]
+        assert sum("peak by partitions per DC" in note for note in results["notes"]) == 2
+        assert "scaling.png" in results["files"]["png"]
+        _check_runs_valid(every)
+    print(f"scaling --quick took {elapsed:.1f} s")

@@ -15,7 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.awake import cpus_kept_busy
+# This process talks gRPC (stats, probes) *and* forks server processes (the launcher sets a
+# parent-death signal in the child, so it cannot use vfork). gRPC's fork handlers then run in a
+# process whose gRPC threads are busy and can abort the child; nothing here needs gRPC in a forked
+# child (every child execs at once), so they are turned off, before gRPC is loaded: it reads the
+# variable once, at import (set later, it left the handlers on and logged "skipping fork() handlers").
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from okapikv.bench.awake import cpus_kept_busy  # noqa: E402
 from okapikv.bench.driver import BenchError, WorkerPool, default_processes
 from okapikv.bench.progress import ProgressUI
 from okapikv.bench.report import write_outputs
@@ -23,7 +30,9 @@ from okapikv.bench.results import Results
 from okapikv.bench.suites import MEMORY, SUITES, VARIANTS, Bench, BenchOptions, planned_runs, protocol_of
 from okapikv.bench.workloads import YCSB
 
-DEFAULT_PROTOCOLS = {None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain", "fast": "okapi"}
+DEFAULT_PROTOCOLS = {
+    None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain", "fast": "okapi", "scaling": "okapi",
+}
 
 
 def _int_list(text: str, what: str) -> tuple[int, ...]:
@@ -101,11 +110,6 @@ def _config(options: BenchOptions) -> dict[str, Any]:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    # This process talks gRPC (stats, probes) *and* forks server processes (the launcher sets a
-    # parent-death signal in the child, so it cannot use vfork). gRPC's fork handlers then run in a
-    # process whose gRPC threads are busy and can abort the child; nothing here needs gRPC in a
-    # forked child (every child execs at once), so they are turned off before gRPC is loaded.
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     try:
         options = options_from_args(args)
     except ValueError as error:

@@ -252,6 +252,26 @@ def scalability(results: dict[str, Any], out: Path) -> str | None:
     return _save(figure, out, "scalability.png")
 
 
+def scaling_peaks(results: dict[str, Any], out: Path) -> str | None:
+    """`--suite scaling`: each workload's peak throughput by partitions per DC, against linear
+    scaling from its one-partition peak (dashed)."""
+    series = _series_of_kind(results, "scaling_peak")
+    if not series:
+        return None
+    figure, axes = _subplots(len(series))
+    for axis, one in zip(axes, series, strict=True):
+        for system, runs in _by_system(one["runs"]).items():
+            _line(axis, runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system, color=_color(system))
+            base = next((run["throughput_ops_s"] for run in runs if run["partitions"] == 1), None)
+            if base:
+                levels = sorted({run["partitions"] for run in runs})
+                axis.plot(levels, [base * level for level in levels], linestyle="--", color=_color(system),
+                          alpha=0.5, label=f"{system}, linear")
+        workload = str(one["title"]).removeprefix("Scalability: peak ").split(" throughput")[0]
+        _finish(axis, f"Peak throughput, {workload}", "partitions per DC", "throughput (ops/s)")
+    return _save(figure, out, "scaling.png")
+
+
 def visibility_cdf(results: dict[str, Any], out: Path) -> str | None:
     visibility = {system: pairs for system, pairs in results.get("visibility", {}).items() if pairs}
     if not visibility:
@@ -309,6 +329,7 @@ FIGURES: tuple[Callable[[dict[str, Any], Path], str | None], ...] = (
     rotx_latency_vs_throughput,
     write_ratio,
     scalability,
+    scaling_peaks,
     visibility_cdf,
     metadata,
 )

@@ -6,6 +6,7 @@
 - ``course``: the course service's measurements (``seeds/kvstore-service.md``): YCSB A-F with one
   client, then A, C and E with 1, 10, 25, 40, 55, 70 and 85 clients, with a Redis reference line
   driven by the same load generator when redis-server and redis-py are installed.
+- ``scaling``: peak RO-TX + PUT throughput over 1, 2, 4 .. partitions per DC (``scaling.py``).
 - ``paper``: the paper's experiments (Okapi, section 5) at this machine's scale, for each
   protocol under a clock skew (10 ms unless ``--clock-skew-ms`` says otherwise) and the emulated
   WAN between the paper's three regions: RO-TX over p = 1, 2, 4 .. N partitions (Figures 4, 5),
@@ -339,6 +340,10 @@ def planned_runs(options: BenchOptions) -> int:
         return len(options.protocols) * per_protocol
     if options.suite == "fast":  # YCSB-A x 4 systems and RO-TX x 2, 3 times each unless quick; replication
         return (4 + 2) * (1 if options.quick else 3) + 1
+    if options.suite == "scaling":
+        from okapikv.bench.scaling import planned
+
+        return planned(options)
     if options.workload == MEMORY:
         return len(options.protocols)
     return len(options.protocols) * len(options.clients)
@@ -543,6 +548,12 @@ def run_fast(bench: Bench) -> None:
     run(bench)
 
 
+def run_scaling(bench: Bench) -> None:
+    from okapikv.bench.scaling import run_scaling as run
+
+    run(bench)
+
+
 SUITES: dict[str | None, Callable[[Bench], None]] = {
-    None: run_custom, "course": run_course, "paper": run_paper, "fast": run_fast,
+    None: run_custom, "course": run_course, "paper": run_paper, "fast": run_fast, "scaling": run_scaling,
 }
