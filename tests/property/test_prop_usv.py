@@ -45,12 +45,13 @@ messages: st.SearchStrategy[Message | int] = st.one_of(
     st.builds(GsvBroadcast, servers, vectors, optional_vectors, vectors),
     st.builds(GsvExchange, servers, vectors),
     st.builds(VvReport, st.builds(ServerId, st.just(DC), partitions), vectors, vectors),
-    st.builds(Heartbeat, servers, stamps),
+    st.builds(Heartbeat, servers, stamps, optional_vectors),  # with a replica's GSV riding along, or not
     st.builds(
-        lambda source, key, stamp: ReplicateBatch(source, (Update(key, b"v", stamp, source.dc, None),)),
+        lambda source, key, stamp, gsv: ReplicateBatch(source, (Update(key, b"v", stamp, source.dc, None),), gsv),
         st.builds(ServerId, st.integers(1, M - 1), st.just(0)),
         st.sampled_from([b"a", b"b"]),
         stamps,
+        optional_vectors,
     ),
     st.builds(lambda stable, dt: GetRequest(1, b"a", Session(stable, dt)), vectors, stamps),
     st.builds(lambda snapshot: TxSlice(ServerId(DC, 1), 1, snapshot, (b"a",)), vectors),
@@ -98,8 +99,15 @@ def test_okapi_usv_is_the_min_of_the_freshest_gsv_of_every_dc(
 ) -> None:
     server = PartitionServer(CoreConfig(dc=DC, partition=1, num_dcs=M, num_partitions=N))
     freshest: dict[int, tuple[int, ...]] = {}
-    for source, gsv in gsvs:
-        server.handle(GsvExchange(ServerId(source, 1), gsv), 0)
+    for number, (source, gsv) in enumerate(gsvs):
+        # a GSV arrives on its own or riding on a heartbeat or replication batch: the same USV
+        carrier = number % 3
+        if carrier == 0:
+            server.handle(GsvExchange(ServerId(source, 1), gsv), 0)
+        elif carrier == 1:
+            server.handle(Heartbeat(ServerId(source, 1), 0, gsv), 0)
+        else:
+            server.handle(ReplicateBatch(ServerId(source, 1), (), gsv), 0)
         known = freshest.get(source, (0,) * M)
         freshest[source] = tuple(max(a, b) for a, b in zip(known, gsv, strict=True))
     local = (0,) * M

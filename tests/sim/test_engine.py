@@ -80,11 +80,16 @@ def test_crash_is_a_pause_messages_queue_and_are_processed_on_restart() -> None:
     history = result.history
     assert history is not None
     # DC 0's two clients soon wait on the paused partition (directly or through a snapshot's slice)
-    # and complete only once it restarts
-    waiting = [op for op in history.operations if op.dc == 0 and START_US + 50_000 <= op.invoke_us
-               < START_US + 150_000]
-    assert waiting and all(op.complete_us is not None and op.complete_us >= START_US + 150_000 for op in waiting)
-    assert any(op.server == (0, 1) for op in waiting)
+    # and complete only once it restarts; nothing completes at the paused partition meanwhile
+    crash, restart = START_US + 50_000, START_US + 150_000
+    in_window = sorted((op for op in history.operations if op.dc == 0 and crash <= op.invoke_us < restart),
+                       key=lambda op: op.invoke_us)
+    stuck = {op.process: op for op in in_window}  # each client's last operation of the window
+    assert len(stuck) == 2
+    assert all(op.complete_us is not None and op.complete_us >= restart for op in stuck.values())
+    assert any(op.server == (0, 1) for op in stuck.values())
+    assert not [op for op in history.operations
+                if op.server == (0, 1) and op.complete_us is not None and crash < op.complete_us < restart]
 
 
 def test_held_messages_keep_fifo_order_on_repair() -> None:

@@ -156,16 +156,17 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
                                      | {"max_message_bytes": limit})
     node = PartitionNode(config, 0, 0)
     updates = tuple(Update(b"k%d" % i, b"x" * 300_000, i + 1, 0, None) for i in range(10))
-    frames = node._encode(ReplicateBatch(node.id, updates))
+    frames = node._encode(ReplicateBatch(node.id, updates, (7, 8)))
     assert len(frames) > 1
     assert all(len(frame) <= limit - MESSAGE_OVERHEAD_BYTES for frame, _ in frames)
-    decoded = [
-        update
+    batches = [
+        convert.peer_message_from_pb(message, node.id)
         for frame, _ in frames
         for message in pb.PeerBatch.FromString(frame).messages
-        for update in convert.peer_message_from_pb(message, node.id).updates  # type: ignore[union-attr]
     ]
-    assert tuple(decoded) == updates
+    assert tuple(update for batch in batches for update in batch.updates) == updates  # type: ignore[union-attr]
+    # the GSV riding on the batch goes once, with its last updates
+    assert [batch.gsv for batch in batches] == [None] * (len(batches) - 1) + [(7, 8)]  # type: ignore[union-attr]
     too_big = SliceReply(node.id, 1, (ReadItem(b"k", b"x" * (2 << 20), 1, 0, None),), False)
     assert node._encode(too_big) == []
     assert node.oversized_dropped == 1

@@ -301,20 +301,60 @@ class TestHeartbeat:
 
 
 class TestStabilization:
-    def test_non_aggregator_reports_its_vv_and_exchanges_its_gsv(self) -> None:
+    def test_non_aggregator_reports_its_vv(self) -> None:
         server = make(dc=0, partition=1, num_dcs=2, num_partitions=2)
         effects = sends(server.on_timer(T0))
         stabilization = [s for s in effects if not isinstance(s.message, Heartbeat)]
-        assert [(s.destination, type(s.message)) for s in stabilization] == [
-            (ServerId(0, 0), VvReport),
-            (ServerId(1, 1), GsvExchange),
-        ]
+        assert [(s.destination, type(s.message)) for s in stabilization] == [(ServerId(0, 0), VvReport)]
         report = stabilization[0].message
         assert isinstance(report, VvReport)
         assert report.vv == (pack(T0), 0)
         assert report.floor == (pack(T0), 0)  # stable vector with the local clock (GC floor)
-        assert server.stats.stabilization_messages_sent == 2
-        assert server.stats.stabilization_bytes == (4 + 16) + (4 + 16)
+        assert server.stats.stabilization_messages_sent == 1
+        assert server.stats.stabilization_bytes == 4 + 16
+        # its GSV has not changed yet: nothing for the replicas
+        assert all(s.message.gsv is None for s in effects if isinstance(s.message, Heartbeat))
+
+    def test_a_changed_gsv_rides_on_the_next_replication_batch_once(self) -> None:
+        server = make(dc=0, partition=1, num_dcs=3, num_partitions=2)
+        server.on_timer(T0)
+        server.handle(GsvBroadcast(ServerId(0, 0), (pack(T0), 7, 8), None, (0, 0, 0)), T0 + 10)
+        bytes_before = server.stats.stabilization_bytes
+        effects = sends(server.handle(PutRequest(1, b"k", b"v", session(3)), T0 + 20))
+        assert [(s.destination, type(s.message)) for s in effects] == [(ServerId(1, 1), ReplicateBatch),
+                                                                       (ServerId(2, 1), ReplicateBatch)]
+        assert all(isinstance(s.message, ReplicateBatch) and s.message.gsv == (pack(T0), 7, 8) for s in effects)
+        assert server.stats.stabilization_bytes == bytes_before + 2 * 24  # counted as stabilization traffic
+        # once per change: neither the next batch nor the next period's heartbeat carries it again
+        effects = sends(server.handle(PutRequest(2, b"k", b"w", session(3)), T0 + 30))
+        assert all(isinstance(s.message, ReplicateBatch) and s.message.gsv is None for s in effects)
+        later = sends(server.on_timer(T0 + 5_000))
+        assert all(s.message.gsv is None for s in later if isinstance(s.message, Heartbeat))
+        assert not any(isinstance(s.message, GsvExchange) for s in later)
+
+    def test_a_changed_gsv_no_batch_took_leaves_on_a_heartbeat_at_the_next_period(self) -> None:
+        server = make(dc=0, partition=1, num_dcs=2, num_partitions=2, heartbeat_interval_us=5_000)
+        server.on_timer(T0)
+        server.handle(GsvBroadcast(ServerId(0, 0), (pack(T0), 7), None, (0, 0)), T0 + 10)
+        effects = sends(server.on_timer(T0 + 5_000))
+        assert [(s.destination, type(s.message)) for s in effects] == [(ServerId(0, 0), VvReport),
+                                                                       (ServerId(1, 1), Heartbeat)]
+        assert effects[1].message == Heartbeat(ServerId(0, 1), pack(T0 + 5_000), (pack(T0), 7))
+        # heartbeats (every 5 ms here, as `okapi up` runs them) now fall on the stabilization
+        # periods: one timer and one link batch per period
+        assert server.next_deadline() == T0 + 10_000
+        assert [type(s.message) for s in sends(server.on_timer(T0 + 10_000))] == [VvReport, Heartbeat]
+
+    @pytest.mark.parametrize("carrier", ["replicate", "heartbeat"])
+    def test_a_gsv_riding_on_replication_raises_the_usv_and_resumes_waits(self, carrier: str) -> None:
+        server = make(dc=0, partition=1, num_dcs=2, num_partitions=2)
+        server.handle(GsvBroadcast(ServerId(0, 0), (pack(8), pack(8)), None, (0, 0)), T0)
+        assert server.stable == (0, 0)  # DC 1's GSV unknown
+        source = ServerId(1, 1)
+        gsv = (pack(4), pack(9))
+        message = (ReplicateBatch(source, (), gsv) if carrier == "replicate" else Heartbeat(source, pack(3), gsv))
+        server.handle(message, T0)
+        assert server.stable == (pack(4), pack(8))
 
     def test_next_stabilization_after_the_interval(self) -> None:
         server = make(num_dcs=1, partition=1, num_partitions=2)

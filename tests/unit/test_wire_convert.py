@@ -50,7 +50,9 @@ PEER_MESSAGES: list[PeerMessage] = [
         Update(b"empty", b"", 7, 2, (1, 2, 7)),
     )),
     ReplicateBatch(SOURCE, ()),
+    ReplicateBatch(SOURCE, (), (0, 5, BIG)),  # the sender DC's GSV riding along
     Heartbeat(SOURCE, BIG),
+    Heartbeat(SOURCE, 9, (BIG, 0, 7)),
     VvReport(SOURCE, (1, 2, 3), (0, 0, 1)),
     GsvBroadcast(SOURCE, (4, 5, 6), None, (1, 1, 1)),
     GsvBroadcast(SOURCE, (4, 5, 6), (3, 3, 3), (1, 1, 1)),

@@ -202,18 +202,23 @@ class Update:
 
 @message
 class ReplicateBatch:
-    """Updates from one replica to another, in timestamp order over a FIFO link."""
+    """Updates from one replica to another, in timestamp order over a FIFO link. ``gsv``: the
+    sender DC's GSV, when it changed since the replicas last got it (Okapi's USV round rides on
+    the replication stream; see ``PartitionServer._take_gsv``)."""
 
     source: ServerId
     updates: tuple[Update, ...]
+    gsv: Vector | None = None
 
 
 @message
 class Heartbeat:
-    """'I will never create a version at or below ``timestamp``' (sent after 1 ms without updates)."""
+    """'I will never create a version at or below ``timestamp``' (sent after 1 ms without updates);
+    ``gsv`` as in ``ReplicateBatch``."""
 
     source: ServerId
     timestamp: int
+    gsv: Vector | None = None
 
 
 # ---------------------------------------------------------------- catch-up after a restart

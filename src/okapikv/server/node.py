@@ -458,7 +458,7 @@ class PartitionNode:
         if isinstance(message, ReplicateBatch) and len(message.updates) > 1:
             half = len(message.updates) // 2
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(
-                ReplicateBatch(message.source, message.updates[half:])
+                ReplicateBatch(message.source, message.updates[half:], message.gsv)
             )
         self.oversized_dropped += 1
         log.error("%s: dropped a %s of about %d bytes, above the %d-byte message limit",

@@ -325,9 +325,13 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
     result = pb.PeerMessage()
     if isinstance(message, ReplicateBatch):
         _fill_updates(result.replicate, message.updates)
+        if message.gsv is not None:
+            _fill_vector(result.replicate.gsv, message.gsv)
     elif isinstance(message, Heartbeat):
         result.heartbeat.SetInParent()
         result.heartbeat.timestamp = message.timestamp
+        if message.gsv is not None:
+            _fill_vector(result.heartbeat.gsv, message.gsv)
     elif isinstance(message, VvReport):
         _fill_vector(result.vv_report.vv, message.vv)
         _fill_vector(result.vv_report.floor, message.floor)
@@ -435,6 +439,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
     """The core message; None for an empty oneof (a newer peer's message this build ignores)."""
     kind = message.WhichOneof("message")
     if kind == "replicate":
+        replicate = message.replicate
         updates = tuple(
             Update(
                 u.key,
@@ -443,11 +448,12 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
                 u.source_dc,
                 tuple(u.dv.entries[:]) if u.HasField("dv") else None,
             )
-            for u in message.replicate.updates
+            for u in replicate.updates
         )
-        return ReplicateBatch(source, updates)
+        return ReplicateBatch(source, updates, _vector(replicate.gsv) if replicate.HasField("gsv") else None)
     if kind == "heartbeat":
-        return Heartbeat(source, message.heartbeat.timestamp)
+        heartbeat = message.heartbeat
+        return Heartbeat(source, heartbeat.timestamp, _vector(heartbeat.gsv) if heartbeat.HasField("gsv") else None)
     if kind == "vv_report":
         report = message.vv_report
         return VvReport(source, _vector(report.vv), _vector(report.floor))

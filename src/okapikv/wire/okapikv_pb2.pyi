@@ -301,16 +301,20 @@ class Update(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., tombstone: _Optional[bool] = ..., timestamp: _Optional[int] = ..., source_dc: _Optional[int] = ..., dv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class ReplicateBatch(_message.Message):
-    __slots__ = ("updates",)
+    __slots__ = ("updates", "gsv")
     UPDATES_FIELD_NUMBER: _ClassVar[int]
+    GSV_FIELD_NUMBER: _ClassVar[int]
     updates: _containers.RepeatedCompositeFieldContainer[Update]
-    def __init__(self, updates: _Optional[_Iterable[_Union[Update, _Mapping]]] = ...) -> None: ...
+    gsv: Vector
+    def __init__(self, updates: _Optional[_Iterable[_Union[Update, _Mapping]]] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("timestamp",)
+    __slots__ = ("timestamp", "gsv")
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    GSV_FIELD_NUMBER: _ClassVar[int]
     timestamp: int
-    def __init__(self, timestamp: _Optional[int] = ...) -> None: ...
+    gsv: Vector
+    def __init__(self, timestamp: _Optional[int] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class VvReport(_message.Message):
     __slots__ = ("vv", "floor")
