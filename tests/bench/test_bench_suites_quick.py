@@ -163,6 +163,9 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     assert all(figures is not None and figures["ops_s"] > 0 and figures["errors"] == 0
                for figures in fast["ycsb_a"].values()), fast["ycsb_a"]
     assert set(fast["rotx"]) == {"okapi", "eventual"}
+    # one round each (quick), every system's throughput in it: the verdicts compare within rounds
+    assert [set(figures) for figures in fast["ycsb_a_rounds"]] == [systems]
+    assert [set(figures) for figures in fast["rotx_rounds"]] == [{"okapi", "eventual"}]
     replication = fast["replication"]
     assert len(replication["visibility"]) == 6 and replication["queues"]["samples"] > 0
     assert all(row["bound_ms"] > 0 and row["count"] + row["timeouts"] > 0 for row in replication["visibility"])
