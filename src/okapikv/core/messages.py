@@ -295,7 +295,8 @@ class GsvBroadcast:
 
 @message
 class GsvExchange:
-    """A DC's GSV sent to the other DCs so each can compute the Universal Stable Vector."""
+    """A DC's GSV sent to the other DCs so each can compute the Universal Stable Vector: between
+    aggregators with ``piggyback_usv`` (otherwise the GSV rides on replication batches and heartbeats)."""
 
     source: ServerId
     gsv: Vector

@@ -20,8 +20,9 @@ State (per the paper's notation):
 
 Stabilization (section 3.3): every period each partition sends its ``vv`` to its DC's aggregator
 (partition 0), which computes the GSV (entry-wise min) and broadcasts it. For the USV, each partition
-exchanges its GSV with its replicas in the other DCs and takes the entry-wise min; with
-``piggyback_usv`` only the aggregators exchange GSVs and the USV rides on the GSV broadcast.
+tells its replicas in the other DCs its DC's GSV (as a field of its replication stream:
+``_take_gsv``) and takes the entry-wise min of theirs; with ``piggyback_usv`` only the aggregators
+exchange GSVs (``GsvExchange``) and the USV rides on the GSV broadcast.
 
 Durability hooks (the core stays pure; ``okapikv.storage`` and the gRPC driver do the I/O):
 - ``track_changes`` / ``drain_changes()``: the versions inserted and garbage-collected since the last
