@@ -82,9 +82,9 @@ def test_crash_is_a_pause_messages_queue_and_are_processed_on_restart() -> None:
     # DC 0's two clients soon wait on the paused partition (directly or through a snapshot's slice)
     # and complete only once it restarts; nothing completes at the paused partition meanwhile
     crash, restart = START_US + 50_000, START_US + 150_000
-    in_window = sorted((op for op in history.operations if op.dc == 0 and crash <= op.invoke_us < restart),
-                       key=lambda op: op.invoke_us)
-    stuck = {op.process: op for op in in_window}  # each client's last operation of the window
+    before_restart = sorted((op for op in history.operations if op.dc == 0 and op.invoke_us < restart),
+                            key=lambda op: op.invoke_us)
+    stuck = {op.process: op for op in before_restart}  # each client's last operation invoked before it
     assert len(stuck) == 2
     assert all(op.complete_us is not None and op.complete_us >= restart for op in stuck.values())
     assert any(op.server == (0, 1) for op in stuck.values())
