@@ -41,3 +41,28 @@ def test_scaling_is_judged_on_paired_rounds_too() -> None:
                               {"okapi": 110.0, "okapi-2p": 99.0}]}
     [row] = [row for row in evaluate(fast, []) if row["target"].startswith("6.")]
     assert row["met"] is True and "paired rounds x1.12" in row["measured"]
+
+
+def test_replication_sampler_takes_the_windows_lag_distribution_from_the_servers_counts() -> None:
+    """The servers count lag samples cumulatively (tenths of a ms); the window is last - first."""
+    from okapikv.bench.fast import ReplicationSampler
+
+    reads = [
+        {"s1": {"dc_index": 1, "stable_lag_samples": [{"900": 5}, {}]}},  # before the window
+        {"s1": {"dc_index": 1, "stable_lag_samples": [{"900": 5, "1000": 98, "1200": 1, "1500": 1}, {}]}},
+    ]
+
+    class Cluster:
+        calls = 0
+
+        def fetch_stats(self) -> dict[str, dict[str, Any]]:
+            self.calls += 1
+            return reads[min(self.calls, 2) - 1]  # then the last read again, until the sampler stops
+
+    sampler = ReplicationSampler(Cluster(), interval_s=0.001)  # type: ignore[arg-type]
+    with sampler:
+        while len(sampler.samples) < 2:
+            pass
+    summary = sampler.lag_summary(0, 1)
+    assert summary == {"lag_samples": 100, "lag_p50_ms": 100.0, "lag_p99_ms": 120.0, "lag_max_ms": 150.0}
+    assert sampler.lag_summary(1, 0) == {"lag_samples": 0}

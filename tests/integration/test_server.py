@@ -131,6 +131,8 @@ def test_stats_json_has_counts(cluster: RunningCluster) -> None:
     assert all(link["connected"] for link in stats["links"].values())
     lag = stats["stable_lag_ms"]
     assert all(value is not None and value < 5_000 for value in lag)
+    own, remote = stats["stable_lag_samples"][stats["dc_index"]], stats["stable_lag_samples"][1 - stats["dc_index"]]
+    assert own == {} and sum(remote.values()) > 0  # the remote DC's lag, sampled at the timer ticks
 
 
 def test_health_reports_serving(cluster: RunningCluster) -> None:

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.core.messages import PutRequest, Session
 from okapikv.server.logs import ServerLogFormatter
-from okapikv.server.metrics import LatencyHistograms, registry_for
+from okapikv.server.metrics import LagSamples, LatencyHistograms, registry_for
 from okapikv.server.node import PartitionNode
 from okapikv.tls import ClientTls, TlsConfig, client_tls_from_args
 
@@ -33,6 +33,16 @@ def test_histogram_buckets_are_inclusive_upper_bounds() -> None:
     assert histograms.quantile_s("put", 0.5) is None
     summary = histograms.summary()["get"]
     assert summary["count"] == 5 and summary["p50_ms"] == 10.0 and summary["p99_ms"] is None
+
+
+def test_lag_samples_count_each_remote_dcs_lag_in_tenths_of_a_ms_rounded_up() -> None:
+    from okapikv.core.timestamps import pack
+
+    samples = LagSamples(3)
+    now_us = 1_000_000
+    samples.observe(now_us, (pack(now_us - 80_000), pack(now_us), 0), own_dc=1)  # DC 2: nothing yet
+    samples.observe(now_us, (pack(now_us - 80_010), pack(now_us), pack(now_us - 5)), own_dc=1)
+    assert samples.snapshot() == [{"800": 1, "801": 1}, {}, {"1": 1}]  # 80.01 ms -> 80.1; 5 us -> 0.1
 
 
 def test_collector_reads_the_core_at_scrape_time() -> None:

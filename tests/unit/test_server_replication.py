@@ -175,13 +175,14 @@ class TestReceivingReplication:
 
     def test_inserts_versions_and_advances_vv(self) -> None:
         server = make(num_dcs=3)
+        server.on_timer(T0)  # a heartbeat just left: the changed GSV waits (see TestStabilization)
         effects = server.handle(
-            self.batch(Update(b"a", b"1", pack(10), 1, None), Update(b"b", None, pack(12), 1, None)), T0
+            self.batch(Update(b"a", b"1", pack(10), 1, None), Update(b"b", None, pack(12), 1, None)), T0 + 10
         )
         assert effects == []
         assert [v.value for v in server.store.versions(b"a")] == [b"1"]
         assert [v.value for v in server.store.versions(b"b")] == [None]
-        assert server.vv == [0, pack(12), 0]
+        assert server.vv == [pack(T0), pack(12), 0]
         assert server.stats.replicated_updates_received == 2
 
     def test_vv_never_moves_back(self) -> None:
@@ -266,8 +267,9 @@ class TestHeartbeat:
 
     def test_received_heartbeat_advances_vv_and_never_moves_it_back(self) -> None:
         server = make(num_dcs=3)
-        assert server.handle(Heartbeat(ServerId(2, 0), pack(50)), T0) == []
-        assert server.vv == [0, 0, pack(50)]
+        server.on_timer(T0)
+        assert server.handle(Heartbeat(ServerId(2, 0), pack(50)), T0 + 10) == []
+        assert server.vv == [pack(T0), 0, pack(50)]
         server.handle(Heartbeat(ServerId(2, 0), pack(40)), T0)
         assert server.vv[2] == pack(50)
 
@@ -355,6 +357,38 @@ class TestStabilization:
         message = (ReplicateBatch(source, (), gsv) if carrier == "replicate" else Heartbeat(source, pack(3), gsv))
         server.handle(message, T0)
         assert server.stable == (pack(4), pack(8))
+
+    def test_one_partition_per_dc_gsv_follows_the_vv_at_every_step(self) -> None:
+        """The DC's GSV is the one partition's vv: a received update raises it (and the USV) in
+        the same step, not at the next stabilization period, and the next batch carries it."""
+        server = make(dc=0, num_dcs=3, heartbeat_interval_us=5_000)
+        server.on_timer(T0)
+        server.handle(ReplicateBatch(ServerId(2, 0), (), (pack(T0), pack(T0), pack(T0))), T0)
+        update = Update(b"x", b"1", pack(T0 + 100), 1, None)
+        server.handle(ReplicateBatch(ServerId(1, 0), (update,), (pack(T0), pack(T0 + 100), pack(T0))), T0 + 150)
+        assert server.gsv == tuple(server.vv) and server.gsv[1] == pack(T0 + 100)
+        assert server.stable[1] == pack(T0)  # DC 2 has not reported DC 1's update yet: min of the GSVs
+        server.handle(ReplicateBatch(ServerId(2, 0), (), (pack(T0), pack(T0 + 100), pack(T0))), T0 + 200)
+        assert server.stable[1] == pack(T0 + 100)  # visible with no timer in between
+        [to_1, to_2] = sends(server.handle(PutRequest(1, b"k", b"v", session(3)), T0 + 300))
+        assert isinstance(to_1.message, ReplicateBatch) and to_1.message.gsv == server.gsv
+        assert to_2.message == to_1.message
+
+    def test_one_partition_per_dc_shares_a_changed_gsv_with_no_batch_leaving_at_most_once_a_ms(self) -> None:
+        server = make(dc=0, num_dcs=2, heartbeat_interval_us=5_000)
+        server.on_timer(T0)  # stabilization + heartbeat at T0
+        heartbeat = Heartbeat(ServerId(1, 0), pack(T0 + 500), None)
+        assert sends(server.handle(heartbeat, T0 + 500)) == []  # GSV changed, but a send left 0.5 ms ago
+        [send] = sends(server.handle(Heartbeat(ServerId(1, 0), pack(T0 + 1_000), None), T0 + 1_000))
+        assert send.message == Heartbeat(ServerId(0, 0), pack(T0 + 1_000), (pack(T0), pack(T0 + 1_000)))
+        assert sends(server.handle(Heartbeat(ServerId(1, 0), pack(T0 + 1_500), None), T0 + 1_500)) == []
+        # an unchanged vv sends nothing, however long since the last send
+        assert sends(server.handle(Heartbeat(ServerId(1, 0), pack(T0 + 1_500), None), T0 + 4_000)) == []
+
+    def test_several_partitions_per_dc_still_stabilize_on_the_period(self) -> None:
+        server = make(dc=0, partition=0, num_dcs=2, num_partitions=2)
+        server.handle(Heartbeat(ServerId(1, 0), pack(T0), None), T0)
+        assert server.gsv == (0, 0)  # the other partition's vv is not known here yet
 
     def test_next_stabilization_after_the_interval(self) -> None:
         server = make(num_dcs=1, partition=1, num_partitions=2)
@@ -574,6 +608,28 @@ class TestGarbageCollection:
         assert [v.value for v in server.store.versions(b"k")] == [b"4"]
         assert server.store.versions(b"gone") == []
         assert server.store.collected_count == 5
+
+    def test_each_gc_interval_budget_is_spent_in_slices(self) -> None:
+        """GC_SLICES slices of budget / GC_SLICES keys, one every interval / GC_SLICES: as many keys
+        a second as one pass per interval, without one long stall per interval."""
+        from okapikv.core.server import GC_SLICES
+
+        server = make(num_dcs=1, gc_interval_us=10_000, gc_budget=20)
+        assert GC_SLICES == 10
+        for i in range(30):
+            key = f"k{i}".encode()
+            server.handle(PutRequest(2 * i, key, b"old", session(1)), T0 + 2 * i)
+            server.handle(PutRequest(2 * i + 1, key, b"new", session(1)), T0 + 2 * i + 1)
+        server.on_timer(T0 + 5_000)  # the horizon moves past the writes (no key examined yet: none due)
+        collected = server.store.collected_count
+        now = T0 + 10_000
+        while server.store.collected_count < 30:
+            assert server.next_deadline() <= now
+            server.on_timer(now)
+            assert server.store.collected_count - collected <= 2  # ceil(20 / 10) keys per slice
+            collected = server.store.collected_count
+            now += 1_000
+        assert now - (T0 + 10_000) <= 15 * 1_000 + 1_000
 
     def test_slice_below_the_horizon_is_refused_and_the_coordinator_retries(self) -> None:
         coordinator = make(num_dcs=1, partition=0, num_partitions=2)
