@@ -182,6 +182,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(see okapikv.bench.awake); recorded in results.json")
     p.add_argument("--grpc-only", action="store_true",
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
+    p.add_argument("--load", choices=["client", "lean"], default="client",
+                   help="okapi load generator: the async client's sessions (default), or 'lean': the same "
+                        "operations from one process that leaves the CPU to the servers, without client "
+                        "sessions (YCSB A-C; see okapikv.bench.lean)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

@@ -41,6 +41,9 @@ def test_quick_scales_windows_and_records_down() -> None:
     (("--workload", "memory", "--partitions", "2"), "one partition"),
     (("--workload", "memory", "--dcs", "a,b"), "one DC"),
     (("--workload", "memory", "--connect", "127.0.0.1:7100"), "no --connect"),
+    (("--workload", "e", "--load", "lean"), "--load lean"),
+    (("--workload", "rotx", "--load", "lean"), "--load lean"),
+    (("--load", "lean", "--grpc-only"), "without --grpc-only"),
 ])
 def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -66,3 +66,15 @@ def test_replication_sampler_takes_the_windows_lag_distribution_from_the_servers
     summary = sampler.lag_summary(0, 1)
     assert summary == {"lag_samples": 100, "lag_p50_ms": 100.0, "lag_p99_ms": 120.0, "lag_max_ms": 150.0}
     assert sampler.lag_summary(1, 0) == {"lag_samples": 0}
+
+
+def test_scaling_is_judged_on_the_lean_load_where_it_ran_with_the_async_client_beside() -> None:
+    fast = {"ycsb_a": {"okapi": figures(100), "okapi-2p": figures(80), "okapi-lean": figures(60),
+                       "okapi-2p-lean": figures(95)},
+            "ycsb_a_rounds": [{"okapi": 100.0, "okapi-2p": 80.0, "okapi-lean": 60.0, "okapi-2p-lean": 96.0},
+                              {"okapi": 100.0, "okapi-2p": 75.0, "okapi-lean": 50.0, "okapi-2p-lean": 80.0}]}
+    [row] = [row for row in evaluate(fast, []) if row["target"].startswith("6.")]
+    assert row["met"] is True
+    assert row["measured"] == ("lean load, 64 sessions per partition: 60 -> 95 ops/s (paired rounds x1.60, x1.60 .. "
+                               "x1.60); async client (64 sessions, 1 process): 100 -> 80 ops/s (paired rounds x0.78, "
+                               "x0.75 .. x0.80)")

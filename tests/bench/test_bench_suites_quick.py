@@ -158,7 +158,8 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         for kind in ("get", "put"):
             figures = fast["latency"][via][kind]
             assert figures["count"] > 0 and figures["p99_us"] >= figures["p50_us"] > 0, (via, kind)
-    systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p"} | ({"redis"} if "redis" in fast["ycsb_a"] else set())
+    systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p", "okapi-lean", "okapi-2p-lean"} | (
+        {"redis"} if "redis" in fast["ycsb_a"] else set())
     assert set(fast["ycsb_a"]) == systems
     assert all(figures is not None and figures["ops_s"] > 0 and figures["errors"] == 0
                for figures in fast["ycsb_a"].values()), fast["ycsb_a"]
@@ -172,6 +173,11 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     assert all(row["lag_samples"] > 0 and row["lag_p99_ms"] >= row["lag_p50_ms"] > 0
                for row in replication["visibility"]), replication["visibility"]
     assert results["memory"] and results["memory"][0]["keys"] == 20_000
+    lean = [run for run in results["series"]["fast-scaling"]["runs"] if run["load"] == "lean"]
+    assert sorted((run["partitions"], run["clients"], run["processes"]) for run in lean) == [(1, 64, 1), (2, 128, 1)]
+    [scaling] = [row for row in fast["targets"] if row["target"].startswith("6.")]
+    assert scaling["measured"].startswith("lean load, 64 sessions per partition:")
+    assert "async client" in scaling["measured"]
     targets = [row["target"][:2] for row in fast["targets"]]
     for number in ("1.", "2.", "3.", "4.", "5.", "6."):
         assert number in targets, targets

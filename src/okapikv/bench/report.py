@@ -35,7 +35,7 @@ def flatten_run(run: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
     """One CSV row: scalar parameters, throughput, latency per kind, waits, traffic, CPU."""
     row: dict[str, Any] = {
         key: run.get(key)
-        for key in ("system", "workload", "clients", "processes", "dcs", "partitions", "rotx_partitions",
+        for key in ("system", "workload", "clients", "processes", "load", "dcs", "partitions", "rotx_partitions",
                     "write_ratio", "clock_skew_ms", "records", "duration_s", "operations", "throughput_ops_s")
     }
     row["errors"] = sum(run.get("errors", {}).values())
@@ -123,6 +123,8 @@ def series_table(series: dict[str, Any]) -> list[str]:
     kind = series.get("kind")
     if kind in ("rotx_partitions", "write_ratio", "partitions"):
         header += ["partitions", "p", "w"]
+    elif len({run.get("partitions") for run in runs}) > 1:  # e.g. the fast suite's 1 -> 2 partitions
+        header.append("partitions")
     header += ["ops/s"] + [f"{k} mean/p50/p99/p999 ms" for k in kinds]
     has_waits = any(run.get("waits") for run in runs)
     if has_waits:
@@ -135,6 +137,8 @@ def series_table(series: dict[str, Any]) -> list[str]:
             ratio = run.get("write_ratio")
             row += [_fmt(run.get("partitions")), _fmt(run.get("rotx_partitions")),
                     "alt" if ratio is None else f"{ratio:g}"]
+        elif "partitions" in header:
+            row.append(_fmt(run.get("partitions")))
         row.append(_fmt(run.get("throughput_ops_s")))
         for name in kinds:
             latency = run.get("latency_us", {}).get(name)

@@ -99,6 +99,7 @@ class BenchOptions:
     progress: bool = True
     keep_cpus_busy: bool = False
     grpc_only: bool = False
+    load: str = "client"  # okapi load generator: client (async client sessions) | lean (okapikv.bench.lean)
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""
@@ -224,11 +225,15 @@ class Bench:
         title: str,
         extra: dict[str, Any] | None = None,
         processes: int | None = None,
+        load: str | None = None,
     ) -> dict[str, Any] | None:
         """One measured run, appended to ``series``; None (and a note) when it failed. ``processes``
-        overrides the number of load processes (default: ``--processes`` or one per core)."""
+        overrides the number of load processes (default: ``--processes`` or one per core), ``load``
+        the load generator (``--load``; ``lean`` drives an okapi cluster from one process)."""
         o = self.options
-        spec = RunSpec(sut.target, workload, clients, warmup_s=o.warmup_s, duration_s=o.duration_s,
+        lean = (load or o.load) == "lean" and sut.target.kind == "okapi"
+        target = replace(sut.target, kind="lean") if lean else sut.target
+        spec = RunSpec(target, workload, clients, warmup_s=o.warmup_s, duration_s=o.duration_s,
                        max_ops_per_session=max(10_000, int(o.duration_s * 100_000)), seed=o.seed)
         captured: dict[str, Any] = {}
 
@@ -240,7 +245,7 @@ class Bench:
             captured["cpu_after"] = total_cpu_seconds(sut.pids)
             captured["stats_after"] = sut.cluster.fetch_stats() if sut.cluster else {}
 
-        label = f"{sut.system} {workload.label} c={clients}"
+        label = f"{sut.system} {workload.label} c={clients}" + (" lean" if lean else "")
         if workload.name == "rotx":
             label += f" p={workload.rotx_partitions}"
             if workload.write_ratio is not None:
@@ -248,7 +253,8 @@ class Bench:
         callback = self.ui.start_run(label, o.warmup_s + o.duration_s)
         started = time.monotonic()
         try:
-            outcome = self.pool.run(spec, processes=processes or self._processes(clients), on_progress=callback,
+            outcome = self.pool.run(spec, processes=1 if lean else processes or self._processes(clients),
+                                    on_progress=callback,
                                     at_measure_start=at_start, at_measure_end=at_end)
         except BenchError as error:
             self.failures += 1
@@ -263,6 +269,7 @@ class Bench:
             "dcs": sut.dcs, "partitions": sut.partitions, "clock_skew_ms": sut.clock_skew_ms,
             "rotx_partitions": workload.rotx_partitions if workload.name == "rotx" else None,
             "write_ratio": workload.write_ratio if workload.name == "rotx" else None,
+            "load": "lean" if lean else "client",
             **(extra or {}),
         }
         record = run_record(outcome, system=sut.system, params=params, server_cpu_s=server_cpu)
@@ -311,6 +318,8 @@ def describe(record: dict[str, Any]) -> str:
         parts.append(f"p={record['rotx_partitions']}")
     if record.get("write_ratio") is not None:
         parts.append(f"w={record['write_ratio']:g}")
+    if record.get("load") == "lean":
+        parts.append("lean")
     parts.append(f"{record['throughput_ops_s']:>9,.0f} ops/s")
     for kind, latency in sorted(record["latency_us"].items()):
         parts.append(f"{kind} {latency['mean_us'] / 1000:.2f}/{latency['p99_us'] / 1000:.2f} ms")
@@ -338,8 +347,8 @@ def planned_runs(options: BenchOptions) -> int:
         plan = _paper_plan(options)
         per_protocol = len(plan.rotx_levels) * len(plan.clients) + len(plan.write_ratios) + len(plan.scale_levels) - 1
         return len(options.protocols) * per_protocol
-    if options.suite == "fast":  # YCSB-A x 4 systems and RO-TX x 2, 3 times each unless quick; replication
-        return (4 + 2) * (1 if options.quick else 3) + 1
+    if options.suite == "fast":  # YCSB-A x 6 systems and RO-TX x 2, 3 times each unless quick; replication
+        return (6 + 2) * (1 if options.quick else 3) + 1
     if options.suite == "scaling":
         from okapikv.bench.scaling import planned
 

@@ -21,13 +21,13 @@ import time
 import traceback
 from array import array
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from okapikv.bench.generators import InsertSequence, format_key, make_values
 from okapikv.bench.keyspace import PartitionedKeyspace
 from okapikv.bench.messages import BenchError, Failed, Go, Prepare, Ready, WorkerResult
 from okapikv.bench.metrics import new_histogram, record_us
-from okapikv.bench.targets import BenchSession, build_target
+from okapikv.bench.targets import BenchSession, Target, build_target
 from okapikv.bench.workloads import (
     INSERT,
     LOAD,
@@ -42,6 +42,9 @@ from okapikv.bench.workloads import (
     WorkloadConfig,
     make_source,
 )
+
+if TYPE_CHECKING:
+    from okapikv.bench.lean import LeanLoad
 
 PROGRESS_INTERVAL_S = 0.25
 ALL = "all"  # every top-level operation, whatever its kind (a read-modify-write counts once)
@@ -256,10 +259,22 @@ async def _run_prepared(
     prepare: Prepare, connection: multiprocessing.connection.Connection, progress: Any
 ) -> WorkerResult:
     spec = prepare.spec
-    target = build_target(spec.target, prepare.sessions)
-    await asyncio.wait_for(target.open(), timeout=max(READY_TIMEOUT_S / 2, spec.target.timeout_s))
+    lean: LeanLoad | None = None
+    if spec.target.kind == "lean":  # sessions as slots of one closed loop (okapikv.bench.lean)
+        from okapikv.bench.lean import LeanLoad
+
+        if spec.phase == "load":
+            raise BenchError("the lean load generator measures; loading runs with the async client")
+        lean = LeanLoad(spec.target, [source for _, source in _sources(prepare)],
+                        max_operations=spec.max_ops_per_session * prepare.sessions)
+        target: Target = _NoTarget()
+        opened = lean.open()
+    else:
+        target = build_target(spec.target, prepare.sessions)
+        opened = target.open()
+    await asyncio.wait_for(opened, timeout=max(READY_TIMEOUT_S / 2, spec.target.timeout_s))
     try:
-        sources = _sources(prepare)
+        sources = [] if lean is not None else _sources(prepare)
         sessions = [(target.session(number), source) for number, source in sources]
         # The run's long-lived objects (sessions, key tables, the client) out of the collector's
         # sight: full collections of a load process paused it for up to 40 ms otherwise.
@@ -288,7 +303,7 @@ async def _run_prepared(
         ]
         grace_s = window.seconds_until(window.end_ns) + spec.target.timeout_s + 5.0
         try:
-            await asyncio.wait_for(asyncio.gather(*loops), timeout=grace_s)
+            await asyncio.wait_for(asyncio.gather(*loops) if lean is None else lean.run(window, state), timeout=grace_s)
         finally:
             reporter.cancel()
             sampler.cancel()
@@ -310,8 +325,23 @@ async def _run_prepared(
             window_s=max(0.0, (window_end - window.measure_ns) / 1e9),
         )
     finally:
+        if lean is not None:
+            lean.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(target.close(), timeout=5.0)
+
+
+class _NoTarget(Target):
+    """The lean load's stand-in: it opens its own connections and has no sessions to hand out."""
+
+    async def open(self) -> None:
+        return None
+
+    def session(self, index: int) -> BenchSession:
+        raise BenchError("the lean load generator has no sessions of the async interface")
+
+    async def close(self) -> None:
+        return None
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
