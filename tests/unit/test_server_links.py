@@ -247,9 +247,9 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
                                      wan_ms=((0.0, 10.0, 40.0), (10.0, 0.0, 20.0), (40.0, 20.0, 0.0)),
                                      bounded_visibility=bounded)
         # From a to c: through b (10 + 20) or directly and back (40 + 0): the slowest path, 40 ms,
-        # plus ADMISSION_VISIBILITY_PERIODS (2) stabilization periods of 5 ms: one below the bound.
-        assert node_module.ADMISSION_VISIBILITY_PERIODS == 2
-        assert _visibility_bounds_us(config, 2) == (50_000, 60_000, 0)  # from b: through a, 10 + 40
+        # plus ADMISSION_VISIBILITY_PERIODS (1.5) stabilization periods of 5 ms: below the bound.
+        assert node_module.ADMISSION_VISIBILITY_PERIODS == 1.5
+        assert _visibility_bounds_us(config, 2) == (47_500, 57_500, 0)  # from b: through a, 10 + 40
         server = PartitionNode(config, 2, 0)
         server._loop = asyncio.get_running_loop()
         link = StubLink()
@@ -259,7 +259,7 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
         server.core.stable = (pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
         assert not server.backlogged()  # both remote DCs within their bounds
         server.core.stable = (pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
-        assert server.backlogged() is bounded  # DC a 10 ms past its threshold
+        assert server.backlogged() is bounded  # DC a 12.5 ms past its threshold
         server.core.stable = (pack(now_us - 60_000 - node_module.VISIBILITY_GIVE_UP_US), pack(now_us), pack(now_us))
         assert not server.backlogged()  # a whole second late: cut off, not slow; writes go on
 
