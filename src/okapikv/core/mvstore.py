@@ -158,6 +158,11 @@ class MultiVersionStore:
         self._changes = []
         return changes
 
+    @property
+    def collectable_count(self) -> int:
+        """Keys in the GC queue (more than one version, or a tombstone)."""
+        return len(self._collectable)
+
     def __len__(self) -> int:
         return len(self._chains)
 
