@@ -44,6 +44,7 @@ def test_quick_scales_windows_and_records_down() -> None:
     (("--workload", "e", "--load", "lean"), "--load lean"),
     (("--workload", "rotx", "--load", "lean"), "--load lean"),
     (("--load", "lean", "--grpc-only"), "without --grpc-only"),
+    (("--suite", "fast", "--load", "lean"), "scaling suite"),
 ])
 def test_bad_arguments_are_refused(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):

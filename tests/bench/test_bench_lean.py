@@ -1,4 +1,4 @@
-"""The lean load generator (``okapi bench --load lean``) end to end: a real 2-partition cluster,
+"""The lean load generator (``okapi bench --load lean``) end to end: a real 2 DC x 2-partition cluster,
 the installed command, results.json checked. Its throughput is the benchmark's business; here: every
 operation answered, both partitions served, the run recorded as lean, one load process."""
 
@@ -21,7 +21,7 @@ from okapikv.bench.workloads import SCAN, Operation, OperationSource
 def test_lean_load_drives_every_partition_and_records_its_runs(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "okapikv.cli", "bench", "--workload", "a", "--load", "lean", "--partitions", "2",
-         "--clients", "32", "--quick", "--no-progress", "--out", str(tmp_path)],
+         "--dcs", "east,west", "--wan", "off", "--clients", "32", "--quick", "--no-progress", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=240,
     )
     log = completed.stdout + completed.stderr
@@ -31,6 +31,7 @@ def test_lean_load_drives_every_partition_and_records_its_runs(tmp_path: Path) -
     assert len(runs) == 1, log
     [run] = runs
     assert run["load"] == "lean" and run["processes"] == 1 and run["partitions"] == 2 and run["clients"] == 32
+    assert run["dcs"] == 2
     assert run["operations"] > 0 and run["errors"] == {}, run
     assert run["latency_us"]["read"]["count"] > 0 and run["latency_us"]["update"]["count"] > 0
     assert run["server_operations"]["get"] > 0 and run["server_operations"]["swap"] > 0

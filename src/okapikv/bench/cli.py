@@ -96,9 +96,10 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         keep_cpus_busy=getattr(args, "keep_cpus_busy", False), grpc_only=getattr(args, "grpc_only", False),
         load=getattr(args, "load", "client"),
     )
-    if options.load == "lean" and (options.grpc_only or (suite is None and workload not in LEAN_WORKLOADS)):
-        raise ValueError("--load lean sends single-key GET, SWAP and PUT on the native ports: YCSB a-c, "
-                         "without --grpc-only")
+    if options.load == "lean" and (options.grpc_only or suite not in (None, "scaling")
+                                   or (suite is None and workload not in LEAN_WORKLOADS)):
+        raise ValueError("--load lean sends single-key GET, SWAP and PUT on the native ports: YCSB a-c or "
+                         "the scaling suite's YCSB-A, without --grpc-only")
     if options.records < 1 or options.key_bytes < 1 or options.value_bytes < 1:
         raise ValueError("--records, --key-bytes and --value-bytes must be positive")
     if len(str(options.records * 2)) > options.key_bytes:

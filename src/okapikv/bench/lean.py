@@ -80,7 +80,7 @@ class _Connection(asyncio.Protocol):
 
 
 class LeanLoad:
-    """The sessions of one load process, as slots over one connection per partition of a DC.
+    """The sessions of one load process, as slots over one connection per server.
 
     Slot ``i`` has operation id ``i + 1`` on every request it sends (a slot has one operation in
     flight, so a reply's id names its slot, with no table of ids), and takes its operations from a
@@ -102,7 +102,8 @@ class LeanLoad:
         self._inflight = 0
         self._issued = 0
         self._next = 0
-        self._pending: list[list[bytes]] = []
+        self._pending: list[list[bytes]] = []  # per connection
+        self._channel_base: list[int] = []  # per slot: its DC's first connection
         self._flush_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: asyncio.Future[None] | None = None
@@ -111,24 +112,29 @@ class LeanLoad:
         self._state: _WorkerState | None = None
 
     async def open(self) -> None:
-        """Learn the DC's partitions from ClusterInfo, connect to each server's native port, and
-        draw and encode the operation pool."""
+        """Learn each DC's partitions from ClusterInfo, connect to every server's native port, and
+        draw and encode the operation pool. Slot ``i`` uses DC ``i % DCs``, as the async client's
+        session ``i`` does (``okapikv.bench.targets``)."""
         self._loop = asyncio.get_running_loop()
-        address = self.spec.addresses[0]
-        info = await _cluster_info(address, self.spec.timeout_s)
-        self.num_partitions = max(1, info.num_partitions)
-        servers = sorted((s.partition, s.address) for s in info.servers if s.dc == info.dc)
-        if [partition for partition, _ in servers] != list(range(self.num_partitions)):
-            raise BenchError(f"{address}: ClusterInfo does not name one server per partition of its DC")
-        for _, server in servers:
-            native_port = (await _cluster_info(server, self.spec.timeout_s)).native_port
-            if not native_port:
-                raise BenchError(f"{server} serves no native port: the lean load generator needs one")
-            host = server.rpartition(":")[0].strip("[]")
-            _, protocol = await asyncio.wait_for(
-                self._loop.create_connection(lambda: _Connection(self), host, native_port), self.spec.timeout_s)
-            self.connections.append(protocol)
-        self._pending = [[] for _ in range(self.num_partitions)]
+        for address in self.spec.addresses:
+            info = await _cluster_info(address, self.spec.timeout_s)
+            if self.connections and info.num_partitions != self.num_partitions:
+                raise BenchError(f"{address}: {info.num_partitions} partitions, another DC has {self.num_partitions}")
+            self.num_partitions = max(1, info.num_partitions)
+            servers = sorted((s.partition, s.address) for s in info.servers if s.dc == info.dc)
+            if [partition for partition, _ in servers] != list(range(self.num_partitions)):
+                raise BenchError(f"{address}: ClusterInfo does not name one server per partition of its DC")
+            for _, server in servers:
+                native_port = (await _cluster_info(server, self.spec.timeout_s)).native_port
+                if not native_port:
+                    raise BenchError(f"{server} serves no native port: the lean load generator needs one")
+                host = server.rpartition(":")[0].strip("[]")
+                _, protocol = await asyncio.wait_for(
+                    self._loop.create_connection(lambda: _Connection(self), host, native_port), self.spec.timeout_s)
+                self.connections.append(protocol)  # DC d's partition p at d * partitions + p
+        self._pending = [[] for _ in self.connections]
+        dcs = len(self.spec.addresses)
+        self._channel_base = [(slot % dcs) * self.num_partitions for slot in range(len(self.sources))]
         encoded: dict[tuple[str, bytes, bytes], tuple[str, int, bytes]] = {}
         sources = self.sources
         for index in range(max(POOL_OPERATIONS, len(sources))):
@@ -187,7 +193,7 @@ class LeanLoad:
         kind, partition, case = self._pool[self._next]
         self._next = (self._next + 1) % len(self._pool)
         body = self._heads[slot] + case
-        self._pending[partition].append(b"\x0a" + encoding.encode_varint(len(body)) + body)
+        self._pending[self._channel_base[slot] + partition].append(b"\x0a" + encoding.encode_varint(len(body)) + body)
         self._kinds[slot] = kind
         self._sent_ns[slot] = now_ns
         self._inflight += 1
