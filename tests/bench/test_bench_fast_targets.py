@@ -78,3 +78,15 @@ def test_scaling_is_judged_on_the_lean_load_where_it_ran_with_the_async_client_b
     assert row["measured"] == ("lean load, 64 sessions per partition: 60 -> 95 ops/s (paired rounds x1.60, x1.60 .. "
                                "x1.60); async client (64 sessions, 1 process): 100 -> 80 ops/s (paired rounds x0.78, "
                                "x0.75 .. x0.80)")
+
+
+def test_plain_okapi_under_the_replication_load_is_a_comparison_row_not_a_verdict() -> None:
+    def run(system: str, rate: float, lag_p99: float) -> dict[str, Any]:
+        return {"system": system, "throughput": figures(rate), "queues": {"max_messages": 10},
+                "visibility": [{"source": "a", "destination": "b", "bound_ms": 88.0, "lag_p99_ms": lag_p99}]}
+
+    fast = {"replication": run("okapi-bounded", 12_000, 85.0), "replication_unbounded": run("okapi", 14_000, 101.0)}
+    rows = {row["target"]: row for row in evaluate(fast, [])}
+    assert rows["5. visibility p99 at full PUT load (okapi-bounded)"]["met"] is True
+    plain = rows["5. ... plain okapi, same load (no admission control)"]
+    assert plain["met"] is None and plain["measured"] == "14,000 PUT/s; worst lag p99 101 ms vs 88 ms (+13 ms)"

@@ -168,6 +168,8 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     assert [set(figures) for figures in fast["ycsb_a_rounds"]] == [systems]
     assert [set(figures) for figures in fast["rotx_rounds"]] == [{"okapi", "eventual"}]
     replication = fast["replication"]
+    assert replication["system"] == "okapi-bounded" and fast["replication_unbounded"]["system"] == "okapi"
+    assert len(fast["replication_unbounded"]["visibility"]) == 6
     assert len(replication["visibility"]) == 6 and replication["queues"]["samples"] > 0
     assert all(row["bound_ms"] > 0 and row["count"] + row["timeouts"] > 0 for row in replication["visibility"])
     assert all(row["lag_samples"] > 0 and row["lag_p99_ms"] >= row["lag_p50_ms"] > 0
@@ -182,6 +184,7 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     for number in ("1.", "2.", "3.", "4.", "5.", "6."):
         assert number in targets, targets
     assert "## Performance targets (issue #6)" in report
+    assert "| okapi-bounded |" in report and "| okapi |" in report  # both replication runs' visibility rows
     for series in results["series"].values():
         _check_runs_valid(series["runs"])
 

@@ -30,6 +30,7 @@ target compares take turns, round by round, each run on a fresh cluster (``_inte
 
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 import sys
@@ -360,52 +361,57 @@ class FastSuite:
     # ------------------------------------------------------------------ 5. replication
 
     def replication(self) -> None:
+        """The target on ``REPLICATION_SYSTEM``; then plain Okapi under the same load, for comparison
+        (``replication_unbounded``): what admission control costs in PUTs and buys in staleness."""
+        for system, key in ((REPLICATION_SYSTEM, "replication"), ("okapi", "replication_unbounded")):
+            run = functools.partial(self._replication_run, system, key)
+            self.bench.guarded(f"replication under load ({system})", run)
+
+    def _replication_run(self, system: str, key: str) -> None:
         bench = self.bench
         o = self.options
+        # bounded_visibility: at saturation the servers put replication before client work
+        # (PartitionNode.backlogged) and hold client batches while the lag nears the bound.
+        with bench.okapi(system, ROTX_DCS, 1, 0.0) as sut:
+            cluster = sut.cluster
+            assert cluster is not None
+            bench.load(sut)
+            from okapikv.cluster.config import local_cluster
 
-        def body() -> None:
-            # bounded_visibility: at saturation the servers put replication before client work
-            # (PartitionNode.backlogged); without it the same load saw lag p99 60-90 ms over the bound.
-            with bench.okapi(REPLICATION_SYSTEM, ROTX_DCS, 1, 0.0) as sut:
-                cluster = sut.cluster
-                assert cluster is not None
-                bench.load(sut)
-                from okapikv.cluster.config import local_cluster
-
-                config = local_cluster(dcs=ROTX_DCS, partitions=1, protocol="okapi", wan=o.wan)
-                workload = bench.workload("rotx", sut, rotx_partitions=1, write_ratio=1.0)
-                samples = o.visibility_samples or (10 if o.quick else 100)
-                with ThreadPoolExecutor(1) as pool:
-                    # The PUT load runs on a thread (it blocks on its load processes) while this thread
-                    # probes visibility on the Bench's event loop and the sampler reads the servers.
-                    future = pool.submit(bench.measure, sut, workload, REPLICATION_SESSIONS, series="fast-replication",
-                                         kind="single", title="PUT-only load in every DC, visibility probed")
-                    time.sleep(o.warmup_s)
-                    with ReplicationSampler(cluster) as sampler:
-                        pairs = bench.runner.run(measure_visibility(
-                            cluster.dc_addresses(), cluster.dc_names, samples=samples,
-                            deadline_s=max(1.0, o.duration_s - 0.5), timeout_s=o.timeout_s))
-                    record = future.result()
-                rows = []
-                for pair in pairs:
-                    summary = summarize(pair)
-                    summary.pop("samples_ms", None)
-                    source, destination = cluster.dc_names.index(pair.source), cluster.dc_names.index(pair.destination)
-                    summary["bound_ms"] = ust_bound_ms(config.wan_ms, source, destination,
-                                                       config.stabilization_interval_ms)
-                    summary.update(sampler.lag_summary(source, destination))
-                    rows.append(summary)
-                queues = sampler.summary()
-                self.fast["replication"] = {"throughput": _throughput(record), "visibility": rows, "queues": queues}
-                worst = max(rows, key=lambda row: row.get("lag_p99_ms", 0) - row["bound_ms"]) if rows else None
-                if worst is not None:
-                    bench.ui.finish_run(
-                        f"  visibility under load: worst pair {worst['source']}->{worst['destination']} lag p99 "
-                        f"{worst.get('lag_p99_ms', 0):.1f} ms (bound {worst['bound_ms']:.0f} ms; probe p99 "
-                        f"{worst['p99_ms']:.1f} ms); replication queues max {queues.get('max_messages', 0)} "
-                        f"messages, mean {queues.get('first_half_mean', 0)} -> {queues.get('second_half_mean', 0)}",
-                        counted=False)
-        bench.guarded("replication under load", body)
+            config = local_cluster(dcs=ROTX_DCS, partitions=1, protocol="okapi", wan=o.wan)
+            workload = bench.workload("rotx", sut, rotx_partitions=1, write_ratio=1.0)
+            samples = o.visibility_samples or (10 if o.quick else 100)
+            with ThreadPoolExecutor(1) as pool:
+                # The PUT load runs on a thread (it blocks on its load processes) while this thread
+                # probes visibility on the Bench's event loop and the sampler reads the servers.
+                future = pool.submit(bench.measure, sut, workload, REPLICATION_SESSIONS, series="fast-replication",
+                                     kind="single", title="PUT-only load in every DC, visibility probed")
+                time.sleep(o.warmup_s)
+                with ReplicationSampler(cluster) as sampler:
+                    pairs = bench.runner.run(measure_visibility(
+                        cluster.dc_addresses(), cluster.dc_names, samples=samples,
+                        deadline_s=max(1.0, o.duration_s - 0.5), timeout_s=o.timeout_s))
+                record = future.result()
+            rows = []
+            for pair in pairs:
+                summary = summarize(pair)
+                summary.pop("samples_ms", None)
+                source, destination = cluster.dc_names.index(pair.source), cluster.dc_names.index(pair.destination)
+                summary["bound_ms"] = ust_bound_ms(config.wan_ms, source, destination,
+                                                   config.stabilization_interval_ms)
+                summary.update(sampler.lag_summary(source, destination))
+                rows.append(summary)
+            queues = sampler.summary()
+            self.fast[key] = {"system": system, "throughput": _throughput(record), "visibility": rows,
+                              "queues": queues}
+            worst = max(rows, key=lambda row: row.get("lag_p99_ms", 0) - row["bound_ms"]) if rows else None
+            if worst is not None:
+                bench.ui.finish_run(
+                    f"  visibility under load ({system}): worst pair {worst['source']}->{worst['destination']} "
+                    f"lag p99 {worst.get('lag_p99_ms', 0):.1f} ms (bound {worst['bound_ms']:.0f} ms; probe p99 "
+                    f"{worst['p99_ms']:.1f} ms); replication queues max {queues.get('max_messages', 0)} "
+                    f"messages, mean {queues.get('first_half_mean', 0)} -> {queues.get('second_half_mean', 0)}",
+                    counted=False)
 
     # ------------------------------------------------------------------ verdicts
 
@@ -493,6 +499,14 @@ def evaluate(fast: dict[str, Any], memory: list[dict[str, Any]]) -> list[dict[st
         rows.append(_row("5. replication queues", "no unbounded growth",
                          f"max {queues.get('max_messages', 0)} messages, mean {queues.get('first_half_mean', 0)} -> "
                          f"{queues.get('second_half_mean', 0)}", not growing))
+    plain = fast.get("replication_unbounded")
+    if plain and plain["visibility"]:
+        worst = max(plain["visibility"], key=lambda row: row.get("lag_p99_ms", 0) - row["bound_ms"])
+        rate = plain["throughput"]["ops_s"] if plain["throughput"] else 0
+        over = worst.get("lag_p99_ms", 0) - worst["bound_ms"]
+        rows.append(_row("5. ... plain okapi, same load (no admission control)", "(comparison)",
+                         f"{rate:,.0f} PUT/s; worst lag p99 {worst.get('lag_p99_ms', 0):.0f} ms vs "
+                         f"{worst['bound_ms']:.0f} ms ({over:+.0f} ms)", None))
     scaling = [_scaling(fast, ycsb, one, two) for one, two in (("okapi-lean", "okapi-2p-lean"), ("okapi", "okapi-2p"))]
     found = [row for row in scaling if row is not None]
     if found:
@@ -561,19 +575,23 @@ def render_targets(fast: dict[str, Any]) -> list[str]:
             get, put = latency[key]["get"], latency[key]["put"]
             lines.append(f"| {via} | {get['mean_us']:.0f} | {get['p50_us']:.0f} | {get['p99_us']:.0f} | "
                          f"{put['mean_us']:.0f} | {put['p50_us']:.0f} | {put['p99_us']:.0f} |")
-    replication = fast.get("replication")
-    if replication and replication["visibility"]:
+    runs = [fast[key] for key in ("replication", "replication_unbounded") if fast.get(key) and fast[key]["visibility"]]
+    if runs:
         lines += ["", "Remote visibility under full PUT load (ms): the servers' visibility lag (age of the newest "
                   "readable update of the source DC, sampled by each server at every timer tick, ~5 ms) and a "
-                  "client probe (PUT in one DC, poll a fresh session in the other):", "",
-                  "| pair | bound | lag p50 | lag p99 | lag max | lag samples | probe mean | probe p99 | probes |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for row in replication["visibility"]:
-            lines.append(f"| {row['source']}->{row['destination']} | {row['bound_ms']:.0f} | "
-                         f"{row.get('lag_p50_ms', 0):.1f} | {row.get('lag_p99_ms', 0):.1f} | "
-                         f"{row.get('lag_max_ms', 0):.1f} | {row.get('lag_samples', 0):,} | {row['mean_ms']:.1f} | "
-                         f"{row['p99_ms']:.1f} | "
-                         f"{row['count']} ({row['timeouts']} timed out) |")
+                  "client probe (PUT in one DC, poll a fresh session in the other); the target's system first, "
+                  "then plain okapi under the same load for comparison:", "",
+                  "| system | PUT/s | pair | bound | lag p50 | lag p99 | lag max | lag samples | probe mean | "
+                  "probe p99 | probes |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for run in runs:
+            rate = run["throughput"]["ops_s"] if run["throughput"] else 0
+            for row in run["visibility"]:
+                lines.append(f"| {run.get('system', REPLICATION_SYSTEM)} | {rate:,.0f} | "
+                             f"{row['source']}->{row['destination']} | {row['bound_ms']:.0f} | "
+                             f"{row.get('lag_p50_ms', 0):.1f} | {row.get('lag_p99_ms', 0):.1f} | "
+                             f"{row.get('lag_max_ms', 0):.1f} | {row.get('lag_samples', 0):,} | {row['mean_ms']:.1f} | "
+                             f"{row['p99_ms']:.1f} | {row['count']} ({row['timeouts']} timed out) |")
     return lines + [""]
 
 

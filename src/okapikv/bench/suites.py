@@ -347,8 +347,8 @@ def planned_runs(options: BenchOptions) -> int:
         plan = _paper_plan(options)
         per_protocol = len(plan.rotx_levels) * len(plan.clients) + len(plan.write_ratios) + len(plan.scale_levels) - 1
         return len(options.protocols) * per_protocol
-    if options.suite == "fast":  # YCSB-A x 6 systems and RO-TX x 2, 3 times each unless quick; replication
-        return (6 + 2) * (1 if options.quick else 3) + 1
+    if options.suite == "fast":  # YCSB-A x 6 systems and RO-TX x 2, 3 times each unless quick; replication x 2
+        return (6 + 2) * (1 if options.quick else 3) + 2
     if options.suite == "scaling":
         from okapikv.bench.scaling import planned
 
