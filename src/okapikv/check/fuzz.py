@@ -20,7 +20,8 @@ What it does, and why this way:
   the causal, snapshot, session and convergence checkers always. When clients are spread over DCs
   (``--dcs``), one reader per DC of the cluster then reads every key until all DCs agree, marked as
   ``final`` reads for the convergence checker (DESIGN.md section 1: replicas converge, last writer
-  wins).
+  wins). After ``--kill-partitions`` with clients in one DC, one client reads every key once the
+  restarted servers serve, so a write the restart lost is seen even if nothing read it in the run.
 
 Write timestamps: the checkers need the store's last-writer-wins order, ``(timestamp, DC)``, which
 the course protocol does not print (``PUT k found``). So the clients run with ``--timestamps``, which
@@ -507,6 +508,11 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
             readers = [by_dc.get(dc_index[dc]) or ClientProcess.start(f"final-{dc}", dc_index[dc],
                                                                        command(target.addresses[dc], dc))
                        for dc in target.dcs]
+        elif killer is not None:
+            # After a kill, one client reads every key once the restarted servers serve, so a write
+            # the restart lost is seen even where no client read its key between the restart and its
+            # next write (in the clients' one DC: the history stays single-DC, linearizability-checked).
+            readers = clients[:1]
         everyone = list(dict.fromkeys(clients + readers))
         _run_threads([functools.partial(process.warm_up, plan.warm_up_key) for process in everyone], everyone)
         if not any(process.problems for process in everyone):
@@ -798,7 +804,9 @@ class PartitionKiller:
             self._check_back(recorder)
 
     def finish(self, recorder: Recorder) -> None:
-        """Step until the restarted servers serve (or it is given up), whatever the clients did."""
+        """Step until the restarted servers serve (or it is given up), whatever the clients did. A kill
+        due once every operation completed happens here, before the final reads."""
+        self.tick(recorder)
         if self.report is None:
             self._done = True  # the run ended before the kill was due: run_plan reports it
         while not self._done:
