@@ -8,12 +8,14 @@
 3. a DC cut off for a while: every DC keeps serving its local reads and writes (100 %), remote
    visibility pauses, and after the repair every DC converges with no update lost;
 4. a client whose DC goes down moves its session to another DC and keeps read-your-writes and
-   monotonic reads; a write that never left the old DC makes it wait, boundedly, then say so;
+   monotonic reads; a write that never left the old DC makes it wait, boundedly, then say so; the
+   same for an ``AsyncClient`` and its forks, which move together;
 5. `okapi up` keeps data across restarts by default and refuses another server's directory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import selectors
 import signal
@@ -28,6 +30,7 @@ import pytest
 from durability_support import DurableCluster, Writers, durable_cluster, wait_for
 from integration_support import free_port_range, keys_for_each_partition
 
+from okapikv.client.aio import AsyncClient
 from okapikv.client.sync import Client
 from okapikv.cluster.launcher import READY_LINE
 from okapikv.errors import FailoverTimeout
@@ -246,3 +249,52 @@ def test_a_client_fails_over_to_another_dc_and_keeps_its_guarantees(tmp_path: Pa
         stub = cluster.stub_for_key("b", keys[0])
         wait_for(lambda: stub.Get(pb.GetRequest(key=keys[0]), timeout=5).value == b"stranded", 30,
                  "the stranded write reaching b once a is back")
+
+
+def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path) -> None:
+    """The connections move once, with the first session that finds the DC gone; every other
+    session is adopted by the new DC at its next operation, or gets ``FailoverTimeout`` while that
+    DC lacks its writes, and moves once they arrive."""
+    with durable_cluster(tmp_path, ("a", "b"), 2, wan_ms=5) as cluster:
+        mine, theirs, stranded = (keys_for_each_partition(2, prefix) for prefix in ("mine", "theirs", "stranded"))
+        fallback = [cluster.address("b", 1)]
+
+        async def scenario() -> None:
+            async with AsyncClient(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=0.5,
+                                   failover_wait_s=1.0) as client:
+                fork, late = client.fork(), client.fork()
+                await asyncio.gather(client.put(mine[0], b"1"), client.put(mine[1], b"2"))
+                await fork.put(theirs[0], b"f")
+                assert await late.get(theirs[0]) == b"f"  # late now depends on fork's write
+                await asyncio.sleep(0.5)  # those writes leave DC a and become stable everywhere
+                for server in cluster.config.servers:
+                    if server.dc == "a":
+                        cluster.hold_links("a", server.partition, ["b"])
+                await fork.put(stranded[1], b"never left a")
+                cluster.stop("a", 0, signal.SIGKILL)
+                cluster.stop("a", 1, signal.SIGKILL)
+
+                # Concurrent operations of one session: one moves the connections, the others resend.
+                assert await asyncio.gather(client.get(mine[0]), client.get(mine[1]), client.get(mine[0])) == [
+                    b"1", b"2", b"1"]
+                assert client.topology.dc_name == "b"
+                assert await late.get(theirs[0]) == b"f"  # adopted at its next operation
+                assert await late.swap(theirs[0], b"g") == b"f"
+                started = time.monotonic()
+                with pytest.raises(FailoverTimeout, match=r"DC a is unreachable .*\(DC b lacks updates of a by"):
+                    await fork.get(theirs[0])
+                assert time.monotonic() - started < 5
+
+                cluster.start("a", 0)
+                cluster.start("a", 1)  # durable: the stranded write is there, and leaves for b
+                deadline = time.monotonic() + 30
+                while True:
+                    try:
+                        assert await fork.get(stranded[1]) == b"never left a"
+                        break
+                    except FailoverTimeout:
+                        assert time.monotonic() < deadline, "fork never adopted by b"
+                assert client.topology.dc_name == "b"  # the connections stay where they moved
+                assert await fork.get(theirs[0]) == b"g"
+
+        asyncio.run(scenario())

@@ -24,6 +24,14 @@ loop (``retry.py``) backs off and tries again on a fresh stream until ``timeout_
 the operation started, then raises ``Unavailable``. A server that accepts an operation and never
 answers it is caught by the pipeline's deadline watchdog (or the unary call's deadline): also
 ``Unavailable`` after ``timeout_s``.
+
+Failover (``fallback``, the rules in ``failover.py``): the connections, shared by a client and its
+forks, move as a whole. The first session whose operation finds the DC unreachable for
+``failover_after_s`` moves them (``_Connections.fail_over``) to the first other DC that answers and
+can adopt that session; every connection change is a new ``generation``. Each session remembers the
+generation (and DC) it belongs to, and its next operation on newer connections first has the new DC
+adopt it (``AsyncClient._adopt``): a session whose writes the new DC still lacks gets
+``FailoverTimeout`` after ``failover_wait_s``, at each operation, until they arrive there.
 """
 
 from __future__ import annotations
@@ -32,12 +40,13 @@ import asyncio
 import itertools
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
 
+from okapikv.client import failover
 from okapikv.client import operations as ops
 from okapikv.client.native import AsyncNativeCall, GrpcCall
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
@@ -52,7 +61,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch
+from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -316,12 +325,20 @@ class _Connections:
     """Everything a client and its forks share: the topology and one link per server of the DC."""
 
     def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff,
-                 tls: ClientTls | None = None, native: bool = True) -> None:
+                 tls: ClientTls | None = None, native: bool = True, fallback: Sequence[str] = (),
+                 failover_after_s: float = 2.0, failover_wait_s: float = 10.0) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        failover.check_parameters(failover_after_s, failover_wait_s)
         self.bootstrap_address = address
+        self.addresses = [address, *(a for a in fallback if a != address)]
+        self.failover_after_s = failover_after_s
+        self.failover_wait_s = failover_wait_s
+        #: incremented at each move to another DC: a session of an older generation must be adopted
+        self.generation = 0
+        self._retired: list[_ServerLink] = []
         self.timeout_s = timeout_s
         self.use_pipeline = pipeline
         self.max_batch = max_batch
@@ -352,14 +369,68 @@ class _Connections:
             finally:
                 await bootstrap.close()
             topology = Topology.from_cluster_info(info, self.bootstrap_address)
-            by_address: dict[str, _ServerLink] = {}
-            for address in topology.addresses:
-                if address not in by_address:
-                    by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
-                                                      self.tick_s, self.tls, self.native, self.timeout_s)
-            self.links = [by_address[address] for address in topology.addresses]
-            self.topology = topology
+            self._install(topology)
             return topology
+
+    def _install(self, topology: Topology) -> None:
+        by_address: dict[str, _ServerLink] = {}
+        for address in topology.addresses:
+            if address not in by_address:
+                by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
+                                                  self.tick_s, self.tls, self.native, self.timeout_s)
+        self._retired.extend(self.links)
+        self.links = [by_address[address] for address in topology.addresses]
+        self.topology = topology
+
+    async def fail_over(self, generation: int, state: SessionState, from_dc: int) -> pb.Session | None:
+        """Move to the first other DC that answers and adopts ``state`` (a session of DC
+        ``from_dc``): its adopted session. None when the connections moved since ``generation``
+        already (another session moved them: the caller has the new DC adopt its session). Raises
+        ``Unavailable`` when no other DC answers, ``FailoverTimeout`` when those that answer lack
+        some of the session's writes after ``failover_wait_s`` (the connections then stay)."""
+        async with self._lock:
+            current = self.topology
+            if self.closed or current is None:
+                raise OkapiError("the client was closed")
+            if self.generation != generation:
+                return None
+            lagging: list[str] = []
+            for address in self.addresses:
+                link = _ServerLink(address, self.max_batch, 0, self.tick_s, self.tls)
+                try:
+                    info = await link.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=self.failover_wait_s)
+                    topology = Topology.from_cluster_info(info, address)
+                    if not failover.candidate(topology, current, address):
+                        continue
+                    adopted = await self.adopt(link.stub, state, from_dc, current)
+                except grpc.aio.AioRpcError:
+                    continue
+                finally:
+                    await link.close()
+                if isinstance(adopted, str):
+                    lagging.append(f"DC {topology.dc_name} {adopted}")
+                    continue
+                self._install(topology)
+                self.generation += 1
+                return adopted
+            raise failover.no_dc(current.dc_name, lagging, self.failover_wait_s, self.addresses)
+
+    async def adopt(self, stub: Any, state: SessionState, from_dc: int, current: Topology) -> pb.Session | str:
+        """Ask a DC (``stub``) until it has every dependency of ``state``: its session, or how far it lags."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.failover_wait_s
+        request = failover.adopt_request(state, from_dc)
+        lacks, attempts = "did not answer", itertools.count(1)
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                adopted = failover.outcome(await stub.AdoptSession(request, timeout=remaining), current)
+            except grpc.aio.AioRpcError as error:
+                adopted = f"did not answer ({error.code().name})"
+            if not isinstance(adopted, str):
+                return adopted
+            lacks = adopted
+            await asyncio.sleep(min(self.backoff.delay_s(next(attempts)), max(deadline - loop.time(), 0.0)))
+        return lacks
 
     def coordinator_start(self) -> int:
         """Spread SCAN coordination over the DC's servers, round robin."""
@@ -370,7 +441,7 @@ class _Connections:
             return
         self.closed = True
         links, self.links = self.links, []
-        for link in dict.fromkeys(links):
+        for link in dict.fromkeys([*links, *self._retired]):
             await link.close()
 
 
@@ -433,14 +504,23 @@ class AsyncClient:
 
     ``native=False``: pipeline over the gRPC ``Pipeline`` stream even where a server has a native
     port (``native.py``; slower, kept for comparison and for networks that only let gRPC through).
+
+    ``fallback``: servers of other DCs to move to when this DC stays unreachable for
+    ``failover_after_s`` (the module docstring and ``failover.py``), as for the blocking ``Client``.
     """
 
     def __init__(self, address: str, *, timeout_s: float = 30.0, pipeline: bool = True,
                  max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF,
-                 tls: ClientTls | None = None, native: bool = True) -> None:
-        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls, native)
+                 tls: ClientTls | None = None, native: bool = True, fallback: Sequence[str] = (),
+                 failover_after_s: float = 2.0, failover_wait_s: float = 10.0) -> None:
+        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls, native,
+                                         fallback, failover_after_s, failover_wait_s)
         self._owner = True
         self._state: SessionState | None = None
+        #: the connections' generation and the DC this session belongs to (see ``_adopt``)
+        self._generation = 0
+        self._dc = 0
+        self._bind_invoke()
         self._closed = False
         #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
         #: the first); with concurrent writes on one client, whichever completed last
@@ -453,6 +533,7 @@ class AsyncClient:
         topology = await self._connections.connect()
         if self._state is None:
             self._state = SessionState(topology.num_dcs)
+            self._generation, self._dc = self._connections.generation, topology.dc
         return topology
 
     async def __aenter__(self) -> AsyncClient:
@@ -483,6 +564,9 @@ class AsyncClient:
         fork.last_write_timestamp = None
         topology = self._connections.topology
         fork._state = SessionState(topology.num_dcs) if topology is not None else None
+        fork._generation = self._connections.generation
+        fork._dc = topology.dc if topology is not None else 0
+        fork._bind_invoke()
         return fork
 
     # ------------------------------------------------------------------ introspection
@@ -590,9 +674,12 @@ class AsyncClient:
     # ------------------------------------------------------------------ plumbing
 
     def _ready_now(self) -> SessionState | None:
-        """The session when the client is connected and open (no coroutine: it runs per operation)."""
+        """The session when the client is connected and open and the session belongs to the DC of
+        the connections (no coroutine: it runs per operation)."""
         state = self._state
-        if state is None or self._closed or self._connections.closed or self._connections.topology is None:
+        connections = self._connections
+        if (state is None or self._closed or connections.closed or connections.topology is None
+                or self._generation != connections.generation):
             return None
         return state
 
@@ -604,16 +691,72 @@ class AsyncClient:
             await self.connect()
             state = self._state
             assert state is not None
+        if self._generation != self._connections.generation:
+            await self._adopt(state)
         return state
+
+    async def _adopt(self, state: SessionState) -> None:
+        """Have the DC the connections moved to adopt this session (another session moved them):
+        ``FailoverTimeout`` while that DC lacks some of its writes."""
+        connections = self._connections
+        generation, topology = connections.generation, connections.topology
+        assert topology is not None
+        adopted = await connections.adopt(connections.links[0].stub, state, self._dc, topology)
+        if isinstance(adopted, str):
+            raise failover.no_dc(topology.dc_names[self._dc], [f"DC {topology.dc_name} {adopted}"],
+                                 connections.failover_wait_s, connections.addresses)
+        self._moved(state, adopted, generation, topology.dc)
+
+    def _moved(self, state: SessionState, adopted: pb.Session, generation: int, dc: int) -> None:
+        state.replace(adopted)
+        self._generation, self._dc = generation, dc
 
     def _partition(self, key: bytes) -> int:
         topology = self._connections.topology
         assert topology is not None
         return topology.partition_of(key)
 
-    async def _invoke(self, kind: OperationKind, request: Any, start: int, rotate: bool) -> Any:
+    async def _invoke_failing_over(self, kind: OperationKind, request: Any, start: int, rotate: bool,
+                                   timeout_s: float | None = None) -> Any:
+        """``_invoke`` with fallback DCs (it replaces it on such clients, see ``_bind_invoke``): move
+        to another DC after ``failover_after_s`` of unavailability and send the operation there, with
+        the moved session."""
+        connections = self._connections
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (connections.timeout_s if timeout_s is None else timeout_s)
+        while True:
+            generation = connections.generation
+            try:
+                return await AsyncClient._invoke(self, kind, request, start, rotate,
+                                                 max(min(deadline - loop.time(), connections.failover_after_s), 0.001))
+            except Unavailable:
+                if loop.time() >= deadline:
+                    raise
+            state = self._state
+            assert state is not None
+            if generation == self._generation:  # else the session was adopted meanwhile: resend it
+                topology = connections.topology
+                adopted = await connections.fail_over(generation, state, self._dc)
+                if adopted is None:
+                    await self._adopt(state)
+                else:
+                    assert connections.topology is not None and connections.topology is not topology
+                    self._moved(state, adopted, connections.generation, connections.topology.dc)
+            elif self._generation != connections.generation:
+                await self._adopt(state)
+            request = kind.with_session(request, state.message())
+
+    def _bind_invoke(self) -> None:
+        """Clients with fallback DCs send through ``_invoke_failing_over``; the others keep
+        ``_invoke``, whose one await per operation is all the hot path pays."""
+        if len(self._connections.addresses) > 1:
+            self._invoke = self._invoke_failing_over  # type: ignore[method-assign]
+
+    async def _invoke(self, kind: OperationKind, request: Any, start: int, rotate: bool,
+                      timeout_s: float | None = None) -> Any:
         """Send one operation to ``links[start]`` (to the next server on each retry if ``rotate``:
-        any server of the DC can coordinate RO-TX and SCAN), retrying until ``timeout_s``.
+        any server of the DC can coordinate RO-TX and SCAN), retrying until ``timeout_s`` (the
+        client's by default).
 
         This is ``retry_async`` written out without closures: it runs once per operation, and an
         operation of a busy benchmark should cost the client as little as possible.
@@ -621,8 +764,10 @@ class AsyncClient:
         connections = self._connections
         links = connections.links
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + connections.timeout_s
-        remaining = connections.timeout_s
+        if timeout_s is None:
+            timeout_s = connections.timeout_s
+        deadline = loop.time() + timeout_s
+        remaining = timeout_s
         last: Exception | None = None
         number = 0
         while True:
@@ -630,7 +775,7 @@ class AsyncClient:
             if number:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise unavailable(kind.method, link.address, connections.timeout_s, last)
+                    raise unavailable(kind.method, link.address, timeout_s, last)
             number += 1
             try:
                 if connections.use_pipeline:
@@ -647,7 +792,7 @@ class AsyncClient:
                 return await kind.unary(link.stub, request, remaining)
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
+                    raise unavailable(kind.method, link.address, timeout_s, last) from error
                 failure = classify(error.code(), error.details() or "")
                 if not isinstance(failure, RetryableError):
                     raise failure from error
@@ -655,14 +800,14 @@ class AsyncClient:
             except RetryableError as error:
                 last = error
             except TimeoutError as error:
-                raise unavailable(kind.method, link.address, connections.timeout_s, last) from error
+                raise unavailable(kind.method, link.address, timeout_s, last) from error
             except OSError as error:
                 last = error
             delay = connections.backoff.delay_s(number)
             remaining = deadline - loop.time()
             if delay >= remaining:
                 await asyncio.sleep(max(remaining, 0.0))
-                raise unavailable(kind.method, link.address, connections.timeout_s, last)
+                raise unavailable(kind.method, link.address, timeout_s, last)
             await asyncio.sleep(delay)
 
 

@@ -129,6 +129,13 @@ class SessionState:
         elif self._serialized is not None:
             self._serialized = self._wire = None
 
+    def replace(self, adopted: pb.Session) -> None:
+        """Become the session another DC adopted (failover): not a merge, the entries of the old
+        DC's session are not valid there (``okapikv.core.session.adopt``)."""
+        self.session = ClientSession(len(self.session.stable))
+        self._serialized = self._wire = None
+        self.merge(adopted)
+
     @property
     def current(self) -> Session:
         return self.session.current

@@ -17,13 +17,9 @@ client through ``operations``, ``retry`` and ``topology``.
 A ``Client`` may be shared by threads (gRPC channels are thread-safe), but its session is one causal
 session: give each logical client its own ``Client`` or ``fork()``.
 
-Failover (``fallback``): servers of other DCs to move to when the client's DC stays unreachable for
-``failover_after_s``. The session moves only once the new DC has everything it depends on
-(``AdoptSession``, the rule in ``okapikv.core.session``): read-your-writes and monotonic reads hold
-across the move. Writes of the session that never left the old DC are what can be missing; the
-client waits for them at most ``failover_wait_s``, then raises ``FailoverTimeout`` (they may arrive
-when the old DC comes back) and stays with its DC. A write retried in the new DC after its old
-server failed may be applied twice (at-least-once, as for any retry).
+Failover (``fallback``): the rules and what the clients share are in ``okapikv.client.failover``;
+this client moves its own channels, to the first other DC that answers and has every write its
+session depends on, or raises ``FailoverTimeout`` and stays with its DC.
 """
 
 from __future__ import annotations
@@ -38,6 +34,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from okapikv.client import failover
 from okapikv.client import operations as ops
 from okapikv.client.native import SyncNativeCall
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
@@ -54,7 +51,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import FailoverTimeout, OkapiError, OutcomeUnknown, ProtocolMismatch, Unavailable
+from okapikv.errors import OkapiError, OutcomeUnknown, ProtocolMismatch, Unavailable
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -295,8 +292,7 @@ class Client:
                  native: bool = True) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
-        if failover_after_s <= 0 or failover_wait_s <= 0:
-            raise ValueError("failover_after_s and failover_wait_s must be positive")
+        failover.check_parameters(failover_after_s, failover_wait_s)
         self.timeout_s = timeout_s
         self.at_most_once = at_most_once
         self._pipeline = pipeline
@@ -501,11 +497,12 @@ class Client:
                 link.close()
                 continue
             topology = Topology.from_cluster_info(info, address)
-            if topology.cluster_id != current.cluster_id or topology.num_dcs != current.num_dcs:
+            try:
+                other = failover.candidate(topology, current, address)
+            except ProtocolMismatch:
                 link.close()
-                raise ProtocolMismatch(f"fallback {address} belongs to cluster {topology.cluster_id}, "
-                                       f"not {current.cluster_id}")
-            if topology.dc == current.dc:
+                raise
+            if not other:
                 link.close()
                 continue
             try:
@@ -517,18 +514,12 @@ class Client:
                 continue
             self._switch(topology, adopted)
             return
-        if lagging:
-            raise FailoverTimeout(
-                f"DC {current.dc_name} is unreachable and no other DC received every write this session depends "
-                f"on within {self.failover_wait_s:g} s ({'; '.join(lagging)}); writes that had not left DC "
-                f"{current.dc_name} reach the others only once it is back")
-        raise Unavailable(f"DC {current.dc_name} is unreachable and so is every fallback "
-                          f"({', '.join(self._addresses)})")
+        raise failover.no_dc(current.dc_name, lagging, self.failover_wait_s, self._addresses)
 
     def _adopt(self, link: _SyncLink, current: Topology) -> pb.Session | str:
         """Ask the new DC until it has the session's dependencies: its session, or how far it lags."""
         deadline = time.monotonic() + self.failover_wait_s
-        request = pb.AdoptSessionRequest(session=self._state.message(), from_dc=current.dc)
+        request = failover.adopt_request(self._state, current.dc)
         behind = ""
         for number in itertools.count(1):
             remaining = deadline - time.monotonic()
@@ -539,11 +530,10 @@ class Client:
             except grpc.RpcError as error:
                 behind = f"did not answer ({error.code().name})"
             else:
-                if reply.ready:
-                    adopted: pb.Session = reply.session
+                adopted = failover.outcome(reply, current)
+                if not isinstance(adopted, str):
                     return adopted
-                lag = [f"{current.dc_names[dc]} by {us / 1000:.1f} ms" for dc, us in enumerate(reply.behind_us) if us]
-                behind = "lacks updates of " + ", ".join(lag)
+                behind = adopted
             time.sleep(min(self._backoff.delay_s(number), max(deadline - time.monotonic(), 0.0)))
         raise AssertionError("unreachable")
 
@@ -553,5 +543,4 @@ class Client:
         self._retired.extend(self._links)
         self._links = [by_address[a] for a in topology.addresses]
         self._topology = topology
-        self._state = SessionState(topology.num_dcs)
-        self._state.merge(session)
+        self._state.replace(session)
