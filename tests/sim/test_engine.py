@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from okapikv.check.history import history_events
+from okapikv.check.report import check_history
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import Effect, Heartbeat, ReplicateBatch, Send
+from okapikv.core.mvstore import Version
 from okapikv.core.server import PartitionServer
 from okapikv.sim import SimConfig, Simulation, run_simulation
-from okapikv.sim.engine import START_US
+from okapikv.sim.engine import START_US, SimResult
 
 SMALL = SimConfig(num_partitions=2, num_clients=6, duration_s=0.3)
 
@@ -71,11 +75,11 @@ def test_a_partitioned_dc_keeps_serving_under_okapi_and_catches_up_on_repair() -
     assert check_history(history).ok
 
 
-def test_crash_is_a_pause_messages_queue_and_are_processed_on_restart() -> None:
+def test_a_pause_queues_messages_and_processes_them_on_resume() -> None:
     simulation = Simulation(SMALL)
-    simulation._push(START_US + 50_000, 5, 0, lambda: simulation._crash(1, 100_000))
+    simulation._push(START_US + 50_000, 5, 0, lambda: simulation._pause(1, 100_000))
     result = simulation.run()
-    assert [f.description for f in result.faults][:2] == ["crash dc0/p1 for 100 ms", "restart dc0/p1"]
+    assert [f.description for f in result.faults][:2] == ["pause dc0/p1 for 100 ms", "resume dc0/p1"]
     assert not simulation.inbox[1]
     history = result.history
     assert history is not None
@@ -90,6 +94,53 @@ def test_crash_is_a_pause_messages_queue_and_are_processed_on_restart() -> None:
     assert any(op.server == (0, 1) for op in stuck.values())
     assert not [op for op in history.operations
                 if op.server == (0, 1) and op.complete_us is not None and crash < op.complete_us < restart]
+
+
+def _crash_run(factory: type[PartitionServer] = PartitionServer) -> tuple[Simulation, SimResult]:
+    simulation = Simulation(SMALL, server_factory=factory)
+    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000))
+    return simulation, simulation.run()
+
+
+def test_a_crash_loses_the_memory_not_the_disk_and_the_restart_catches_up() -> None:
+    simulation = Simulation(SMALL)
+    original = simulation.servers[1]
+    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000))
+    result = simulation.run()
+    assert [f.description for f in result.faults][:2] == ["crash dc0/p1 for 60 ms", "restart dc0/p1"]
+    restarted = simulation.servers[1]
+    assert restarted is not original and simulation.retired == [original]
+    # what it had made durable came back (every version it held at the crash, as far as GC since allows)
+    # and it asked both replicas for what its lost link queues may have held
+    assert restarted.stats.catch_up_requests_sent >= 2 and restarted.catching_up == ()
+    history = result.history
+    assert history is not None
+    restart = START_US + 210_000
+    # requests lost with it were retried by their clients and served by the new incarnation
+    across = [op for op in history.operations if op.server == (0, 1) and op.invoke_us < restart
+              and op.complete_us is not None and op.complete_us > restart]
+    assert across and all(op.status == "ok" for op in across)
+    assert simulation.replication_inflight == 0 and not simulation.held
+    assert check_history(history).ok and not result.anomalies, [str(a) for a in result.anomalies[:3]]
+    # its counters before the crash still count
+    assert result.server_operations[0] == (simulation.servers[0].stats.operations + original.stats.operations
+                                           + restarted.stats.operations)
+    assert original.stats.operations.total() > 0 and restarted.stats.operations.total() > 0
+
+
+class AmnesiacServer(PartitionServer):
+    """A durability bug: the restart recovers the vectors but none of the versions."""
+
+    def restore(self, versions: Iterable[tuple[bytes, Version]], **vectors: Any) -> None:
+        super().restore((), **vectors)
+
+
+def test_a_restart_that_loses_the_disk_is_caught() -> None:
+    _, result = _crash_run(AmnesiacServer)
+    assert result.history is not None
+    report = check_history(result.history)
+    assert not report.ok
+    assert {"Divergence", "LostUpdate"} & {a.name for a in report.anomalies}, report.summary_lines()
 
 
 def test_held_messages_keep_fifo_order_on_repair() -> None:

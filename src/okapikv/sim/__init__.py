@@ -1,9 +1,9 @@
 """Deterministic simulation of the protocol core (DESIGN.md section 3; TigerBeetle VOPR, turmoil).
 
 The production partition servers run under virtual time: seeded network delays and partitions,
-per-server clocks with offsets, drift and steps, crashes (as pauses) and slow servers, closed-loop
-client sessions recording a history that ``okapikv.check`` then judges. See ``engine`` for the
-model and ``config`` for the knobs.
+per-server clocks with offsets, drift and steps, crashes (kill -9, then a restart from what was
+durable), pauses and slow servers, closed-loop client sessions recording a history that
+``okapikv.check`` then judges. See ``engine`` for the model and ``config`` for the knobs.
 
 Commands::
 

@@ -73,6 +73,7 @@ class FaultPlan:
 
     mean_interval_ms: float = 150.0
     partition_ms: tuple[float, float] = (50.0, 400.0)
+    #: how long a crashed server stays down, and a paused one stopped
     crash_ms: tuple[float, float] = (20.0, 300.0)
     slow_ms: tuple[float, float] = (50.0, 400.0)
     slow_service_us: tuple[int, int] = (200, 3_000)
@@ -83,6 +84,7 @@ class FaultPlan:
         ("partition_dc", 2.0),
         ("partition_link", 2.0),
         ("crash", 2.0),
+        ("pause", 1.0),
         ("slow", 1.0),
         ("clock_step", 1.0),
     )

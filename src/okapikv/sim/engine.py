@@ -15,10 +15,21 @@ module only carries out their effects:
 
 Faults (``FaultPlan``): *partition* a DC or the link between two DCs (messages are held, in FIFO
 order, and delivered on *repair*: links are reliable); *crash* a server and *restart* it later;
-*slow* a server (every message costs it extra service time); *step* a clock forward; clocks also
-drift. The core keeps its state in memory only, so a crash is modelled as a pause: the server stops
-processing messages and timers while messages queue for it, then resumes with its state intact.
-Durable crash-recovery (losing memory, replaying a log) is for when the storage layer exists.
+*pause* a server (SIGSTOP: it stops processing messages and timers while messages queue for it, then
+resumes with its state intact); *slow* a server (every message costs it extra service time); *step*
+a clock forward; clocks also drift.
+
+A crash is what ``kill -9`` does to a durable server (``okapikv.server`` over ``okapikv.storage``):
+everything in memory is gone, what it had made durable is not. The durable driver writes each
+call's changes before it releases that call's effects, so the disk holds exactly the store and
+vectors of the last call that ran: the restart builds a fresh ``PartitionServer`` from them
+(``restore``, with the clock floor at the old clock + 1, the least a persisted bound may be) and
+carries out its ``start_catch_up``. Lost with the process: messages received but not processed,
+requests parked, messages in flight to it (their connections broke) and messages it had queued
+behind a cut link (its link queues); what it had already sent stays on the wire. Messages other
+servers hold for it behind a cut link reach the new incarnation (their queues survive). A client
+whose request was lost retries it (``CLIENT_RETRY_US`` later, on the same server, until it serves):
+the request never ran, so the retry applies a write once.
 
 A run is a fault phase (``duration_s``: clients run, faults strike) then a heal-and-converge phase:
 every fault is repaired, clients finish their current operation and stop, the system runs until
@@ -83,6 +94,11 @@ START_US = 1_000_000
 _NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, GsvExchange})
 INFINITY = 1 << 62
 QUIESCENCE_POLL_US = 5_000
+#: how long a client whose request was lost with a crashed server waits before resending it
+CLIENT_RETRY_US = 10_000
+#: a snapshot read whose slice a crash lost is retried after this (the servers' 5 s default is
+#: the whole convergence timeout of a run that lasts a second or two)
+SIM_READ_TIMEOUT_US = 300_000
 FINAL_READERS_PER_DC = 8
 
 # event kinds (ints compare fast; the heap entry is (time, seq, kind, target, payload))
@@ -105,6 +121,8 @@ class _Client:
     final_keys: list[bytes] | None = None  # a final convergence reader: its keys, in order
     op: Operation | None = None
     request_id: int = 0
+    request: ClientRequest | None = None  # the request in flight, resent if a crash loses it
+    server: int = 0  # the server it was sent to
     counter: int = 0
     stopped: bool = False
 
@@ -143,7 +161,7 @@ class Simulation:
                  ) -> None:
         """``server_factory`` builds each partition server (tests inject deliberately broken ones)."""
         config.validate()
-        factory = server_factory or PartitionServer
+        factory = self.factory = server_factory or PartitionServer
         self.config = config
         self.invariants = config.invariants
         self.rng = random.Random(config.seed)
@@ -159,6 +177,7 @@ class Simulation:
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
+                    read_timeout_us=SIM_READ_TIMEOUT_US,
                 )
             )
             for dc in range(dcs)
@@ -196,10 +215,13 @@ class Simulation:
         self.dc_down = [0] * dcs
         self.pair_down: Counter[tuple[int, int]] = Counter()
         self.held: dict[int, list[Message]] = {}
-        self.inflight: dict[int, deque[int]] = {}  # cross-DC link -> first timestamps of batches in flight
+        self.inflight: dict[int, deque[int]] = {}  # cross-DC link -> first new timestamps of batches in flight
+        self.carried: dict[int, int] = {}  # cross-DC link -> highest update timestamp it has carried
         self.replication_inflight = 0
         # servers
         self.paused = [False] * count_servers
+        self.down = [False] * count_servers  # crashed, not restarted yet
+        self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [config.service_us] * count_servers
         self.busy_until = [0] * count_servers
@@ -284,12 +306,27 @@ class Simulation:
             heapq.heappush(self.heap, (at, next(self._seq), DELIVER, destination, message))
             return
         if kind is ReplicateBatch:
-            self.inflight.setdefault(link, deque()).append(message.updates[0].timestamp)  # type: ignore[union-attr]
-            self.replication_inflight += 1
+            self._track_batch(link, message)  # type: ignore[arg-type]
         if not self._link_up(src_dc, dst_dc):
             self.held.setdefault(link, []).append(message)
             return
         self._transmit(link, src_dc, dst_dc, destination, message)
+
+    def _track_batch(self, link: int, batch: ReplicateBatch) -> None:
+        """Count a replication batch in flight, with the lowest timestamp in it that the link has not
+        carried yet (what the replication promise is checked against, ``_check_promise``): a
+        catch-up answer resends updates the link carried before (``CatchUpRequest``), which a
+        heartbeat sent before it may rightly cover; a batch with nothing new is recorded as
+        ``INFINITY``."""
+        updates = batch.updates
+        first, last = updates[0].timestamp, updates[-1].timestamp
+        carried = self.carried.get(link, 0)
+        if first <= carried:
+            first = min((u.timestamp for u in updates if u.timestamp > carried), default=INFINITY)
+        if last > carried:
+            self.carried[link] = last
+        self.inflight.setdefault(link, deque()).append(first)
+        self.replication_inflight += 1
 
     def _transmit(self, link: int, src_dc: int, dst_dc: int, destination: int, message: Message) -> None:
         """Put a cross-DC message on its link: never delivered before the link's previous message."""
@@ -397,7 +434,7 @@ class Simulation:
                         heapq.heappush(heap, (start, next(self._seq), PROCESS, target, payload))
                         continue
                 if paused[target]:
-                    self.inbox[target].append(payload)  # type: ignore[arg-type]
+                    self._hold_or_lose(target, payload)  # type: ignore[arg-type]
                 else:
                     self._process(target, payload)  # type: ignore[arg-type]
             elif kind == TIMER:
@@ -409,7 +446,7 @@ class Simulation:
                 self._issue(self.clients[target])
             elif kind == PROCESS:
                 if paused[target]:
-                    self.inbox[target].append(payload)  # type: ignore[arg-type]
+                    self._hold_or_lose(target, payload)  # type: ignore[arg-type]
                 else:
                     self._process(target, payload)  # type: ignore[arg-type]
             else:
@@ -472,9 +509,10 @@ class Simulation:
         self.operations[f] += 1
         client.op = op
         client.request_id = rid
+        client.request = request
+        client.server = dc * partitions + partition
         self.pending[rid] = client.index
-        heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), DELIVER, dc * partitions + partition,
-                                   request))
+        heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), DELIVER, client.server, request))
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
@@ -586,8 +624,9 @@ class Simulation:
             client.op = self.recorder.invoke(client.process, client.dc, "get", self.now, key=decode_bytes(key),
                                              final=True, server=(client.dc, partition))
         self.pending[rid] = client.index
-        self._push(self.now + self._lan(), DELIVER, client.dc * self.num_partitions + partition,
-                   GetRequest(rid, key, client.session.current))
+        client.request = GetRequest(rid, key, client.session.current)
+        client.server = client.dc * self.num_partitions + partition
+        self._push(self.now + self._lan(), DELIVER, client.server, client.request)
 
     def _check_clients_stopped(self) -> None:
         """Clients must finish their last operation within the convergence timeout of the heal."""
@@ -641,10 +680,10 @@ class Simulation:
             a, b = rng.sample(range(dcs), 2)
             length = int(rng.uniform(*plan.partition_ms) * 1000)
             return lambda: self._partition_link(a, b, length)
-        if kind == "crash":
+        if kind in ("crash", "pause"):
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
-            return lambda: self._crash(index, length)
+            return lambda: (self._crash if kind == "crash" else self._pause)(index, length)
         if kind == "slow":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.slow_ms) * 1000)
@@ -706,22 +745,91 @@ class Simulation:
             for message in self.held.pop(link):
                 self._transmit(link, src_dc, dst_dc, destination, message)
 
-    def _crash(self, index: int, length_us: int) -> None:
+    def _pause(self, index: int, length_us: int) -> None:
         if self.stopping or self.paused[index]:
             return
         self.paused[index] = True
-        self.faults.append(FaultRecord(self.now, f"crash {self._name(index)} for {length_us / 1000:.0f} ms"))
+        self.faults.append(FaultRecord(self.now, f"pause {self._name(index)} for {length_us / 1000:.0f} ms"))
 
-        def restart() -> None:
+        def resume() -> None:
             self.paused[index] = False
-            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"))
+            self.faults.append(FaultRecord(self.now, f"resume {self._name(index)}"))
             queued, self.inbox[index] = self.inbox[index], []
             for message in queued:
                 self._process(index, message)
             self.timer_at[index] = INFINITY
             self._arm(index)
 
+        self._timed(length_us, resume)
+
+    def _crash(self, index: int, length_us: int) -> None:
+        """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring)."""
+        if self.stopping or self.paused[index]:
+            return
+        self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: and loses
+        self.faults.append(FaultRecord(self.now, f"crash {self._name(index)} for {length_us / 1000:.0f} ms"))
+        kept: list[Event] = []
+        for event in self.heap:
+            if event[3] == index and event[2] in (DELIVER, PROCESS):
+                self._lose(index, event[4], retry=False)  # type: ignore[arg-type]
+            else:
+                kept.append(event)
+        self.heap[:] = kept  # in place: the event loop holds the list
+        heapq.heapify(self.heap)
+        for message in self.inbox[index]:
+            self._lose(index, message, retry=False)
+        self.inbox[index] = []
+        count_servers = self.count_servers
+        for link in [link for link in self.held if link // count_servers == index]:
+            for message in self.held.pop(link):
+                if type(message) is ReplicateBatch:
+                    self.inflight[link].pop()
+                    self.replication_inflight -= 1
+        self.busy_until[index] = self.now
+        for client in self.clients:  # requests it had received (parked, in service) are lost too
+            if client.server == index and client.request is not None and client.request.request_id in self.pending:
+                self._retry(client)
+
+        def restart() -> None:
+            old = self.servers[index]
+            new = self.factory(old.config)
+            new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
+                        vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
+                        clock_floor=old.clock + 1)
+            self.retired.append(old)
+            self.servers[index] = new
+            self.paused[index] = self.down[index] = False
+            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"))
+            self._apply(index, new.start_catch_up())
+            self._stable_changed(index)
+            self.timer_at[index] = INFINITY
+            self._arm(index)
+
         self._timed(length_us, restart)
+
+    def _hold_or_lose(self, index: int, message: Message) -> None:
+        """A message for a paused server waits in its inbox; one for a crashed server is lost."""
+        if self.down[index]:
+            self._lose(index, message, retry=True)
+        else:
+            self.inbox[index].append(message)
+
+    def _lose(self, index: int, message: Message, *, retry: bool) -> None:
+        """``message`` to server ``index`` is lost with its crash: account for it (a replication
+        batch leaves its link's in-flight queue, at its head: links are FIFO); a client request is
+        resent by its client if ``retry`` (the crash itself resends those it caught)."""
+        if type(message) is ReplicateBatch:
+            source = message.source
+            self.inflight[(source.dc * self.num_partitions + source.partition) * self.count_servers + index].popleft()
+            self.replication_inflight -= 1
+        elif retry and isinstance(message, ClientRequest):
+            client = self.pending.get(message.request_id)
+            if client is not None:
+                self._retry(self.clients[client])
+
+    def _retry(self, client: _Client) -> None:
+        heapq.heappush(self.heap, (self.now + CLIENT_RETRY_US, next(self._seq), DELIVER, client.server,
+                                   client.request))
 
     def _slow(self, index: int, length_us: int, service_us: int) -> None:
         if self.stopping:
@@ -755,11 +863,12 @@ class Simulation:
         link = (source.dc * self.num_partitions + source.partition) * len(self.servers) + index
         queue = self.inflight.get(link)
         server = self.servers[index]
-        if queue and server.vv[source.dc] >= queue[0]:
+        first = min(queue) if queue else INFINITY  # not queue[0]: catch-up answers resend older updates
+        if server.vv[source.dc] >= first:
             self._invariant(
                 "ReplicationPromise",
                 f"{self._name(index)} received a heartbeat from {self._name(link // len(self.servers))} that sets "
-                f"vv[{source.dc}]={server.vv[source.dc]} while an update with timestamp {queue[0]} from it is "
+                f"vv[{source.dc}]={server.vv[source.dc]} while an update with timestamp {first} from it is "
                 f"still in flight: the heartbeat overtook the update, so stability may cover a missing version",
             )
 
@@ -835,7 +944,7 @@ class Simulation:
         waits_by_dc: dict[int, dict[str, WaitStats]] = {}
         server_operations: dict[int, Counter[str]] = {}
         retries = 0
-        for server in self.servers:
+        for server in self.retired + self.servers:
             retries += server.stats.snapshot_retries
             server_operations.setdefault(server.dc, Counter()).update(server.stats.operations)
             for reason, stats in server.stats.waits.items():
