@@ -143,6 +143,24 @@ def test_a_restart_that_loses_the_disk_is_caught() -> None:
     assert {"Divergence", "LostUpdate"} & {a.name for a in report.anomalies}, report.summary_lines()
 
 
+def test_a_slow_servers_backlog_is_served_at_full_speed_once_it_recovers() -> None:
+    simulation = Simulation(SMALL)
+    simulation._push(START_US + 50_000, 5, 0, lambda: simulation._slow(1, 100_000, 20_000))
+    backlog: list[int] = []
+
+    def probe(into: list[int]) -> None:
+        into.append(simulation.busy_until[1] - simulation.now)
+
+    simulation._push(START_US + 149_999, 5, 0, lambda: probe(backlog))
+    simulation._push(START_US + 150_001, 5, 0, lambda: probe(backlog))
+    result = simulation.run()
+    assert "recover dc0/p1" in [f.description for f in result.faults]
+    before, after = backlog
+    assert before > 1_000_000  # 20 ms a message for 100 ms: seconds of backlog...
+    assert after <= 0  # ...served at once at full speed, in order
+    assert result.quiescent_us is not None and not result.anomalies
+
+
 def test_held_messages_keep_fifo_order_on_repair() -> None:
     simulation = Simulation(replace(SMALL, num_clients=3))
     simulation.pair_down[(0, 1)] += 1

@@ -841,8 +841,24 @@ class Simulation:
         def recover() -> None:
             self.service_us[index] -= service_us
             self.faults.append(FaultRecord(self.now, f"recover {self._name(index)}"))
+            self._requeue(index)
 
         self._timed(length_us, recover)
+
+    def _requeue(self, index: int) -> None:
+        """Serve the backlog of a server that recovered from slowness at its new speed, in order.
+        Each message was given its service time when it arrived: without this a backlog built up
+        at the slow speed (a burst of held messages on a repair) stayed slow for seconds after."""
+        backlog = sorted(event for event in self.heap if event[2] == PROCESS and event[3] == index)
+        if not backlog:
+            return
+        self.heap[:] = [event for event in self.heap if not (event[2] == PROCESS and event[3] == index)]
+        heapq.heapify(self.heap)
+        at = self.now
+        for event in backlog:
+            at += self.service_us[index]
+            heapq.heappush(self.heap, (at, next(self._seq), PROCESS, index, event[4]))
+        self.busy_until[index] = at
 
     def _clock_step(self, index: int, step_us: int) -> None:
         if self.stopping:
