@@ -9,7 +9,7 @@ from typing import Any
 from okapikv.check.history import history_events
 from okapikv.check.report import check_history
 from okapikv.core.config import CoreConfig
-from okapikv.core.messages import Effect, Heartbeat, ReplicateBatch, Send
+from okapikv.core.messages import Effect, Heartbeat, Message, ReplicateBatch, Send
 from okapikv.core.mvstore import Version
 from okapikv.core.server import PartitionServer
 from okapikv.sim import SimConfig, Simulation, run_simulation
@@ -105,8 +105,19 @@ def _crash_run(factory: type[PartitionServer] = PartitionServer) -> tuple[Simula
 def test_a_crash_loses_the_memory_not_the_disk_and_the_restart_catches_up() -> None:
     simulation = Simulation(SMALL)
     original = simulation.servers[1]
+    resent: list[Message] = []
+    resend = simulation._resend
+
+    def recording(source: int, destination: int, messages: list[Message]) -> None:
+        resent.extend(messages)
+        resend(source, destination, messages)
+
+    simulation._resend = recording  # type: ignore[method-assign]
     simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000))
     result = simulation.run()
+    # what peers had sent it and it had not handled was resent to the new incarnation, in order
+    assert resent and simulation.unacked[1] == {}
+    assert {type(m).__name__ for m in resent} >= {"Heartbeat", "ReplicateBatch"}
     assert [f.description for f in result.faults][:2] == ["crash dc0/p1 for 60 ms", "restart dc0/p1"]
     restarted = simulation.servers[1]
     assert restarted is not original and simulation.retired == [original]

@@ -23,6 +23,8 @@ from okapikv.core.messages import (
     GetRequest,
     Heartbeat,
     PutRequest,
+    ReadItem,
+    ReadTxReply,
     ReadTxRequest,
     ReplicaProgress,
     ReplicateBatch,
@@ -30,11 +32,13 @@ from okapikv.core.messages import (
     Send,
     ServerId,
     Session,
+    SliceReply,
     TxSlice,
     Update,
     WriteReply,
 )
 from okapikv.core.mvstore import Change, MultiVersionStore, Version
+from okapikv.core.partitioning import partition_of
 from okapikv.core.server import Changes, PartitionServer
 from okapikv.core.session import adopt
 from okapikv.core.timestamps import pack
@@ -271,6 +275,32 @@ def test_a_read_whose_slice_is_never_answered_is_retried() -> None:
     assert resent, "the read was never retried"
     assert resent[0].message.tx_id != first[0].message.tx_id  # type: ignore[union-attr]
     assert coordinator.stats.read_timeouts == 1 and coordinator.pending_reads == 1
+
+
+def test_a_slice_reply_for_the_previous_incarnation_is_not_taken_for_a_new_read() -> None:
+    """A peer's link resends what the crashed coordinator had not acknowledged, to its new
+    incarnation (``okapikv.server.links``): a slice answer of an old read must not complete a new
+    read that happens to have the same id (the new one would return another snapshot's values, or
+    none). Ids of a restored incarnation start above every id of the earlier ones."""
+    config = CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=2)
+    peer = ServerId(0, 1)
+    old_key, new_key = (next(k for n in range(100) if partition_of(k := b"%s%d" % (prefix, n), 2) == 1)
+                        for prefix in (b"old", b"new"))
+    old = PartitionServer(config)
+    first = [s.message for s in sends(old.handle(ReadTxRequest(1, (old_key,), fresh(1)), T0))]
+    assert len(first) == 1 and isinstance(first[0], TxSlice)
+    stale = SliceReply(peer, first[0].tx_id, (ReadItem(old_key, b"old snapshot", pack(5), 0, None),))
+    new = PartitionServer(config)
+    # the floor a durable driver persists is above the clock and the time it last saw (group_commit)
+    new.restore((), vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon, clock_floor=pack(T0 + 1))
+    now = T0 + 1_000
+    slices = [s.message for s in sends(new.handle(ReadTxRequest(2, (new_key,), fresh(1)), now))]
+    assert len(slices) == 1 and isinstance(slices[0], TxSlice) and slices[0].tx_id > first[0].tx_id
+    assert new.handle(stale, now + 1) == []  # an abandoned attempt's late answer, ignored
+    assert new.pending_reads == 1
+    answer = SliceReply(peer, slices[0].tx_id, (ReadItem(new_key, b"new", pack(6), 0, None),))
+    replies = [e.reply for e in new.handle(answer, now + 2) if isinstance(e, Respond)]
+    assert [r.values for r in replies if isinstance(r, ReadTxReply)] == [(b"new",)]
 
 
 # ====================================================================== moving a session to another DC

@@ -174,7 +174,8 @@ class PartitionServer:
         )
         self._parked: list[_Parked] = []
         self._pending: dict[int, _PendingRead] = {}
-        self._next_tx_id = 1
+        # 0: not chosen yet; the first read of this incarnation picks it (``_start_read``)
+        self._next_tx_id = 0
         self._outbox: list[Update] = []
         self._last_replication_send_us = 0
         self._next_heartbeat_us = 0
@@ -185,7 +186,7 @@ class PartitionServer:
         self._gc_slice = 0  # ... and per slice
         # catch-up: source DC -> id of the latest CatchUpRequest sent to it and not answered yet
         self._catching_up: dict[int, int] = {}
-        self._next_catch_up_id = 1
+        self._next_catch_up_id = 0  # as ``_next_tx_id``
         # the latest vv entry for this DC that each replica reported (ReplicaProgress)
         self._peer_progress: dict[int, int] = {}
         self._progress_sent: dict[int, int] = {}
@@ -523,8 +524,13 @@ class PartitionServer:
         return self._start_read(request, snapshot, now_us)
 
     def _start_read(self, request: ReadTxRequest | ScanRequest, snapshot: Vector, now_us: int) -> list[Effect]:
-        tx_id = self._next_tx_id
-        self._next_tx_id += 1
+        # An incarnation's ids start at its clock when it first needs one, so they are above every id
+        # of an earlier incarnation of this server (whose ids grew by one per read while its clock
+        # grew by 2**16 per microsecond): a peer's link resends what a crashed server had not
+        # acknowledged to its new incarnation (``okapikv.server.links``), and an old read's slice
+        # answer must not complete a new read of the same id (``_on_slice_reply``).
+        tx_id = self._next_tx_id or max(pack(now_us), self.clock + 1)
+        self._next_tx_id = tx_id + 1
         slices: dict[int, TxSlice | ScanSlice] = {}
         if isinstance(request, ReadTxRequest):
             by_partition: dict[int, list[bytes]] = {}
@@ -670,8 +676,8 @@ class PartitionServer:
     # ================================================================ catch-up after a restart
 
     def _request_catch_up(self, peer: ServerId, *, restarted: bool) -> Send:
-        request_id = self._next_catch_up_id
-        self._next_catch_up_id += 1
+        request_id = self._next_catch_up_id or self.clock + 1  # unique across incarnations: ``_start_read``
+        self._next_catch_up_id = request_id + 1
         self._catching_up[peer.dc] = request_id
         self.stats.catch_up_requests_sent += 1
         return Send(peer, CatchUpRequest(self.id, request_id, self.vv[peer.dc], restarted))

@@ -24,12 +24,14 @@ everything in memory is gone, what it had made durable is not. The durable drive
 call's changes before it releases that call's effects, so the disk holds exactly the store and
 vectors of the last call that ran: the restart builds a fresh ``PartitionServer`` from them
 (``restore``, with the clock floor at the old clock + 1, the least a persisted bound may be) and
-carries out its ``start_catch_up``. Lost with the process: messages received but not processed,
-requests parked, messages in flight to it (their connections broke) and messages it had queued
-behind a cut link (its link queues); what it had already sent stays on the wire. Messages other
-servers hold for it behind a cut link reach the new incarnation (their queues survive). A client
-whose request was lost retries it (``CLIENT_RETRY_US`` later, on the same server, until it serves):
-the request never ran, so the retry applies a write once.
+carries out its ``start_catch_up``. Lost with the process: what it had taken but not finished
+(parked requests, reads waiting for slices), and what it had queued for others behind a cut link
+(its link queues); what it had already sent stays on the wire. Peer messages it had not handled
+(in flight to it, arriving while it is down, in its inbox) are not lost: as the production links
+do, their senders keep them unacknowledged and resend them, in order, to the new incarnation,
+which must tell them from its own (``PartitionServer._start_read``). Client requests are lost with
+their connection: the client resends its request (``CLIENT_RETRY_US`` later, on the same server,
+until it serves), which never ran, so a write is applied once.
 
 A run is a fault phase (``duration_s``: clients run, faults strike) then a heal-and-converge phase:
 every fault is repaired, clients finish their current operation and stop, the system runs until
@@ -221,6 +223,8 @@ class Simulation:
         # servers
         self.paused = [False] * count_servers
         self.down = [False] * count_servers  # crashed, not restarted yet
+        #: per crashed server, per source server: the peer messages its links will resend to it
+        self.unacked: list[dict[int, list[Message]]] = [{} for _ in range(count_servers)]
         self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [config.service_us] * count_servers
@@ -299,6 +303,9 @@ class Simulation:
         counts[kind] = counts.get(kind, 0) + 1
         if src_dc == dst_dc:
             # inside a DC: the common case (slices, stabilization), kept short
+            if self.down[destination]:
+                self.unacked[destination].setdefault(source, []).append(message)
+                return
             at = self.now + self.lan_low + int(self._random() * self.lan_span)
             if at < self.link_last[link]:
                 at = self.link_last[link]
@@ -329,7 +336,11 @@ class Simulation:
         self.replication_inflight += 1
 
     def _transmit(self, link: int, src_dc: int, dst_dc: int, destination: int, message: Message) -> None:
-        """Put a cross-DC message on its link: never delivered before the link's previous message."""
+        """Put a cross-DC message on its link: never delivered before the link's previous message.
+        Nothing leaves for a crashed server: the link waits to resend it to the next incarnation."""
+        if self.down[destination]:
+            self.unacked[destination].setdefault(link // self.count_servers, []).append(message)
+            return
         at = self.now + self._wan_delay(src_dc, dst_dc) + self.link_extra[link]
         last = self.link_last[link]
         if at < last:
@@ -434,7 +445,7 @@ class Simulation:
                         heapq.heappush(heap, (start, next(self._seq), PROCESS, target, payload))
                         continue
                 if paused[target]:
-                    self._hold_or_lose(target, payload)  # type: ignore[arg-type]
+                    self._hold(target, payload)  # type: ignore[arg-type]
                 else:
                     self._process(target, payload)  # type: ignore[arg-type]
             elif kind == TIMER:
@@ -446,7 +457,7 @@ class Simulation:
                 self._issue(self.clients[target])
             elif kind == PROCESS:
                 if paused[target]:
-                    self._hold_or_lose(target, payload)  # type: ignore[arg-type]
+                    self._hold(target, payload)  # type: ignore[arg-type]
                 else:
                     self._process(target, payload)  # type: ignore[arg-type]
             else:
@@ -766,27 +777,22 @@ class Simulation:
         """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring)."""
         if self.stopping or self.paused[index]:
             return
-        self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: and loses
+        self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: see _hold
         self.faults.append(FaultRecord(self.now, f"crash {self._name(index)} for {length_us / 1000:.0f} ms"))
-        kept: list[Event] = []
-        for event in self.heap:
-            if event[3] == index and event[2] in (DELIVER, PROCESS):
-                self._lose(index, event[4], retry=False)  # type: ignore[arg-type]
-            else:
-                kept.append(event)
-        self.heap[:] = kept  # in place: the event loop holds the list
-        heapq.heapify(self.heap)
-        for message in self.inbox[index]:
-            self._lose(index, message, retry=False)
+        mine = sorted(event for event in self.heap if event[3] == index and event[2] in (DELIVER, PROCESS))
+        self.heap[:] = [event for event in self.heap if not (event[3] == index and event[2] in (DELIVER, PROCESS))]
+        heapq.heapify(self.heap)  # in place: the event loop holds the list
+        for message in [*self.inbox[index], *(event[4] for event in mine)]:
+            self._hold(index, message)  # type: ignore[arg-type]
         self.inbox[index] = []
         count_servers = self.count_servers
         for link in [link for link in self.held if link // count_servers == index]:
-            for message in self.held.pop(link):
+            for message in self.held.pop(link):  # its own link queues die with it
                 if type(message) is ReplicateBatch:
                     self.inflight[link].pop()
                     self.replication_inflight -= 1
         self.busy_until[index] = self.now
-        for client in self.clients:  # requests it had received (parked, in service) are lost too
+        for client in self.clients:  # requests it had taken (parked, being served) are lost too
             if client.server == index and client.request is not None and client.request.request_id in self.pending:
                 self._retry(client)
 
@@ -801,31 +807,45 @@ class Simulation:
             self.paused[index] = self.down[index] = False
             self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"))
             self._apply(index, new.start_catch_up())
+            unacked, self.unacked[index] = self.unacked[index], {}
+            for source, messages in unacked.items():
+                self._resend(source, index, messages)
             self._stable_changed(index)
             self.timer_at[index] = INFINITY
             self._arm(index)
 
         self._timed(length_us, restart)
 
-    def _hold_or_lose(self, index: int, message: Message) -> None:
-        """A message for a paused server waits in its inbox; one for a crashed server is lost."""
-        if self.down[index]:
-            self._lose(index, message, retry=True)
-        else:
+    def _hold(self, index: int, message: Message) -> None:
+        """A message for a paused server waits in its inbox. One for a crashed server: a client's
+        request is lost (the client resends it); a peer's stays unacknowledged in the peer's link,
+        which resends it to the new incarnation (``okapikv.server.links``)."""
+        if not self.down[index]:
             self.inbox[index].append(message)
-
-    def _lose(self, index: int, message: Message, *, retry: bool) -> None:
-        """``message`` to server ``index`` is lost with its crash: account for it (a replication
-        batch leaves its link's in-flight queue, at its head: links are FIFO); a client request is
-        resent by its client if ``retry`` (the crash itself resends those it caught)."""
-        if type(message) is ReplicateBatch:
-            source = message.source
-            self.inflight[(source.dc * self.num_partitions + source.partition) * self.count_servers + index].popleft()
-            self.replication_inflight -= 1
-        elif retry and isinstance(message, ClientRequest):
+        elif isinstance(message, ClientRequest):
             client = self.pending.get(message.request_id)
             if client is not None:
                 self._retry(self.clients[client])
+        else:
+            source = message.source
+            self.unacked[index].setdefault(source.dc * self.num_partitions + source.partition, []).append(message)
+
+    def _resend(self, source: int, destination: int, messages: list[Message]) -> None:
+        """A link's unacknowledged tail, resent in order to a restarted server, ahead of anything
+        the link sends later (and ahead of what it holds, if it is cut)."""
+        partitions = self.num_partitions
+        src_dc, dst_dc = source // partitions, destination // partitions
+        link = source * self.count_servers + destination
+        if not self._link_up(src_dc, dst_dc):
+            self.held[link] = messages + self.held.get(link, [])
+            return
+        for message in messages:
+            if src_dc == dst_dc:
+                at = max(self.now + self._lan(), self.link_last[link])
+                self.link_last[link] = at
+                heapq.heappush(self.heap, (at, next(self._seq), DELIVER, destination, message))
+            else:
+                self._transmit(link, src_dc, dst_dc, destination, message)
 
     def _retry(self, client: _Client) -> None:
         heapq.heappush(self.heap, (self.now + CLIENT_RETRY_US, next(self._seq), DELIVER, client.server,
@@ -854,10 +874,16 @@ class Simulation:
             return
         self.heap[:] = [event for event in self.heap if not (event[2] == PROCESS and event[3] == index)]
         heapq.heapify(self.heap)
-        at = self.now
+        at, service = self.now, self.service_us[index]
         for event in backlog:
-            at += self.service_us[index]
-            heapq.heappush(self.heap, (at, next(self._seq), PROCESS, index, event[4]))
+            message: Message = event[4]  # type: ignore[assignment]
+            if service:
+                at += service
+                heapq.heappush(self.heap, (at, next(self._seq), PROCESS, index, message))
+            elif self.paused[index]:  # served now, in order: what arrives at this instant comes after
+                self._hold(index, message)
+            else:
+                self._process(index, message)
         self.busy_until[index] = at
 
     def _clock_step(self, index: int, step_us: int) -> None:
