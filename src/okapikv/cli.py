@@ -108,7 +108,8 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--clients", type=int, default=12)
     p.add_argument("--duration-s", type=float, default=2.0, help="simulated seconds of the fault phase")
     p.add_argument("--protocol", default="okapi")
-    p.add_argument("--faults", action="store_true", help="inject partitions, crashes, clock steps, slow servers")
+    p.add_argument("--faults", action="store_true",
+                   help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
     p.add_argument("--clock-skew-ms", type=float, default=0.0)
     p.add_argument("--history", default=None, help="write the history (JSON lines) to this file")
     p.set_defaults(target="okapikv.sim.cli:run_sim")
