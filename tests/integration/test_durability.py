@@ -251,7 +251,9 @@ def test_a_client_fails_over_to_another_dc_and_keeps_its_guarantees(tmp_path: Pa
                  "the stranded write reaching b once a is back")
 
 
-def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("native", "pipeline"), [(True, True), (False, True), (False, False)],
+                         ids=["native-port", "grpc-stream", "unary"])
+def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path, native: bool, pipeline: bool) -> None:
     """The connections move once, with the first session that finds the DC gone; every other
     session is adopted by the new DC at its next operation, or gets ``FailoverTimeout`` while that
     DC lacks its writes, and moves once they arrive."""
@@ -261,7 +263,7 @@ def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path) -> Non
 
         async def scenario() -> None:
             async with AsyncClient(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=0.5,
-                                   failover_wait_s=1.0) as client:
+                                   failover_wait_s=1.0, native=native, pipeline=pipeline) as client:
                 fork, late = client.fork(), client.fork()
                 await asyncio.gather(client.put(mine[0], b"1"), client.put(mine[1], b"2"))
                 await fork.put(theirs[0], b"f")
