@@ -6,13 +6,16 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from okapikv.check.history import history_events
 from okapikv.check.report import check_history
 from okapikv.core.config import CoreConfig
-from okapikv.core.messages import Effect, Heartbeat, Message, ReplicateBatch, Send
+from okapikv.core.messages import Effect, Heartbeat, Message, ReplicateBatch, Send, Session
 from okapikv.core.mvstore import Version
 from okapikv.core.server import PartitionServer
-from okapikv.sim import SimConfig, Simulation, run_simulation
+from okapikv.core.session import Adoption
+from okapikv.sim import SimConfig, Simulation, engine, run_simulation
 from okapikv.sim.engine import START_US, SimResult
 
 SMALL = SimConfig(num_partitions=2, num_clients=6, duration_s=0.3)
@@ -152,6 +155,38 @@ def test_a_restart_that_loses_the_disk_is_caught() -> None:
     report = check_history(result.history)
     assert not report.ok
     assert {"Divergence", "LostUpdate"} & {a.name for a in report.anomalies}, report.summary_lines()
+
+
+def _long_crash_run() -> tuple[Simulation, SimResult]:
+    """DC 0's partition 0 down for 400 ms. Clients think up to 50 ms between operations, so some
+    sessions of DC 0 depend on nothing recent enough to be missing elsewhere: those can move (a
+    session that just wrote in DC 0 cannot until DC 0 stabilizes again, after the restart)."""
+    simulation = Simulation(replace(SMALL, duration_s=0.8, think_us_max=50_000))
+    simulation._push(START_US + 250_000, 5, 0, lambda: simulation._crash(0, 400_000))
+    return simulation, simulation.run()
+
+
+def test_a_client_whose_server_stays_down_moves_to_another_dc_with_its_guarantees() -> None:
+    simulation, result = _long_crash_run()
+    moves = [f.description for f in result.faults if "fails over" in f.description]
+    assert moves and simulation.failovers == len(moves) and all("dc0 -> " in move for move in moves)
+    history = result.history
+    assert history is not None
+    moved = {op.process for op in history.operations if op.process in {c.process for c in simulation.clients
+                                                                       if c.index % 3 == 0} and op.dc != 0}
+    assert moved  # clients of DC 0 went on in another DC
+    assert check_history(history).ok and not result.anomalies, [str(a) for a in result.anomalies[:3]]
+
+
+def test_a_failover_that_forgets_the_session_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forgetful(session: Session, *, from_dc: int, here_dc: int, stable: tuple[int, ...]) -> Adoption:
+        return Adoption(True, Session(stable, 0), tuple(0 for _ in stable))  # drops the session's writes
+
+    monkeypatch.setattr(engine, "adopt", forgetful)
+    _, result = _long_crash_run()
+    assert result.history is not None
+    names = {a.name for a in check_history(result.history).anomalies}
+    assert names & {"ReadYourWrites", "MonotonicReads", "MonotonicWrites", "WritesFollowReads"}, names
 
 
 def test_a_slow_servers_backlog_is_served_at_full_speed_once_it_recovers() -> None:

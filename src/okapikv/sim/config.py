@@ -79,6 +79,9 @@ class FaultPlan:
     slow_service_us: tuple[int, int] = (200, 3_000)
     clock_step_ms: tuple[float, float] = (1.0, 30.0)
     drift_ppm_max: float = 200.0
+    #: a client whose server stays down this long moves its session to another DC that can adopt
+    #: it (the clients' ``fallback``, ``okapikv.client.failover``); 0: clients only retry
+    failover_after_ms: float = 30.0
     #: relative weights of the fault kinds
     kinds: tuple[tuple[str, float], ...] = (
         ("partition_dc", 2.0),

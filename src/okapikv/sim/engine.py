@@ -31,7 +31,10 @@ carries out its ``start_catch_up``. Lost with the process: what it had taken but
 do, their senders keep them unacknowledged and resend them, in order, to the new incarnation,
 which must tell them from its own (``PartitionServer._start_read``). Client requests are lost with
 their connection: the client resends its request (``CLIENT_RETRY_US`` later, on the same server,
-until it serves), which never ran, so a write is applied once.
+until it serves), which never ran, so a write is applied once. Once its server has been down for
+``FaultPlan.failover_after_ms``, a client moves to another DC instead if that DC can adopt its
+session (``okapikv.core.session.adopt``, what the real clients' ``fallback`` asks ``AdoptSession``),
+and stays there: the checkers then judge the session guarantees across the move.
 
 A run is a fault phase (``duration_s``: clients run, faults strike) then a heal-and-converge phase:
 every fault is repaired, clients finish their current operation and stop, the system runs until
@@ -51,7 +54,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count
 
 from okapikv.check.anomalies import Anomaly
@@ -84,7 +87,7 @@ from okapikv.core.messages import (
 from okapikv.core.mvstore import Version
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer
-from okapikv.core.session import ClientSession
+from okapikv.core.session import ClientSession, adopt
 from okapikv.core.stats import WaitStats
 from okapikv.sim.clock import ClockModel
 from okapikv.sim.config import SimConfig, dc_names
@@ -125,6 +128,7 @@ class _Client:
     request_id: int = 0
     request: ClientRequest | None = None  # the request in flight, resent if a crash loses it
     server: int = 0  # the server it was sent to
+    lost_since: int | None = None  # when a crash first lost the request in flight
     counter: int = 0
     stopped: bool = False
 
@@ -239,6 +243,8 @@ class Simulation:
         for index in range(config.num_clients):
             self.clients.append(_Client(index, f"c{index}", index % dcs, ClientSession(dcs)))
         self.pending: dict[int, int] = {}
+        self.failover_us = int(config.fault_plan.failover_after_ms * 1000)
+        self.failovers = 0
         self._next_request = 1
         self.operations: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
@@ -527,6 +533,7 @@ class Simulation:
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
+        client.lost_since = None
         op = client.op
         now = self.now
         if type(reply) is ErrorReply:
@@ -848,8 +855,43 @@ class Simulation:
                 self._transmit(link, src_dc, dst_dc, destination, message)
 
     def _retry(self, client: _Client) -> None:
+        """Resend a request a crash lost, ``CLIENT_RETRY_US`` later; once the server has been down
+        ``failover_after_ms`` for it, to another DC that can adopt the session, if one can."""
+        if client.lost_since is None:
+            client.lost_since = self.now
+        elif (self.failover_us and self.now - client.lost_since >= self.failover_us
+              and self._fail_over(client)):
+            return
         heapq.heappush(self.heap, (self.now + CLIENT_RETRY_US, next(self._seq), DELIVER, client.server,
                                    client.request))
+
+    def _fail_over(self, client: _Client) -> bool:
+        """Move ``client`` to the first other DC whose server for its request is up and has every
+        dependency of its session (``okapikv.core.session.adopt``, what ``AdoptSession`` answers),
+        and send the request there with the adopted session; False if no DC can take it yet."""
+        request = client.request
+        assert request is not None
+        partitions, dcs, home = self.num_partitions, self.config.num_dcs, client.dc
+        partition = client.server % partitions
+        for step in range(1, dcs):
+            other = (home + step) % dcs
+            target = other * partitions + partition
+            if self.down[target]:
+                continue
+            adoption = adopt(client.session.current, from_dc=home, here_dc=other, stable=self.servers[target].stable)
+            if not adoption.ready:
+                continue
+            client.session = ClientSession(dcs)
+            client.session.merge(adoption.session)
+            client.dc, client.server, client.lost_since = other, target, None
+            client.request = replace(request, session=adoption.session)
+            if client.op is not None:
+                client.op.dc, client.op.server = other, (other, partition)
+            self.failovers += 1
+            self.faults.append(FaultRecord(self.now, f"{client.process} fails over dc{home} -> dc{other}"))
+            heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), DELIVER, target, client.request))
+            return True
+        return False
 
     def _slow(self, index: int, length_us: int, service_us: int) -> None:
         if self.stopping:
