@@ -382,6 +382,10 @@ class Simulation:
                 reply = effect.reply
                 client = self.pending.pop(reply.request_id, None)
                 if client is None:
+                    # a request is resent only once lost, so each runs once: a second answer means
+                    # the simulator delivered a request twice (a write would be applied twice)
+                    self._invariant("DuplicateRequest", f"{self._name(index)} answered request "
+                                                        f"{reply.request_id} again")
                     continue
                 if self.config.visibility_sample and isinstance(reply, WriteReply | SwapReply):
                     self._sample_visibility(index, client, reply)
@@ -790,7 +794,8 @@ class Simulation:
         self.heap[:] = [event for event in self.heap if not (event[3] == index and event[2] in (DELIVER, PROCESS))]
         heapq.heapify(self.heap)  # in place: the event loop holds the list
         for message in [*self.inbox[index], *(event[4] for event in mine)]:
-            self._hold(index, message)  # type: ignore[arg-type]
+            if not isinstance(message, ClientRequest):  # requests: resent once each, below
+                self._hold(index, message)  # type: ignore[arg-type]
         self.inbox[index] = []
         count_servers = self.count_servers
         for link in [link for link in self.held if link // count_servers == index]:
@@ -831,7 +836,7 @@ class Simulation:
             self.inbox[index].append(message)
         elif isinstance(message, ClientRequest):
             client = self.pending.get(message.request_id)
-            if client is not None:
+            if client is not None and self.clients[client].request is message:  # else superseded
                 self._retry(self.clients[client])
         else:
             source = message.source
@@ -881,6 +886,11 @@ class Simulation:
             adoption = adopt(client.session.current, from_dc=home, here_dc=other, stable=self.servers[target].stable)
             if not adoption.ready:
                 continue
+            # the client gives up on its DC: a resend still on its way there was never sent
+            stale = [event for event in self.heap if event[4] is request]
+            if stale:
+                self.heap[:] = [event for event in self.heap if event[4] is not request]
+                heapq.heapify(self.heap)
             client.session = ClientSession(dcs)
             client.session.merge(adoption.session)
             client.dc, client.server, client.lost_since = other, target, None
