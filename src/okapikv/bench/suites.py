@@ -533,12 +533,15 @@ def run_memory(bench: Bench) -> None:
                 load_s = bench.load(sut, sessions=MEMORY_LOAD_SESSIONS)
                 time.sleep(MEMORY_SETTLE_S)
                 after = rss_bytes(pid)
+                # The kernel updates VmHWM lazily (at unmap and exit), so it can read below the
+                # VmRSS just taken: the peak is at least what was just measured.
+                peak = max(rss_bytes(pid, "VmHWM"), after)
                 stats = next(iter(sut.cluster.fetch_stats().values()), {}) if sut.cluster else {}
                 keys = int(stats.get("keys", o.records))
                 record = {
                     "system": sut.system, "records": o.records, "key_bytes": o.key_bytes,
                     "value_bytes": o.value_bytes, "keys": keys, "versions": stats.get("versions"),
-                    "rss_before_bytes": before, "rss_after_bytes": after, "rss_peak_bytes": rss_bytes(pid, "VmHWM"),
+                    "rss_before_bytes": before, "rss_after_bytes": after, "rss_peak_bytes": peak,
                     "bytes_per_key": round((after - before) / max(keys, 1), 1),
                     "rss_after_per_key": round(after / max(keys, 1), 1),
                     "load_s": round(load_s, 2), "load_ops_s": round(o.records / load_s, 1) if load_s > 0 else None,
