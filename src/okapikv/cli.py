@@ -145,13 +145,15 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
-    p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling"],
+    p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling", "resp"],
                    help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference), 'paper' "
                         "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols) or "
                         "'fast' (the performance targets: latency, 64-session YCSB-A against eventual and Redis, "
                         "RO-TX cost of causality, replication under full load, memory per key, 1 -> 2 partitions) or "
                         "'scaling' (peak RO-TX + PUT throughput on 3 DCs over 1, 2, 4 .. partitions per DC: up to "
-                        "half the cores, or --partitions)")
+                        "half the cores, or --partitions) or 'resp' (redis-benchmark -t set,get against okapikv's "
+                        "RESP port and against redis-server, 1 DC x 1 partition, -c 1 and 50 (or --clients), "
+                        "-P 1 and 16; -n 100000, --quick 10000)")
     p.add_argument("--workload", default="a",
                    help="without --suite: ycsb a-f, rotx (RO-TX + PUT), or memory (server RSS per key after "
                         "loading --records keys into one partition)")
