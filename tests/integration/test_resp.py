@@ -174,6 +174,23 @@ def test_multi_with_a_write_fails_at_exec_and_writes_nothing(client: redis.Redis
         client.execute_command("EXEC")
 
 
+def test_a_multi_block_reads_at_most_one_transactions_keys(client: redis.Redis) -> None:
+    with client.pipeline(transaction=True) as block:
+        block.mget([f"many-{index}" for index in range(10_000)]).get("one-more")
+        with pytest.raises(redis.ResponseError, match="a MULTI ... EXEC block may read at most 10000 keys"):
+            block.execute()
+    with client.pipeline(transaction=True) as block:
+        block.mget([f"many-{index}" for index in range(10_000)])
+        assert block.execute() == [[None] * 10_000]
+
+
+def test_quit_answers_and_closes_and_nothing_after_it_runs(cluster: RunningCluster) -> None:
+    received = _exchange(resp_port(cluster, 0, 0), b"SET quit-before 1\r\nQUIT\r\nSET quit-after 1\r\n")
+    assert received == b"+OK\r\n+OK\r\n"
+    assert get_value(cluster, 0, b"quit-before") == b"1"
+    assert get_value(cluster, 0, b"quit-after") is None
+
+
 def _raw_line(connection: redis.connection.Connection) -> bytes:
     """One reply line as the server sent it (status or error), read past redis-py's parsing."""
     try:

@@ -1,7 +1,8 @@
-"""The RESP port driven in-process (one asyncio loop), so its deadlines can be shortened: a client
+"""The RESP port driven in-process (one asyncio loop), so its limits can be shortened: a client
 that sends half a request and waits gets one error and a closed connection once the frame deadline
 passes, while another client goes on being served and loses no write; a request that keeps
-arriving, a piece at a time, within the deadline is not cut off."""
+arriving, a piece at a time, within the deadline is not cut off; a connection over the port's
+connection limit is refused with an error."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 FRAME_TIMEOUT_S = 0.5
 
 
-def _run(check: Callable[[int], Awaitable[None]], monkeypatch: pytest.MonkeyPatch) -> None:
+def _run(check: Callable[[int], Awaitable[None]], monkeypatch: pytest.MonkeyPatch, **limits: object) -> None:
     def short(config: object, max_read_keys: int) -> RespLimits:
-        return dataclasses.replace(original(config, max_read_keys), frame_timeout_s=FRAME_TIMEOUT_S)  # type: ignore[arg-type]
+        return dataclasses.replace(original(config, max_read_keys), frame_timeout_s=FRAME_TIMEOUT_S,  # type: ignore[arg-type]
+                                   **limits)  # type: ignore[arg-type]
 
     original = limits_module.RespLimits.from_config
     monkeypatch.setattr(app.RespLimits, "from_config", staticmethod(short))
@@ -99,3 +101,27 @@ def test_a_request_that_keeps_arriving_is_not_cut_off(monkeypatch: pytest.Monkey
         writer.close()
 
     _run(check, monkeypatch)
+
+
+def test_a_connection_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def check(port: int) -> None:
+        first, second = aioredis.Redis(port=port), aioredis.Redis(port=port)
+        assert await first.ping() and await second.ping()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        refusal = await asyncio.wait_for(_read_until_closed(reader), timeout=10)
+        assert refusal == b"-ERR max number of clients reached\r\n"
+        writer.close()
+        await second.aclose()
+        for _ in range(100):  # a place is free again once the server has seen the close
+            try:
+                third = aioredis.Redis(port=port, single_connection_client=True)
+                assert await third.ping()
+                await third.aclose()
+                break
+            except Exception:  # noqa: BLE001 - refused while the close is in flight
+                await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("no connection accepted after one closed")
+        await first.aclose()
+
+    _run(check, monkeypatch, max_connections=2)

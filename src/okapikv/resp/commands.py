@@ -159,7 +159,8 @@ class Executor:
 
     def __init__(self, operations: SessionOperations, facts: ServerFacts, connection_id: int, peer: str,
                  local: str, *, stable_lag_ms: Callable[[], list[float | None]],
-                 connected_clients: Callable[[], int], adopt_wait_s: float, max_key_bytes: int) -> None:
+                 connected_clients: Callable[[], int], adopt_wait_s: float, max_key_bytes: int,
+                 max_read_keys: int) -> None:
         self.operations = operations
         self.facts = facts
         self.id = connection_id
@@ -171,11 +172,13 @@ class Executor:
         self.closing = False
         self._block: list[list[bytes]] | None = None
         self._block_failed = False
+        self._block_keys = 0
         self._stable_lag_ms = stable_lag_ms
         self._connected_clients = connected_clients
         self._adopt_wait_s = adopt_wait_s
         self._max_key = b"\xff" * max_key_bytes
         self._max_key_bytes = max_key_bytes
+        self._max_read_keys = max_read_keys
         self._handlers: dict[bytes, Callable[[list[bytes]], Awaitable[bytes]]] = {
             name: getattr(self, "_" + spec.name.replace(".", "_")) for name, spec in COMMANDS.items()
         }
@@ -308,7 +311,7 @@ class Executor:
     # ------------------------------------------------------------------ MULTI ... EXEC
 
     async def _multi(self, args: list[bytes]) -> bytes:
-        self._block, self._block_failed = [], False
+        self._block, self._block_failed, self._block_keys = [], False, 0
         return replies.OK
 
     def _enqueue(self, name: bytes, args: list[bytes]) -> bytes:
@@ -324,11 +327,15 @@ class Executor:
             failure = replies.error(
                 f"ERR {spec.name.upper()} inside MULTI is not supported: a MULTI ... EXEC block is one read-only "
                 "transaction (one causal snapshot) and may hold only GET, MGET and EXISTS")
+        elif self._block_keys + len(args) - 1 > self._max_read_keys:
+            failure = replies.error(f"ERR a MULTI ... EXEC block may read at most {self._max_read_keys} keys "
+                                    "(one read-only transaction)")
         if failure is not None:
             self._block_failed = True
             return failure
         assert self._block is not None
         self._block.append(args)
+        self._block_keys += len(args) - 1
         return replies.QUEUED
 
     async def _exec(self, args: list[bytes]) -> bytes:

@@ -74,6 +74,11 @@ class RespConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if len(self._service.connections) >= self._limits.max_connections:
+            self._transport.write(replies.error("ERR max number of clients reached"))
+            self._transport.close()
+            self._transport = None
+            return
         self.id = self._service.register(self)
         self.executor = self._service.executor(self.id, _address(transport.get_extra_info("peername")),
                                                _address(transport.get_extra_info("sockname")))
@@ -143,9 +148,9 @@ class RespConnection(asyncio.Protocol):
                     reply = replies.error("ERR internal error running this command (see the server log)")
                 self._out.append(reply)
                 self._out_bytes += len(reply)
-                if executor.closing:
+                if executor.closing:  # QUIT
                     self._flush()
-                    self.close()
+                    self._drain_and_close()
                     return
                 if self._out_bytes >= FLUSH_BYTES:
                     self._flush()

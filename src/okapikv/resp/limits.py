@@ -14,7 +14,10 @@ so that no connection can make a server allocate without limit or hold state for
 - ``max_request_bytes``: one request, and so the bytes a connection buffers before a request is
   complete: the cluster's message limit, the bound the native port puts on one frame.
 - ``max_queued_commands``: parsed commands waiting to run on one connection; beyond it the
-  connection stops reading (TCP then pushes back on the client).
+  connection stops reading (TCP then pushes back on the client). A MULTI block holds at most as
+  many keys as the read-only transaction EXEC runs may name.
+- ``max_connections``: connections one server's port holds at once (Redis's ``maxclients``); one
+  more is answered an error and closed.
 - ``frame_timeout_s``: how long a request may stay half-sent. A client that sends part of a frame
   and waits would otherwise pin its buffer forever.
 - ``forward_timeout_s``: how long an operation forwarded to another partition of the DC is retried
@@ -35,6 +38,7 @@ from okapikv.cluster.config import ClusterConfig
 
 INLINE_MAX_BYTES = 64 << 10  # Redis's PROTO_INLINE_MAX_SIZE
 QUEUED_COMMANDS = 4096
+MAX_CONNECTIONS = 10_000  # Redis's default maxclients
 FRAME_TIMEOUT_S = 10.0
 FORWARD_TIMEOUT_S = 10.0
 ADOPT_WAIT_S = 5.0
@@ -47,13 +51,14 @@ class RespLimits:
     max_inline_bytes: int = INLINE_MAX_BYTES
     max_request_bytes: int = 64 << 20
     max_queued_commands: int = QUEUED_COMMANDS
+    max_connections: int = MAX_CONNECTIONS
     frame_timeout_s: float = FRAME_TIMEOUT_S
     forward_timeout_s: float = FORWARD_TIMEOUT_S
     adopt_wait_s: float = ADOPT_WAIT_S
 
     def __post_init__(self) -> None:
         for name in ("max_bulk_bytes", "max_arguments", "max_inline_bytes", "max_request_bytes",
-                     "max_queued_commands"):
+                     "max_queued_commands", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
         for name in ("frame_timeout_s", "forward_timeout_s", "adopt_wait_s"):

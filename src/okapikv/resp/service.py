@@ -80,7 +80,7 @@ class RespService:
         operations = SessionOperations(self.node, self.forwarder)
         return Executor(operations, self.facts, connection_id, peer, local, stable_lag_ms=self.stable_lag_ms,
                         connected_clients=lambda: len(self.connections), adopt_wait_s=self.limits.adopt_wait_s,
-                        max_key_bytes=self.node.config.max_key_bytes)
+                        max_key_bytes=self.node.config.max_key_bytes, max_read_keys=self.node.core.config.max_read_keys)
 
     @property
     def facts(self) -> ServerFacts:
