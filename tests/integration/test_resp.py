@@ -191,6 +191,20 @@ def test_quit_answers_and_closes_and_nothing_after_it_runs(cluster: RunningClust
     assert get_value(cluster, 0, b"quit-after") is None
 
 
+def test_a_client_that_half_closes_after_its_commands_gets_every_reply(cluster: RunningCluster) -> None:
+    port = resp_port(cluster, 0, 0)
+    with socket.create_connection((HOST, port), timeout=10) as connection:
+        # the MGET is a read-only transaction over both partitions: its reply comes after the EOF
+        local, other = keys_for_each_partition(2, "eof")
+        connection.sendall(b"SET eof-key 1\r\nMGET eof-key %s %s\r\n" % (local, other) + b"*2\r\n$3\r\nGET\r\n")
+        connection.shutdown(socket.SHUT_WR)  # ... and a request cut short
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    assert received == b"+OK\r\n*3\r\n$1\r\n1\r\n$-1\r\n$-1\r\n"
+    assert get_value(cluster, 0, b"eof-key") == b"1"
+
+
 def _raw_line(connection: redis.connection.Connection) -> bytes:
     """One reply line as the server sent it (status or error), read past redis-py's parsing."""
     try:

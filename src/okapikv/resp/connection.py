@@ -63,6 +63,7 @@ class RespConnection(asyncio.Protocol):
         self._frame_timer: asyncio.TimerHandle | None = None
         self._reading_paused = False
         self._draining = -1  # bytes still dropped after a protocol error (-1: not draining)
+        self._eof = False  # the client has sent everything (half-closed): close once it is answered
         self._writable: asyncio.Future[None] | None = None  # set while the transport is full
         self.executor: Executor | None = None
         self.id = 0
@@ -102,6 +103,12 @@ class RespConnection(asyncio.Protocol):
                 self._pause_reading()
         if self._worker is None and (self._queue or self._failure is not None):
             self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    def eof_received(self) -> bool:
+        """A client that half-closes after its last command still gets every reply (then the
+        connection closes); a request it left incomplete is dropped."""
+        self._eof = True
+        return self._worker is not None  # False: nothing left to answer, close now
 
     def pause_writing(self) -> None:
         if self._writable is None:
@@ -165,6 +172,8 @@ class RespConnection(asyncio.Protocol):
                 self._drain_and_close()
                 return
             self._flush()
+            if self._eof:
+                self.close()
         finally:
             self._worker = None
 
