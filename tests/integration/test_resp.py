@@ -101,6 +101,25 @@ def test_redis_py_reads_and_writes_keys_of_every_partition(cluster: RunningClust
     assert get_value(cluster, 0, f"{prefix}-p08".encode()) == b"8"
 
 
+def test_a_pipeline_runs_in_order_with_each_command_after_the_one_before(cluster: RunningCluster) -> None:
+    """One write holding commands on both partitions (the remote ones forwarded) and snapshot reads:
+    replies come back in order, and each command sees what the ones before it did."""
+    local, remote = (key.decode() for key in keys_for_each_partition(2, "order"))
+    script = [f"SET {remote} 1", f"GET {remote}", f"SET {local} 2", f"MGET {local} {remote}", f"SET {remote} 3 GET",
+              f"DEL {local}", f"EXISTS {local} {remote}", f"GETSET {remote} 4", f"GET {remote}"]
+    data = ("\r\n".join(script) + "\r\n").encode()
+    with socket.create_connection((HOST, resp_port(cluster, 1, 0)), timeout=10) as connection:
+        connection.sendall(data)
+        expected = (b"+OK\r\n$1\r\n1\r\n+OK\r\n*2\r\n$1\r\n2\r\n$1\r\n1\r\n$1\r\n1\r\n:1\r\n:1\r\n"
+                    b"$1\r\n3\r\n$1\r\n4\r\n")
+        received = b""
+        while len(received) < len(expected):
+            chunk = connection.recv(65536)
+            assert chunk, received
+            received += chunk
+    assert received == expected
+
+
 @pytest.mark.parametrize("client", [2, 3], indirect=True, ids=["resp2", "resp3"])
 def test_connection_and_server_commands(cluster: RunningCluster, client: redis.Redis) -> None:
     assert client.ping() is True
