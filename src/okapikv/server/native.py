@@ -31,6 +31,7 @@ from google.protobuf.message import DecodeError
 from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.servicers import IncomingLink, LinkRefused
+from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
@@ -57,6 +58,9 @@ class NativeConnection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
         self._peer = str(transport.get_extra_info("peername"))
         self._node.native_connections += 1
+        settings = self._node.config.connections
+        set_liveness_options(transport.get_extra_info("socket"), keepalive_s=settings.tcp_keepalive_ms / 1000,
+                             user_timeout_s=settings.tcp_user_timeout_ms / 1000)
 
     def data_received(self, data: bytes) -> None:
         if self._transport is None or self._transport.is_closing():

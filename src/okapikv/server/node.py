@@ -486,6 +486,7 @@ class PartitionNode:
             server_name=self.config.tls.server_name if self.config.tls is not None else None,
             # The native port listens on the host of ``address``: not for a separate peer listener.
             native=self.config.native and self.config.tls is None and target.peer_address is None,
+            connections=self.config.connections,
         )
         self._links[destination] = link
         if destination.dc in self._held_dcs:
@@ -598,6 +599,8 @@ class PartitionNode:
                     "resent_messages": link.stats.resent_messages,
                     "connects": link.stats.connects,
                     "failures": link.stats.failures,
+                    "probes": link.stats.probes,
+                    "dead": link.stats.dead,
                 }
                 for link in self._links.values()
             },
