@@ -61,8 +61,8 @@ def server_options(config: ClusterConfig) -> list[tuple[str, int]]:
     closed; one with no call for ``idle_timeout_ms`` is sent GOAWAY (clients reconnect when they
     next need to); keepalive pings every ``tcp_keepalive_ms`` find a dead client, which
     ``tcp_user_timeout_ms`` bounds (gRPC applies TCP_USER_TIMEOUT itself). gRPC has no deadline
-    for finishing a message: what a slow sender can hold is bounded by the message limit and
-    HTTP/2 flow control."""
+    for finishing a message and no server-wide bound on partial ones (``okapikv.server.budgets``
+    covers the native port): a slow sender holds at most ``max_message_bytes`` per call."""
     connections = config.connections
     options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),

@@ -324,6 +324,7 @@ class OutgoingLink:
             elif verdict is Verdict.DEAD:
                 self.stats.dead += 1
                 self.stats.failures += 1
+                self._consecutive_failures += 1
                 kept = len(self._unacked) + len(self._queue)
                 log.warning("link to %s (%s) is dead: no answer for %.1f s; reconnecting (%d messages kept)",
                             self.label, self.address, now - liveness.last_heard, kept,

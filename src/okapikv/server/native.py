@@ -85,8 +85,8 @@ class NativeConnection(asyncio.Protocol):
         connection_input = self._input
         assert connection_input is not None
         if not connection_input.progress(len(frames), decoder.pending_bytes):
-            self._refuse(connection_input.refuse_message(decoder.pending_bytes), reply=self._incoming is None,
-                         code="RESOURCE_EXHAUSTED", event=BUDGET)
+            self._refuse(connection_input.refuse_message(decoder.pending_bytes),
+                         reply=decoder.preamble != PEER_MAGIC, code="RESOURCE_EXHAUSTED", event=BUDGET)
             return
         if decoder.preamble == PEER_MAGIC:
             self._receive_peer_batches(frames)
@@ -196,7 +196,7 @@ class NativeConnection(asyncio.Protocol):
     def _expired(self, event: str, reason: str) -> None:
         """The input guard's sweep found a deadline passed (``okapikv.server.budgets``)."""
         if self._transport is not None and not self._transport.is_closing():
-            self._refuse(reason, reply=self._incoming is None, code="DEADLINE_EXCEEDED", event=event)
+            self._refuse(reason, reply=self._decoder.preamble != PEER_MAGIC, code="DEADLINE_EXCEEDED", event=event)
 
     def _refuse(self, reason: str, *, reply: bool = True, code: str = "INVALID_ARGUMENT",
                 event: str = "native_refused") -> None:
