@@ -217,8 +217,8 @@ def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.Ar
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The parsed command line. An argument no parser knows is reported by the subcommand's parser,
-    so the usage printed with the error is that subcommand's (``okapi up --bogus`` shows `okapi up`'s
-    flags), not the bare top-level usage that plain ``parse_args`` would print."""
+    so the usage printed with the error is that subcommand's (a mistyped flag of `okapi up` shows
+    `okapi up`'s flags), not the bare top-level usage that plain ``parse_args`` would print."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:

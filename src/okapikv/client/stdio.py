@@ -25,8 +25,8 @@ tools, which the default (at-least-once retries) keeps to the protocol.
 Start-up: a first connection that is refused (nothing listens at the address) fails at once with a
 clear error, as redis-cli does, unless ``--wait-s S`` asks to keep trying for S seconds. Retrying
 is for a server that was up and went away. Once the server accepts connections, the first
-ClusterInfo is bounded by ``FIRST_CONTACT_S`` (or ``--wait-s`` if longer). On a terminal the client
-says what it waits for whenever a wait lasts longer than ``NOTICE_AFTER_S``.
+ClusterInfo is bounded by ``FIRST_CONTACT_S`` (``--timeout-s`` if shorter, ``--wait-s`` if longer).
+On a terminal the client says what it waits for whenever a wait lasts longer than ``NOTICE_AFTER_S``.
 
 A server that goes down under a running client (killed, restarted, stopped with SIGSTOP) only
 delays the operations routed to it: each is retried with backoff (capped at 1 s between attempts)
@@ -280,7 +280,7 @@ def run_client(args: argparse.Namespace) -> int:
             return 1
         with notice_after(NOTICE_AFTER_S, notices, f"okapi client: waiting for {address} to answer "
                                                    "(Ctrl-C to give up)"):
-            client = Client(address, timeout_s=max(FIRST_CONTACT_S, wait_s), tls=tls, fallback=fallback,
+            client = Client(address, timeout_s=max(wait_s, min(timeout_s, FIRST_CONTACT_S)), tls=tls, fallback=fallback,
                             at_most_once=bool(getattr(args, "at_most_once", False)),
                             native=not getattr(args, "grpc_only", False))
     except OkapiError as error:

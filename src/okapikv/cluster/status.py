@@ -82,7 +82,7 @@ def resolve_topology(args: argparse.Namespace) -> Topology:
         return topology_from_server(args.connect, tls)
     if args.config:
         return topology_from_config(ClusterConfig.load(args.config), tls)
-    return topology_from_config(load_default_cluster(), tls)
+    return topology_from_config(load_default_cluster("--connect HOST:PORT or --config FILE"), tls)
 
 
 def _sum_links(links: dict[str, dict[str, Any]], *names: str) -> int:
