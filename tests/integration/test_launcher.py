@@ -97,9 +97,12 @@ class Launcher:
             self._arrived.notify_all()
 
     def wait_ready(self, timeout_s: float = 60.0) -> bool:
+        """Until the ready line and the line after it (where the config is)."""
+        def ready() -> bool:
+            return READY_LINE in self.lines[:-1]
+
         with self._arrived:
-            return self._arrived.wait_for(lambda: READY_LINE in self.lines or not self._reader.is_alive(),
-                                          timeout=timeout_s) and READY_LINE in self.lines
+            return self._arrived.wait_for(lambda: ready() or not self._reader.is_alive(), timeout=timeout_s) and ready()
 
     def stop(self) -> str:
         """SIGINT, wait, and everything it printed."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import okapikv
-from okapikv.cli import build_parser, main, subcommand_parsers
+from okapikv.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "src" / "okapikv"
@@ -28,7 +28,12 @@ def _flags(parser: argparse.ArgumentParser) -> set[str]:
     return {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
 
 
-COMMANDS = subcommand_parsers(build_parser())
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+COMMANDS = _subcommands(build_parser())
 FLAGS = {name: _flags(parser) for name, parser in COMMANDS.items()}
 EVERY_FLAG = set().union(*FLAGS.values()) | _flags(build_parser())
 

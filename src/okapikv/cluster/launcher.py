@@ -174,20 +174,19 @@ def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
     return None
 
 
-def publish_config(config: ClusterConfig, private: Path) -> Path:
+def publish_config(config: ClusterConfig, private: Path) -> str:
     """Make ``config`` (running, its servers started from ``private``) the default cluster config,
-    unless that describes another cluster that is still running: returns where its config is."""
+    unless that describes another cluster that is still running. Returns the line that says where
+    the cluster's config is (printed after the ready line, which scripts wait for)."""
     target = default_config_path()
     owner = running_owner(target, config)
     if owner is not None:
-        _say(f"{target} describes another running cluster ({owner.servers[0].address}, ...), left as it is; "
-             f"this cluster's config is {private} (okapi status --config {private}, okapi client --connect "
-             f"{config.servers[0].address})")
-        return private
+        return (f"{target} describes another running cluster ({owner.servers[0].address}, ...), left as it is; "
+                f"this cluster's config is {private} (okapi status --config {private}, okapi client --connect "
+                f"{config.servers[0].address})")
     config.dump(target)
     private.unlink(missing_ok=True)
-    _say(f"config {target} (okapi client and okapi status find the cluster there)")
-    return target
+    return f"config {target} (okapi client and okapi status find the cluster there)"
 
 
 def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
@@ -293,8 +292,9 @@ def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Eve
         print(f"okapi up: no health from {', '.join(not_ready)} after {STARTUP_TIMEOUT_S:.0f} s; stopping",
               file=sys.stderr)
         return 1
-    publish_config(config, private)
+    where = publish_config(config, private)
     print(READY_LINE, flush=True)
+    _say(where)
     while not stop.wait(0.25):
         if _report_deaths(children) == 0:
             print("okapi up: every server has exited", file=sys.stderr)
