@@ -168,9 +168,12 @@ def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
         return None
     if [s.address for s in current.servers] == [s.address for s in mine.servers]:
         return None
-    tls = current.tls.client_side() if current.tls is not None else None
-    if any(is_serving(server.address, timeout_s=0.5, tls=tls) for server in current.servers):
-        return current
+    try:
+        tls = current.tls.client_side() if current.tls is not None else None
+        if any(is_serving(server.address, timeout_s=0.5, tls=tls) for server in current.servers):
+            return current
+    except (OSError, ValueError):  # its TLS files are gone: no client of that config could reach it either
+        return None
     return None
 
 
