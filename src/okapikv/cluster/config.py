@@ -706,12 +706,12 @@ def default_config_path() -> Path:
     return okapi_home() / "cluster.toml"
 
 
-def load_default_cluster() -> ClusterConfig:
-    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none."""
+def load_default_cluster(alternatives: str = "--connect HOST:PORT") -> ClusterConfig:
+    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none.
+    ``alternatives`` names the caller's own flags that name a cluster another way (a hint must only
+    name flags its command has)."""
     path = default_config_path()
     if not path.exists():
-        raise ValueError(
-            f"no local cluster config at {path}: start a cluster with `okapi up`, "
-            "or name one with --connect HOST:PORT or --config FILE"
-        )
+        raise ValueError(f"no local cluster config at {path}: start a cluster with `okapi up`, "
+                         f"or name one with {alternatives}")
     return ClusterConfig.load(path)
