@@ -6,9 +6,13 @@ writes their replies: every reply ready before the worker has to wait (for a for
 read-only transaction's slices, a durable commit) or has run out of commands leaves in one write,
 so a pipeline of commands that complete at once costs one system call, however many it holds.
 
-Bounds and deadlines (``okapikv.resp.limits.RespLimits``): a request over a bound, or bytes that are
-not RESP, get one error reply after the commands before them and the connection is closed (what
-Redis does with a protocol error); a request that stays half-sent for ``frame_timeout_s`` likewise.
+Bounds and deadlines: a request over a bound of ``okapikv.resp.limits.RespLimits``, or bytes that
+are not RESP, get one error reply after the commands before them and the connection is closed (what
+Redis does with a protocol error). The server's input guard (``okapikv.server.budgets``, shared with
+the native port) counts every half-sent request against the server-wide input budget and closes,
+with one error reply, a connection whose half-sent request does not fit, one whose request stays
+half-sent past ``frame_timeout_ms``, one that completes no command within ``first_frame_timeout_ms``
+of connecting and one idle for ``idle_timeout_ms`` (the ``[connections]`` settings).
 Flow control: while the transport's buffer is above its high-water mark (``pause_writing``) the
 worker runs nothing, and once ``max_queued_commands`` wait the connection stops reading, so a
 client that sends without reading is pushed back by TCP instead of growing the server's memory.
@@ -27,7 +31,9 @@ from typing import TYPE_CHECKING, cast
 from okapikv.resp import replies
 from okapikv.resp.commands import Executor
 from okapikv.resp.parser import make_parser
+from okapikv.server.budgets import BUDGET, ConnectionInput
 from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S
+from okapikv.tcp import set_liveness_options
 
 if TYPE_CHECKING:
     from okapikv.resp.service import RespService
@@ -60,7 +66,8 @@ class RespConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._worker: asyncio.Task[None] | None = None
         self._failure: str | None = None  # a protocol error: answered after the queue, then close
-        self._frame_timer: asyncio.TimerHandle | None = None
+        self._failure_event = "resp_refused"
+        self._input: ConnectionInput | None = None  # this connection's share of the input guard
         self._reading_paused = False
         self._draining = -1  # bytes still dropped after a protocol error (-1: not draining)
         self._eof = False  # the client has sent everything (half-closed): close once it is answered
@@ -81,8 +88,13 @@ class RespConnection(asyncio.Protocol):
             self._transport = None
             return
         self.id = self._service.register(self)
-        self.executor = self._service.executor(self.id, _address(transport.get_extra_info("peername")),
-                                               _address(transport.get_extra_info("sockname")))
+        peer = _address(transport.get_extra_info("peername"))
+        self.executor = self._service.executor(self.id, peer, _address(transport.get_extra_info("sockname")))
+        node = self._service.node
+        self._input = node.input_guard.open(f"resp {peer}", self._expired)
+        settings = node.config.connections
+        set_liveness_options(sock, keepalive_s=settings.tcp_keepalive_ms / 1000,
+                             user_timeout_s=settings.tcp_user_timeout_ms / 1000)
 
     def data_received(self, data: bytes) -> None:
         if self._draining >= 0:
@@ -98,10 +110,14 @@ class RespConnection(asyncio.Protocol):
         if error is not None:
             self._fail(error)
         else:
-            self._watch_frame(restart=bool(commands))
-            if len(self._queue) > self._limits.max_queued_commands:
+            connection_input = self._input
+            assert connection_input is not None
+            partial = self._parser.partial_bytes
+            if not connection_input.progress(len(commands), partial):
+                self._fail(connection_input.refuse_message(partial), event=BUDGET)
+            elif len(self._queue) > self._limits.max_queued_commands:
                 self._pause_reading()
-        if self._worker is None and (self._queue or self._failure is not None):
+        if self._worker is None and self._queue:
             self._worker = asyncio.get_running_loop().create_task(self._run())
 
     def eof_received(self) -> bool:
@@ -121,9 +137,8 @@ class RespConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
-        if self._frame_timer is not None:
-            self._frame_timer.cancel()
-            self._frame_timer = None
+        if self._input is not None:
+            self._input.close()
         if self._worker is not None:
             self._worker.cancel()
         self.resume_writing()
@@ -164,9 +179,10 @@ class RespConnection(asyncio.Protocol):
                 if self._reading_paused and len(queue) <= self._limits.max_queued_commands // 2:
                     self._resume_reading()
             if self._failure is not None:
-                self._service.node.resp_refused += 1
+                if self._failure_event == "resp_refused":  # the input guard counts its own
+                    self._service.node.resp_refused += 1
                 log.warning("RESP port: closing %s: %s", executor.peer, self._failure,
-                            extra={"event": "resp_refused", "peer": executor.peer, "reason": self._failure})
+                            extra={"event": self._failure_event, "peer": executor.peer, "reason": self._failure})
                 self._out.append(replies.error(f"ERR {self._failure}"))
                 self._flush()
                 self._drain_and_close()
@@ -211,35 +227,21 @@ class RespConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ bounds
 
-    def _fail(self, reason: str) -> None:
-        """Stop reading; the worker answers ``reason`` after the queued commands and closes."""
-        self._failure = reason
+    def _fail(self, reason: str, *, event: str = "resp_refused") -> None:
+        """Stop reading; the worker answers ``reason`` after the queued commands and closes.
+        ``event``: what the log line says (``resp_refused``, counted in Stats, or the input guard's
+        reason, which the guard counts)."""
+        self._failure, self._failure_event = reason, event
         self._pause_reading()
-        if self._frame_timer is not None:
-            self._frame_timer.cancel()
-            self._frame_timer = None
-
-    def _watch_frame(self, *, restart: bool) -> None:
-        """A half-sent request starts the frame deadline; a complete one stops it (``restart``: a
-        request completed, so the one now half-sent is another, with a deadline of its own)."""
-        partial = self._parser.partial
-        if restart and self._frame_timer is not None:
-            self._frame_timer.cancel()
-            self._frame_timer = None
-        if partial and self._frame_timer is None:
-            self._frame_timer = asyncio.get_running_loop().call_later(self._limits.frame_timeout_s,
-                                                                      self._frame_timed_out)
-        elif not partial and self._frame_timer is not None:
-            self._frame_timer.cancel()
-            self._frame_timer = None
-
-    def _frame_timed_out(self) -> None:
-        self._frame_timer = None
-        if self._transport is None or not self._parser.partial or self._failure is not None:
-            return
-        self._fail(f"Protocol error: a request stayed incomplete for {self._limits.frame_timeout_s:g} s")
+        if self._input is not None:
+            self._input.close()  # its partial request no longer holds budget; no more deadlines
         if self._worker is None:
             self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    def _expired(self, event: str, reason: str) -> None:
+        """The input guard's sweep found a deadline passed (``okapikv.server.budgets``)."""
+        if self._transport is not None and self._failure is None and self._draining < 0:
+            self._fail(reason, event=event)
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self._transport is not None:

@@ -1,4 +1,4 @@
-"""Every bound and deadline of the RESP port, in one value (``RespLimits``).
+"""The bounds and deadlines of the RESP port's own, in one value (``RespLimits``).
 
 A Redis client is untrusted input: each buffer the port keeps has a bound and each wait a deadline,
 so that no connection can make a server allocate without limit or hold state forever
@@ -18,16 +18,20 @@ so that no connection can make a server allocate without limit or hold state for
   many keys as the read-only transaction EXEC runs may name.
 - ``max_connections``: connections one server's port holds at once (Redis's ``maxclients``); one
   more is answered an error and closed.
-- ``frame_timeout_s``: how long a request may stay half-sent. A client that sends part of a frame
-  and waits would otherwise pin its buffer forever.
 - ``forward_timeout_s``: how long an operation forwarded to another partition of the DC is retried
   before the command answers an error.
 - ``adopt_wait_s``: how long ``OKAPI.SESSION token`` waits for this DC to receive what a session of
   another DC depends on (the failover rule of ``okapikv.core.session.adopt``).
 
-The limits come from the cluster config (``from_config``). They are one frozen value handed to the
-listener rather than module constants, so that a server-wide input budget can supply them later
-without touching the connection code: whatever owns the budgets builds a ``RespLimits``.
+What every stream port of a server shares is not here but in the server's input guard
+(``okapikv.server.budgets``, the ``[connections]`` settings): the server-wide budget for the bytes
+of half-sent requests, how long a request may stay half-sent, how soon a new connection must
+complete its first command and how long one may stay idle. The RESP port reports each half-sent
+request to it (``okapikv.resp.connection``).
+
+The limits come from the cluster config (``from_config``), as one frozen value handed to the
+listener rather than module constants, so that tests and a future shared source of limits can
+supply them without touching the connection code.
 """
 
 from __future__ import annotations
@@ -39,7 +43,6 @@ from okapikv.cluster.config import ClusterConfig
 INLINE_MAX_BYTES = 64 << 10  # Redis's PROTO_INLINE_MAX_SIZE
 QUEUED_COMMANDS = 4096
 MAX_CONNECTIONS = 10_000  # Redis's default maxclients
-FRAME_TIMEOUT_S = 10.0
 FORWARD_TIMEOUT_S = 10.0
 ADOPT_WAIT_S = 5.0
 
@@ -52,7 +55,6 @@ class RespLimits:
     max_request_bytes: int = 64 << 20
     max_queued_commands: int = QUEUED_COMMANDS
     max_connections: int = MAX_CONNECTIONS
-    frame_timeout_s: float = FRAME_TIMEOUT_S
     forward_timeout_s: float = FORWARD_TIMEOUT_S
     adopt_wait_s: float = ADOPT_WAIT_S
 
@@ -61,7 +63,7 @@ class RespLimits:
                      "max_queued_commands", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive")
-        for name in ("frame_timeout_s", "forward_timeout_s", "adopt_wait_s"):
+        for name in ("forward_timeout_s", "adopt_wait_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive")
 

@@ -54,6 +54,13 @@ class Parser(Protocol):
         """Whether part of a request is buffered (a half-sent frame)."""
         ...
 
+    @property
+    def partial_bytes(self) -> int:
+        """What the half-sent request holds and has announced so far (its elements read, its
+        buffered bytes, the announced length of the element being read): the server-wide input
+        budget counts it (``okapikv.server.budgets``); 0 when no request is half-sent."""
+        ...
+
 
 def split_inline(line: bytes) -> list[bytes] | None:
     """The arguments of an inline command line, by Redis's ``sdssplitargs`` rules (double quotes
@@ -146,6 +153,12 @@ class PythonParser:
     @property
     def partial(self) -> bool:
         return self._args is not None or bool(self._buffer)
+
+    @property
+    def partial_bytes(self) -> int:
+        if not self.partial:
+            return 0
+        return self._held_bytes + max(len(self._buffer), self._bulk + 2)
 
     def feed(self, data: bytes) -> tuple[list[Command], str | None]:
         buffer = self._buffer
@@ -269,6 +282,11 @@ class HiredisParser:
         if self._python is not None:
             return self._python.partial
         return bool(self._unattributed)
+
+    @property
+    def partial_bytes(self) -> int:
+        checker = self._python or self._shadow
+        return checker.partial_bytes if checker is not None else len(self._unattributed)
 
     def feed(self, data: bytes) -> tuple[list[Command], str | None]:
         if not data:
