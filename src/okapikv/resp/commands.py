@@ -109,6 +109,9 @@ _NO_CONDITIONAL = ("okapikv has no conditional writes: an always-available, repl
                    "condition that another DC may be changing at the same time")
 _NO_COUNTERS = ("okapikv has no read-modify-write but SWAP: increments made concurrently in two DCs would be "
                 "lost under last-writer-wins")
+_NO_FLUSH = "a flush is not one causal operation; DEL the keys"
+_NO_PUBSUB = "okapikv has no publish/subscribe"
+_DURABLE = "durability is the cluster's data directory (every write is committed before it is acknowledged)"
 REFUSED: dict[bytes, str] = {
     b"MSET": _NO_MULTI_KEY_WRITE, b"MSETNX": _NO_MULTI_KEY_WRITE, b"RENAME": _NO_MULTI_KEY_WRITE,
     b"RENAMENX": _NO_MULTI_KEY_WRITE, b"COPY": _NO_MULTI_KEY_WRITE,
@@ -121,14 +124,11 @@ REFUSED: dict[bytes, str] = {
     b"WATCH": ("optimistic transactions need one global order of writes, which a causally consistent store "
                "does not have; MULTI ... EXEC of reads is one causal snapshot"),
     b"UNWATCH": "WATCH is not supported",
-    b"FLUSHDB": "a flush is not one causal operation; DEL the keys", b"FLUSHALL": "a flush is not one causal "
-    "operation; DEL the keys",
+    b"FLUSHDB": _NO_FLUSH, b"FLUSHALL": _NO_FLUSH,
     b"AUTH": ("the RESP port has no passwords; with a [tls] section in the cluster config it speaks TLS and "
               "demands client certificates when client_auth is on"),
-    b"SUBSCRIBE": "okapikv has no publish/subscribe", b"PSUBSCRIBE": "okapikv has no publish/subscribe",
-    b"PUBLISH": "okapikv has no publish/subscribe",
-    b"SAVE": "durability is the cluster's data directory (every write is committed before it is acknowledged)",
-    b"BGSAVE": "durability is the cluster's data directory (every write is committed before it is acknowledged)",
+    b"SUBSCRIBE": _NO_PUBSUB, b"PSUBSCRIBE": _NO_PUBSUB, b"PUBLISH": _NO_PUBSUB,
+    b"SAVE": _DURABLE, b"BGSAVE": _DURABLE,
 }
 #: SET's options okapikv cannot honour, with the reason
 SET_REFUSED: dict[bytes, str] = {b"NX": _NO_CONDITIONAL, b"XX": _NO_CONDITIONAL, b"EX": _NO_TTL, b"PX": _NO_TTL,
