@@ -550,12 +550,14 @@ class AsyncClient:
         if self._owner:
             await self._connections.close()
 
-    def fork(self) -> AsyncClient:
+    def fork(self, session: SessionState | None = None) -> AsyncClient:
         """A new client with a fresh causal session over the same connections and streams.
 
         Benchmarks run thousands of independent sessions; giving each its own channels would cost
         sockets and defeat batching. Forks' operations share the per-server Pipeline streams, so
-        concurrent operations of many sessions travel in the same batches.
+        concurrent operations of many sessions travel in the same batches. ``session``: continue
+        that session instead of a fresh one (the RESP port sends the operations of a connection's
+        session that belong to other partitions through a fork, ``okapikv.resp.operations``).
         """
         fork = AsyncClient.__new__(AsyncClient)
         fork._connections = self._connections
@@ -563,7 +565,8 @@ class AsyncClient:
         fork._closed = False
         fork.last_write_timestamp = None
         topology = self._connections.topology
-        fork._state = SessionState(topology.num_dcs) if topology is not None else None
+        fork._state = session if session is not None else (
+            SessionState(topology.num_dcs) if topology is not None else None)
         fork._generation = self._connections.generation
         fork._dc = topology.dc if topology is not None else 0
         fork._bind_invoke()

@@ -129,6 +129,15 @@ class SessionState:
         elif self._serialized is not None:
             self._serialized = self._wire = None
 
+    def absorb(self, update: Session) -> None:
+        """Merge a session in the core's form: the reply of a server in the same process (the RESP
+        port runs its connections' local operations on the server's core directly)."""
+        session = self.session
+        before = (session.stable, session.dt)
+        session.merge(update)
+        if (session.stable, session.dt) != before:
+            self._serialized = self._wire = None
+
     def replace(self, adopted: pb.Session) -> None:
         """Become the session another DC adopted (failover): not a merge, the entries of the old
         DC's session are not valid there (``okapikv.core.session.adopt``)."""

@@ -178,6 +178,9 @@ class PartitionNode:
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
         self.native_refused = 0  # of them, closed for breaking the framing
+        self.resp_port = 0  # set by the app once the RESP port listens (0: none; okapikv.resp)
+        self.resp_connections = 0  # accepted on the RESP port, ever
+        self.resp_refused = 0  # of them, closed for breaking the protocol or a bound
         self.admission_waits = 0  # client batches that waited for replication to catch up
         limits = config.connections
         # Shared by every stream port of this server (``okapikv.server.budgets``).
@@ -591,6 +594,9 @@ class PartitionNode:
                 "native_port": self.native_port,
                 "native_connections": self.native_connections,
                 "native_refused": self.native_refused,
+                "resp_port": self.resp_port,
+                "resp_connections": self.resp_connections,
+                "resp_refused": self.resp_refused,
                 "admission_waits": self.admission_waits,
             },
             "input": self.input_guard.stats(),
