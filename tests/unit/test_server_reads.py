@@ -97,7 +97,7 @@ class TestPaging:
         assert [page.resume is None for page in pages] == [False] * (len(pages) - 1) + [True]
         # every page after the first read the first page's snapshot
         assert len({page.snapshot for page in pages[:-1]}) == 1 and pages[-1].snapshot is None
-        starts = [page.resume for page in pages[:-1]]
+        starts = [page.resume or b"" for page in pages[:-1]]
         assert starts == sorted(starts) and len(set(starts)) == len(starts)
 
     @pytest.mark.parametrize("partitions", [1, 3])

@@ -53,7 +53,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import itemgetter
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
@@ -147,22 +148,26 @@ class _Parked:
     since_us: int
 
 
-@dataclass(slots=True)
 class _Read:
     """A RO-TX or SCAN page this server coordinates, from its admission to its reply: while an
     attempt runs (``tx_id``) it waits for the slices in ``owed``; between attempts (``tx_id`` 0) its
-    request is parked (a snapshot wait, or a retry after a slice came back too old)."""
+    request is parked (a snapshot wait, or a retry after a slice came back too old). A plain class:
+    one is made per RO-TX, and a dataclass's default factories cost ~1 us more."""
 
-    request: ReadTxRequest | ScanRequest
-    since_us: int
-    cost: int  # what it counts against ``max_read_items``
-    attempts: int = 0  # snapshots tried
-    tx_id: int = 0
-    snapshot: Vector = ()
-    owed: dict[int, TxSlice | ScanSlice] = field(default_factory=dict)  # partition -> its slice
-    items: list[ReadItem] = field(default_factory=list)
-    last_keys: list[bytes] = field(default_factory=list)  # of the scan slices that stopped early
-    sent_us: int = 0  # when the current attempt's slices left
+    __slots__ = ("request", "since_us", "cost", "attempts", "tx_id", "snapshot", "owed", "items", "last_keys",
+                 "sent_us")
+
+    def __init__(self, request: ReadTxRequest | ScanRequest, since_us: int, cost: int) -> None:
+        self.request = request
+        self.since_us = since_us
+        self.cost = cost  # what it counts against ``max_read_items``
+        self.attempts = 0  # snapshots tried
+        self.tx_id = 0
+        self.snapshot: Vector = ()
+        self.owed: dict[int, TxSlice | ScanSlice] = {}  # partition -> its slice, not answered yet
+        self.items: list[ReadItem] = []
+        self.last_keys: list[bytes] = []  # of the scan slices that stopped early
+        self.sent_us = 0  # when the current attempt's slices left
 
 
 class PartitionServer:
@@ -681,18 +686,20 @@ class PartitionServer:
         read.attempts += 1
         read.tx_id = tx_id
         read.snapshot = snapshot
-        read.owed = dict(slices)
-        read.items = []
-        read.last_keys = []
+        read.owed = slices
+        if read.items:
+            read.items = []
+            read.last_keys = []
         read.sent_us = now_us
         self._pending[tx_id] = read
-        effects: list[Effect] = []
-        own = slices.pop(self.id.partition, None)
-        for partition, slice_message in slices.items():
-            effects.append(Send(ServerId(self.dc, partition), slice_message))
+        dc = self.dc
+        here = self.id.partition
+        effects: list[Effect] = [Send(ServerId(dc, partition), slice_message)
+                                 for partition, slice_message in slices.items() if partition != here]
+        own = slices.get(here)
         if own is not None:
             effects.extend(self._dispatch(own, now_us, now_us))
-        elif not read.owed:
+        elif not slices:
             effects.extend(self._finish_read(read, now_us))
         return effects
 
@@ -709,29 +716,36 @@ class PartitionServer:
             self.vv[dc] = snapshot[dc]  # updateClockOnTx: never create a version this snapshot misses
         self.stable = merge_max(self.stable, snapshot[:dc] + (self.stable[dc],) + snapshot[dc + 1 :])
         visible = self.protocol.visible_in_snapshot
-        store = self.store
+
+        def in_snapshot(version: Version) -> bool:
+            return visible(version, snapshot)
+
+        newest = self.store.newest
+        read_item = self._read_item
         items: list[ReadItem] = []
         if isinstance(message, TxSlice):
             for key in message.keys:
-                version = store.newest(key, lambda v: visible(v, snapshot))
-                items.append(self._read_item(key, version))
+                items.append(read_item(key, newest(key, in_snapshot)))
             return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us)
         config = self.config
         limit = self._page_cap(message.limit)
         budget = max(config.max_scan_bytes // config.num_partitions, 1)
-        examine = SCAN_EXAMINE_FACTOR * limit
+        room = SCAN_EXAMINE_FACTOR * limit  # keys it may still examine
+        full = limit <= 0
         size = 0
         previous: bytes | None = None
         last_key: bytes | None = None
-        for examined, key in enumerate(store.keys_in_range(message.start, message.end)):
-            if len(items) >= limit or size >= budget or examined >= examine:
+        for key in self.store.keys_in_range(message.start, message.end):
+            if full or not room:
                 last_key = previous  # a key is left: everything up to ``previous`` is covered
                 break
+            room -= 1
             previous = key
-            version = store.newest(key, lambda v: visible(v, snapshot))
-            if version is not None and version.value is not None:
-                items.append(self._read_item(key, version))
-                size += len(key) + len(version.value) + SCAN_ITEM_OVERHEAD_BYTES
+            version = newest(key, in_snapshot)
+            if version is not None and (value := version.value) is not None:
+                items.append(read_item(key, version))
+                size += len(key) + len(value) + SCAN_ITEM_OVERHEAD_BYTES
+                full = len(items) >= limit or size >= budget
         return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, last_key=last_key)
 
     def _read_item(self, key: bytes, version: Version | None) -> ReadItem:
@@ -837,26 +851,33 @@ class PartitionServer:
             by_key = {item.key: item.value for item in read.items}
             values = tuple(by_key.get(key) for key in request.keys)
             return [Respond(ReadTxReply(request.request_id, values, self._session_after(request, read.items)))]
-        page = sorted((item for item in read.items if item.value is not None), key=lambda item: item.key)
+        # Scan slices return only visible pairs; keys are distinct across partitions.
+        page = sorted([(item.key, value) for item in read.items if (value := item.value) is not None])
+        whole = len(page)
         boundary = min(read.last_keys) if read.last_keys else None
         if boundary is not None:
             # A partition whose slice stopped early has not covered the keys above its last one.
-            page = page[: bisect_right([item.key for item in page], boundary)]
-        cap = self._page_cap(request.limit)
+            page = page[: bisect_right(page, boundary, key=itemgetter(0))]
+        cut = min(len(page), self._page_cap(request.limit))
         budget = self.config.max_scan_bytes
-        kept = size = 0
-        for item in page:
-            size += len(item.key) + len(item.value or b"") + SCAN_ITEM_OVERHEAD_BYTES
-            if kept >= cap or (kept and size > budget):
-                break
-            kept += 1
-        if kept < len(page):
-            page = page[:kept]
-            boundary = page[-1].key if page else boundary
+        if sum([len(key) + len(value) for key, value in page[:cut]]) + SCAN_ITEM_OVERHEAD_BYTES * cut > budget:
+            size = 0
+            for index, (key, value) in enumerate(page[:cut]):
+                size += len(key) + len(value) + SCAN_ITEM_OVERHEAD_BYTES
+                if index and size > budget:
+                    cut = index
+                    break
+        if cut < len(page):
+            page = page[:cut]
+            boundary = page[-1][0] if page else boundary
         done = (boundary is None or boundary >= request.end
                 or (request.limit is not None and len(page) >= request.limit))
-        pairs = tuple((item.key, item.value or b"") for item in page)
-        session = self._session_after(request, page)
+        pairs = tuple(page)
+        if len(page) == whole:
+            session = self._session_after(request, read.items)
+        else:  # only what the page returns counts
+            last = page[-1][0] if page else b""
+            session = self._session_after(request, [item for item in read.items if item.key <= last] if page else ())
         if done:
             if request.snapshot is not None:
                 self._leases.pop(read.snapshot, None)
