@@ -151,7 +151,8 @@ def test_concurrent_whole_range_scans_leave_writes_flowing_and_nothing_pending(
         asker.close()
     latencies = sorted(probe.latencies)
     print(f"probe PUTs during the scans: {len(latencies)}, median {latencies[len(latencies) // 2] * 1000:.1f} ms, "
-          f"max {latencies[-1] * 1000:.1f} ms")
+          f"max {latencies[-1] * 1000:.1f} ms; SCAN pages that stopped early: "
+          f"{_stats(cluster, 0)['core'].get('scan_pages')} (coordinator)")
     assert not probe.errors, probe.errors[:3]
     assert len(probe.latencies) >= 20 and max(probe.latencies) < PROBE_PUT_BOUND_S, (
         len(probe.latencies), max(probe.latencies))

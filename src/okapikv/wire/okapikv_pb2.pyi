@@ -173,7 +173,7 @@ class ServerAddress(_message.Message):
     def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterInfoResponse(_message.Message):
-    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port", "max_read_keys", "max_scan_items")
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port", "max_read_keys")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DC_NAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -186,7 +186,6 @@ class ClusterInfoResponse(_message.Message):
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     NATIVE_PORT_FIELD_NUMBER: _ClassVar[int]
     MAX_READ_KEYS_FIELD_NUMBER: _ClassVar[int]
-    MAX_SCAN_ITEMS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     dc_names: _containers.RepeatedScalarFieldContainer[str]
     num_partitions: int
@@ -199,8 +198,7 @@ class ClusterInfoResponse(_message.Message):
     max_message_bytes: int
     native_port: int
     max_read_keys: int
-    max_scan_items: int
-    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ..., max_read_keys: _Optional[int] = ..., max_scan_items: _Optional[int] = ...) -> None: ...
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ..., max_read_keys: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
