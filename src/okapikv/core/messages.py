@@ -5,7 +5,8 @@ Three families:
   client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
 - peer messages between partition servers: replication batches and heartbeats between replicas of
   a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, GSV
-  exchange between DCs for the USV), and RO-TX / SCAN slices inside a DC;
+  exchange between DCs for the USV), RO-TX / SCAN slices inside a DC, and a restarted partition's
+  announcement to the others of its DC;
 - effects returned by the state machine: ``Send`` a peer message, ``Respond`` to a client.
 
 ``request_id`` values are chosen by the driver and only echoed back, so the core never needs to
