@@ -34,9 +34,10 @@ links only, e.g. on a private network; required with ``[tls] client_auth = false
 pipeline over gRPC; see ``okapikv.wire.frames``), ``bounded_visibility = true`` (Okapi: servers
 hold client batches while remote updates take longer than the UST bound to become visible, a bound
 computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
-a ``[reads]`` table (the bounds on snapshot reads: ``ReadLimits``, docs/operations.md "Read limits
-and paging") and a ``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones
-taken from the config file's folder; ``client_auth``, default true; ``server_name``)::
+a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``), a
+``[reads]`` section (the bounds on snapshot reads, ``okapikv.cluster.reads``) and a ``[tls]``
+section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config file's
+folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
@@ -60,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from okapikv.cluster.connections import ConnectionSettings
+from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
 from okapikv.core.protocols import protocol_names
 from okapikv.tls import TlsConfig
@@ -97,57 +100,11 @@ _TOP_LEVEL_KEYS = {
     "wan_ms",
     "servers",
     "tls",
+    "connections",
     "reads",
 }
 _SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port"}
 _TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
-_CORE_DEFAULTS: dict[str, Any] = {item.name: item.default for item in dataclasses.fields(CoreConfig)}
-
-
-@dataclass(frozen=True, slots=True)
-class ReadLimits:
-    """The ``[reads]`` table: bounds on snapshot reads (RO-TX, SCAN), what docs/operations.md
-    ("Read limits and paging") explains. Every entry is optional; the defaults are the core's
-    (``okapikv.core.config.CoreConfig``), times here in ms, but for ``max_scan_bytes``: unset, it
-    is the core's or what ``max_message_bytes`` leaves for a page, whichever is less
-    (``ClusterConfig.scan_bytes``)."""
-
-    max_read_keys: int = _CORE_DEFAULTS["max_read_keys"]
-    max_scan_items: int = _CORE_DEFAULTS["max_scan_items"]
-    max_scan_bytes: int | None = None
-    max_concurrent_reads: int = _CORE_DEFAULTS["max_concurrent_reads"]
-    max_read_items: int = _CORE_DEFAULTS["max_read_items"]
-    max_snapshot_retries: int = _CORE_DEFAULTS["max_snapshot_retries"]
-    read_timeout_ms: float = _CORE_DEFAULTS["read_timeout_us"] / 1000
-    read_deadline_ms: float = _CORE_DEFAULTS["read_deadline_us"] / 1000
-    snapshot_lease_ms: float = _CORE_DEFAULTS["snapshot_lease_us"] / 1000
-
-    def core_fields(self) -> dict[str, Any]:
-        """The ``CoreConfig`` fields these set (all but an unset ``max_scan_bytes``)."""
-        fields: dict[str, Any] = {}
-        for item in dataclasses.fields(self):
-            value = getattr(self, item.name)
-            if value is None:
-                continue
-            if item.name.endswith("_ms"):
-                fields[item.name.removesuffix("_ms") + "_us"] = round(value * 1000)
-            else:
-                fields[item.name] = value
-        return fields
-
-    @classmethod
-    def from_dict(cls, data: object) -> ReadLimits:
-        if not isinstance(data, dict):
-            raise ValueError("reads must be a table ([reads])")
-        names = {item.name: item for item in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"reads: unknown setting(s) {', '.join(unknown)}")
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            where = f"reads.{name}"
-            values[name] = _number(value, where) if name.endswith("_ms") else _integer(value, where)
-        return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +160,7 @@ class ClusterConfig:
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     tls: TlsConfig | None = None
+    connections: ConnectionSettings = ConnectionSettings()
     reads: ReadLimits = ReadLimits()
     _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -247,19 +205,14 @@ class ClusterConfig:
             piggyback_usv=self.piggyback_usv,
             max_key_bytes=self.max_key_bytes,
             max_value_bytes=self.max_value_bytes,
-            **(self.reads.core_fields() | {"max_scan_bytes": self.scan_bytes}),
+            **self.reads.core_fields(self.page_room_bytes),
         )
 
     @property
-    def scan_bytes(self) -> int:
-        """The byte budget of a SCAN page: ``[reads] max_scan_bytes``, or unset the core's default or
-        what the message limit leaves beside one largest pair, whichever is less (a page may exceed
-        its budget by one pair)."""
-        if self.reads.max_scan_bytes is not None:
-            return self.reads.max_scan_bytes
-        room = self.max_message_bytes - self.max_key_bytes - self.max_value_bytes - MESSAGE_OVERHEAD_BYTES
-        default: int = _CORE_DEFAULTS["max_scan_bytes"]
-        return max(1, min(default, room))
+    def page_room_bytes(self) -> int:
+        """What the message limit leaves for a SCAN page beside one largest pair (a page may exceed
+        its byte budget by one pair): the most ``[reads] max_scan_bytes`` may be."""
+        return self.max_message_bytes - self.max_key_bytes - self.max_value_bytes - MESSAGE_OVERHEAD_BYTES
 
     # ---------------------------------------------------------------- TOML
 
@@ -279,11 +232,13 @@ class ClusterConfig:
             "max_message_bytes": self.max_message_bytes,
             "wan_ms": {name: list(row) for name, row in zip(self.dcs, self.wan_ms, strict=True)},
             "servers": [_server_dict(s) for s in self.servers],
-            "reads": {item.name: getattr(self.reads, item.name) for item in dataclasses.fields(ReadLimits)
-                      if getattr(self.reads, item.name) is not None},
         }
         if self.tls is not None:
             data["tls"] = _tls_dict(self.tls)
+        if self.connections.changed():
+            data["connections"] = self.connections.changed()
+        if self.reads.changed():
+            data["reads"] = self.reads.changed()
         return data
 
     def to_toml(self) -> str:
@@ -309,13 +264,6 @@ class ClusterConfig:
         ]
         for name, row in zip(self.dcs, self.wan_ms, strict=True):
             lines.append(f"{_toml_key(name)} = [{', '.join(_toml_float(delay) for delay in row)}]")
-        lines += ["", "# Bounds on snapshot reads (docs/operations.md, \"Read limits and paging\").", "[reads]"]
-        for item in dataclasses.fields(ReadLimits):
-            value = getattr(self.reads, item.name)
-            if value is None:
-                lines.append(f"# {item.name} = {self.scan_bytes}  (unset: from max_message_bytes)")
-            else:
-                lines.append(f"{item.name} = {_toml_float(value) if isinstance(value, float) else value}")
         for server in self.servers:
             lines += [
                 "",
@@ -336,6 +284,12 @@ class ClusterConfig:
             for name, value in _tls_dict(self.tls).items():
                 text = ("true" if value else "false") if isinstance(value, bool) else _toml_string(str(value))
                 lines.append(f"{name} = {text}")
+        if self.connections.changed():
+            lines += ["", "# Timeouts and input budgets (docs/operations.md, Connections).", "[connections]"]
+            lines += [f"{name} = {value}" for name, value in self.connections.changed().items()]
+        if self.reads.changed():
+            lines += ["", "# Bounds on snapshot reads (docs/operations.md, Read limits and paging).", "[reads]"]
+            lines += [f"{name} = {value}" for name, value in self.reads.changed().items()]
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | Path) -> Path:
@@ -408,6 +362,8 @@ class ClusterConfig:
                 optional[name] = data[name]
         if "tls" in data:
             optional["tls"] = _tls(data["tls"])
+        if "connections" in data:
+            optional["connections"] = ConnectionSettings.from_dict(data["connections"])
         if "reads" in data:
             optional["reads"] = ReadLimits.from_dict(data["reads"])
         return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
@@ -584,7 +540,7 @@ def _validate(config: ClusterConfig) -> None:
             f"max_message_bytes ({config.max_message_bytes}) must be at least max_key_bytes + max_value_bytes "
             f"+ {MESSAGE_OVERHEAD_BYTES} bytes of overhead = {smallest_message}"
         )
-    problems.extend(_read_problems(config))
+    problems.extend(config.reads.problems(config.page_room_bytes))
     if len(config.wan_ms) != len(dcs) or any(len(row) != len(dcs) for row in config.wan_ms):
         problems.append(f"wan_ms must be a {len(dcs)}x{len(dcs)} matrix")
     else:
@@ -594,24 +550,10 @@ def _validate(config: ClusterConfig) -> None:
                     problems.append(f"wan_ms.{dcs[i]}[{j}] must be a non-negative number of ms, not {delay}")
                 elif i == j and delay != 0:
                     problems.append(f"wan_ms.{dcs[i]}[{j}]: the delay from a DC to itself must be 0")
+    problems.extend(config.connections.problems(config.max_message_bytes))
     problems.extend(_server_problems(config))
     if problems:
         raise ValueError("invalid cluster config: " + "; ".join(problems))
-
-
-def _read_problems(config: ClusterConfig) -> list[str]:
-    """The ``[reads]`` limits as the core checks them, and a SCAN page that fits in a message."""
-    try:
-        CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=1, **config.reads.core_fields())
-    except ValueError as error:
-        return [f"reads: {str(error).removeprefix('invalid server configuration: ')}"]
-    scan_bytes = config.reads.max_scan_bytes
-    largest_page = (scan_bytes or 0) + config.max_key_bytes + config.max_value_bytes + MESSAGE_OVERHEAD_BYTES
-    if scan_bytes is not None and largest_page > config.max_message_bytes:
-        return [f"reads.max_scan_bytes ({scan_bytes}) + max_key_bytes + max_value_bytes + "
-                f"{MESSAGE_OVERHEAD_BYTES} bytes of overhead = {largest_page} must fit in max_message_bytes "
-                f"({config.max_message_bytes}): a SCAN page may exceed its byte budget by one pair"]
-    return []
 
 
 def _server_problems(config: ClusterConfig) -> list[str]:
@@ -783,12 +725,12 @@ def default_config_path() -> Path:
     return okapi_home() / "cluster.toml"
 
 
-def load_default_cluster() -> ClusterConfig:
-    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none."""
+def load_default_cluster(alternatives: str = "--connect HOST:PORT") -> ClusterConfig:
+    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none.
+    ``alternatives`` names the caller's own flags that name a cluster another way (a hint must only
+    name flags its command has)."""
     path = default_config_path()
     if not path.exists():
-        raise ValueError(
-            f"no local cluster config at {path}: start a cluster with `okapi up`, "
-            "or name one with --connect HOST:PORT or --config FILE"
-        )
+        raise ValueError(f"no local cluster config at {path}: start a cluster with `okapi up`, "
+                         f"or name one with {alternatives}")
     return ClusterConfig.load(path)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from okapikv.core.protocols import protocol_names
 
-#: The positive limits on snapshot reads (``max_snapshot_retries`` may be 0), in the order the cluster
-#: config's ``[reads]`` table lists them (``okapikv.cluster.config.ReadLimits``).
+#: The limits on snapshot reads that must be positive (``max_snapshot_retries`` may be 0; the cluster
+#: config's ``[reads]`` section sets them all: ``okapikv.cluster.reads``).
 READ_LIMITS = ("max_read_keys", "max_scan_items", "max_scan_bytes", "max_concurrent_reads", "max_read_items",
                "read_timeout_us", "read_deadline_us", "snapshot_lease_us")
 
