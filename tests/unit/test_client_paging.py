@@ -161,3 +161,22 @@ def test_okapi_client_scan_prints_every_page(fake: FakeCluster) -> None:
     assert not stop
     assert lines == ["SCAN k l BEGIN", *(f"  {key} v{key}" for key in KEYS), "SCAN END"]
     assert len(scan_requests(fake)) == 5
+
+
+def test_the_distinct_keys_count_against_the_limit_and_are_counted_lazily() -> None:
+    from okapikv.client.operations import unique_keys
+
+    ordered, unique = unique_keys(["a", "b", "a"] * 50_000, max_keys=2)  # 150,000 names, 2 keys
+    assert len(ordered) == 150_000 and unique == [b"a", b"b"]
+    seen: list[int] = []
+
+    def endless() -> Iterator[str]:
+        number = 0
+        while True:
+            seen.append(number)
+            yield f"k{number}"
+            number += 1
+
+    with pytest.raises(InvalidArgument, match="at most 10 keys, not more than 10"):
+        unique_keys(endless(), max_keys=10)
+    assert len(seen) == 11  # refused at the 11th distinct key, nothing more taken

@@ -685,11 +685,10 @@ class AsyncClient:
 
     async def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
-        ordered, unique = ops.unique_keys(keys)
+        state = self._ready_now() or await self._ready()
+        ordered, unique = ops.unique_keys(keys, self.topology.max_read_keys)
         if not unique:
             return []
-        state = self._ready_now() or await self._ready()
-        ops.check_read_keys(len(unique), self.topology.max_read_keys)
         # Coordinating at the server of the first key saves that key a hop inside the DC.
         reply = await self._invoke(ops.READ_TX, ops.read_tx_request(unique, state.wire()),
                                    self._partition(unique[0]), True)

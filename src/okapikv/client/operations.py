@@ -10,7 +10,7 @@ the client merges entry-wise with max, so the session never moves backwards).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,23 +236,30 @@ def encode_limit(limit: int | None) -> int:
     return min(limit, MAX_SCAN_LIMIT)
 
 
-def check_read_keys(count: int, topology_limit: int) -> None:
-    """Refuse a RO-TX over the servers' ``max_read_keys`` (ClusterInfo) before sending it: at once,
-    with the server's own message, instead of after its keys crossed the network to a busy server."""
-    if topology_limit and count > topology_limit:
-        from okapikv.errors import InvalidArgument
-
-        raise InvalidArgument(f"a read transaction may name at most {topology_limit} keys, not {count}")
-
-
-def unique_keys(keys: Iterable[KeyLike]) -> tuple[list[bytes], list[bytes]]:
+def unique_keys(keys: Iterable[KeyLike], max_keys: int = 0) -> tuple[list[bytes], list[bytes]]:
     """The keys as bytes in the caller's order, and the distinct ones to send (first occurrence order).
 
     A transaction may name a key twice; the server only needs it once, and both positions get the
-    same value from the one snapshot.
+    same value from the one snapshot. ``max_keys`` (the servers' ``max_read_keys``, from
+    ClusterInfo; 0: unknown): ``InvalidArgument``, with the server's own message, as soon as more
+    distinct keys than that are seen, before the rest is even converted: a RO-TX the servers would
+    refuse is refused at once, not after its keys crossed the network to a busy server.
     """
-    ordered = [to_bytes(key) for key in keys]
-    return ordered, list(dict.fromkeys(ordered))
+    if not max_keys or (isinstance(keys, Sized) and len(keys) <= max_keys):
+        ordered = [to_bytes(key) for key in keys]
+        return ordered, list(dict.fromkeys(ordered))
+    ordered = []
+    distinct: dict[bytes, None] = {}
+    for key in keys:
+        key_bytes = to_bytes(key)
+        ordered.append(key_bytes)
+        distinct[key_bytes] = None
+        if len(distinct) > max_keys:
+            from okapikv.errors import InvalidArgument
+
+            count = f"{len(keys)}" if isinstance(keys, Sized) else f"more than {max_keys}"
+            raise InvalidArgument(f"a read transaction may name at most {max_keys} keys, not {count}")
+    return ordered, list(distinct)
 
 
 # ------------------------------------------------------------------ replies

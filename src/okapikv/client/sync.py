@@ -439,10 +439,9 @@ class Client:
 
     def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
-        ordered, unique = ops.unique_keys(keys)
+        ordered, unique = ops.unique_keys(keys, self._topology.max_read_keys)
         if not unique:
             return []
-        ops.check_read_keys(len(unique), self._topology.max_read_keys)
         reply = self._on_coordinator(ops.READ_TX, self._topology.partition_of(unique[0]),
                                      ops.read_tx_request(unique, self._state.wire()))
         return ops.decode_read_tx(reply, ordered, unique)
