@@ -29,5 +29,19 @@ class OutcomeUnknown(OkapiError):
     ``Unavailable``, so failover does not retry it in another DC either."""
 
 
+class Overloaded(OkapiError):
+    """The servers of the DC kept refusing a snapshot read (RO-TX or SCAN) because they already
+    coordinate as many as their limits allow (``max_concurrent_reads``, ``max_read_items``), until
+    the client's timeout (it retries with backoff meanwhile). Nothing was read; retry later or
+    read less at once. Not an ``Unavailable``: the DC is up, so failover does not move for it."""
+
+
+class SnapshotTooOld(OkapiError):
+    """A snapshot read could not keep its snapshot: the garbage collector had passed it (every
+    retry of a RO-TX, or a SCAN between pages more often than the client starts it over, or a paged
+    ``iter_scan``, which cannot start over), or a SCAN's client moved to another DC mid-scan.
+    Nothing is wrong with the data; retry (docs/operations.md, "Read limits and paging")."""
+
+
 class ProtocolMismatch(OkapiError):
     """The server speaks to another cluster or another version of the protocol."""

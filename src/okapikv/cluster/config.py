@@ -37,9 +37,10 @@ pipeline over gRPC; see ``okapikv.wire.frames``), ``resp = false`` (serve no Red
 ``bounded_visibility = true`` (Okapi: servers
 hold client batches while remote updates take longer than the UST bound to become visible, a bound
 computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
-a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``) and a
-``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the
-config file's folder; ``client_auth``, default true; ``server_name``)::
+a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``), a
+``[reads]`` section (the bounds on snapshot reads, ``okapikv.cluster.reads``) and a ``[tls]``
+section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config file's
+folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
@@ -64,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.connections import ConnectionSettings
+from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
 from okapikv.core.protocols import protocol_names
 from okapikv.tls import TlsConfig
@@ -103,6 +105,7 @@ _TOP_LEVEL_KEYS = {
     "servers",
     "tls",
     "connections",
+    "reads",
 }
 _SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port",
                 "resp_port"}
@@ -173,6 +176,7 @@ class ClusterConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     tls: TlsConfig | None = None
     connections: ConnectionSettings = ConnectionSettings()
+    reads: ReadLimits = ReadLimits()
     _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -216,7 +220,14 @@ class ClusterConfig:
             piggyback_usv=self.piggyback_usv,
             max_key_bytes=self.max_key_bytes,
             max_value_bytes=self.max_value_bytes,
+            **self.reads.core_fields(self.page_room_bytes),
         )
+
+    @property
+    def page_room_bytes(self) -> int:
+        """What the message limit leaves for a SCAN page beside one largest pair (a page may exceed
+        its byte budget by one pair): the most ``[reads] max_scan_bytes`` may be."""
+        return self.max_message_bytes - self.max_key_bytes - self.max_value_bytes - MESSAGE_OVERHEAD_BYTES
 
     # ---------------------------------------------------------------- TOML
 
@@ -242,6 +253,8 @@ class ClusterConfig:
             data["tls"] = _tls_dict(self.tls)
         if self.connections.changed():
             data["connections"] = self.connections.changed()
+        if self.reads.changed():
+            data["reads"] = self.reads.changed()
         return data
 
     def to_toml(self) -> str:
@@ -293,6 +306,9 @@ class ClusterConfig:
         if self.connections.changed():
             lines += ["", "# Timeouts and input budgets (docs/operations.md, Connections).", "[connections]"]
             lines += [f"{name} = {value}" for name, value in self.connections.changed().items()]
+        if self.reads.changed():
+            lines += ["", "# Bounds on snapshot reads (docs/operations.md, Read limits and paging).", "[reads]"]
+            lines += [f"{name} = {value}" for name, value in self.reads.changed().items()]
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | Path) -> Path:
@@ -367,6 +383,8 @@ class ClusterConfig:
             optional["tls"] = _tls(data["tls"])
         if "connections" in data:
             optional["connections"] = ConnectionSettings.from_dict(data["connections"])
+        if "reads" in data:
+            optional["reads"] = ReadLimits.from_dict(data["reads"])
         return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
 
 
@@ -544,6 +562,7 @@ def _validate(config: ClusterConfig) -> None:
             f"max_message_bytes ({config.max_message_bytes}) must be at least max_key_bytes + max_value_bytes "
             f"+ {MESSAGE_OVERHEAD_BYTES} bytes of overhead = {smallest_message}"
         )
+    problems.extend(config.reads.problems(config.page_room_bytes))
     if len(config.wan_ms) != len(dcs) or any(len(row) != len(dcs) for row in config.wan_ms):
         problems.append(f"wan_ms must be a {len(dcs)}x{len(dcs)} matrix")
     else:

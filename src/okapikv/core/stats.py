@@ -53,6 +53,12 @@ class ServerStats:
     catch_up_replies_received: int = 0
     progress_messages_sent: int = 0
     read_timeouts: int = 0
+    # snapshot reads (docs/operations.md, "Read limits and paging")
+    reads_refused: int = 0  # over max_concurrent_reads / max_read_items: RESOURCE_EXHAUSTED at once
+    reads_given_up: int = 0  # snapshot below the GC horizon after every retry (ABORTED)
+    reads_abandoned: int = 0  # the client went away: dropped unanswered
+    slices_resent: int = 0  # to a partition that announced a restart
+    scan_pages: int = 0  # SCAN replies that stopped early (with a resume key)
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -83,4 +89,9 @@ class ServerStats:
             "catch_up_replies_received": self.catch_up_replies_received,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
+            "reads_refused": self.reads_refused,
+            "reads_given_up": self.reads_given_up,
+            "reads_abandoned": self.reads_abandoned,
+            "slices_resent": self.slices_resent,
+            "scan_pages": self.scan_pages,
         }

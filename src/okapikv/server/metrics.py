@@ -251,8 +251,10 @@ class NodeCollector:
         yield self._gauge("okapi_keys", "Keys with at least one version.", len(core.store))
         yield self._gauge("okapi_parked_requests", "Requests waiting for the clock or the stable vector.",
                           core.parked_count)
-        yield self._gauge("okapi_pending_reads", "RO-TX and SCAN reads waiting for partition slices.",
+        yield self._gauge("okapi_pending_reads", "RO-TX and SCAN reads this server coordinates, not answered yet.",
                           core.pending_reads)
+        yield self._gauge("okapi_snapshot_leases", "Paged SCANs' snapshots held for their next page.",
+                          core.snapshot_leases)
         yield self._counter("okapi_rejected_requests", "Requests the core refused (invalid arguments).",
                             stats.rejected_requests)
         yield self._counter("okapi_snapshot_retries", "Snapshot reads restarted.", stats.snapshot_retries)

@@ -126,6 +126,8 @@ REQUEST_KINDS: dict[type, str] = {
     GetRequest: "get", PutRequest: "put", SwapRequest: "swap", DeleteRequest: "delete",
     ScanRequest: "scan", ReadTxRequest: "read_tx",
 }
+#: The result kinds of snapshot reads: dropped from the core when their client goes away.
+READ_KINDS = frozenset({"scan", "read_tx"})
 
 
 class PartitionNode:
@@ -256,7 +258,8 @@ class PartitionNode:
             self._run_core((request,))
             return await future
         finally:
-            self._waiting.pop(request_id, None)
+            if self._waiting.pop(request_id, None) is not None and isinstance(request, ReadTxRequest | ScanRequest):
+                self._abandon([request_id])  # the RPC was cancelled: its client went away
             self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
     def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
@@ -267,6 +270,8 @@ class PartitionNode:
         num_dcs = self.num_dcs
         check_partition = self.config.partitions > 1
         started = time.perf_counter()
+        if sink.on_close is None:
+            sink.on_close = self._stream_closed
         for operation in batch.operations:
             request_id = next(self._request_ids)
             converted = operation_request(operation, request_id, num_dcs)
@@ -286,6 +291,24 @@ class PartitionNode:
         self.pipeline_batches += 1
         if requests:
             self._run_core(requests)
+
+    def _stream_closed(self, sink: PipelineSink) -> None:
+        """A Pipeline stream or native connection is gone: its snapshot reads still running have no
+        one to answer, so the core drops them (``PartitionServer.cancel_reads``); its other
+        operations finish (a write is applied once taken) and their replies are dropped."""
+        reads = [request_id for request_id, entry in self._waiting.items()
+                 if type(entry) is tuple and entry[0] is sink and entry[2] in READ_KINDS]
+        for request_id in reads:
+            del self._waiting[request_id]
+        sink.outstanding -= len(reads)
+        if reads:
+            self._abandon(reads)
+
+    def _abandon(self, request_ids: list[int]) -> None:
+        dropped = self.core.cancel_reads(request_ids)
+        if dropped:
+            log.info("%s: dropped %d snapshot read(s) whose client went away", self.label, dropped,
+                     extra={"event": "reads_abandoned", "count": dropped})
 
     def backlogged(self) -> bool:
         """Whether new client batches should wait: some peer link that works (connected, not cut)
@@ -574,6 +597,7 @@ class PartitionNode:
             "stable_lag_samples": self.lag_samples.snapshot(),
             "parked": core.parked_count,
             "pending_reads": core.pending_reads,
+            "snapshot_leases": core.snapshot_leases,
             "keys": len(core.store),
             "catching_up": [self.config.dcs[dc] for dc in core.catching_up],
             "storage": None if self._committer is None else {

@@ -125,6 +125,10 @@ class SimConfig:
     rotx_partitions: int = 2
     #: scans cover this many consecutive keys at most
     scan_span: int = 8
+    #: the servers' cap on pairs per SCAN reply (``max_scan_items``; 0: the servers' default, which
+    #: a scan of ``scan_span`` keys never reaches): small, so that scans come in pages, each page at
+    #: the first page's snapshot, and the checkers judge paged scans
+    scan_page_items: int = 3
     #: client think time between operations, uniform in [0, think_us_max] (us)
     think_us_max: int = 1_000
     #: per-message service time of a healthy server (us); a slow server adds to it
@@ -163,6 +167,8 @@ class SimConfig:
             problems.append("duration must be positive")
         if self.clock_skew_ms < 0:
             problems.append("clock skew must not be negative")
+        if self.scan_page_items < 0:
+            problems.append("scan_page_items must not be negative")
         wan = self.wan()
         if len(wan) != self.num_dcs or any(len(row) != self.num_dcs for row in wan):
             problems.append(f"the WAN matrix must be {self.num_dcs}x{self.num_dcs}")

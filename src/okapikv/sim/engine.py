@@ -101,9 +101,9 @@ INFINITY = 1 << 62
 QUIESCENCE_POLL_US = 5_000
 #: how long a client whose request was lost with a crashed server waits before resending it
 CLIENT_RETRY_US = 10_000
-#: a snapshot read whose slice a crash lost is retried after this (the servers' 5 s default is
-#: the whole convergence timeout of a run that lasts a second or two)
-SIM_READ_TIMEOUT_US = 300_000
+#: how many times a client starts a paged SCAN over when a later page finds its snapshot gone
+#: (ABORTED), as the real clients do (``okapikv.client.operations.SCAN_RESTARTS``)
+SCAN_RESTARTS = 2
 FINAL_READERS_PER_DC = 8
 
 # event kinds (ints compare fast; the heap entry is (time, seq, kind, target, payload))
@@ -129,6 +129,10 @@ class _Client:
     request: ClientRequest | None = None  # the request in flight, resent if a crash loses it
     server: int = 0  # the server it was sent to
     lost_since: int | None = None  # when a crash first lost the request in flight
+    # a paged SCAN in progress: its first request, the pairs of its pages so far, restarts left
+    scan: ScanRequest | None = None
+    scan_items: list[tuple[bytes, bytes]] = field(default_factory=list)
+    scan_restarts: int = 0
     counter: int = 0
     stopped: bool = False
 
@@ -158,6 +162,7 @@ class SimResult:
     events: int
     snapshot_retries: int = 0
     messages: Counter[str] = field(default_factory=Counter)
+    scan_restarts: int = 0
 
 
 class Simulation:
@@ -183,7 +188,7 @@ class Simulation:
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
-                    read_timeout_us=SIM_READ_TIMEOUT_US,
+                    **({"max_scan_items": config.scan_page_items} if config.scan_page_items else {}),
                 )
             )
             for dc in range(dcs)
@@ -245,6 +250,7 @@ class Simulation:
         self.pending: dict[int, int] = {}
         self.failover_us = int(config.fault_plan.failover_after_ms * 1000)
         self.failovers = 0
+        self.scan_restarts = 0
         self._next_request = 1
         self.operations: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
@@ -529,15 +535,50 @@ class Simulation:
                                      end=decode_bytes(keys[high]), limit=limit, server=(dc, partition))
         self.operations[f] += 1
         client.op = op
-        client.request_id = rid
-        client.request = request
         client.server = dc * partitions + partition
-        self.pending[rid] = client.index
+        if isinstance(request, ScanRequest):
+            client.scan, client.scan_items, client.scan_restarts = request, [], SCAN_RESTARTS
+        self._send_request(client, request)
+
+    def _send_request(self, client: _Client, request: ClientRequest) -> None:
+        client.request_id = request.request_id
+        client.request = request
+        self.pending[request.request_id] = client.index
         heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), DELIVER, client.server, request))
+
+    def _next_page(self, client: _Client, reply: ClientReply) -> bool:
+        """A paged SCAN goes on as the real clients page it: a reply with a resume key asks for the
+        next page at its snapshot; a later page refused ABORTED (its snapshot is gone, or the client
+        moved DC) starts the scan over, at most SCAN_RESTARTS times. True when a request left."""
+        first = client.scan
+        if first is None:
+            return False
+        if type(reply) is ScanReply and reply.resume is not None:
+            client.session.merge(reply.session)
+            client.scan_items += reply.items
+            limit = None if first.limit is None else first.limit - len(client.scan_items)
+            request = replace(first, request_id=self._next_request, start=reply.resume, limit=limit,
+                              session=client.session.current, snapshot=reply.snapshot)
+        elif type(reply) is ErrorReply and reply.code == "ABORTED" and client.scan_restarts:
+            client.scan_restarts -= 1
+            client.scan_items = []
+            request = replace(first, request_id=self._next_request, session=client.session.current)
+            self.scan_restarts += 1
+        else:
+            return False
+        self._next_request += 1
+        self._send_request(client, request)
+        return True
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
         client.lost_since = None
+        if self._next_page(client, reply):
+            return
+        if client.scan is not None:
+            if type(reply) is ScanReply:  # the last page: the SCAN's result is every page's pairs
+                reply = replace(reply, items=(*client.scan_items, *reply.items))
+            client.scan, client.scan_items = None, []
         op = client.op
         now = self.now
         if type(reply) is ErrorReply:
@@ -1064,6 +1105,7 @@ class Simulation:
             wall_s=wall_s,
             events=self.events,
             snapshot_retries=retries,
+            scan_restarts=self.scan_restarts,
             messages=Counter({kind.__name__: n for kind, n in self.message_counts.items()}),
         )
 

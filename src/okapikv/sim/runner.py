@@ -128,6 +128,8 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         lines.append("waits: none")
     if result.snapshot_retries:
         lines.append(f"snapshot retries (GC horizon): {result.snapshot_retries}")
+    if result.scan_restarts:
+        lines.append(f"paged scans started over (snapshot gone between pages): {result.scan_restarts}")
     if result.visibility_us:
         parts = []
         for (source, destination), values in sorted(result.visibility_us.items()):
