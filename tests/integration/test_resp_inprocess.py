@@ -174,3 +174,31 @@ def test_a_connection_over_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch)
         await first.aclose()
 
     _run(check, monkeypatch, max_connections=2)
+
+
+def test_range_reads_page_through_the_cores_short_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The core answers a range in pages of at most ``max_scan_items`` pairs (and a page that examined
+    only deleted keys may hold none): SCAN, OKAPI.RANGE, KEYS and DBSIZE read every page of one
+    snapshot, so they see the whole range."""
+    from okapikv.cluster.reads import ReadLimits
+
+    async def check(port: int) -> None:
+        client = aioredis.Redis(host="127.0.0.1", port=port)
+        try:
+            for index in range(40):
+                await client.set(f"k{index:02d}", f"v{index}")
+            for index in range(10, 30):  # a run of tombstones: pages that examine them return few pairs
+                await client.delete(f"k{index:02d}")
+            expected = [f"k{index:02d}".encode() for index in (*range(10), *range(30, 40))]
+            assert await client.execute_command("OKAPI.RANGE", "k", "l") == [
+                part for key in expected for part in (key, b"v" + key[1:].lstrip(b"0").rjust(1, b"0"))]
+            assert sorted(await client.keys("k*")) == expected
+            assert await client.dbsize() == len(expected)
+            cursor, first = await client.scan(0, count=15)
+            assert first == expected[:15] and cursor != 0
+            cursor, rest = await client.scan(cursor, count=15)
+            assert rest == expected[15:] and cursor == 0
+        finally:
+            await client.aclose()
+
+    _run(check, monkeypatch, settings={"reads": ReadLimits(max_scan_items=3)})

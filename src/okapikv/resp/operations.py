@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from okapikv.client.aio import AsyncClient
-from okapikv.client.operations import SessionState
+from okapikv.client.operations import SCAN_RESTARTS, SessionState
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
@@ -116,12 +116,33 @@ class SessionOperations:
         return list(reply.values)
 
     async def scan(self, start: bytes, end: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-        """The first ``limit`` pairs with start <= key <= end, from one causal snapshot."""
-        if start > end:
-            return []
-        reply = await self._call(ScanRequest(self._node.next_request_id(), start, end, limit, self.state.current))
-        assert type(reply) is ScanReply
-        return list(reply.items)
+        """The first ``limit`` pairs with start <= key <= end, from one causal snapshot.
+
+        The core answers a range in pages (at most ``max_scan_items`` pairs, and a page that
+        examined many deleted keys may hold none) that name where the rest starts and the snapshot
+        they read (docs/operations.md, "Read limits and paging"): the pages are read here at that
+        snapshot until the limit or the range is done. A page whose snapshot is gone (ABORTED)
+        starts the read over, at most ``SCAN_RESTARTS`` times, as the client library does."""
+        items: list[tuple[bytes, bytes]] = []
+        restarts = SCAN_RESTARTS
+        next_start, snapshot = start, None
+        while next_start <= end and len(items) < limit:
+            request = ScanRequest(self._node.next_request_id(), next_start, end, limit - len(items),
+                                  self.state.current, snapshot)
+            reply = await self._node.call(request)
+            if type(reply) is ErrorReply:
+                if reply.code == "ABORTED" and snapshot is not None and restarts > 0:
+                    restarts -= 1
+                    items, next_start, snapshot = [], start, None
+                    continue
+                raise CommandError(f"ERR {reply.message}")
+            assert type(reply) is ScanReply
+            self.state.absorb(reply.session)
+            items.extend(reply.items)
+            if reply.resume is None:
+                break
+            next_start, snapshot = reply.resume, reply.snapshot
+        return items[:limit]
 
     # ------------------------------------------------------------------ tokens
 
