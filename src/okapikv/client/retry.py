@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
+from okapikv.errors import ClockOffsetExceeded, InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
 
 # Statuses after which the same request may succeed later: the server is down or restarting, or it
 # cut the stream (a server shutting down cancels its calls, which reaches us as CANCELLED).
@@ -115,6 +115,8 @@ def classify(code: grpc.StatusCode, details: str) -> Exception:
         return RetryableError(code, details)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(details)
+    if code == grpc.StatusCode.OUT_OF_RANGE:  # the maximum clock offset (``okapikv.core.server``)
+        return ClockOffsetExceeded(details)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return ProtocolMismatch(f"the server does not implement this call ({details})")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

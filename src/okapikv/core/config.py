@@ -34,6 +34,9 @@ class CoreConfig:
     # a snapshot read whose slices are not all answered by then is retried with a fresh snapshot (a
     # partition that crashed after taking its slice never answers)
     read_timeout_us: int = 5_000_000
+    # the most a timestamp taken from a client's session or a peer may be ahead of this server's clock
+    # (the HLC paper's epsilon, CockroachDB's max offset): far above NTP's error, far below a bad step
+    max_clock_offset_us: int = 500_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -48,7 +51,8 @@ class CoreConfig:
         if self.protocol not in protocol_names():
             problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
         for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
-                     "max_key_bytes", "max_value_bytes", "max_read_keys", "read_timeout_us"):
+                     "max_key_bytes", "max_value_bytes", "max_read_keys", "read_timeout_us",
+                     "max_clock_offset_us"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         if problems:

@@ -337,12 +337,16 @@ class ScanSlice:
 @message
 class SliceReply:
     """Answer to a TxSlice or ScanSlice. ``too_old`` means the slice's snapshot is below this
-    partition's garbage-collection horizon: the coordinator retries with a fresh snapshot."""
+    partition's garbage-collection horizon: the coordinator retries with a fresh snapshot.
+    ``clock_ahead_us`` (not 0) means the partition refused the slice: the snapshot reaches that far
+    ahead of its clock, beyond the maximum clock offset (serving it would raise its HLC there, or
+    wait that long); the coordinator fails the read with the clock-offset error."""
 
     source: ServerId
     tx_id: int
     items: tuple[ReadItem, ...]
     too_old: bool = False
+    clock_ahead_us: int = 0
 
 
 PeerMessage = (

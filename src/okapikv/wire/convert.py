@@ -349,6 +349,7 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         reply.SetInParent()
         reply.tx_id = message.tx_id
         reply.too_old = message.too_old
+        reply.clock_ahead_us = message.clock_ahead_us
         _fill_items(reply, message.items)
     elif isinstance(message, TxSlice):
         tx = result.tx_slice
@@ -475,7 +476,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
             )
             for i in reply.items
         )
-        return SliceReply(source, reply.tx_id, items, reply.too_old)
+        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.clock_ahead_us)
     if kind == "tx_slice":
         tx = message.tx_slice
         return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))
