@@ -51,7 +51,9 @@ wait longer than the offset for the clock (the baselines' waits). A peer's water
 batch's timestamps, a heartbeat, a catch-up answer) beyond the clock plus the offset is adopted into
 ``vv[i]`` only up to that point (``_watermark``): the updates are stored, and the clamped value stays
 a valid lower bound (FIFO: everything of DC i below the message's timestamp has arrived), so nothing
-is lost and the stable vector never runs more than the offset ahead of this clock. A server whose
+is lost and the stable vector never runs more than the offset ahead of this clock (GSVs from other
+DCs and the reports and broadcasts inside the DC need no clamp: the GSV and the USV are minimums that
+include this server's own, clamped, vector). A server whose
 clock is far ahead thus keeps its own writes invisible elsewhere until the others' clocks catch up;
 one whose clock is far behind holds back the stability of everyone's (the min of the vectors), as a
 server that is down does. Both are counted (``stats``) and ``last_clock_offset`` describes the latest.
