@@ -8,6 +8,7 @@ checkers must catch it within a few seeds.
 
 from __future__ import annotations
 
+from okapikv.core.config import CoreConfig
 from okapikv.core.messages import CatchUpReply, Heartbeat, ReplicateBatch
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import register
@@ -34,6 +35,10 @@ class UnboundedClockServer(PartitionServer):
     snapshot, however far ahead of its clock, and adopts peers' watermarks as they come. One clock
     far ahead then drags every HLC ahead with it (issue 16, failure 1): the simulator's clock
     faults (``SimConfig.clock_jumps``) must catch it within a few seeds."""
+
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__(config)
+        self._guard_sessions = False
 
     def _ceiling(self, now_us: int) -> int:
         return ALL_TIMESTAMPS
