@@ -1,8 +1,8 @@
 """Partition servers of one DC wired together by hand, synchronously (unit and property tests only).
 
 Every ``Send`` to a partition of the same DC is delivered at once, at the current time, so a request
-either gets its reply inside ``request`` or is parked by the core (a Cure/GentleRain wait, an HLC
-overflow); ``request`` then advances time to the earliest ``next_deadline`` and runs every server's
+either gets its reply inside ``request`` or is parked by the core (a Cure/GentleRain wait);
+``request`` then advances time to the earliest ``next_deadline`` and runs every server's
 timer until the reply comes. Sends to other DCs are kept in ``outbound`` for the test to look at.
 
 This is deliberately smaller than ``tests/harness.py`` (no delays, no skew, one DC): it exists to

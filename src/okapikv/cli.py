@@ -126,6 +126,12 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="spread fixed clock offsets over [0, X] ms across the servers")
+    p.add_argument("--clock-jumps", action="store_true",
+                   help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
+                        "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
+                   help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
+                        "completes, every write becomes visible in every DC, within bounds)")
     p.add_argument("--history", default=None, metavar="FILE",
                    help="write the history (JSON lines) to FILE, for `okapi check FILE`; sweeps: FILE with {seed}")
     p.set_defaults(target="okapikv.sim.cli:run_sim")

@@ -11,6 +11,13 @@ class InvalidArgument(OkapiError):
     """The server refused the request (empty or oversized key, oversized value, ...); nothing changed."""
 
 
+class ClockOffsetExceeded(OkapiError):
+    """The server refused the request and changed nothing: it depends on a timestamp further ahead of
+    the server's clock than the cluster's maximum clock offset (a server's clock is ahead, or this
+    one's is behind; docs/operations.md, "Clocks: the maximum offset"). Not retried: the same
+    request meets the same clocks until an operator fixes them or the clock catches up."""
+
+
 class Unavailable(OkapiError):
     """No server for the key answered before the client's timeout (retries with backoff included)."""
 

@@ -36,6 +36,7 @@ def test_print_config_loads_back(tmp_path: Path) -> None:
     assert [s.address for s in config.servers] == [f"127.0.0.1:{9000 + i}" for i in range(9)]
     assert [s.clock_skew_ms for s in config.servers] == [0.75 * i for i in range(9)]
     assert config.delay_ms(0, 1) == 35.0 and config.delay_ms(2, 0) == 50.0
+    assert "max_clock_offset_ms = 500.0" in result.stdout.splitlines() and config.max_clock_offset_ms == 500.0
     assert not (tmp_path / "cluster.toml").exists()  # printing starts nothing and writes nothing
 
 

@@ -93,6 +93,21 @@ def test_bounded_visibility_is_off_by_default_and_round_trips() -> None:
         ClusterConfig.from_dict(default.to_dict() | {"bounded_visibility": "yes"})
 
 
+def test_max_clock_offset_defaults_to_500_ms_reaches_the_core_and_round_trips() -> None:
+    default = local_cluster(dcs=("a", "b"), partitions=1)
+    assert default.max_clock_offset_ms == 500.0
+    assert "max_clock_offset_ms = 500.0" in default.to_toml().splitlines()
+    assert default.core_config("a", 0).max_clock_offset_us == 500_000
+    config = dataclasses.replace(default, max_clock_offset_ms=250.5)
+    for loaded in (ClusterConfig.from_toml(config.to_toml()), ClusterConfig.from_dict(config.to_dict())):
+        assert loaded == config and loaded.core_config("b", 0).max_clock_offset_us == 250_500
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="max_clock_offset_ms must be a positive number of ms"):
+            dataclasses.replace(default, max_clock_offset_ms=bad)
+    with pytest.raises(ValueError, match="max_clock_offset_ms must be a finite number"):
+        ClusterConfig.from_dict(default.to_dict() | {"max_clock_offset_ms": "half a second"})
+
+
 def _base() -> dict[str, object]:
     return local_cluster(dcs=("a", "b"), partitions=1, wan=5).to_dict()
 

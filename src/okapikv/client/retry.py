@@ -32,7 +32,15 @@ from dataclasses import dataclass
 import grpc
 
 from okapikv.core.messages import OVERLOADED
-from okapikv.errors import InvalidArgument, OkapiError, Overloaded, ProtocolMismatch, SnapshotTooOld, Unavailable
+from okapikv.errors import (
+    ClockOffsetExceeded,
+    InvalidArgument,
+    OkapiError,
+    Overloaded,
+    ProtocolMismatch,
+    SnapshotTooOld,
+    Unavailable,
+)
 
 # Statuses after which the same request may succeed later: the server is down or restarting, or it
 # cut the stream (a server shutting down cancels its calls, which reaches us as CANCELLED). A
@@ -121,6 +129,8 @@ def classify(code: grpc.StatusCode, details: str) -> Exception:
         return SnapshotTooOld(details)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(details)
+    if code == grpc.StatusCode.OUT_OF_RANGE:  # the maximum clock offset (``okapikv.core.server``)
+        return ClockOffsetExceeded(details)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return ProtocolMismatch(f"the server does not implement this call ({details})")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

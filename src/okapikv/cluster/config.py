@@ -5,7 +5,10 @@ own (dc, partition), so the same file works for a loopback cluster and for a mul
 to each host and start `okapi server --config FILE --dc NAME --partition N` there.
 
 What must agree across servers lives here (DC order, partitions per DC, protocol, stabilization
-intervals, size limits); what is per server is the address and the injected clock skew. The WAN
+intervals, size limits, the maximum clock offset); what is per server is the address and the injected
+clock skew. ``max_clock_offset_ms`` (default 500) is the most any server's clock may be ahead of
+another's: a timestamp further ahead of a server's clock is refused or held back there
+(``okapikv.core.server``; docs/operations.md, "Clocks: the maximum offset"). The WAN
 delay matrix is an emulation knob for local runs: each sender holds a message to another DC back
 for the one-way delay (see ``okapikv.server.links``).
 
@@ -77,6 +80,8 @@ DEFAULT_MAX_VALUE_BYTES = 1 << 20
 # hostile client cannot make a server allocate without bound. A single largest operation must fit
 # (checked), so the value limit, not the message limit, is what refuses an oversized value.
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+# Far above what NTP keeps clocks to (milliseconds), far below a bad step (minutes, hours).
+DEFAULT_MAX_CLOCK_OFFSET_MS = 500.0
 MESSAGE_OVERHEAD_BYTES = 64 << 10
 
 # One-way delays between the paper's AWS regions, in ms: roughly half of public inter-region RTTs.
@@ -98,6 +103,7 @@ _TOP_LEVEL_KEYS = {
     "native",
     "resp",
     "bounded_visibility",
+    "max_clock_offset_ms",
     "max_key_bytes",
     "max_value_bytes",
     "max_message_bytes",
@@ -171,6 +177,7 @@ class ClusterConfig:
     native: bool = True
     resp: bool = True
     bounded_visibility: bool = False
+    max_clock_offset_ms: float = DEFAULT_MAX_CLOCK_OFFSET_MS
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -221,6 +228,7 @@ class ClusterConfig:
             max_key_bytes=self.max_key_bytes,
             max_value_bytes=self.max_value_bytes,
             **self.reads.core_fields(self.page_room_bytes),
+            max_clock_offset_us=round(self.max_clock_offset_ms * 1000),
         )
 
     @property
@@ -243,6 +251,7 @@ class ClusterConfig:
             "native": self.native,
             "resp": self.resp,
             "bounded_visibility": self.bounded_visibility,
+            "max_clock_offset_ms": self.max_clock_offset_ms,
             "max_key_bytes": self.max_key_bytes,
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,
@@ -272,6 +281,8 @@ class ClusterConfig:
             f"native = {'true' if self.native else 'false'}",
             f"resp = {'true' if self.resp else 'false'}",
             f"bounded_visibility = {'true' if self.bounded_visibility else 'false'}",
+            "# A timestamp more than this ahead of a server's clock is refused or held back there.",
+            f"max_clock_offset_ms = {_toml_float(self.max_clock_offset_ms)}",
             f"max_key_bytes = {self.max_key_bytes}",
             f"max_value_bytes = {self.max_value_bytes}",
             f"max_message_bytes = {self.max_message_bytes}",
@@ -363,7 +374,7 @@ class ClusterConfig:
             raise ValueError(f"wan_ms names unknown DC(s) {', '.join(unknown_dcs)}; DCs are {', '.join(dcs)}")
         rows = tuple(_wan_row(wan.get(name), name, len(dcs)) for name in dcs)
         optional: dict[str, Any] = {}
-        for name in ("heartbeat_interval_ms", "stabilization_interval_ms"):
+        for name in ("heartbeat_interval_ms", "stabilization_interval_ms", "max_clock_offset_ms"):
             if name in data:
                 optional[name] = _number(data[name], name)
         for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
@@ -556,6 +567,9 @@ def _validate(config: ClusterConfig) -> None:
     for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
         if getattr(config, name) < 1:
             problems.append(f"{name} must be positive")
+    offset = config.max_clock_offset_ms
+    if not math.isfinite(offset) or offset * 1000 < 1:
+        problems.append(f"max_clock_offset_ms must be a positive number of ms (at least 0.001), not {offset}")
     smallest_message = config.max_key_bytes + config.max_value_bytes + MESSAGE_OVERHEAD_BYTES
     if config.max_message_bytes < smallest_message:
         problems.append(

@@ -47,6 +47,9 @@ class CoreConfig:
     read_timeout_us: int = 5_000_000
     read_deadline_us: int = 30_000_000  # a read still unanswered after this fails, however it goes
     snapshot_lease_us: int = 5_000_000  # a paged SCAN's snapshot is kept readable this long between pages
+    # the most a timestamp taken from a client's session or a peer may be ahead of this server's clock
+    # (the HLC paper's epsilon, CockroachDB's max offset): far above NTP's error, far below a bad step
+    max_clock_offset_us: int = 500_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -61,7 +64,7 @@ class CoreConfig:
         if self.protocol not in protocol_names():
             problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
         for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
-                     "max_key_bytes", "max_value_bytes", *READ_LIMITS):
+                     "max_key_bytes", "max_value_bytes", *READ_LIMITS, "max_clock_offset_us"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
         if self.max_snapshot_retries < 0:

@@ -366,13 +366,17 @@ class SliceReply:
     """Answer to a TxSlice or ScanSlice. ``too_old`` means the slice's snapshot is below this
     partition's garbage-collection horizon: the coordinator retries with a fresh snapshot.
     ``last_key`` (scan slices): the slice stopped at its item, byte or examination budget, and
-    this is the last key it examined: the partition's keys above it are not covered."""
+    this is the last key it examined: the partition's keys above it are not covered.
+    ``clock_ahead_us`` (not 0) means the partition refused the slice: the snapshot reaches that far
+    ahead of its clock, beyond the maximum clock offset (serving it would raise its HLC there, or
+    wait that long); the coordinator fails the read with the clock-offset error."""
 
     source: ServerId
     tx_id: int
     items: tuple[ReadItem, ...]
     too_old: bool = False
     last_key: bytes | None = None
+    clock_ahead_us: int = 0
 
 
 @message

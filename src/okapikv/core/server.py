@@ -5,7 +5,7 @@ to a client); ``next_deadline()`` says when ``on_timer`` must run next. ``now_us
 physical clock reading (wall clock plus any injected skew), in microseconds. The gRPC server and the
 simulator are two drivers of this one class.
 
-Blocking (Cure's and GentleRain's waits, an HLC overflow) never sleeps here: the request is parked,
+Blocking (Cure's and GentleRain's waits) never sleeps here: the request is parked,
 its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
 stabilization advances, and the wait's duration is recorded in ``stats`` when the request resumes.
 
@@ -40,8 +40,28 @@ Durability hooks (the core stays pure; ``okapikv.storage`` and the gRPC driver d
   (``_replicated_floor``): the store is the catch-up log, trimmed by the USV's local entry (Okapi)
   or by the replicas' reported ``vv`` entries (``ReplicaProgress``, the other protocols).
 
+The maximum clock offset (``CoreConfig.max_clock_offset_us``; the HLC paper's epsilon, CockroachDB's
+max offset; docs/operations.md, "Clocks: the maximum offset"). Without it one clock an hour ahead
+drags every HLC an hour ahead: its timestamps become stable, enter every session, and each PUT then
+takes ``max(dependencies) + 1``. So nothing from elsewhere may move this server's state past its
+``_ceiling``: its clock plus the offset (or its own HLC, if that is higher already: a restart above a
+persisted clock bound). A client request whose session reaches past it is refused (``OUT_OF_RANGE``)
+and changes nothing; so is a snapshot slice (``SliceReply.clock_ahead_us``), and a request that would
+wait longer than the offset for the clock (the baselines' waits). A peer's watermark (a replication
+batch's timestamps, a heartbeat, a catch-up answer) beyond the clock plus the offset is adopted into
+``vv[i]`` only up to that point (``_watermark``): the updates are stored, and the clamped value stays
+a valid lower bound (FIFO: everything of DC i below the message's timestamp has arrived), so nothing
+is lost and the stable vector never runs more than the offset ahead of this clock (GSVs from other
+DCs and the reports and broadcasts inside the DC need no clamp: the GSV and the USV are minimums that
+include this server's own, clamped, vector). A server whose
+clock is far ahead thus keeps its own writes invisible elsewhere until the others' clocks catch up;
+one whose clock is far behind holds back the stability of everyone's (the min of the vectors), as a
+server that is down does. Both are counted (``stats``) and ``last_clock_offset`` describes the latest.
+
 Invariants (tested in ``tests/unit/test_server_*.py`` and ``tests/property``):
-- a refused request (``ErrorReply`` INVALID_ARGUMENT) changes nothing, not even the stable vector;
+- a refused request (``ErrorReply`` INVALID_ARGUMENT or OUT_OF_RANGE) changes nothing, not even the
+  stable vector;
+- the HLC never exceeds ``max(restored clock floor, clock + max offset)`` plus the logical carry;
 - every local timestamp is above the previous one and above the client's dependencies; a heartbeat
   or replication message never announces a timestamp before the updates at or below it were sent;
 - ``vv``, ``gsv``, ``horizon`` and ``stable`` only grow (GentleRain: the GST, ``min(stable)``);
@@ -102,7 +122,7 @@ from okapikv.core.partitioning import partition_of
 from okapikv.core.protocols import WaitForStable, create_protocol
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.stats import ServerStats
-from okapikv.core.timestamps import WaitForClock, pack
+from okapikv.core.timestamps import LOGICAL_BITS, LOGICAL_MASK, WaitForClock, offset_ceiling, pack, physical_of
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min, zeros
 
 NEVER = 1 << 62
@@ -128,6 +148,13 @@ MAX_SNAPSHOT_LEASES = 1_024
 
 Wait = WaitForClock | WaitForStable
 Outcome = list[Effect] | Wait
+
+
+def clock_offset_error(what: str, ahead_us: int, config: CoreConfig) -> str:
+    """The message of an ``OUT_OF_RANGE`` refusal: what reached how far past the clock, and the rule."""
+    return (f"{what} a timestamp {ahead_us / 1000:.1f} ms ahead of this server's clock, beyond the cluster's "
+            f"maximum clock offset of {config.max_clock_offset_us / 1000:g} ms: some server's clock is ahead, or "
+            "this one's is behind; nothing was changed (docs/operations.md, \"Clocks: the maximum offset\")")
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +233,7 @@ class PartitionServer:
         )
         self._parked: list[_Parked] = []
         # snapshot reads this server coordinates: every admitted one by request id, the running
-        # attempts by tx id, and what they count against the limits (``_admit``)
+        # attempts by tx id, and what they count against the limits (``_admit_read``)
         self._reads: dict[int, _Read] = {}
         self._pending: dict[int, _Read] = {}
         self._read_items = 0
@@ -231,6 +258,12 @@ class PartitionServer:
         self._peer_progress: dict[int, int] = {}
         self._progress_sent: dict[int, int] = {}
         self._gc_floor = 0
+        #: the latest input held off by the maximum clock offset: (what, from where, how far ahead
+        #: of the clock in us), for the driver's log
+        self.last_clock_offset: tuple[str, str, int] | None = None
+        self._max_offset_us = config.max_clock_offset_us
+        # Eventual takes nothing from a session (its snapshots read everything): nothing to guard
+        self._guard_sessions = self.protocol.stabilizes
         self._handlers: dict[type, Callable[[object, int], Outcome]] = {
             GetRequest: self._on_get,  # type: ignore[dict-item]
             PutRequest: self._on_put,  # type: ignore[dict-item]
@@ -459,6 +492,49 @@ class PartitionServer:
         self.stats.rejected_requests += 1
         return [Respond(ErrorReply(request_id, "INVALID_ARGUMENT", message))]
 
+    def _admit(self, request_id: int, session: Session, now_us: int, problem: str | None) -> list[Effect] | None:
+        """The refusal of a request with ``problem``, a session that does not fit the cluster, or a
+        session reaching past the clock ceiling; else None, once the session is merged (a refused
+        request changes nothing)."""
+        if problem is None and len(session.stable) != self.num_dcs:
+            problem = f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs"
+        if problem:
+            return self._reject(request_id, problem)
+        if self._guard_sessions:
+            # ``_ceiling`` inlined: this runs for every client request
+            ceiling = ((now_us + self._max_offset_us) << LOGICAL_BITS) | LOGICAL_MASK
+            hlc = self.vv[self.dc]
+            if hlc > ceiling:
+                ceiling = hlc
+            ahead = session.dt if session.dt > ceiling else max(session.stable)
+            if ahead > ceiling:
+                return self._refuse_offset(request_id, "the session depends on", ahead, now_us)
+        self.stable = merge_max(self.stable, session.stable)
+        return None
+
+    def _ceiling(self, now_us: int) -> int:
+        """The highest timestamp this server takes from a client or a slice: its clock plus the
+        maximum offset, or its own HLC when that is higher (a dependency at or below it moves
+        nothing: after a restart above a persisted bound the HLC is ahead of the clock)."""
+        return max(self.vv[self.dc], offset_ceiling(now_us, self.config.max_clock_offset_us))
+
+    def _note_offset(self, what: str, source: str, timestamp_us: int, now_us: int) -> int:
+        """Remember an input held off by the offset bound (for the driver's log); returns how far
+        ahead of the clock it was, in us."""
+        ahead_us = timestamp_us - now_us
+        self.last_clock_offset = (what, source, ahead_us)
+        return ahead_us
+
+    def _refuse_offset(self, request_id: int, what: str, timestamp: int, now_us: int) -> list[Effect]:
+        self.stats.clock_offset_refusals += 1
+        ahead_us = self._note_offset("refused a client request", "a client", physical_of(timestamp), now_us)
+        return [Respond(ErrorReply(request_id, "OUT_OF_RANGE", clock_offset_error(what, ahead_us, self.config)))]
+
+    def _too_long(self, wait: WaitForClock, now_us: int) -> bool:
+        """Whether a wait for the clock outlasts the maximum offset: the clock is then not slightly
+        behind but far off, and waiting would park the request for as long (an hour after a step)."""
+        return wait.clock_us - now_us > self.config.max_clock_offset_us
+
     def _check_key(self, key: bytes) -> str | None:
         if not key:
             return "key must not be empty"
@@ -473,12 +549,6 @@ class PartitionServer:
 
     def _owns(self, key: bytes) -> bool:
         return partition_of(key, self.config.num_partitions) == self.id.partition
-
-    def _merge_session(self, session: Session) -> bool:
-        if len(session.stable) != self.num_dcs:
-            return False
-        self.stable = merge_max(self.stable, session.stable)
-        return True
 
     def _visible(self, version: Version) -> bool:
         return self.protocol.visible(version, self.stable)
@@ -498,19 +568,14 @@ class PartitionServer:
         return version.dependency_vector(self.num_dcs)
 
     def _on_get(self, request: GetRequest, now_us: int) -> Outcome:
-        problem = self._check_key(request.key) or self._check_session(request.session)
-        if problem:
-            return self._reject(request.request_id, problem)
+        refused = self._admit(request.request_id, request.session, now_us, self._check_key(request.key))
+        if refused is not None:
+            return refused
         self.stats.operations["get"] += 1
         version = self.store.newest(request.key, self._visible)
         stable, dt = self._read_contribution(version)
         value = version.value if version is not None else None
         return [Respond(GetReply(request.request_id, value, Session(stable, max(dt, request.session.dt))))]
-
-    def _check_session(self, session: Session) -> str | None:
-        if not self._merge_session(session):
-            return f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs"
-        return None
 
     def _on_put(self, request: PutRequest, now_us: int) -> Outcome:
         problem = self._check_key(request.key) or self._check_value(request.value)
@@ -534,9 +599,10 @@ class PartitionServer:
         now_us: int,
         problem: str | None,
     ) -> Outcome:
-        problem = problem or self._check_session(session)
-        if problem:
-            return self._reject(request_id, problem)
+        stable_before = self.stable
+        refused = self._admit(request_id, session, now_us, problem)
+        if refused is not None:
+            return refused
         dc = self.dc
         current = self.store.newest(key, self._visible)
         dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
@@ -549,6 +615,10 @@ class PartitionServer:
             previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
         )
         if isinstance(timestamp, WaitForClock):
+            if self._too_long(timestamp, now_us):
+                self.stable = stable_before
+                return self._refuse_offset(request_id, "the write would wait for the clock to reach",
+                                           pack(timestamp.clock_us), now_us)
             return timestamp
         self.stats.operations[kind] += 1
         self.vv[dc] = timestamp
@@ -569,7 +639,7 @@ class PartitionServer:
     # ================================================================ snapshot reads (RO-TX, SCAN)
     #
     # Bounded work per read (docs/operations.md, "Read limits and paging"):
-    # - admission (``_admit``): at most ``max_concurrent_reads`` reads coordinated at once, counting
+    # - admission (``_admit_read``): at most ``max_concurrent_reads`` reads coordinated at once, counting
     #   together at most ``max_read_items`` keys (a RO-TX) or page caps (a SCAN); beyond that a read
     #   is refused at once (RESOURCE_EXHAUSTED), so reads cannot queue up work without bound in
     #   front of a partition's PUTs and GETs. Slices are bounded with them: each partition receives
@@ -591,7 +661,7 @@ class PartitionServer:
     def _on_read(self, request: ReadTxRequest | ScanRequest, now_us: int) -> Outcome:
         read = self._reads.get(request.request_id)
         if read is None:
-            admitted = self._admit(request, now_us)
+            admitted = self._admit_read(request, now_us)
             if not isinstance(admitted, _Read):
                 return admitted
             read = admitted
@@ -629,8 +699,9 @@ class PartitionServer:
         cap = self.config.max_scan_items
         return cap if limit is None else min(limit, cap)
 
-    def _admit(self, request: ReadTxRequest | ScanRequest, now_us: int) -> _Read | list[Effect]:
-        """A new read, within the limits; or its refusal, which changes nothing."""
+    def _admit_read(self, request: ReadTxRequest | ScanRequest, now_us: int) -> _Read | list[Effect]:
+        """A new read, within the limits and the clock ceiling (``_admit``); or its refusal, which
+        changes nothing."""
         problem = self._read_problem(request)
         if problem:
             return self._reject(request.request_id, problem)
@@ -654,9 +725,9 @@ class PartitionServer:
                        f"{self._read_items} keys (max_concurrent_reads {config.max_concurrent_reads}, "
                        f"max_read_items {config.max_read_items}); retry later")
             return [Respond(ErrorReply(request_id, "RESOURCE_EXHAUSTED", message))]
-        problem = self._check_session(request.session)
-        if problem:
-            return self._reject(request_id, problem)
+        refused = self._admit(request_id, request.session, now_us, None)
+        if refused is not None:
+            return refused
         read = _Read(request, now_us, cost)
         self._reads[request_id] = read
         self._read_items += cost
@@ -712,9 +783,11 @@ class PartitionServer:
         if not leq(self.horizon, snapshot):
             # Versions this snapshot could read may already be collected: the coordinator retries.
             return self._slice_reply(message, (), too_old=True, now_us=now_us)
+        if self.protocol.stabilizes and max(snapshot) > self._ceiling(now_us):
+            return self._refuse_slice(message, max(snapshot), now_us)
         wait = self.protocol.slice_wait(snapshot=snapshot, now_us=now_us)
         if wait is not None:
-            return wait
+            return self._refuse_slice(message, pack(wait.clock_us), now_us) if self._too_long(wait, now_us) else wait
         dc = self.dc
         if self.protocol.raises_clock_on_slice and snapshot[dc] > self.vv[dc]:
             self.vv[dc] = snapshot[dc]  # updateClockOnTx: never create a version this snapshot misses
@@ -752,6 +825,17 @@ class PartitionServer:
                 full = len(items) >= limit or size >= budget
         return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, last_key=last_key)
 
+    def _refuse_slice(self, message: TxSlice | ScanSlice, timestamp: int, now_us: int) -> list[Effect]:
+        """A slice whose snapshot reaches past the ceiling (or would wait that long): serving it
+        would raise this partition's HLC to the snapshot (updateClockOnTx), so the read fails."""
+        self.stats.clock_offset_refusals += 1
+        source = f"dc{message.source.dc}/p{message.source.partition}"
+        ahead_us = self._note_offset("refused a snapshot slice", source, physical_of(timestamp), now_us)
+        reply = SliceReply(self.id, message.tx_id, (), clock_ahead_us=max(ahead_us, 1))
+        if message.source == self.id:
+            return self._on_slice_reply(reply, now_us)
+        return [Send(message.source, reply)]
+
     def _read_item(self, key: bytes, version: Version | None) -> ReadItem:
         if version is None:
             return ReadItem(key, None, 0, self.dc, None)
@@ -774,6 +858,10 @@ class PartitionServer:
         read = self._pending.get(reply.tx_id)
         if read is None or source.partition not in read.owed:
             return []  # a late reply of an abandoned attempt, or a second answer to a re-sent slice
+        if reply.clock_ahead_us:
+            message = clock_offset_error(f"partition {source.partition} refused the snapshot: it reaches",
+                                         reply.clock_ahead_us, self.config)
+            return self._fail(read, "OUT_OF_RANGE", message)
         if reply.too_old:
             self._end_attempt(read)
             return self._retry(read, now_us)
@@ -928,20 +1016,23 @@ class PartitionServer:
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
         vv = self.vv
         catching_up = self._catching_up
+        cap = offset_ceiling(now_us, self.config.max_clock_offset_us)
         for update in message.updates:
             source_dc = update.source_dc
-            if update.timestamp <= vv[source_dc]:
+            timestamp = update.timestamp
+            if timestamp <= vv[source_dc]:
                 continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
-            self.store.insert(update.key, Version(update.value, update.timestamp, source_dc, update.dv))
+            self.store.insert(update.key, Version(update.value, timestamp, source_dc, update.dv))
             if source_dc not in catching_up:  # frozen until the catch-up answer covers the gap
-                vv[source_dc] = update.timestamp
+                vv[source_dc] = timestamp if timestamp <= cap else self._watermark(message, source_dc, timestamp,
+                                                                                     now_us)
         self.stats.replicated_updates_received += len(message.updates)
         return self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
 
     def _on_heartbeat(self, message: Heartbeat, now_us: int) -> list[Effect]:
         source = message.source.dc
         if message.timestamp > self.vv[source] and source not in self._catching_up:
-            self.vv[source] = message.timestamp
+            self.vv[source] = self._watermark(message, source, message.timestamp, now_us)
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
 
     # ================================================================ catch-up after a restart
@@ -993,11 +1084,25 @@ class PartitionServer:
         if not self._is_replica(source):
             return []
         if message.through > self.vv[source.dc]:
-            self.vv[source.dc] = message.through
+            self.vv[source.dc] = self._watermark(message, source.dc, message.through, now_us)
         if self._catching_up.get(source.dc) == message.request_id:
             del self._catching_up[source.dc]
         self.stats.catch_up_replies_received += 1
         return []
+
+    def _watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
+                   now_us: int) -> int:
+        """What ``vv[dc]`` may become on a peer's ``timestamp`` (above the current ``vv[dc]``): the
+        timestamp itself, or at most the clock plus the maximum offset. The clamped value is a valid
+        lower bound (FIFO: every update of the DC below the message's timestamp has arrived) and moves
+        up with this clock as later messages come; updates above it are stored all the same."""
+        cap = offset_ceiling(now_us, self.config.max_clock_offset_us)
+        if timestamp <= cap:
+            return timestamp
+        self.stats.clock_offset_clamps += 1
+        self._note_offset(f"held back a {type(message).__name__} watermark", f"dc{dc}/p{message.source.partition}",
+                          physical_of(timestamp), now_us)
+        return max(self.vv[dc], cap)
 
     def _send_progress(self, effects: list[Effect]) -> None:
         """Tell the replicas how far we have their updates, when that moved since the last time."""

@@ -3,9 +3,14 @@ the bytes of replication and stabilization metadata it sends. Plain integers, no
 are differences of the ``now`` values the driver passed in.
 
 What the paper measures (Okapi section 5): how often and how long PUTs and RO-TXs block (the
-``waits`` by reason: ``put_dependency``, ``clock_tick``, ``hlc_overflow``, ``tx_clock``,
-``tx_stable``), the dependency metadata per replicated update (12 bytes for Okapi and GentleRain,
+``waits`` by reason: ``put_dependency``, ``clock_tick``, ``tx_clock``, ``tx_stable``; Okapi never
+waits), the dependency metadata per replicated update (12 bytes for Okapi and GentleRain,
 4 + 8 + 8 * (M - 1) for Cure) and the cost of the stabilization protocol.
+
+The clock-offset discipline (``PartitionServer`` docstring, docs/operations.md) counts what it held
+off: ``clock_offset_refusals`` (client requests and snapshot slices refused because they reach more
+than the maximum clock offset ahead of the clock, or would wait that long for it) and
+``clock_offset_clamps`` (peer messages whose watermark was held at the clock plus the offset).
 
 Invariants: counters only grow; a wait is recorded once, when the parked request resumes, with the
 time from its first arrival (``WaitStats.total_us`` / ``count`` is the mean stall).
@@ -59,6 +64,8 @@ class ServerStats:
     reads_abandoned: int = 0  # the client went away: dropped unanswered
     slices_resent: int = 0  # to a partition that announced a restart
     scan_pages: int = 0  # SCAN replies that stopped early (with a resume key)
+    clock_offset_refusals: int = 0
+    clock_offset_clamps: int = 0
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -94,4 +101,6 @@ class ServerStats:
             "reads_abandoned": self.reads_abandoned,
             "slices_resent": self.slices_resent,
             "scan_pages": self.scan_pages,
+            "clock_offset_refusals": self.clock_offset_refusals,
+            "clock_offset_clamps": self.clock_offset_clamps,
         }

@@ -23,6 +23,12 @@ acknowledgements wait the same way (``_durable_ack``): a sender forgets a messag
 carried is on disk here. Without a data directory effects are carried out at once (in memory).
 On start the node recovers the directory and asks every replica for what it missed
 (``PartitionServer.start_catch_up``) before any other message of this incarnation leaves.
+
+Clocks (docs/operations.md, "Clocks: the maximum offset"): the core refuses or holds back what
+reaches more than the maximum clock offset past this server's clock and counts it; the node logs
+those events, at most one warning line per ``CLOCK_LOG_INTERVAL_S`` with the counts and the latest
+figure, and warns once at start when the recovered clock bound (hence the HLC) is further ahead of
+the clock than the offset plus the bound's lead: the clock stepped back since the last run.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
 from okapikv.server.metrics import LagSamples, LatencyHistograms
 from okapikv.server.pipeline import PipelineSink
-from okapikv.storage.group_commit import GroupCommitter
+from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.recovery import recover
 from okapikv.storage.sqlite import Identity, SqliteStore
 from okapikv.wire import okapikv_pb2 as pb
@@ -104,6 +110,8 @@ ADMISSION_MAX_WAIT_S = 0.02
 #: Past the threshold by more than VISIBILITY_GIVE_UP_US, a DC is cut, not slow.
 ADMISSION_VISIBILITY_PERIODS = 1.5
 VISIBILITY_GIVE_UP_US = 1_000_000
+#: At most one warning per this many seconds about inputs the maximum clock offset held off.
+CLOCK_LOG_INTERVAL_S = 10.0
 
 
 def _visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
@@ -189,6 +197,10 @@ class PartitionNode:
         self.input_guard = InputGuard(InputLimits(limits.input_budget_bytes, limits.frame_timeout_ms / 1000,
                                                   limits.first_frame_timeout_ms / 1000, limits.idle_timeout_ms / 1000),
                                       clock=time.monotonic)
+        self.clock_ahead_at_start_us = 0  # how far the recovered HLC was ahead of the clock
+        self._clock_events_seen = 0  # core refusals + clamps already looked at (``_log_clock_offsets``)
+        self._clock_logged = (0, 0)  # ... and already reported
+        self._clock_logged_at = -math.inf
         if data_dir is not None:
             self._open_storage(Path(data_dir))
 
@@ -209,6 +221,26 @@ class PartitionNode:
                           "clock_bound_us": recovered.clock_bound_us}
         log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
                  recovered.keys, directory)
+        self._check_recovered_clock()
+
+    def _check_recovered_clock(self) -> None:
+        """Warn once, loudly, when the recovered HLC (restarted at the clock bound kept on disk) is
+        ahead of the clock by more than the maximum offset plus the bound's lead: the clock stepped
+        back since the last run (or was ahead then). Timestamps must continue above the bound, so
+        this server's writes run ahead of every other clock until its own catches up."""
+        ahead_us = physical_of(self.core.clock) - self.clock.now_us()
+        self.clock_ahead_at_start_us = max(0, ahead_us)
+        max_offset_us = self.core.config.max_clock_offset_us
+        if ahead_us <= max_offset_us + DEFAULT_CLOCK_LEAD_US:
+            return
+        log.warning(
+            "%s: CLOCK BEHIND ITS RECOVERED BOUND: the timestamps of the last run reach %.3f s ahead of this "
+            "server's clock (maximum clock offset %g ms). The clock stepped back since the last run, or was "
+            "ahead then. Timestamps continue above the bound, so for the next %.0f s this server's writes are "
+            "held back by the other DCs (their clocks plus the offset) and sessions that read them are refused "
+            "by other servers; fix the clock (docs/operations.md, \"Clocks: the maximum offset\")",
+            self.label, ahead_us / 1e6, max_offset_us / 1000, ahead_us / 1e6,
+            extra={"event": "clock_behind_bound", "ahead_ms": round(ahead_us / 1000, 3)})
 
     def start(self) -> None:
         """Start the timer and the catch-up. Call before the server accepts calls: the catch-up
@@ -420,6 +452,31 @@ class PartitionNode:
         self._carry_out(effects)
         if core.parked_count:
             self._arm_timer()
+        stats = core.stats
+        if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
+            self._log_clock_offsets()
+
+    def _log_clock_offsets(self) -> None:
+        """One warning line for the inputs the maximum clock offset held off since the last one, at
+        most every ``CLOCK_LOG_INTERVAL_S`` (a far-ahead peer trips it with every message)."""
+        stats = self.core.stats
+        self._clock_events_seen = stats.clock_offset_refusals + stats.clock_offset_clamps
+        now = time.monotonic()
+        if now - self._clock_logged_at < CLOCK_LOG_INTERVAL_S or self.core.last_clock_offset is None:
+            return
+        refused = stats.clock_offset_refusals - self._clock_logged[0]
+        clamped = stats.clock_offset_clamps - self._clock_logged[1]
+        self._clock_logged = (stats.clock_offset_refusals, stats.clock_offset_clamps)
+        self._clock_logged_at = now
+        what, source, ahead_us = self.core.last_clock_offset
+        log.warning(
+            "%s: CLOCK OFFSET EXCEEDED: %d request(s) or slice(s) refused and %d peer timestamp(s) held back "
+            "since the last report; latest: %s from %s, %.1f ms ahead of this server's clock (maximum clock "
+            "offset %g ms). A clock is ahead, or this one is behind (docs/operations.md, \"Clocks: the "
+            "maximum offset\")", self.label, refused, clamped, what, source, ahead_us / 1000,
+            self.core.config.max_clock_offset_us / 1000,
+            extra={"event": "clock_offset", "refused": refused, "held_back": clamped,
+                   "ahead_ms": round(ahead_us / 1000, 3), "source": source})
 
     def _fail_requests(self, messages: Sequence[Message]) -> None:
         for message in messages:
@@ -565,6 +622,9 @@ class PartitionNode:
         else:
             self._carry_out(effects)
         self._arm_timer()
+        stats = self.core.stats
+        if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
+            self._log_clock_offsets()
 
     # ================================================================ introspection
 
@@ -589,6 +649,9 @@ class PartitionNode:
             "clock_unix_us": now_us + EPOCH_UNIX_US,
             "clock_skew_us": self.clock.skew_us,
             "hlc": core.clock,
+            "hlc_ahead_us": physical_of(core.clock) - now_us,
+            "max_clock_offset_us": core.config.max_clock_offset_us,
+            "clock_ahead_at_start_us": self.clock_ahead_at_start_us,
             "vv": list(core.vv),
             "stable": list(core.stable),
             "gsv": list(core.gsv),

@@ -372,6 +372,7 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         reply.too_old = message.too_old
         if message.last_key is not None:
             reply.last_key = message.last_key
+        reply.clock_ahead_us = message.clock_ahead_us
         _fill_items(reply, message.items)
     elif isinstance(message, TxSlice):
         tx = result.tx_slice
@@ -500,7 +501,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
             )
             for i in reply.items
         )
-        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None)
+        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None, reply.clock_ahead_us)
     if kind == "tx_slice":
         tx = message.tx_slice
         return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))
