@@ -31,11 +31,12 @@ Connection reset by peer)``, about two per kill; every call made while the serve
 once with ``UNAVAILABLE: failed to connect to all addresses; ...``, which is safe to retry.
 
 Sans I/O: ``Attempts`` is told the time (``now``, seconds on the driver's clock) and each failure
-(``Failure``, whatever the transport), and answers with a decision as a value (``Send``, ``Wait``,
-``FAIL_OVER``, or the ``OkapiError`` the operation ends with, for the driver to raise; its
-``__cause__`` is the failure that ended it); it never sleeps, reads a clock or touches a connection, and its jitter
-comes from the random source it is given. The clients (``sync.py``, ``aio.py``) carry the decisions
-out; ``okapikv.client.policy`` builds the ``Attempts`` of an operation from the client's settings.
+(``Failure``, whatever the transport), and answers with a decision as a value: ``Send``, ``Wait``,
+``FAIL_OVER``, or the ``OkapiError`` the operation ends with, for the driver to raise (its
+``__cause__`` is the failure that ended it). It never sleeps, reads a clock or touches a
+connection, and its jitter comes from the random source it is given. The clients (``sync.py``,
+``aio.py``) carry the decisions out; ``okapikv.client.policy`` builds the ``Attempts`` of an
+operation from the client's settings.
 """
 
 from __future__ import annotations
