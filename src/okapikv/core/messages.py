@@ -235,12 +235,31 @@ class CatchUpRequest:
     Until the answer to its latest request arrives, the requester does not advance ``vv`` from that
     replica's live stream: a heartbeat of the new incarnation would otherwise cover updates the old
     one never delivered, declaring a gap stable.
+
+    ``repair``: the sender lost or damaged its data and rebuilds it (``PartitionServer``'s repair):
+    'send me every version you hold, of every DC, mine included' (``after`` is then unused), and
+    the reply carries a ``RepairAnswer``.
     """
 
     source: ServerId
     request_id: int
     after: int
     restarted: bool
+    repair: bool = False
+
+
+@message
+class RepairAnswer:
+    """What a replica tells a server it sent everything to (a repair): ``origin_through``, its
+    ``vv`` entry for that server's DC (every timestamp of that DC it holds is at or below it: the
+    repaired clock restarts above), and its ``stable``, ``horizon`` and ``gsv`` at the answer (the
+    repaired server serves only once its own stable vector reaches them: the versions the replica
+    collected were superseded by versions visible there)."""
+
+    origin_through: int
+    stable: Vector
+    horizon: Vector
+    gsv: Vector
 
 
 @message
@@ -253,6 +272,7 @@ class CatchUpReply:
     source: ServerId
     request_id: int
     through: int
+    repair: RepairAnswer | None = None
 
 
 @message

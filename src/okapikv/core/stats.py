@@ -53,6 +53,9 @@ class ServerStats:
     catch_up_replies_received: int = 0
     progress_messages_sent: int = 0
     read_timeouts: int = 0
+    repair_local_received: int = 0  # this DC's versions a repair got back from the replicas
+    repair_local_kept: int = 0  # salvaged local versions no replica held
+    repairs_completed: int = 0
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -81,6 +84,9 @@ class ServerStats:
             "catch_up_requests_sent": self.catch_up_requests_sent,
             "catch_up_updates_sent": self.catch_up_updates_sent,
             "catch_up_replies_received": self.catch_up_replies_received,
+            "repair_local_received": self.repair_local_received,
+            "repair_local_kept": self.repair_local_kept,
+            "repairs_completed": self.repairs_completed,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
         }

@@ -38,6 +38,7 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RepairAnswer,
     ReplicaProgress,
     ReplicateBatch,
     ScanReply,
@@ -369,10 +370,17 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         request.request_id = message.request_id
         request.after = message.after
         request.restarted = message.restarted
+        request.repair = message.repair
     elif isinstance(message, CatchUpReply):
         reply_end = result.catch_up_reply
         reply_end.request_id = message.request_id
         reply_end.through = message.through
+        if message.repair is not None:
+            answer = reply_end.repair
+            answer.origin_through = message.repair.origin_through
+            _fill_vector(answer.stable, message.repair.stable)
+            _fill_vector(answer.horizon, message.repair.horizon)
+            _fill_vector(answer.gsv, message.repair.gsv)
     elif isinstance(message, ReplicaProgress):
         _fill_vector(result.replica_progress.vv, message.vv)
     else:
@@ -485,10 +493,15 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         return ScanSlice(source, scan.tx_id, _vector(scan.snapshot), scan.start, scan.end, limit)
     if kind == "catch_up_request":
         request = message.catch_up_request
-        return CatchUpRequest(source, request.request_id, request.after, request.restarted)
+        return CatchUpRequest(source, request.request_id, request.after, request.restarted, request.repair)
     if kind == "catch_up_reply":
         reply_end = message.catch_up_reply
-        return CatchUpReply(source, reply_end.request_id, reply_end.through)
+        answer = None
+        if reply_end.HasField("repair"):
+            repair = reply_end.repair
+            answer = RepairAnswer(repair.origin_through, _vector(repair.stable), _vector(repair.horizon),
+                                  _vector(repair.gsv))
+        return CatchUpReply(source, reply_end.request_id, reply_end.through, answer)
     if kind == "replica_progress":
         return ReplicaProgress(source, _vector(message.replica_progress.vv))
     return None

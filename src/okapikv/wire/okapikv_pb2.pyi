@@ -395,22 +395,38 @@ class SliceReply(_message.Message):
     def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ...) -> None: ...
 
 class CatchUpRequest(_message.Message):
-    __slots__ = ("request_id", "after", "restarted")
+    __slots__ = ("request_id", "after", "restarted", "repair")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     RESTARTED_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     after: int
     restarted: bool
-    def __init__(self, request_id: _Optional[int] = ..., after: _Optional[int] = ..., restarted: _Optional[bool] = ...) -> None: ...
+    repair: bool
+    def __init__(self, request_id: _Optional[int] = ..., after: _Optional[int] = ..., restarted: _Optional[bool] = ..., repair: _Optional[bool] = ...) -> None: ...
+
+class RepairAnswer(_message.Message):
+    __slots__ = ("origin_through", "stable", "horizon", "gsv")
+    ORIGIN_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    STABLE_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    GSV_FIELD_NUMBER: _ClassVar[int]
+    origin_through: int
+    stable: Vector
+    horizon: Vector
+    gsv: Vector
+    def __init__(self, origin_through: _Optional[int] = ..., stable: _Optional[_Union[Vector, _Mapping]] = ..., horizon: _Optional[_Union[Vector, _Mapping]] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class CatchUpReply(_message.Message):
-    __slots__ = ("request_id", "through")
+    __slots__ = ("request_id", "through", "repair")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     THROUGH_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     through: int
-    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
+    repair: RepairAnswer
+    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ..., repair: _Optional[_Union[RepairAnswer, _Mapping]] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("vv",)
