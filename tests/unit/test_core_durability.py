@@ -9,7 +9,7 @@ wrongly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 from harness import Harness
@@ -19,6 +19,7 @@ from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
     Effect,
+    ErrorReply,
     GetReply,
     GetRequest,
     Heartbeat,
@@ -26,9 +27,11 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RepairAnswer,
     ReplicaProgress,
     ReplicateBatch,
     Respond,
+    ScanSlice,
     Send,
     ServerId,
     Session,
@@ -39,7 +42,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import Change, MultiVersionStore, Version
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import Changes, PartitionServer
+from okapikv.core.server import Changes, PartitionServer, Repair
 from okapikv.core.session import adopt
 from okapikv.core.timestamps import pack
 from okapikv.wire import convert
@@ -396,7 +399,9 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
 @pytest.mark.parametrize("message", [
     CatchUpRequest(ServerId(1, 0), 7, (1 << 64) - 1, True),
     CatchUpRequest(ServerId(1, 0), 8, 0, False),
+    CatchUpRequest(ServerId(1, 0), 9, 0, True, repair=True),
     CatchUpReply(ServerId(1, 0), 7, pack(123, 4)),
+    CatchUpReply(ServerId(1, 0), 7, pack(123, 4), RepairAnswer(pack(9), (1, 2, 3), (0, 0, 0), (4, 5, 6))),
     ReplicaProgress(ServerId(1, 0), (pack(1), 0, (1 << 64) - 1)),
 ], ids=lambda m: type(m).__name__)
 def test_new_peer_messages_round_trip_on_the_wire(message: object) -> None:
@@ -411,3 +416,137 @@ def test_a_get_is_unaffected_by_tracking() -> None:
     effects = server.handle(GetRequest(1, b"missing", fresh()), T0)
     assert isinstance(effects[0], Respond) and isinstance(effects[0].reply, GetReply)
     assert server.drain_changes().store == []
+
+
+# ====================================================================== repair after a lost disk
+
+
+def lose_disk_and_repair(harness: CrashingHarness, server_id: ServerId,
+                         salvaged: tuple[tuple[bytes, Version], ...] = (), clock_floor: int = 0) -> PartitionServer:
+    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``clock_floor``), then a
+    restart in repair mode (``okapikv.storage.recovery`` restores nothing and passes ``Repair``)."""
+    harness._queue = [event for event in harness._queue if getattr(event.message, "source", None) != server_id]
+    harness._held = {link: held for link, held in harness._held.items() if link[0] != server_id}
+    new = PartitionServer(harness.servers[server_id].config)
+    zeros = (0,) * new.num_dcs
+    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=clock_floor)
+    new.track_changes = True
+    harness.servers[server_id] = new
+    harness.disk[server_id] = []
+    harness._apply(server_id, new.start_catch_up(Repair(salvaged)))
+    return new
+
+
+def run_until(harness: Harness, condition: Callable[[], bool], limit_us: int = 3_000_000) -> None:
+    deadline = harness.time_us + limit_us
+    while not condition():
+        assert harness.step(deadline), "condition not met in time"
+
+
+class TestRepair:
+    @pytest.mark.parametrize("protocol", ["okapi", "cure", "gentlerain"])
+    def test_a_lost_disk_comes_back_from_the_replicas_and_no_timestamp_is_reissued(self, protocol: str) -> None:
+        harness = CrashingHarness(3, 1, protocol, inter_dc_delay_us=10_000)
+        mine, theirs = harness.client(0), harness.client(1)
+        harness.run_for(50_000)
+        for index in range(5):
+            mine.put(b"m%d" % index, b"v%d" % index)
+        mine.delete(b"m0")
+        theirs.put(b"t", b"theirs")
+        harness.run_for(300_000)
+        harness.skew_us[ServerId(0, 0)] = -2_000_000  # the new machine's clock is 2 s behind
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0))  # and the clock bound is lost: floor 0
+        others = [harness.servers[ServerId(dc, 0)] for dc in (1, 2)]
+        # Every timestamp of DC 0 some other server holds (updates it received, promises it was made).
+        newest = max(max(server.vv[0] for server in others),
+                     *(v.timestamp for server in others for _, v in every_version(server.store) if v.source_dc == 0))
+        assert repaired.repairing == "fetching" and repaired.catching_up == (1, 2)
+        refused = repaired.handle(GetRequest(1, b"m1", fresh(3)), harness.clock(ServerId(0, 0)))
+        assert isinstance(refused[0], Respond) and isinstance(refused[0].reply, ErrorReply)
+        assert refused[0].reply.code == "UNAVAILABLE" and "repairing" in refused[0].reply.message
+        run_until(harness, lambda: repaired.repairing != "fetching")
+        assert repaired.clock >= newest  # as soon as every replica answered
+        run_until(harness, lambda: repaired.repairing is None)
+        assert repaired.stats.repair_local_received > 0
+        assert [mine.get(b"m%d" % index) for index in range(5)] == [None, b"v1", b"v2", b"v3", b"v4"]
+        assert mine.get(b"t") == b"theirs"
+        harness.client(0).put(b"after", b"repair")  # a new session: no dependency lifts its timestamp
+        assert repaired.store.versions(b"after")[-1].timestamp > newest
+        other = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(other.store.versions(b"after")))  # its replicas take it (not a duplicate)
+        assert harness.client(1).get(b"m3") == b"v3"
+
+    def test_a_write_that_reached_one_replica_reaches_the_others_through_the_repaired_server(self) -> None:
+        # DC 2 answers last: DC 1's request back reaches the repaired server while it still fetches.
+        delays = [[0, 10_000, 30_000], [10_000, 0, 10_000], [30_000, 10_000, 0]]
+        harness = CrashingHarness(3, 1, "okapi", inter_dc_delay_us=delays)
+        writer = harness.client(0)
+        harness.run_for(50_000)
+        writer.put(b"both", b"1")
+        harness.run_for(200_000)
+        harness.cut(0, 1)
+        writer.put(b"only-c", b"2")  # reaches DC 2, waits for DC 1 in the link queue that dies
+        harness.run_for(100_000)
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0), clock_floor=pack(harness.time_us))
+        harness.repair(0, 1)
+        run_until(harness, lambda: repaired.repairing is None)
+        assert [v.value for v in repaired.store.versions(b"only-c")] == [b"2"]
+        dc1 = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(dc1.store.versions(b"only-c")) and dc1.catching_up == ())
+        assert harness.client(1).get(b"only-c") == b"2"
+
+    def test_salvaged_local_versions_are_kept_only_where_no_replica_has_them(self) -> None:
+        harness = CrashingHarness(2, 1, "okapi", inter_dc_delay_us=10_000)
+        writer = harness.client(0)
+        harness.run_for(50_000)
+        writer.put(b"replicated", b"1")
+        harness.run_for(200_000)
+        harness.cut(0, 1)
+        writer.put(b"stranded", b"2")  # never leaves DC 0
+        harness.run_for(50_000)
+        salvaged = tuple((key, version) for key, version, inserted in harness.disk[ServerId(0, 0)] if inserted)
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0), salvaged, clock_floor=pack(harness.time_us))
+        harness.repair(0, 1)
+        run_until(harness, lambda: repaired.repairing is None)
+        assert repaired.stats.repair_local_kept == 1  # "stranded"; "replicated" came back from DC 1
+        assert writer.get(b"stranded") == b"2" and writer.get(b"replicated") == b"1"
+        dc1 = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(dc1.store.versions(b"stranded")))
+
+    def test_slices_wait_and_plain_requests_are_answered_after_the_fetch(self) -> None:
+        server = make(dc=0, num_dcs=2)
+        server.start_catch_up(Repair())
+        assert server.handle(ScanSlice(ServerId(0, 0), 5, (0, 0), b"a", b"z", None), T0) == []  # parked
+        assert server.handle(CatchUpRequest(ServerId(1, 0), 3, 0, False), T0) == []  # deferred
+        server.handle(ReplicateBatch(ServerId(1, 0), (Update(b"k", b"mine", pack(T0 - 10), 0, None),)), T0)
+        answer = RepairAnswer(pack(T0 - 10), (0, 0), (0, 0), (0, 0))
+        effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), answer), T0))
+                   if not isinstance(s.message, Heartbeat)]
+        assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
+        assert effects[0].message.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
+        assert server.repairing == "settling"
+        server.on_timer(T0 + 1)
+        assert server.repairing is None
+
+    def test_a_replica_that_restarts_before_answering_is_asked_again(self) -> None:
+        server = make(dc=0, num_dcs=2)
+        first = sends(server.start_catch_up(Repair()))[0].message
+        assert isinstance(first, CatchUpRequest) and first.repair
+        again = sends(server.handle(CatchUpRequest(ServerId(1, 0), 1, 0, True), T0))[-1].message
+        assert isinstance(again, CatchUpRequest) and again.repair and again.request_id != first.request_id
+        server.handle(CatchUpReply(ServerId(1, 0), first.request_id, 0, RepairAnswer(0, (0, 0), (0, 0), (0, 0))), T0)
+        assert server.repair_waiting == (1,)  # the stale answer does not count
+        server.handle(CatchUpReply(ServerId(1, 0), again.request_id, 0, RepairAnswer(0, (0, 0), (0, 0), (0, 0))), T0)
+        assert server.repair_waiting == () and server.repairing == "settling"
+
+    def test_a_repair_answer_holds_every_version_of_every_dc(self) -> None:
+        replica = make(dc=1, num_dcs=3)
+        replica.handle(PutRequest(1, b"own", b"1", fresh(3)), T0)
+        replica.handle(ReplicateBatch(ServerId(0, 0), (Update(b"theirs", b"0", pack(T0 - 5), 0, None),)), T0)
+        replica.handle(ReplicateBatch(ServerId(2, 0), (Update(b"third", None, pack(T0 - 3), 2, None),)), T0)
+        effects = sends(replica.handle(CatchUpRequest(ServerId(0, 0), 7, 0, True, repair=True), T0 + 1))
+        updates = {u.key: u.source_dc for s in effects if isinstance(s.message, ReplicateBatch)
+                   for u in s.message.updates}
+        assert updates == {b"own": 1, b"theirs": 0, b"third": 2}
+        reply = next(s.message for s in effects if isinstance(s.message, CatchUpReply))
+        assert reply.repair is not None and reply.repair.origin_through == pack(T0 - 5)

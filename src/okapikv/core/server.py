@@ -722,8 +722,8 @@ class PartitionServer:
         for update in message.updates:
             source_dc = update.source_dc
             if source_dc == dc:  # our own versions come back only in a repair's answers
-                if self._repair is not None and self._repair.fetching:
-                    self.store.insert(update.key, Version(update.value, update.timestamp, dc, update.dv))
+                if (self._repair is not None and self._repair.fetching
+                        and self.store.insert(update.key, Version(update.value, update.timestamp, dc, update.dv))):
                     self.stats.repair_local_received += 1
                 continue
             if update.timestamp <= vv[source_dc]:

@@ -203,15 +203,11 @@ class PartitionNode:
         identity = Identity(config.cluster_id, tuple(config.dcs), config.partitions, config.protocol,
                             config.dcs[self.id.dc], self.id.partition)
         core_config = config.core_config(self.id.dc, self.id.partition)
+        space = DiskSpace(directory, reserve_bytes)
+        space.prepare()  # before the database and before listening: a full disk fails the start
         self.core, store, recovered = open_and_recover(
             lambda: PartitionServer(core_config), directory, identity, integrity=integrity, repair=repair,
             now_us=self.clock.now_us())
-        try:
-            space = DiskSpace(directory, reserve_bytes)
-            space.prepare()  # before listening: a full disk fails the start, not the first write
-        except BaseException:
-            store.close()
-            raise
         self._storage = store
         self._space = space
         self.recovered = {"versions": recovered.versions, "keys": recovered.keys,

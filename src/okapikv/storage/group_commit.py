@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -69,9 +70,7 @@ class GroupCommitter:
         #: less free space than the reserve: the driver refuses writes (``space``)
         self.disk_full = False
         self._full_retries = 0
-        self._last_space_check = time.monotonic()
-        self._space_checking = False
-        self._space_timer: asyncio.TimerHandle | None = None
+        self._space_timer: asyncio.TimerHandle | None = None  # re-checks an idle full disk
         self._on_durable = on_durable
         self._on_failure = on_failure
         self.clock_lead_us = clock_lead_us
@@ -207,10 +206,16 @@ class GroupCommitter:
         self._next_urgent = False
         assert self._loop is not None
         started = time.perf_counter()
-        future = self._loop.run_in_executor(self._executor, self.store.commit, group)
+        future = self._loop.run_in_executor(self._executor, self._commit, group)
         future.add_done_callback(lambda done: self._finished(group, done, started))
 
-    def _finished(self, group: CommitGroup, done: asyncio.Future[None], started: float) -> None:
+    def _commit(self, group: CommitGroup) -> bool:
+        """On the worker: commit ``group``; then whether the disk is below its reserve (``space``:
+        a statvfs call, a few microseconds against the group's fsync)."""
+        self.store.commit(group)
+        return self._space_low()
+
+    def _finished(self, group: CommitGroup, done: asyncio.Future[bool], started: float) -> None:
         error = done.exception() if not done.cancelled() else asyncio.CancelledError()
         if error is not None:
             if self._retry_full(group, error):
@@ -241,10 +246,7 @@ class GroupCommitter:
             # Queued on the one worker: the next group waits behind it (a short pause every
             # ``maintenance_s``, against a WAL and a file that would otherwise only grow).
             self._loop.run_in_executor(self._executor, self._maintain)
-        elif self.disk_full and not self._closed:
-            assert self._loop is not None
-            self._loop.run_in_executor(self._executor, self.store.checkpoint)  # reuse the WAL's space
-        self._check_space()
+        self._set_full(bool(done.result()))
         self._schedule()
 
     # ---------------------------------------------------------------- a full disk (``space``)
@@ -274,39 +276,28 @@ class GroupCommitter:
         self._loop.call_later(delay, again)
         return True
 
-    def _commit_after_checkpoint(self, group: CommitGroup) -> None:
+    def _commit_after_checkpoint(self, group: CommitGroup) -> bool:
         with contextlib.suppress(Exception):
             self.store.checkpoint()
-        self.store.commit(group)
+        return self._commit(group)
 
-    def _check_space(self) -> None:
-        """Every ``CHECK_INTERVAL_S`` (after a group, or on a timer while full): enter or leave the
-        full state (``space``); the file system calls run on the worker thread."""
+    def _space_low(self) -> bool:
+        """On the worker: whether writes must stay refused. While full, the WAL is truncated after
+        every group (the next ones reuse its space) and the reserve is recreated once twice its size
+        is free again."""
         space = self.space
-        if space is None or self._space_checking or self._closed or self._failed is not None:
-            return
-        if time.monotonic() - self._last_space_check < CHECK_INTERVAL_S:
-            return
-        self._last_space_check = time.monotonic()
-        self._space_checking = True
-        assert self._loop is not None
-        future = self._loop.run_in_executor(self._executor, self._space_state)
-        future.add_done_callback(self._space_checked)
-
-    def _space_state(self) -> bool:
-        """Whether the disk is full (worker thread)."""
-        assert self.space is not None
+        if space is None:
+            return False
         try:
             if self.disk_full:
-                return not self.space.refill() or self.space.low()
-            return self.space.low()
-        except OSError as error:
+                self.store.checkpoint()
+                return not space.refill() or space.low()
+            return space.low()
+        except (OSError, sqlite3.Error) as error:
             log.warning("%s: cannot check free space: %s", self.store.directory, error)
             return self.disk_full
 
-    def _space_checked(self, done: asyncio.Future[bool]) -> None:
-        self._space_checking = False
-        full = bool(done.result()) if not done.cancelled() and done.exception() is None else self.disk_full
+    def _set_full(self, full: bool) -> None:
         if full != self.disk_full:
             assert self.space is not None
             if full:
@@ -318,12 +309,17 @@ class GroupCommitter:
             self.disk_full = full
         if self.disk_full and not self._closed and self._space_timer is None:
             assert self._loop is not None
+            self._space_timer = self._loop.call_later(CHECK_INTERVAL_S, self._check_idle_space)
 
-            def tick() -> None:
-                self._space_timer = None
-                self._check_space()
-
-            self._space_timer = self._loop.call_later(CHECK_INTERVAL_S, tick)
+    def _check_idle_space(self) -> None:
+        """While full, look again every ``CHECK_INTERVAL_S`` even when no group is written."""
+        self._space_timer = None
+        if self._closed or self._failed is not None:
+            return
+        assert self._loop is not None
+        future = self._loop.run_in_executor(self._executor, self._space_low)
+        future.add_done_callback(
+            lambda done: self._set_full(bool(done.result()) if done.exception() is None else self.disk_full))
 
     def _maintain(self) -> None:
         try:

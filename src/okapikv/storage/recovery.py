@@ -87,7 +87,7 @@ def open_and_recover(
             core = make_core()
             core.restore((), **_zeros(core), clock_floor=pack(now_us))
             core.track_changes = True
-            return core, store, Recovered(0, 0, 0, False, Repair(()), "the data directory was empty")
+            return core, store, Recovered(0, 0, now_us, False, Repair(()), "the data directory was empty")
         core = make_core()
         try:
             return core, store, recover(core, store)

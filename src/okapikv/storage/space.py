@@ -3,13 +3,16 @@
 A full disk is worse for a durable server than for most programs: a commit that fails leaves the
 writes of its group applied in memory but not durable, so the server could only stop (and a
 restart on the same full disk would stop again at its first write). So it keeps a reserve, a file
-of ``reserve_bytes`` (``--disk-reserve-mb``; by default 64 MiB, at most 5% of the file system), and
-``group_commit`` follows these rules (the idea of CockroachDB's ballast file):
+of ``reserve_bytes`` (``--disk-reserve-mb``; by default 64 MiB, or 5% of a smaller file system but
+at least ``MIN_DEFAULT_RESERVE_BYTES``: a checkpoint may have to copy a whole WAL, up to 4 MiB, into
+the database before the WAL's space is free again), and ``group_commit`` follows these rules (the idea
+of CockroachDB's ballast file):
 
-- free space below ``reserve_bytes`` (checked at least every ``CHECK_INTERVAL_S`` and at every failed
-  commit) makes the server *full*: it refuses new client writes (RESOURCE_EXHAUSTED "disk full ...
-  not applied": the outcome is known) and replication from other DCs (their links are refused and
-  resend later: replication pauses as during a partition), and truncates its WAL after every group;
+- free space below ``reserve_bytes`` (checked after every commit group, a statvfs call, and every
+  ``CHECK_INTERVAL_S`` while full) makes the server *full*: it refuses new client writes
+  (RESOURCE_EXHAUSTED "disk full ... not applied": the outcome is known) and replication from other
+  DCs (their links are refused and resend later: replication pauses as during a partition), and
+  truncates its WAL after every group;
   reads go on, and so do the small groups they need (vectors, clock bound), in the WAL's space;
 - a commit that fails for lack of space (SQLITE_FULL, ENOSPC) deletes the reserve and is retried:
   the writes already accepted become durable and are acknowledged instead of lost to a crash;
@@ -26,12 +29,13 @@ import os
 import sqlite3
 from pathlib import Path
 
-from okapikv.storage.errors import DiskFullError
+from okapikv.storage.errors import DataDirError, DiskFullError
 
 RESERVE_NAME = "RESERVE"
 DEFAULT_RESERVE_BYTES = 64 << 20
-#: the default reserve never takes more than this share of the file system
+#: on a small file system the default reserve is this share of it, but at least the minimum
 RESERVE_MAX_SHARE = 0.05
+MIN_DEFAULT_RESERVE_BYTES = 8 << 20
 CHECK_INTERVAL_S = 1.0
 _CHUNK = 1 << 20
 
@@ -53,9 +57,17 @@ class DiskSpace:
     def __init__(self, directory: Path, reserve_bytes: int | None = None) -> None:
         self.directory = directory
         self.path = directory / RESERVE_NAME
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DataDirError(f"cannot create data directory {directory}: {error.strerror or error}") from None
         if reserve_bytes is None:
-            stats = os.statvfs(directory)
-            reserve_bytes = min(DEFAULT_RESERVE_BYTES, int(stats.f_blocks * stats.f_frsize * RESERVE_MAX_SHARE))
+            try:
+                stats = os.statvfs(directory)
+            except OSError as error:
+                raise DataDirError(f"cannot read the free space of {directory}: {error.strerror or error}") from None
+            share = int(stats.f_blocks * stats.f_frsize * RESERVE_MAX_SHARE)
+            reserve_bytes = min(DEFAULT_RESERVE_BYTES, max(MIN_DEFAULT_RESERVE_BYTES, share))
         if reserve_bytes < 0:
             raise ValueError(f"the disk reserve must not be negative, not {reserve_bytes} bytes")
         self.reserve_bytes = reserve_bytes
@@ -73,7 +85,8 @@ class DiskSpace:
         return self.free_bytes() < self.reserve_bytes
 
     def prepare(self) -> None:
-        """At start: make sure the reserve exists and as much again is free, else ``DiskFullError``."""
+        """At start, before the database is opened: make sure the reserve exists and as much again
+        is free, else ``DiskFullError``."""
         if not self.reserved and not self._create(self.reserve_bytes):
             raise DiskFullError(self._full_message("cannot create its reserve file"))
         if self.low():

@@ -66,7 +66,7 @@ from typing import Any
 from okapikv.core.mvstore import Change, Version
 from okapikv.core.vectors import Vector
 from okapikv.storage.commit_record import RECORD_NAME, RecordFile, Tally, read_record
-from okapikv.storage.errors import REPAIR_HINT, DataDamagedError, DataDirError
+from okapikv.storage.errors import REPAIR_HINT, DataDamagedError, DataDirError, DiskFullError
 from okapikv.storage.integrity import (
     describe_key,
     describe_timestamp,
@@ -155,6 +155,18 @@ class State:
                 raise ValueError(f"field {name!r} has {len(entries)} entries, the cluster has {num_dcs} DCs")
             vectors.append(tuple(entries))
         return cls(*vectors)
+
+
+def sqlite_failure(path: Path, error: sqlite3.Error) -> DataDirError:
+    """The one-line error for an SQLite failure at open or while loading: damage (a malformed file,
+    not a database, an I/O error reading it), a full disk, or a file that cannot be opened."""
+    name = str(getattr(error, "sqlite_errorname", "") or "")
+    if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_IOERR")):
+        return DataDamagedError(f"{path} cannot be read: {error}; {REPAIR_HINT}")
+    if name.startswith("SQLITE_FULL"):
+        return DiskFullError(f"{path}: no space left on its file system ({error}): free space or move the data "
+                             "directory")
+    return DataDirError(f"cannot open {path}: {error}" + (f" ({name})" if name else ""))
 
 
 def _json_object(text: str) -> dict[str, Any]:
@@ -274,10 +286,10 @@ class SqliteStore:
                 self._lock.release()
             if isinstance(error, (DataDirError, ValueError)):
                 raise
-            if isinstance(error, sqlite3.DatabaseError):
-                raise DataDamagedError(f"{self.path} cannot be read: {error}; {REPAIR_HINT}") from None
-            if isinstance(error, (sqlite3.Error, OSError)):
-                raise DataDirError(f"cannot open {self.path}: {error}") from None
+            if isinstance(error, sqlite3.Error):
+                raise sqlite_failure(self.path, error) from None
+            if isinstance(error, OSError):
+                raise DataDirError(f"cannot open {self.path}: {error.strerror or error}") from None
             raise
         self.commits = 0
         self.checkpoints = 0
@@ -292,7 +304,7 @@ class SqliteStore:
 
     def _open(self, integrity: str) -> None:
         if self.path.is_dir():
-            raise DataDamagedError(f"{self.path} is a directory, not a database file; {REPAIR_HINT}")
+            raise DataDirError(f"{self.path} is a directory, not a database file: remove it or use another --data-dir")
         exists = self.path.exists() and self.path.stat().st_size > 0
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db = self._db
@@ -492,14 +504,16 @@ class SqliteStore:
             for key, stored_ts, dc, value, dv, crc in cursor:
                 if (version_checksum(key, stored_ts, dc, value, dv) != crc or not 0 <= dc < num_dcs
                         or (dv is not None and len(dv) != dv_bytes)):
+                    source = self.identity.dcs[dc] if 0 <= dc < num_dcs else dc
                     raise DataDamagedError(
-                        f"{self.path}: the version of key {describe_key(bytes(key))} (timestamp "
-                        f"{_timestamp(stored_ts)}, DC {dc}) fails its checksum (damaged); {REPAIR_HINT}"
+                        f"{self.path}: the version of key {describe_key(bytes(key))} written at "
+                        f"{describe_timestamp(_timestamp(stored_ts))} in DC {source} fails its checksum (damaged); "
+                        f"{REPAIR_HINT}"
                     )
                 yield bytes(key), Version(None if value is None else bytes(value), _timestamp(stored_ts), dc,
                                           _unpack_vector(dv))
-        except sqlite3.DatabaseError as error:
-            raise DataDamagedError(f"{self.path} cannot be read: {error}; {REPAIR_HINT}") from None
+        except sqlite3.Error as error:
+            raise sqlite_failure(self.path, error) from None
 
     def version_count(self) -> int:
         return int(self.db.execute("SELECT count(*) FROM versions").fetchone()[0])
