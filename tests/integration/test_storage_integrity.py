@@ -102,7 +102,7 @@ def _malform_page(directory: Path) -> None:
         file.write(b"\xff" * 4096)
 
 
-def _update_meta(directory: Path, name: str, change: Callable[[dict[str, object]], None], *,
+def _update_meta(directory: Path, name: str, change: Callable[[dict[str, object]], object], *,
                  keep_checksum: bool) -> None:
     with contextlib.closing(sqlite3.connect(directory / DATABASE)) as db:
         value, crc = db.execute("SELECT value, crc FROM meta WHERE name = ?", (name,)).fetchone()
@@ -138,7 +138,7 @@ def _replace_with_garbage(directory: Path) -> None:
     (directory / DATABASE).write_bytes(os.urandom(64 * 1024))
 
 
-DAMAGE: dict[str, tuple[str, Callable[[Path], None], int, tuple[str, ...]]] = {
+DAMAGE: dict[str, tuple[str, Callable[[Path], object], int, tuple[str, ...]]] = {
     "value-byte": ("clean", _flip_value_byte, 4, ("fails its checksum", "k-0100")),
     "malformed-page": ("clean", _malform_page, 4, ("is damaged", "SQLite quick_check")),
     "meta-missing-field": ("clean", lambda d: _update_meta(d, "state", lambda v: v.pop("horizon"), keep_checksum=True),

@@ -523,7 +523,8 @@ class TestRepair:
         effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), answer), T0))
                    if not isinstance(s.message, Heartbeat)]
         assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
-        assert effects[0].message.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
+        batch = effects[0].message
+        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
         assert server.repairing == "settling"
         server.on_timer(T0 + 1)
         assert server.repairing is None

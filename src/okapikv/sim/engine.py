@@ -24,8 +24,11 @@ everything in memory is gone, what it had made durable is not. The durable drive
 call's changes before it releases that call's effects, so the disk holds exactly the store and
 vectors of the last call that ran: the restart builds a fresh ``PartitionServer`` from them
 (``restore``, with the clock floor at the old clock + 1, the least a persisted bound may be) and
-carries out its ``start_catch_up``. Lost with the process: what it had taken but not finished
-(parked requests, reads waiting for slices), and what it had queued for others behind a cut link
+carries out its ``start_catch_up``. With ``FaultPlan.lose_disk_share`` a crash may lose the disk too:
+the restart then restores nothing, not even a clock bound, and repairs from the replicas
+(``PartitionServer``'s repair), which the checkers judge like any run. Lost with the process: what
+it had taken but not finished (parked requests, reads waiting for slices), and what it had queued
+for others behind a cut link
 (its link queues); what it had already sent stays on the wire. Peer messages it had not handled
 (in flight to it, arriving while it is down, in its inbox) are not lost: as the production links
 do, their senders keep them unacknowledged and resend them, in order, to the new incarnation,
@@ -86,7 +89,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import Version
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import PartitionServer
+from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.session import ClientSession, adopt
 from okapikv.core.stats import WaitStats
 from okapikv.sim.clock import ClockModel
@@ -537,6 +540,12 @@ class Simulation:
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
+        if type(reply) is ErrorReply and reply.code == "UNAVAILABLE" and client.request is not None:
+            # A server repairing its data refuses requests (nothing ran): the client retries, or
+            # moves to another DC, as when its server is down.
+            self.pending[client.request.request_id] = index
+            self._retry(client)
+            return
         client.lost_since = None
         op = client.op
         now = self.now
@@ -702,10 +711,15 @@ class Simulation:
             a, b = rng.sample(range(dcs), 2)
             length = int(rng.uniform(*plan.partition_ms) * 1000)
             return lambda: self._partition_link(a, b, length)
-        if kind in ("crash", "pause"):
+        if kind == "pause":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
-            return lambda: (self._crash if kind == "crash" else self._pause)(index, length)
+            return lambda: self._pause(index, length)
+        if kind == "crash":
+            index = rng.randrange(servers)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            lose_disk = plan.lose_disk_share > 0 and dcs > 1 and rng.random() < plan.lose_disk_share
+            return lambda: self._crash(index, length, lose_disk=lose_disk)
         if kind == "slow":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.slow_ms) * 1000)
@@ -784,8 +798,9 @@ class Simulation:
 
         self._timed(length_us, resume)
 
-    def _crash(self, index: int, length_us: int) -> None:
-        """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring)."""
+    def _crash(self, index: int, length_us: int, *, lose_disk: bool = False) -> None:
+        """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring),
+        or with ``lose_disk`` from an empty one, in repair mode, when that loses nothing acknowledged."""
         if self.stopping or self.paused[index]:
             return
         self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: see _hold
@@ -811,14 +826,21 @@ class Simulation:
         def restart() -> None:
             old = self.servers[index]
             new = self.factory(old.config)
-            new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
-                        vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
-                        clock_floor=old.clock + 1)
+            repair = lose_disk and self._replicated_somewhere(index)
+            if repair:
+                zeros = (0,) * old.num_dcs
+                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=0)
+                self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
+            else:
+                new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
+                            vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
+                            clock_floor=old.clock + 1)
             self.retired.append(old)
             self.servers[index] = new
             self.paused[index] = self.down[index] = False
-            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"))
-            self._apply(index, new.start_catch_up())
+            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"
+                                                     + (" on an empty disk, repairing" if repair else "")))
+            self._apply(index, new.start_catch_up(Repair() if repair else None))
             unacked, self.unacked[index] = self.unacked[index], {}
             for source, messages in unacked.items():
                 self._resend(source, index, messages)
@@ -827,6 +849,16 @@ class Simulation:
             self._arm(index)
 
         self._timed(length_us, restart)
+
+    def _replicated_somewhere(self, index: int) -> bool:
+        """Whether every version server ``index`` wrote has reached one of its replicas (so losing its
+        disk loses nothing a repair cannot bring back)."""
+        server = self.servers[index]
+        dc, partition = server.dc, index % self.num_partitions
+        newest = max((version.timestamp for _, version in server.store.written_by(dc, 0)), default=0)
+        replicas = [self.servers[other * self.num_partitions + partition] for other in range(self.config.num_dcs)
+                    if other != dc]
+        return any(replica.vv[dc] >= newest for replica in replicas)
 
     def _hold(self, index: int, message: Message) -> None:
         """A message for a paused server waits in its inbox. One for a crashed server: a client's
