@@ -28,6 +28,7 @@ from okapikv.core.messages import (
     ReadTxReply,
     ReadTxRequest,
     RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     Respond,
@@ -403,6 +404,7 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
     CatchUpReply(ServerId(1, 0), 7, pack(123, 4)),
     CatchUpReply(ServerId(1, 0), 7, pack(123, 4), RepairAnswer(pack(9), (1, 2, 3), (0, 0, 0), (4, 5, 6))),
     ReplicaProgress(ServerId(1, 0), (pack(1), 0, (1 << 64) - 1)),
+    RepairBatch(ServerId(1, 0), 5, (Update(b"k", None, pack(3), 2, (1, 2, 3)), Update(b"j", b"v", pack(4), 0, None))),
 ], ids=lambda m: type(m).__name__)
 def test_new_peer_messages_round_trip_on_the_wire(message: object) -> None:
     frame = convert.frame_peer_message(convert.encode_peer_message(message))  # type: ignore[arg-type]
@@ -518,7 +520,11 @@ class TestRepair:
         server.start_catch_up(Repair())
         assert server.handle(ScanSlice(ServerId(0, 0), 5, (0, 0), b"a", b"z", None), T0) == []  # parked
         assert server.handle(CatchUpRequest(ServerId(1, 0), 3, 0, False), T0) == []  # deferred
-        server.handle(ReplicateBatch(ServerId(1, 0), (Update(b"k", b"mine", pack(T0 - 10), 0, None),)), T0)
+        stale = ReplicateBatch(ServerId(1, 0), (Update(b"old", b"collected since", pack(T0 - 20), 1, None),))
+        server.handle(stale, T0)  # resent from before the disk was lost: ignored until the answer ends
+        server.handle(RepairBatch(ServerId(1, 0), 1, (Update(b"k", b"mine", pack(T0 - 10), 0, None),)), T0)
+        server.handle(RepairBatch(ServerId(1, 0), 99, (Update(b"x", b"not an answer", pack(T0 - 9), 0, None),)), T0)
+        assert server.store.versions(b"old") == [] and server.store.versions(b"x") == []
         answer = RepairAnswer(pack(T0 - 10), (0, 0), (0, 0), (0, 0))
         effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), answer), T0))
                    if not isinstance(s.message, Heartbeat)]
@@ -546,7 +552,7 @@ class TestRepair:
         replica.handle(ReplicateBatch(ServerId(0, 0), (Update(b"theirs", b"0", pack(T0 - 5), 0, None),)), T0)
         replica.handle(ReplicateBatch(ServerId(2, 0), (Update(b"third", None, pack(T0 - 3), 2, None),)), T0)
         effects = sends(replica.handle(CatchUpRequest(ServerId(0, 0), 7, 0, True, repair=True), T0 + 1))
-        updates = {u.key: u.source_dc for s in effects if isinstance(s.message, ReplicateBatch)
+        updates = {u.key: u.source_dc for s in effects if isinstance(s.message, RepairBatch)
                    for u in s.message.updates}
         assert updates == {b"own": 1, b"theirs": 0, b"third": 2}
         reply = next(s.message for s in effects if isinstance(s.message, CatchUpReply))

@@ -249,6 +249,19 @@ class CatchUpRequest:
 
 
 @message
+class RepairBatch:
+    """Part of the answer to a repair request (``CatchUpRequest.repair``): versions of any DC the
+    sender holds. Its own type, not a ``ReplicateBatch``: the requester ignores the sender's
+    replication stream until the answer ends, because that stream may still carry, resent from
+    before the requester lost its data, versions the sender has since collected (superseded, or
+    older than a tombstone every replica dropped); the answer is the sender's store as it is."""
+
+    source: ServerId
+    request_id: int
+    updates: tuple[Update, ...]
+
+
+@message
 class RepairAnswer:
     """What a replica tells a server it sent everything to (a repair): ``origin_through``, its
     ``vv`` entry for that server's DC (every timestamp of that DC it holds is at or below it: the
@@ -376,6 +389,7 @@ PeerMessage = (
     | SliceReply
     | CatchUpRequest
     | CatchUpReply
+    | RepairBatch
     | ReplicaProgress
 )
 Message = ClientRequest | PeerMessage

@@ -74,6 +74,7 @@ from okapikv.core.messages import (
     ReadTxReply,
     ReadTxRequest,
     RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     Respond,
@@ -239,6 +240,7 @@ class PartitionServer:
             CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
             CatchUpReply: self._on_catch_up_reply,  # type: ignore[dict-item]
             ReplicaProgress: self._on_replica_progress,  # type: ignore[dict-item]
+            RepairBatch: self._on_repair_batch,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -719,12 +721,14 @@ class PartitionServer:
         vv = self.vv
         catching_up = self._catching_up
         dc = self.dc
+        repairing = self._repair
+        if repairing is not None and message.source.dc in repairing.waiting:
+            # Until its repair answer ends, a replica's stream may carry versions resent from before
+            # this server lost its data that the replica has collected since (``RepairBatch``).
+            return self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
         for update in message.updates:
             source_dc = update.source_dc
-            if source_dc == dc:  # our own versions come back only in a repair's answers
-                if (self._repair is not None and self._repair.fetching
-                        and self.store.insert(update.key, Version(update.value, update.timestamp, dc, update.dv))):
-                    self.stats.repair_local_received += 1
+            if source_dc == dc:  # our own versions come back only in a repair's answer
                 continue
             if update.timestamp <= vv[source_dc]:
                 continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
@@ -796,6 +800,7 @@ class PartitionServer:
         source = message.source
         dc = self.dc
         replicated_dv = self.protocol.replicated_dv
+        effects: list[Effect]
         if message.repair:
             store = self.store
             updates = [
@@ -803,19 +808,38 @@ class PartitionServer:
                        replicated_dv(version) if version.source_dc == dc else version.dv)
                 for key in list(store.keys()) for version in store.versions(key)
             ]
+            effects = [
+                Send(source, RepairBatch(self.id, message.request_id, tuple(updates[start : start + CATCH_UP_BATCH])))
+                for start in range(0, len(updates), CATCH_UP_BATCH)
+            ]
         else:
             updates = [
                 Update(key, version.value, version.timestamp, dc, replicated_dv(version))
                 for key, version in self.store.written_by(dc, message.after)
             ]
-        effects: list[Effect] = [
-            Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
-            for start in range(0, len(updates), CATCH_UP_BATCH)
-        ]
+            effects = [
+                Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
+                for start in range(0, len(updates), CATCH_UP_BATCH)
+            ]
         answer = RepairAnswer(self.vv[source.dc], self.stable, self.horizon, self.gsv) if message.repair else None
         effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc], answer)))
         self.stats.catch_up_updates_sent += len(updates)
         return effects
+
+    def _on_repair_batch(self, message: RepairBatch, now_us: int) -> list[Effect]:
+        """Part of a replica's answer to this server's repair: take every version (of any DC, this
+        one's included; duplicates change nothing). Only the answer to the latest repair request
+        counts: an older one may predate versions the replica collected since."""
+        repairing = self._repair
+        if repairing is None or repairing.waiting.get(message.source.dc) != message.request_id:
+            return []
+        store = self.store
+        dc = self.dc
+        for update in message.updates:
+            if (store.insert(update.key, Version(update.value, update.timestamp, update.source_dc, update.dv))
+                    and update.source_dc == dc):
+                self.stats.repair_local_received += 1
+        return []
 
     def _on_catch_up_reply(self, message: CatchUpReply, now_us: int) -> list[Effect]:
         """Every update of the source DC up to ``through`` arrived (before this, on the FIFO link).

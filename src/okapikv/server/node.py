@@ -56,6 +56,7 @@ from okapikv.core.messages import (
     PeerMessage,
     PutRequest,
     ReadTxRequest,
+    RepairBatch,
     ReplicateBatch,
     Respond,
     ScanRequest,
@@ -525,6 +526,10 @@ class PartitionNode:
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(
                 ReplicateBatch(message.source, message.updates[half:], message.gsv)
             )
+        if isinstance(message, RepairBatch) and len(message.updates) > 1:
+            half = len(message.updates) // 2
+            return self._encode(RepairBatch(message.source, message.request_id, message.updates[:half])) + (
+                self._encode(RepairBatch(message.source, message.request_id, message.updates[half:])))
         self.oversized_dropped += 1
         log.error("%s: dropped a %s of about %d bytes, above the %d-byte message limit",
                   self.label, type(message).__name__, size, limit)

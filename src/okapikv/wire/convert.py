@@ -21,6 +21,8 @@ incarnation) is serialized once per link.
 
 from __future__ import annotations
 
+from typing import Any
+
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -39,6 +41,7 @@ from okapikv.core.messages import (
     ReadTxReply,
     ReadTxRequest,
     RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     ScanReply,
@@ -292,7 +295,7 @@ def _fill_vector(target: pb.Vector, vector: Vector) -> None:
     target.entries.extend(vector)
 
 
-def _fill_updates(target: pb.ReplicateBatch, updates: tuple[Update, ...]) -> None:
+def _fill_updates(target: pb.ReplicateBatch | pb.RepairBatch, updates: tuple[Update, ...]) -> None:
     target.SetInParent()
     slots = target.updates
     for update in updates:
@@ -383,6 +386,9 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
             _fill_vector(answer.gsv, message.repair.gsv)
     elif isinstance(message, ReplicaProgress):
         _fill_vector(result.replica_progress.vv, message.vv)
+    elif isinstance(message, RepairBatch):
+        result.repair_batch.request_id = message.request_id
+        _fill_updates(result.repair_batch, message.updates)
     else:
         raise TypeError(f"not a peer message: {type(message).__name__}")
     return result
@@ -395,7 +401,7 @@ def encode_peer_message(message: PeerMessage) -> bytes:
 
 def approximate_size(message: PeerMessage) -> int:
     """Bytes a message takes on the wire, roughly (enough to split batches below the limit)."""
-    if isinstance(message, ReplicateBatch):
+    if isinstance(message, ReplicateBatch | RepairBatch):
         return 16 + sum(
             48 + len(u.key) + (len(u.value) if u.value is not None else 0)
             for u in message.updates
@@ -439,6 +445,14 @@ def encode_batch(header: bytes, first_sequence: int, frames: list[bytes]) -> byt
 # ==================================================================== peer messages: pb -> core
 
 
+def _updates(updates: Any) -> tuple[Update, ...]:
+    return tuple(
+        Update(u.key, None if u.tombstone else u.value, u.timestamp, u.source_dc,
+               tuple(u.dv.entries[:]) if u.HasField("dv") else None)
+        for u in updates
+    )
+
+
 def _vector(message: pb.Vector) -> Vector:
     return tuple(message.entries[:])  # a slice copies in one upb call (see session_from_pb)
 
@@ -448,16 +462,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
     kind = message.WhichOneof("message")
     if kind == "replicate":
         replicate = message.replicate
-        updates = tuple(
-            Update(
-                u.key,
-                None if u.tombstone else u.value,
-                u.timestamp,
-                u.source_dc,
-                tuple(u.dv.entries[:]) if u.HasField("dv") else None,
-            )
-            for u in replicate.updates
-        )
+        updates = _updates(replicate.updates)
         return ReplicateBatch(source, updates, _vector(replicate.gsv) if replicate.HasField("gsv") else None)
     if kind == "heartbeat":
         heartbeat = message.heartbeat
@@ -494,6 +499,8 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
     if kind == "catch_up_request":
         request = message.catch_up_request
         return CatchUpRequest(source, request.request_id, request.after, request.restarted, request.repair)
+    if kind == "repair_batch":
+        return RepairBatch(source, message.repair_batch.request_id, _updates(message.repair_batch.updates))
     if kind == "catch_up_reply":
         reply_end = message.catch_up_reply
         answer = None
