@@ -249,6 +249,7 @@ def test_a_server_repairs_its_lost_data_from_its_replicas(tmp_path: Path, how: s
                  "the new write reaching b")
         log = cluster.log_path("a", 0).read_text()
         assert "repair complete" in log and "Traceback" not in log
+        wait_for(lambda: not (cluster.data_dir("a", 0) / "REPAIRING").exists(), 30, "the repair marker's removal")
 
 
 # ====================================================================== a full disk

@@ -20,7 +20,7 @@ from okapikv.core.timestamps import pack, physical_of
 from okapikv.storage import DataDamagedError, DataDirError, DiskFullError, Identity, SqliteStore, group_commit
 from okapikv.storage.group_commit import GroupCommitter
 from okapikv.storage.integrity import meta_checksum
-from okapikv.storage.recovery import open_and_recover, recover
+from okapikv.storage.recovery import open_and_recover, recover, repair_finished
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import CommitGroup, State
 
@@ -309,6 +309,21 @@ def test_repair_mode_leaves_an_intact_directory_alone_and_repairs_an_empty_one(t
     opened.close()
 
 
+def test_an_interrupted_repair_is_damage_until_it_is_run_again(tmp_path: Path) -> None:
+    _, opened, _ = open_and_recover(core_for, tmp_path, IDENTITY, repair=True)
+    opened.commit(CommitGroup(1, local_and_remote(2)))  # part of what the replicas sent, then a crash
+    opened.close()
+    with pytest.raises(DataDamagedError, match="a repair of this directory was interrupted"):
+        open_and_recover(core_for, tmp_path, IDENTITY)
+    _, opened, recovered = open_and_recover(core_for, tmp_path, IDENTITY, repair=True)
+    assert recovered.repair is not None and [key for key, _ in recovered.repair.salvaged] == [b"k0"]
+    opened.close()
+    repair_finished(tmp_path)  # the driver, once the repaired state is durable
+    _, opened, recovered = open_and_recover(core_for, tmp_path, IDENTITY)
+    assert recovered.repair is None
+    opened.close()
+
+
 class FullDisk(SqliteStore):
     """Its commits fail for lack of space while ``full`` is above 0 (each failure counts down)."""
 
@@ -321,10 +336,19 @@ class FullDisk(SqliteStore):
         super().commit(group)
 
 
+class GatedSpace(DiskSpace):
+    """Free space comes back only once the test says so."""
+
+    space_back = False
+
+    def refill(self) -> bool:
+        return self.space_back and super().refill()
+
+
 def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_path: Path) -> None:
     async def main() -> None:
         store = FullDisk(tmp_path, IDENTITY)
-        space = DiskSpace(tmp_path, 1 << 20)
+        space = GatedSpace(tmp_path, 1 << 20)
         space.prepare()
         failures: list[BaseException] = []
         committer = GroupCommitter(store, on_durable=lambda: None, on_failure=failures.append, space=space)
@@ -335,7 +359,10 @@ def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_p
         assert committer.disk_full and not space.reserved  # the reserve made room for the retry
         await until(lambda: committer.durable == 1)
         assert not failures and store.version_count() == 3  # the writes already accepted are durable
-        await until(lambda: not committer.disk_full and space.reserved)  # enough space here: refilled
+        assert committer.disk_full
+        space.space_back = True
+        committer.stage(changes(0, vv=(0, 1)), pack(1_000))  # any later group looks again
+        await until(lambda: not committer.disk_full and space.reserved, timeout_s=10)
         await committer.close(pack(1_000))
 
     asyncio.run(main())

@@ -72,7 +72,7 @@ from okapikv.server.metrics import LagSamples, LatencyHistograms
 from okapikv.server.pipeline import PipelineSink
 from okapikv.storage.group_commit import GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
-from okapikv.storage.recovery import open_and_recover
+from okapikv.storage.recovery import open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity, SqliteStore
 from okapikv.wire import okapikv_pb2 as pb
@@ -189,6 +189,7 @@ class PartitionNode:
         self._space: DiskSpace | None = None
         self._repair_plan: Repair | None = None
         self._repair_logged = True
+        self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
@@ -473,6 +474,13 @@ class PartitionNode:
         held = self._held
         while held and held[0][0] <= durable:
             self._apply(held.popleft()[1])
+        if self._repair_durable_group is not None and durable >= self._repair_durable_group:
+            self._repair_durable_group = None
+            assert self._storage is not None
+            try:
+                repair_finished(self._storage.directory)
+            except OSError as error:
+                log.error("%s: cannot remove the repair marker: %s", self.label, error)
 
     def _storage_failed(self, error: BaseException) -> None:
         """A commit failed: the writes of its group are in memory only and must never be
@@ -595,6 +603,9 @@ class PartitionNode:
             self._carry_out(effects)
         if not self._repair_logged and self.core.repairing is None:
             self._repair_logged = True
+            if self._committer is not None:
+                self._repair_durable_group = self._committer.required
+                self._on_durable()
             stats = self.core.stats
             log.warning("%s: repair complete: %d version(s) of %d key(s) held, %d of this DC's own fetched back from "
                         "the replicas, %d kept from the damaged store; serving", self.label,

@@ -22,18 +22,27 @@ store starts, and the core asks its replicas for everything they hold (``start_c
 ``Repair``): the versions of every DC, its own included. Of the salvaged versions it keeps only its
 own writes that no replica holds (never replicated: nowhere else to get them). An intact directory
 is recovered as usual, whatever the mode.
+
+A repair in progress is marked by ``DIR/REPAIRING`` (created, fsynced, before the rebuilt store
+opens; removed by the driver once the repaired state is durable: ``repair_finished``): a crash during
+a repair leaves a store that holds only part of what the replicas sent, which a plain restart would
+serve as if it were whole, so such a directory counts as damaged and a restart in repair mode runs
+the repair again.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.timestamps import pack
-from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
+from okapikv.storage.errors import REPAIR_HINT, DataDamagedError, DataDirError
 from okapikv.storage.sqlite import DirectoryLock, Identity, SqliteStore, salvage
+
+REPAIR_MARKER = "REPAIRING"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,11 @@ def open_and_recover(
     it instead when it is damaged, lost commits or is empty (module docstring). ``now_us``: the
     server's clock reading, the least a rebuilt server's clock restarts at."""
     damage: str | None = None
+    if (directory / REPAIR_MARKER).exists():
+        damage = f"{directory / REPAIR_MARKER} says a repair of this directory was interrupted; {REPAIR_HINT}"
+        if not repair:
+            raise DataDamagedError(damage)
+        return _rebuild(make_core, directory, identity, damage, now_us)
     try:
         store = SqliteStore(directory, identity, integrity=integrity)
     except DataDamagedError as error:
@@ -84,6 +98,11 @@ def open_and_recover(
         damage = str(error)
     else:
         if repair and store.fresh:
+            try:
+                _mark_repairing(directory)
+            except BaseException:
+                store.close()
+                raise
             core = make_core()
             core.restore((), **_zeros(core), clock_floor=pack(now_us))
             core.track_changes = True
@@ -108,6 +127,7 @@ def _rebuild(make_core: Callable[[], PartitionServer], directory: Path, identity
              now_us: int) -> tuple[PartitionServer, SqliteStore, Recovered]:
     lock = DirectoryLock(directory)
     try:
+        _mark_repairing(directory)  # first: a crash while the files move aside must not leave a "new" directory
         found = salvage(directory, identity.dc_index)
         store = SqliteStore(directory, identity, lock=lock)
     except BaseException:
@@ -124,3 +144,29 @@ def _rebuild(make_core: Callable[[], PartitionServer], directory: Path, identity
         detail += f" (salvage stopped at: {found.error})"
     return core, store, Recovered(0, 0, bound_us, False, Repair(tuple(found.local_versions)), detail,
                                   tuple(found.moved_aside), len(found.local_versions))
+
+
+def _sync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _mark_repairing(directory: Path) -> None:
+    try:
+        with (directory / REPAIR_MARKER).open("w") as marker:
+            marker.write("a repair from the replicas is in progress (okapikv.storage.recovery)\n")
+            marker.flush()
+            os.fsync(marker.fileno())
+        _sync_directory(directory)
+    except OSError as error:
+        raise DataDirError(f"cannot write {directory / REPAIR_MARKER}: {error.strerror or error}") from None
+
+
+def repair_finished(directory: Path) -> None:
+    """The repaired state is durable: the directory is whole again (call once, after the repair
+    ended and every group written until then is durable)."""
+    (directory / REPAIR_MARKER).unlink(missing_ok=True)
+    _sync_directory(directory)
