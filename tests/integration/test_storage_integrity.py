@@ -95,11 +95,14 @@ def _flip_value_byte(directory: Path) -> None:
 
 
 def _malform_page(directory: Path) -> None:
+    """Overwrite the b-tree page header of the page that holds a stored value (SQLite reads that
+    page only when recovery loads the versions)."""
     path = directory / DATABASE
-    pages = path.stat().st_size // 4096
+    data = path.read_bytes()
+    page = data.find(value_of(150)) // 4096
     with path.open("r+b") as file:
-        file.seek(4096 * (pages // 2))
-        file.write(b"\xff" * 4096)
+        file.seek(4096 * page)
+        file.write(b"\xff" * 12)
 
 
 def _update_meta(directory: Path, name: str, change: Callable[[dict[str, object]], object], *,
