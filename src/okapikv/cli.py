@@ -10,6 +10,10 @@ import sys
 from collections.abc import Sequence
 
 DEFAULT_DCS = "oregon,virginia,ireland"
+#: `okapi client --timeout-s`: how long an operation keeps retrying while its server is down. Long,
+#: because the course's project 2 kills and restarts servers under a running client, which must
+#: carry on once they are back rather than print a line outside the protocol (``ERROR unavailable``).
+CLIENT_TIMEOUT_S = 600.0
 
 
 def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -80,7 +84,12 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                         "fall back to b (then ...) when a stays unreachable")
     p.add_argument("--connect", default=None, metavar="HOST:PORT",
                    help="any server of the DC to use; H1:P1,H2:P2,...: servers of fallback DCs")
-    p.add_argument("--timeout-s", type=float, default=30.0, help="give up on an operation after this long")
+    p.add_argument("--timeout-s", type=float, default=CLIENT_TIMEOUT_S,
+                   help="retry an operation whose server is down for up to this long, then print "
+                        "'ERROR unavailable' (default %(default)g s)")
+    p.add_argument("--wait-s", type=float, default=0.0,
+                   help="at start-up, keep trying a server that refuses connections for this long "
+                        "(default 0: fail at once)")
     p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
     p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
     p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
@@ -89,8 +98,8 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                         "(not the course format; used by okapi fuzz)")
     p.add_argument("--at-most-once", action="store_true",
                    help="do not retry a PUT/SWAP/DELETE whose connection broke after it was sent (a retry "
-                        "could apply it twice): answer 'ERROR outcome unknown: ...' instead; reads and "
-                        "requests that never reached a server are still retried (used by okapi fuzz)")
+                        "could apply it twice): answer 'ERROR outcome unknown: ...', a line outside the "
+                        "course protocol (for checkers such as okapi fuzz)")
     p.add_argument("--grpc-only", action="store_true",
                    help="talk to the servers over gRPC only, not over their native ports (slower)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
@@ -112,17 +121,20 @@ def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("sim", help="deterministic simulation of the protocol core, checked")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="the seed of every random choice (default %(default)s)")
     p.add_argument("--seeds", default=None, metavar="A..B", help="sweep seeds A to B inclusive")
-    p.add_argument("--dcs", type=int, default=3)
-    p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--clients", type=int, default=12)
+    p.add_argument("--dcs", type=int, default=3, help="number of DCs (default %(default)s)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions per DC (default %(default)s)")
+    p.add_argument("--clients", type=int, default=12,
+                   help="closed-loop client sessions, spread over the DCs (default %(default)s)")
     p.add_argument("--duration-s", type=float, default=2.0, help="simulated seconds of the fault phase")
-    p.add_argument("--protocol", default="okapi")
+    p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
-    p.add_argument("--clock-skew-ms", type=float, default=0.0)
-    p.add_argument("--history", default=None, help="write the history (JSON lines) to this file")
+    p.add_argument("--clock-skew-ms", type=float, default=0.0,
+                   help="spread fixed clock offsets over [0, X] ms across the servers")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="write the history (JSON lines) to FILE, for `okapi check FILE`; sweeps: FILE with {seed}")
     p.set_defaults(target="okapikv.sim.cli:run_sim")
 
 
@@ -134,46 +146,40 @@ def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("fuzz", help="drive real `okapi client` processes with the course fuzzer's mix, then check")
-    p.add_argument("--clients", type=int, default=3)
+    p.add_argument("--clients", type=int, default=3, help="`okapi client` processes (default %(default)s)")
     p.add_argument("--conflict", action="store_true", help="clients share keys")
     p.add_argument("--ops", type=int, default=1000, help="operations per client")
     p.add_argument("--dcs", default=None, help="comma-separated DCs to spread clients over (default: one DC)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="use a running cluster")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--history", default=None)
+    p.add_argument("--seed", type=int, default=1, help="the seed of the operation mix (default %(default)s)")
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="write the history here (default: $OKAPI_HOME/fuzz/seed<S>.jsonl or ~/.okapi/fuzz/...)")
+    p.add_argument("--base-port", type=int, default=None,
+                   help="local cluster: first of its consecutive ports (default: drawn, see OKAPI_PORT_RANGE)")
     p.add_argument("--protocol", default=None, help="local cluster: okapi | cure | gentlerain (default: okapi)")
     p.add_argument("--partitions", type=int, default=None, help="local cluster: partitions per DC (default: 2)")
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
-                   help="local cluster: make it durable, and after a third of the operations kill -9 the servers "
-                        "of these partitions (e.g. 1 or 1,2) in every DC, restart them 1 s later on the same ports "
-                        "and data, and check that every operation still completes and the history checks clean")
+                   help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
+                        "operations, restart them 1 s later, check the history")
     p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # One line per flag; what each suite runs and why is in the README's "Benchmarks" section.
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
     p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling"],
-                   help="run a whole suite: 'course' (YCSB A-F, client scaling, Redis reference), 'paper' "
-                        "(RO-TX partitions, write ratio, scalability, visibility, metadata across protocols) or "
-                        "'fast' (the performance targets: latency, 64-session YCSB-A against eventual and Redis, "
-                        "RO-TX cost of causality, replication under full load, memory per key, 1 -> 2 partitions) or "
-                        "'scaling' (peak RO-TX + PUT throughput on 3 DCs over 1, 2, 4 .. partitions per DC: up to "
-                        "half the cores, or --partitions)")
+                   help="run a whole suite (README, Benchmarks): course, paper, fast or scaling")
     p.add_argument("--workload", default="a",
-                   help="without --suite: ycsb a-f, rotx (RO-TX + PUT), or memory (server RSS per key after "
-                        "loading --records keys into one partition)")
+                   help="without --suite: YCSB a-f, rotx (RO-TX + PUT), or memory (server RSS per key)")
     p.add_argument("--protocols", default=None,
-                   help="comma-separated, one fresh cluster each (default: okapi; paper suite: okapi,cure,gentlerain); "
-                        "okapi-piggyback is Okapi with the USV computed inside the GSV round, okapi-bounded "
-                        "Okapi with bounded_visibility on")
+                   help="comma-separated, one fresh cluster each (default okapi; also okapi-piggyback, okapi-bounded)")
     p.add_argument("--clients", default=None,
                    help="comma-separated client counts (closed-loop sessions; scaling suite: per partition)")
     p.add_argument("--duration-s", type=float, default=5.0, help="measured seconds per run")
     p.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds before each run's window")
     p.add_argument("--dcs", default=None, help="comma-separated DC names (default: one DC; rotx and paper: 3)")
     p.add_argument("--partitions", type=int, default=None,
-                   help="partitions per DC (default 1; paper suite: the largest of its sweeps, 4, quick 2; "
-                        "scaling suite: the largest level)")
+                   help="partitions per DC (default 1; paper suite 4, quick 2; scaling suite: the largest level)")
     p.add_argument("--clock-skew-ms", type=float, default=None,
                    help="spread clock offsets over [0, X] ms across servers (default 0; paper suite: 10)")
     p.add_argument("--wan", default="realistic", help="'realistic' (the paper's regions), 'off', or one-way ms")
@@ -182,38 +188,57 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="rotx: probability an operation is a PUT (default: alternate RO-TX and PUT)")
     p.add_argument("--records", type=int, default=10_000, help="records loaded before measuring")
     p.add_argument("--key-bytes", type=int, default=8, help="key size (zero-padded decimal, so order = insertion)")
-    p.add_argument("--value-bytes", type=int, default=8)
+    p.add_argument("--value-bytes", type=int, default=8, help="value size")
     p.add_argument("--processes", type=int, default=None, help="load processes (default: max(2, cores / 2))")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="the seed of the generated operations")
     p.add_argument("--timeout-s", type=float, default=10.0, help="per-operation client timeout")
     p.add_argument("--visibility-samples", type=int, default=None, help="probes per DC pair (default 200, quick 10)")
     p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
     p.add_argument("--keep-cpus-busy", action="store_true",
-                   help="run a nice-19 spinner per CPU so idle (virtual) CPUs do not halt between messages "
-                        "(see okapikv.bench.awake); recorded in results.json")
+                   help="run a nice-19 spinner per CPU so idle virtual CPUs do not halt (README, Benchmarks)")
     p.add_argument("--grpc-only", action="store_true",
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
-                   help="okapi load generator: the async client's sessions (default), or 'lean': the same "
-                        "operations from one process that leaves the CPU to the servers, without client "
-                        "sessions (YCSB A-C; see okapikv.bench.lean)")
+                   help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; README, Benchmarks)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
-    p.add_argument("--quick", action="store_true", help="a run of under a minute (for CI)")
+    p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
     p.set_defaults(target="okapikv.bench.cli:run_bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from okapikv import __version__
+
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
+    parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 
 
+def subcommand_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each subcommand's own parser, by name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. An argument no parser knows is reported by the subcommand's parser,
+    so the usage printed with the error is that subcommand's (a mistyped flag of `okapi up` shows
+    `okapi up`'s flags), not the bare top-level usage that plain ``parse_args`` would print."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        subcommand_parsers(parser)[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     module_name, function_name = args.target.split(":")
     try:
         module = importlib.import_module(module_name)

@@ -115,7 +115,7 @@ def test_every_output_is_written(written: tuple[Path, dict[str, Any], dict[str, 
 def test_report_has_tables_and_links_every_plot(written: tuple[Path, dict[str, Any], dict[str, list[str]]]) -> None:
     tmp_path, _, files = written
     report = (tmp_path / "report.md").read_text()
-    assert report.startswith("# okapikv benchmark: paper (quick)")
+    assert report.startswith("# okapikv benchmark: paper (quick: a smoke test, not a measurement)")
     for name in files["png"]:
         assert f"![{name}]({name})" in report
     assert "| system | workload | clients |" in report
@@ -144,4 +144,30 @@ def test_traffic_comes_from_the_run_with_the_most_partitions() -> None:
     large = _run("cure", "rotx", 24, 3_000.0, partitions=4, traffic=_traffic(28.0))
     rows = traffic_rows({"series": {"s": {"runs": [small, large]}}})
     assert len(rows) == 1
-    assert rows[0][4] == "9,000" and rows[0][-1] == "rotx w=None p=4"
+    assert rows[0][4] == "9,000" and rows[0][-1] == "rotx, 4 partition(s) per DC, 24 clients"
+    with_ratio = _run("okapi", "rotx", 12, 1_000.0, partitions=2, write_ratio=0.5, traffic=_traffic(12.0))
+    assert traffic_rows({"series": {"s": {"runs": [with_ratio]}}})[0][-1] == (
+        "rotx, 2 partition(s) per DC, 12 clients, write ratio 0.5")
+
+
+def test_plots_that_would_mean_nothing_are_not_drawn(tmp_path: Path) -> None:
+    """One system's metadata bar, a traffic line through runs of unrelated series, a one-point
+    sweep, repeated 64-session rounds drawn as "one client" bars: none of them is a figure."""
+    from okapikv.bench.plots import write_plots
+
+    series = {
+        "scaling-runs": {"name": "scaling-runs", "kind": "scaling_sessions", "title": "runs",
+                         "runs": [_run("okapi", "ycsb-a", clients, 1000.0 + clients, partitions=p,
+                                       traffic=_traffic(12.0)) for p in (1, 2) for clients in (12, 24)]},
+        "fast-ycsb-a": {"name": "fast-ycsb-a", "kind": "single", "title": "YCSB-A, 64 sessions",
+                        "runs": [_run(system, "ycsb-a", 64, 5000.0 + r, traffic=_traffic(12.0))
+                                 for r in range(3) for system in ("okapi", "eventual")]},
+        "one-level": {"name": "one-level", "kind": "clients", "title": "one level",
+                      "runs": [_run(system, "ycsb-a", 10, 900.0) for system in ("okapi", "redis")]},
+    }
+    written = write_plots({"series": series}, tmp_path)
+    # two systems have replication metadata, so that bar chart alone is drawn
+    assert written == ["metadata.png"]
+    only_okapi = {name: {**one, "runs": [run for run in one["runs"] if run["system"] == "okapi"]}
+                  for name, one in series.items()}
+    assert write_plots({"series": only_okapi}, tmp_path) == []

@@ -48,7 +48,9 @@ def _run_suite(suite: str, out: Path) -> tuple[dict[str, Any], float, str]:
             assert (out / name).read_bytes().startswith(PNG_MAGIC)
         for name in results["files"]["csv"]:
             assert (out / name).stat().st_size > 0
-        assert (out / "report.md").read_text().startswith("# okapikv benchmark")
+        report = (out / "report.md").read_text()
+        assert report.startswith("# okapikv benchmark") and "a smoke test, not a measurement" in report
+        assert "--quick is a smoke test" in log and "w=None" not in report
         assert results["machine"]["cores"] and results["machine"]["python"]
     return results, elapsed, log
 

@@ -45,9 +45,12 @@ class Cluster:
         self.output: list[str] = []
         self.base_port = 0
 
-    def start(self, attempts: int = 3) -> None:
+    def start(self, attempts: int = 3, base_port: int | None = None) -> None:
+        """Start on ``base_port`` (one attempt), or on drawn ports (``attempts`` tries)."""
+        if base_port is not None:
+            attempts = 1
         for attempt in range(attempts):
-            self.base_port = free_base_port(len(self.dcs) * self.partitions)
+            self.base_port = base_port if base_port is not None else free_base_port(len(self.dcs) * self.partitions)
             if self._start_once():
                 return
             self.stop()
@@ -76,6 +79,18 @@ class Cluster:
 
     def address(self, dc: str, partition: int = 0) -> str:
         return f"127.0.0.1:{self.base_port + self.dcs.index(dc) * self.partitions + partition}"
+
+    def server_pid(self, dc: str, partition: int) -> int:
+        """The pid of one `okapi server` child of the launcher (Linux: /proc), found by its arguments."""
+        assert self.process is not None
+        wanted = ["--dc", dc, "--partition", str(partition)]
+        for task in Path(f"/proc/{self.process.pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                with contextlib.suppress(OSError):
+                    arguments = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+                    if "server" in arguments and any(arguments[i:i + 4] == wanted for i in range(len(arguments))):
+                        return int(child)
+        raise AssertionError(f"no server process for {dc}/{partition}")
 
     def stop(self) -> None:
         process = self.process

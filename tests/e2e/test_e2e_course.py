@@ -260,11 +260,40 @@ def test_malformed_lines_and_end_of_input(cluster: Cluster) -> None:
     try:
         assert process.send("put t6 1")[0].startswith("ERROR ")
         assert process.send("PUT t6")[0].startswith("ERROR ")
-        assert process.send("PUT t6 a_b")[0].startswith("ERROR ")
+        assert process.send("PUT t6 a\x01b")[0].startswith("ERROR invalid token")
         assert process.send("PUT t6 1") == ["PUT t6 not_found"]
         assert process.process.stdin is not None
         process.process.stdin.close()  # end of input without STOP: a clean exit
         assert process.wait() == 0
+    finally:
+        process.close()
+
+
+def test_ycsb_driver_keys_and_values(cluster: Cluster) -> None:
+    """The course's YCSB driver, unchanged: keys like ``usertable_user<19 digits>`` and values of any
+    printable ASCII and DEL (0x7f), in every command; a token outside 0x21-0x7f is one ERROR line."""
+    key = "usertable_user6284781860667377211"
+    other = "usertable_user6284781860667377212"
+    value = "a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f" + "".join(chr(c) for c in range(0x21, 0x80))
+    newer = "~`,.\x7f\x7f" + "z" * 100
+    process = client(cluster)
+    try:
+        assert process.send(f"PUT {key} {value}") == [f"PUT {key} not_found"]
+        assert process.send(f"GET {key}") == [f"GET {key} {value}"]
+        assert process.send(f"SWAP {key} {newer}") == [f"SWAP {key} {value}"]
+        assert process.send(f"PUT {other} {value}") == [f"PUT {other} not_found"]
+        assert process.send("SCAN usertable_user6284781860667377211 usertable_user6284781860667377219") == [
+            "SCAN usertable_user6284781860667377211 usertable_user6284781860667377219 BEGIN",
+            f"  {key} {newer}", f"  {other} {value}", "SCAN END"]
+        assert process.send(f"TX {other} {key} usertable_none") == [
+            f"TX {other} {key} usertable_none BEGIN", f"  {other} {value}", f"  {key} {newer}",
+            "  usertable_none null", "TX END"]
+        assert process.send(f"DELETE {key}") == [f"DELETE {key} found"]
+        assert process.send(f"GET {key}") == [f"GET {key} null"]
+        refused = process.send(f"PUT {key} caf\u00e9")
+        assert len(refused) == 1 and refused[0].startswith("ERROR invalid token")
+        assert process.send(f"GET {key}") == [f"GET {key} null"]  # the refused line changed nothing
+        assert process.stop() == 0
     finally:
         process.close()
 

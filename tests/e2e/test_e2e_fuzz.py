@@ -16,6 +16,7 @@ must fail.
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections import Counter
@@ -38,6 +39,7 @@ from okapikv.check.fuzz import (
 )
 from okapikv.check.history import load_history
 from okapikv.cli import main
+from okapikv.cluster.ports import free_port_block
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -106,6 +108,41 @@ def test_fuzz_against_a_real_cluster(cluster: Cluster, tmp_path: Path, name: str
     else:
         assert {op.dc for op in runs} == {0}
         assert "linearizability: " in output, output
+
+
+def _run_local(capsys: pytest.CaptureFixture[str], *flags: str) -> str:
+    status = main(["fuzz", "--clients", "1", "--ops", "30", "--partitions", "1", "--dcs", "oregon", *flags])
+    captured = capsys.readouterr()
+    output = captured.out + captured.err
+    assert status == 0, output
+    assert output.rstrip().endswith("PASS"), output
+    return output
+
+
+def _ports_of(output: str) -> list[int]:
+    line = next(line for line in output.splitlines() if line.startswith("okapi fuzz: local cluster on "))
+    return [int(address.rpartition(":")[2]) for address in line.split()[-3::2]]
+
+
+def test_fuzz_local_cluster_stays_in_the_port_range_and_keeps_its_history(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17, items 10 and 14: `OKAPI_PORT_RANGE` confines the ports the fuzzer draws, and without
+    --history the history goes to $OKAPI_HOME/fuzz/seed<S>.jsonl, where `okapi check` reads it."""
+    low = 27_000 + 200 * (os.getpid() % 20)  # apart from tests/unit/test_ports.py's ranges
+    monkeypatch.setenv("OKAPI_PORT_RANGE", f"{low}-{low + 199}")
+    monkeypatch.setenv("OKAPI_HOME", str(tmp_path))
+    output = _run_local(capsys, "--seed", "21")
+    assert all(low <= port <= low + 199 for port in _ports_of(output)), output
+    history = tmp_path / "fuzz" / "seed21.jsonl"
+    assert f"history: {history}" in output
+    assert main(["check", str(history)]) == 0
+
+
+def test_fuzz_base_port_places_the_local_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = free_port_block(3)  # oregon, virginia, ireland x 1 partition
+    output = _run_local(capsys, "--dcs", ",".join(DCS), "--base-port", str(base),
+                        "--history", str(tmp_path / "h.jsonl"))
+    assert _ports_of(output) == [base, base + 2], output
 
 
 # ---------------------------------------------------------------------------------------- the plan

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,20 +41,12 @@ def test_print_config_loads_back(tmp_path: Path) -> None:
 
 def test_up_reports_ready_and_stops_every_server_on_sigint(tmp_path: Path) -> None:
     base = free_port_range(2)
-    process = subprocess.Popen(
-        [*OKAPI, "up", "--dcs", "east,west", "--partitions", "1", "--wan-ms", "2", "--base-port", str(base)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_environment(tmp_path),
-    )
-    output: list[str] = []
+    launcher = Launcher([*OKAPI, "up", "--dcs", "east,west", "--partitions", "1", "--wan-ms", "2",
+                         "--base-port", str(base)], tmp_path)
+    process = launcher.process
     try:
-        assert process.stdout is not None
-        selector = selectors.DefaultSelector()
-        selector.register(process.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 60
-        while READY_LINE not in output and time.monotonic() < deadline and process.poll() is None:
-            if selector.select(timeout=1):
-                output.append(process.stdout.readline().rstrip("\n"))
-        assert READY_LINE in output, "\n".join(output)
+        assert launcher.wait_ready(), "\n".join(launcher.lines)
+        output = launcher.lines
         addresses = [f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"]
         assert all(any(address in line for line in output) for address in addresses)
         assert all(is_serving(address) for address in addresses)
@@ -81,6 +73,104 @@ def test_up_reports_ready_and_stops_every_server_on_sigint(tmp_path: Path) -> No
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+class Launcher:
+    """An `okapi up` process and every line it printed (a reader thread: lines written together may
+    arrive in one read, which a select() on the pipe would not report again)."""
+
+    def __init__(self, command: list[str], home: Path, workdir: Path | None = None) -> None:
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=_environment(home), cwd=workdir)
+        self.lines: list[str] = []
+        self._arrived = threading.Condition()
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in iter(self.process.stdout.readline, ""):
+            with self._arrived:
+                self.lines.append(line.rstrip("\n"))
+                self._arrived.notify_all()
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def wait_ready(self, timeout_s: float = 60.0) -> bool:
+        """Until the ready line and the line after it (where the config is)."""
+        def ready() -> bool:
+            return READY_LINE in self.lines[:-1]
+
+        with self._arrived:
+            return self._arrived.wait_for(lambda: ready() or not self._reader.is_alive(), timeout=timeout_s) and ready()
+
+    def stop(self) -> str:
+        """SIGINT, wait, and everything it printed."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._reader.join(timeout=10)
+        return "\n".join(self.lines)
+
+
+def _start_up(home: Path, workdir: Path, base: int, *extra: str) -> Launcher:
+    """`okapi up` (1 DC x 1 partition, no WAN) in ``workdir``, returned once ready."""
+    launcher = Launcher([*OKAPI, "up", "--dcs", "solo", "--partitions", "1", "--wan", "off",
+                         "--base-port", str(base), *extra], home, workdir)
+    if not launcher.wait_ready():
+        raise AssertionError("okapi up did not become ready:\n" + launcher.stop())
+    return launcher
+
+
+def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> None:
+    """Issue 17, item 1: with a cluster running, an `okapi up` on other ports in the same directory
+    fails (its data directory is in use) and the default config still describes the live cluster;
+    a second cluster that does start (in memory) leaves it alone too and says where its own is."""
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    workdir.mkdir()
+    first_port, second_port, third_port = free_port_range(1), free_port_range(1), free_port_range(1)
+    first = _start_up(home, workdir, first_port)
+    try:
+        failed = subprocess.run([*OKAPI, "up", "--dcs", "solo", "--partitions", "1", "--wan", "off",
+                                 "--base-port", str(second_port)], capture_output=True, text=True, timeout=90,
+                                env=_environment(home), cwd=workdir)
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert "in use by another server" in failed.stdout + failed.stderr
+        config = ClusterConfig.load(home / "cluster.toml")
+        assert [s.address for s in config.servers] == [f"127.0.0.1:{first_port}"]
+        status = subprocess.run([*OKAPI, "status"], capture_output=True, text=True, timeout=60,
+                                env=_environment(home))
+        assert status.returncode == 0 and " up " in status.stdout, status.stdout + status.stderr
+
+        beside = _start_up(home, workdir, third_port, "--in-memory")
+        try:
+            assert any("describes another running cluster" in line for line in beside.lines), beside.lines
+            config = ClusterConfig.load(home / "cluster.toml")
+            assert [s.address for s in config.servers] == [f"127.0.0.1:{first_port}"]
+        finally:
+            beside.stop()
+        assert sorted(path.name for path in home.glob("cluster*.toml")) == ["cluster.toml"]
+    finally:
+        stopped = first.stop()
+    assert "stopped 1 server(s)" in stopped, stopped
+
+
+def test_stopped_counts_only_the_servers_that_were_running(tmp_path: Path) -> None:
+    launcher = _start_up(tmp_path, tmp_path, free_port_range(1), "--in-memory")
+    process = launcher.process
+    try:
+        server = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
+        os.kill(server, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while not any("was killed by signal" in line for line in launcher.lines) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        output = launcher.stop()
+    assert "stopped 0 server(s) (1 had already exited)" in output, output
 
 
 def test_server_with_a_bad_config_exits_2(tmp_path: Path) -> None:

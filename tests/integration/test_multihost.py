@@ -1,7 +1,8 @@
 """Multi-host deployment, proven with Linux network namespaces (issue 8).
 
 Each DC gets its own network namespace, a stand-in for a host: its own interface and address
-(10.200.0.1, .2, .3 on a /24), joined by veth pairs to a bridge in a fourth "switch" namespace.
+(10.200.0.1, .2, .3 on a /24), joined by veth pairs to a bridge in a fourth "switch" namespace
+(``netns_support``).
 Nothing is added to the test machine's own network namespace, and nothing outside the namespaces
 made here is ever addressed. One cluster config file lists the three servers at those addresses;
 each server is started inside its DC's namespace with ``ip netns exec NS okapi server --config
@@ -20,146 +21,28 @@ The namespaces are deleted in a finalizer whatever happens.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
+from netns_support import Hosts, namespace_hosts, start_agent
 from tls_support import CertificateAuthority
 
 from okapikv.cluster.config import ClusterConfig, ServerConfig, uniform_wan_ms
 
 DCS = ("oregon", "virginia", "ireland")
-SUBNET = "10.200.0"
 PORT = 7100
 METRICS_PORT = 9100
-AGENT = Path(__file__).with_name("netns_agent.py")
-REPLY_TIMEOUT_S = 90.0
-
-
-def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=30)
-
-
-def _skip_reason() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return "network namespaces need Linux"
-    if os.geteuid() != 0:
-        return "creating network namespaces needs root"
-    if shutil.which("ip") is None:
-        return "no `ip` command (install iproute2)"
-    probe = f"okv{os.getpid()}-probe"
-    added = _run("ip", "netns", "add", probe)
-    if added.returncode != 0:
-        return f"`ip netns add` refused: {added.stderr.strip()}"
-    try:
-        bridge = _run("ip", "-n", probe, "link", "add", "br0", "type", "bridge")
-        if bridge.returncode != 0:
-            return f"cannot create a bridge in a namespace: {bridge.stderr.strip()}"
-    finally:
-        _run("ip", "netns", "del", probe)
-    return None
-
-
-@dataclass
-class Hosts:
-    """The namespaces: one switch, one per DC (``namespaces[i]`` has address ``addresses[i]``)."""
-
-    switch: str
-    namespaces: list[str]
-    addresses: list[str]
-    processes: list[subprocess.Popen[str]] = field(default_factory=list)
-
-    def exec(self, index: int, command: list[str], **options: Any) -> subprocess.Popen[str]:
-        process = subprocess.Popen(["ip", "netns", "exec", self.namespaces[index], *command], text=True, **options)
-        self.processes.append(process)
-        return process
-
-
-def _setup(hosts: Hosts) -> None:
-    def must(*command: str) -> None:
-        result = _run(*command)
-        if result.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)}: {result.stderr.strip()}")
-
-    must("ip", "netns", "add", hosts.switch)
-    must("ip", "-n", hosts.switch, "link", "add", "br0", "type", "bridge")
-    must("ip", "-n", hosts.switch, "link", "set", "br0", "up")
-    for index, (namespace, address) in enumerate(zip(hosts.namespaces, hosts.addresses, strict=True)):
-        must("ip", "netns", "add", namespace)
-        # Both ends are created inside our namespaces: the switch end stays there, the other end
-        # moves straight into the DC's namespace as eth0.
-        must("ip", "-n", hosts.switch, "link", "add", f"port{index}", "type", "veth", "peer", "name", "eth0",
-             "netns", namespace)
-        must("ip", "-n", hosts.switch, "link", "set", f"port{index}", "master", "br0")
-        must("ip", "-n", hosts.switch, "link", "set", f"port{index}", "up")
-        must("ip", "-n", namespace, "link", "set", "lo", "up")
-        must("ip", "-n", namespace, "address", "add", f"{address}/24", "dev", "eth0")
-        must("ip", "-n", namespace, "link", "set", "eth0", "up")
-
-
-def _teardown(hosts: Hosts) -> None:
-    for process in hosts.processes:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-    for process in hosts.processes:
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for namespace in [*hosts.namespaces, hosts.switch]:
-        _run("ip", "netns", "del", namespace)
 
 
 @pytest.fixture
 def hosts() -> Iterator[Hosts]:
-    reason = _skip_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    prefix = f"okv{os.getpid()}"
-    made = Hosts(f"{prefix}-sw", [f"{prefix}-dc{i}" for i in range(len(DCS))],
-                 [f"{SUBNET}.{i + 1}" for i in range(len(DCS))])
-    try:
-        _setup(made)
+    with namespace_hosts("mh", len(DCS)) as made:
         yield made
-    finally:
-        _teardown(made)
-    leftover = _run("ip", "netns", "list").stdout
-    assert prefix not in leftover, leftover
-
-
-class Client:
-    """One agent process in a DC's namespace."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.process = process
-
-    def __call__(self, op: str, **arguments: Any) -> Any:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps({"op": op, **arguments}) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, f"the agent exited ({self.process.poll()}) during {op} {arguments}"
-        answer = json.loads(line)
-        assert answer["ok"], f"{op} {arguments}: {answer['error']}"
-        return answer.get("value")
-
-    def stop(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"op": "stop"}) + "\n")
-        self.process.stdin.close()
-        assert self.process.wait(timeout=REPLY_TIMEOUT_S) == 0
 
 
 def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
@@ -179,12 +62,8 @@ def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
                            "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=log,
                    stderr=subprocess.STDOUT)
     tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key)]
-    clients = [
-        Client(hosts.exec(index, [sys.executable, str(AGENT), "--address", f"{address}:{PORT}", "--dcs",
-                                  str(len(DCS)), *tls_arguments],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE))
-        for index, address in enumerate(hosts.addresses)
-    ]
+    clients = [start_agent(hosts, index, f"{address}:{PORT}", len(DCS), *tls_arguments)
+               for index, address in enumerate(hosts.addresses)]
     try:
         oregon, virginia, ireland = clients
         every_server = [server.address for server in config.servers]

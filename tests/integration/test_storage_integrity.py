@@ -314,3 +314,11 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_a_restart_says_why(tmp_path:
                 filler.flush()
         status, stderr = cluster.run_to_exit("a", 0, "--disk-reserve-mb", "6", timeout_s=30)
         assert_one_line_refusal(status, stderr, 1, "no space left")
+
+
+def test_repair_needs_a_data_directory(stored: tuple[DurableCluster, Path, Path]) -> None:
+    cluster, _, _ = stored
+    in_memory = ("--data-dir", str(cluster.data_dir("a", 0)))
+    command = [arg for arg in cluster.command("a", 0, "--repair") if arg not in in_memory]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2 and "--repair rebuilds a --data-dir" in result.stderr

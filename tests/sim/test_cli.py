@@ -44,3 +44,20 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_parse_seeds() -> None:
     assert parse_seeds("3..5") == [3, 4, 5]
     assert parse_seeds("7") == [7]
+
+
+def test_a_sweep_and_a_single_run_count_the_same_operations(capsys: pytest.CaptureFixture[str]) -> None:
+    """The sweep's line and the single run's summary say what they count: workload operations, plus
+    the convergence reads made after the heal, whose sum the checkers checked."""
+    import re
+
+    assert main(["sim", *SMALL, "--seed", "3"]) == 0
+    single = capsys.readouterr().out
+    assert main(["sim", *SMALL, "--seeds", "3..4"]) == 0
+    sweep = capsys.readouterr().out
+    found = re.search(r"seed 3: (\d+) workload ops \+ (\d+) convergence reads checked", sweep)
+    assert found is not None, sweep
+    issued, final = int(found[1]), int(found[2])
+    assert f"workload operations: {issued} issued" in single
+    assert f"with the {final} convergence reads after the heal, {issued + final} completed" in single
+    assert f"checked {issued + final} operations" in single

@@ -76,6 +76,14 @@ def run_script(script: str, client: DictClient | None = None) -> str:
     ("GET\tk", Get("k")),
     ("PUT 0123456789 abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
      Put("0123456789", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")),
+    # The course's YCSB driver: underscores in keys, any printable ASCII and DEL (0x7f) in values.
+    ("PUT usertable_user6284781860667377211 a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f",
+     Put("usertable_user6284781860667377211", "a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f")),
+    ("GET k-1", Get("k-1")),
+    ("TX a b$ c", Tx(("a", "b$", "c"))),
+    ("SCAN user_0 user_9~", Scan("user_0", "user_9~")),
+    ("GET \x7f", Get("\x7f")),
+    ("PUT k v\x0b", Put("k", "v")),  # vertical tab and form feed are whitespace too
 ])
 def test_parse_valid(line: str, command: commands.Command) -> None:
     assert parse(line) == command
@@ -99,12 +107,13 @@ def test_blank_lines_are_not_commands(line: str) -> None:
     ("SCAN a", "SCAN takes 2 arguments"),
     ("STOP now", "STOP takes 0 arguments, got 1"),
     ("TX", "TX needs at least one key"),
-    ("PUT k-1 v", "invalid token 'k-1'"),
-    ("PUT k v_1", "invalid token 'v_1'"),
     ("GET ключ", "invalid token 'ключ'"),
     ("GET k\u00e9", "invalid token"),
-    ("TX a b$ c", "invalid token 'b$'"),
-    ("GET " + "x" * 45 + "!", "..."),
+    ("PUT k v\x01", "invalid token 'v\\x01': keys and values are ASCII characters 0x21-0x7f"),
+    ("GET a\x1cb", "invalid token"),  # str.split() would take U+001C for whitespace
+    ("GET a\x85b", "invalid token"),
+    ("GET k\ufffd", "invalid token"),  # a byte that is not UTF-8, as the client decodes stdin
+    ("GET " + "x" * 45 + "\x01", "..."),
 ])
 def test_parse_errors(line: str, fragment: str) -> None:
     with pytest.raises(CommandError) as raised:

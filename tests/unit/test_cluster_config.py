@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,27 @@ def test_default_config_path_follows_okapi_home(tmp_path: Path, monkeypatch: pyt
     assert load_default_cluster() == config
     monkeypatch.delenv("OKAPI_HOME")
     assert default_config_path() == Path.home() / ".okapi" / "cluster.toml"
+
+
+def test_connection_settings_default_round_trip_and_are_validated() -> None:
+    from okapikv.cluster.connections import ConnectionSettings
+
+    config = local_cluster(dcs=("a", "b"), partitions=1, wan="off")
+    assert config.connections == ConnectionSettings()
+    assert "[connections]" not in config.to_toml()  # all defaults: nothing to say
+    tuned = dataclasses.replace(config, connections=ConnectionSettings(link_ack_timeout_ms=6000, idle_timeout_ms=0))
+    text = tuned.to_toml()
+    assert "[connections]" in text and "link_ack_timeout_ms = 6000" in text
+    assert ClusterConfig.from_toml(text) == tuned and ClusterConfig.from_dict(tuned.to_dict()) == tuned
+    base = config.to_dict()
+    for change, message in (
+        ({"tcp_keepalive": 5}, "connections: unknown setting(s) tcp_keepalive"),
+        ({"frame_timeout_ms": "20s"}, "connections.frame_timeout_ms must be a finite number of ms"),
+        ({"frame_timeout_ms": 0}, "connections.frame_timeout_ms must be a positive number of ms"),
+        ({"input_budget_bytes": 1 << 20}, "input_budget_bytes (1048576) must be at least max_message_bytes"),
+        ({"link_probe_ms": 4000}, "link_ack_timeout_ms (4000.0) must exceed connections.link_probe_ms"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ClusterConfig.from_dict(base | {"connections": change})
+    with pytest.raises(ValueError, match=r"connections must be a table"):
+        ClusterConfig.from_dict(base | {"connections": 5})

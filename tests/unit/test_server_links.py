@@ -46,12 +46,12 @@ def test_a_new_incarnation_starts_over_and_sources_are_independent() -> None:
 
 
 import asyncio  # noqa: E402
-import socket  # noqa: E402
 from collections.abc import AsyncIterator  # noqa: E402
 
 import grpc  # noqa: E402
 import grpc.aio  # noqa: E402
 
+from okapikv.cluster.ports import free_port_block  # noqa: E402
 from okapikv.core.messages import Heartbeat  # noqa: E402
 from okapikv.server.links import OutgoingLink  # noqa: E402
 from okapikv.wire import convert  # noqa: E402
@@ -88,10 +88,9 @@ class FakeReceiver(pb_grpc.PeerServicer):
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A port reserved for this process until the test's server binds it (``okapikv.cluster.ports``;
+    an ephemeral port from a bind to port 0 could be taken by any connection meanwhile)."""
+    return free_port_block(1)
 
 
 async def _run_link(*, break_streams: int, start_late_s: float, delay_s: float, count: int) -> FakeReceiver:

@@ -112,6 +112,17 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
 LEAN_WORKLOADS = ("a", "b", "c")
 
 
+#: What a ``--quick`` run is, said in its output and its report: short windows and few clients on a
+#: small load, to check that every part of a suite runs; its figures (which system leads, by how
+#: much) are noise, not measurements.
+QUICK_NOTE = ("--quick is a smoke test: short windows, few clients and a small load check that the suite runs; "
+              "its figures are not measurements (run without --quick to compare systems)")
+
+
+def _completed_runs(results: Results) -> int:
+    return sum(len(series.runs) for series in results.series.values())
+
+
 def _config(options: BenchOptions) -> dict[str, Any]:
     config = {field.name: getattr(options, field.name) for field in dataclasses.fields(options)}
     config["out"] = str(options.out)
@@ -126,25 +137,31 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"okapi bench: {error}", file=sys.stderr)
         return 2
     results = Results(config=_config(options))
+    if options.quick:
+        results.note(QUICK_NOTE)
     started = time.monotonic()
     processes = options.processes or default_processes(max(options.clients + (1_000,)))
     interrupted = False
     with (cpus_kept_busy(options.keep_cpus_busy), WorkerPool(processes) as pool,
           ProgressUI(planned_runs(options), enabled=options.progress) as ui):
         bench = Bench(options, results, ui, pool)
+        if options.quick:
+            ui.message(f"okapi bench: {QUICK_NOTE}", style="yellow")
         try:
             SUITES[options.suite](bench)
         except KeyboardInterrupt:
             interrupted = True
-            results.note("interrupted: partial results")
+            results.note(f"interrupted (Ctrl-C): partial results, {_completed_runs(results)} run(s) completed")
         except BenchError as error:
             bench.failures += 1
             results.note(f"aborted: {error}")
-            ui.message(f"[red]aborted:[/red] {error}")
+            ui.message(f"aborted: {error}", style="red")
         finally:
             bench.close()
     results.timings["total_s"] = round(time.monotonic() - started, 2)
     files = write_outputs(results.to_dict(), options.out)
+    if interrupted:
+        print(f"okapi bench: interrupted; kept the {_completed_runs(results)} run(s) that completed", file=sys.stderr)
     print(f"okapi bench: wrote {options.out}/results.json, report.md, {len(files['csv'])} CSV and "
           f"{len(files['png'])} PNG files in {time.monotonic() - started:.1f} s")
     if interrupted:

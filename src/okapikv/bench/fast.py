@@ -612,5 +612,6 @@ def run_fast(bench: Bench) -> None:
         bench.options = saved
     suite.verdicts()
     for row in bench.results.fast["targets"]:
-        mark = {True: "[green]met[/green]", False: "[red]not met[/red]", None: "n/a"}[row["met"]]
-        bench.ui.message(f"{row['target']}: {row['measured']} (goal {row['goal']}): {mark}")
+        mark = {True: "met", False: "not met", None: "n/a"}[row["met"]]
+        bench.ui.message(f"{row['target']}: {row['measured']} (goal {row['goal']}): {mark}",
+                         style={True: "green", False: "red", None: None}[row["met"]])

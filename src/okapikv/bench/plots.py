@@ -3,10 +3,20 @@
 One function per figure; each returns the file it wrote, or None when the results hold no data
 for it (a course run has no visibility CDF, a custom run no write-ratio sweep). Lines are one per
 system (okapi, cure, gentlerain, redis), so protocols compare side by side as in the paper.
+
+A plot must mean something, so none is drawn from too little or from runs that do not belong
+together: a line needs at least two points, at distinct x values, all from one series (a line
+through two runs at the same x, or through runs of different series, joins measurements that its
+axis does not tell apart); a bar chart needs at least two bars; a figure with nothing left to draw
+is not written. Mean and p99 latency go to separate panels rather than to two styles of one colour.
+A latency-vs-throughput line joins its points in order of offered load (clients, the variable the
+runs differ in), each labelled with its client count: joined in order of measured throughput, a
+load past saturation (throughput flat or falling, latency rising) zigzags between unrelated loads.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -56,11 +66,44 @@ def _save(figure: Any, out: Path, name: str) -> str:
     return name
 
 
+#: Fewest points (bars) a line (bar chart) needs to compare anything.
+MIN_POINTS = 2
+
+
+def _points(runs: Runs, x: Callable[[dict[str, Any]], Any], y: Callable[[dict[str, Any]], Any],
+            order: Callable[[dict[str, Any]], Any] | None = None) -> list[tuple[Any, Any, dict[str, Any]]]:
+    """The (x, y, run) points of ``runs`` in order of ``order`` (default: x), or none when a line
+    through them would mean nothing: fewer than ``MIN_POINTS``, or two runs at the same place in
+    that order (repeats, or unrelated runs)."""
+    key = order or x
+    ranked = sorted(((key(run), x(run), y(run), run) for run in runs if x(run) is not None and y(run) is not None),
+                    key=lambda point: point[0])
+    if len(ranked) < MIN_POINTS or len({point[0] for point in ranked}) < len(ranked):
+        return []
+    return [(px, py, run) for _, px, py, run in ranked]
+
+
 def _line(axis: Any, runs: Runs, x: Callable[[dict[str, Any]], Any], y: Callable[[dict[str, Any]], Any],
-          label: str, **style: Any) -> None:
-    points = sorted((x(run), y(run)) for run in runs if x(run) is not None and y(run) is not None)
-    if points:
-        axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label, **style)
+          label: str, *, annotate: Callable[[dict[str, Any]], str] | None = None,
+          order: Callable[[dict[str, Any]], Any] | None = None, **style: Any) -> bool:
+    """Plot one line (see ``_points``); ``annotate`` labels each point. Whether it drew one."""
+    points = _points(runs, x, y, order)
+    if not points:
+        return False
+    style.setdefault("marker", "o")
+    axis.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
+    if annotate is not None:
+        for px, py, run in points:
+            axis.annotate(annotate(run), (px, py), textcoords="offset points", xytext=(3, 3), fontsize=7)
+    return True
+
+
+def _save_drawn(figure: Any, drawn: bool, out: Path, name: str) -> str | None:
+    """Save ``figure`` if anything was drawn on it, else discard it."""
+    if not drawn:
+        plt.close(figure)
+        return None
+    return _save(figure, out, name)
 
 
 def _subplots(count: int, width: float = 5.0, height: float = 3.6) -> tuple[Any, list[Any]]:
@@ -87,49 +130,63 @@ def throughput_vs_clients(results: dict[str, Any], out: Path) -> str | None:
     if not sweeps:
         return None
     figure, axes = _subplots(len(sweeps))
+    drawn = False
     for axis, series in zip(axes, sweeps, strict=True):
         for system, runs in _by_system(series["runs"]).items():
-            _line(axis, runs, lambda r: r["clients"], lambda r: r["throughput_ops_s"], system, color=_color(system))
+            drawn |= _line(axis, runs, lambda r: r["clients"], lambda r: r["throughput_ops_s"], system,
+                           color=_color(system))
         _finish(axis, series["title"], "clients", "throughput (ops/s)")
         axis.set_ylim(bottom=0)
-    return _save(figure, out, "throughput_vs_clients.png")
+    return _save_drawn(figure, drawn, out, "throughput_vs_clients.png")
 
 
 def latency_vs_clients(results: dict[str, Any], out: Path) -> str | None:
+    """Mean latency (top row) and p99 latency (bottom row) against clients, one column per sweep."""
     sweeps = _series_of_kind(results, "clients")
     if not sweeps:
         return None
-    figure, axes = _subplots(len(sweeps))
-    for axis, series in zip(axes, sweeps, strict=True):
-        for system, runs in _by_system(series["runs"]).items():
-            _line(axis, runs, lambda r: r["clients"], lambda r: _latency(r), f"{system} mean", color=_color(system))
-            _line(axis, runs, lambda r: r["clients"], lambda r: _latency(r, field="p99_us"), f"{system} p99",
-                  color=_color(system), linestyle="--")
-        _finish(axis, series["title"], "clients", "latency (ms)")
-        axis.set_ylim(bottom=0)
-    return _save(figure, out, "latency_vs_clients.png")
+    figure, grid = plt.subplots(2, len(sweeps), figsize=(5.0 * len(sweeps), 6.4), squeeze=False)
+    drawn = False
+    for column, series in enumerate(sweeps):
+        for row, (field, name) in enumerate((("mean_us", "mean"), ("p99_us", "p99"))):
+            axis = grid[row][column]
+            latency = functools.partial(_latency, field=field)
+            for system, runs in _by_system(series["runs"]).items():
+                drawn |= _line(axis, runs, lambda r: r["clients"], latency, system, color=_color(system))
+            _finish(axis, f"{series['title']}: {name}", "clients", f"{name} latency (ms)")
+            axis.set_ylim(bottom=0)
+    return _save_drawn(figure, drawn, out, "latency_vs_clients.png")
 
 
 def latency_vs_throughput(results: dict[str, Any], out: Path) -> str | None:
+    """Mean latency against throughput, points joined in order of clients (the offered load) and
+    labelled with it."""
     sweeps = _series_of_kind(results, "clients")
     if not sweeps:
         return None
     figure, axes = _subplots(len(sweeps))
+    drawn = False
     for axis, series in zip(axes, sweeps, strict=True):
         for system, runs in _by_system(series["runs"]).items():
-            _line(axis, runs, lambda r: r["throughput_ops_s"], lambda r: _latency(r), system, color=_color(system))
-        _finish(axis, series["title"], "throughput (ops/s)", "mean latency (ms)")
+            drawn |= _line(axis, runs, lambda r: r["throughput_ops_s"], lambda r: _latency(r), system,
+                           color=_color(system), annotate=lambda r: str(r["clients"]), order=lambda r: r["clients"])
+        _finish(axis, f"{series['title']} (labels: clients)", "throughput (ops/s)", "mean latency (ms)")
         axis.set_ylim(bottom=0)
-    return _save(figure, out, "latency_vs_throughput.png")
+    return _save_drawn(figure, drawn, out, "latency_vs_throughput.png")
 
 
 def single_client(results: dict[str, Any], out: Path) -> str | None:
-    singles = _series_of_kind(results, "single")
+    """The one-client runs (the course suite's YCSB A-F), one bar per system and workload. A
+    ``single`` series of many clients (the fast suite's repeated rounds) is a table, not this."""
+    singles = [series for series in _series_of_kind(results, "single")
+               if all(run.get("clients") == 1 for run in series["runs"])]
     if not singles:
         return None
     runs = singles[0]["runs"]
     systems = list(_by_system(runs))
     workloads = sorted({run["workload"] for run in runs})
+    if len({(run["system"], run["workload"]) for run in runs}) < len(runs) or len(runs) < MIN_POINTS:
+        return None  # repeated runs of one system and workload: which bar would be the figure?
     figure, axes = _subplots(2)
     width = 0.8 / max(1, len(systems))
     for index, system in enumerate(systems):
@@ -142,7 +199,7 @@ def single_client(results: dict[str, Any], out: Path) -> str | None:
     for axis, ylabel in zip(axes, ("throughput (ops/s)", "mean latency (ms)"), strict=True):
         axis.set_xticks([p + width * (len(systems) - 1) / 2 for p in range(len(workloads))])
         axis.set_xticklabels([w.replace("ycsb-", "").upper() for w in workloads])
-        _finish(axis, "YCSB, one client", "workload", ylabel)
+        _finish(axis, singles[0]["title"], "workload", ylabel)
     return _save(figure, out, "single_client.png")
 
 
@@ -172,15 +229,16 @@ def rotx_sweep(results: dict[str, Any], out: Path) -> str | None:
     if not series:
         return None
     figure, axes = _subplots(2)
+    drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
         peak = _peak(runs, "rotx_partitions")
-        _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: r["throughput_ops_s"], system,
-              color=_color(system))
-        _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _latency(r, "rotx"), system,
-              color=_color(system))
+        drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: r["throughput_ops_s"], system,
+                       color=_color(system))
+        drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _latency(r, "rotx"), system,
+                       color=_color(system))
     _finish(axes[0], "Peak throughput (Fig. 4a)", "partitions per RO-TX", "throughput (ops/s)")
     _finish(axes[1], "RO-TX mean latency (Fig. 4b)", "partitions per RO-TX", "latency (ms)")
-    return _save(figure, out, "rotx_sweep.png")
+    return _save_drawn(figure, drawn, out, "rotx_sweep.png")
 
 
 def waits_vs_rotx_partitions(results: dict[str, Any], out: Path) -> str | None:
@@ -188,19 +246,20 @@ def waits_vs_rotx_partitions(results: dict[str, Any], out: Path) -> str | None:
     if not series:
         return None
     figure, axes = _subplots(2)
+    drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
         peak = _peak(runs, "rotx_partitions")
-        _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "probability"),
-              f"{system} RO-TX", color=_color(system))
-        _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "probability"),
-              f"{system} PUT", color=_color(system), linestyle="--")
-        _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "mean_us"),
-              f"{system} RO-TX", color=_color(system))
-        _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "mean_us"),
-              f"{system} PUT", color=_color(system), linestyle="--")
+        drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "probability"),
+                       f"{system} RO-TX", color=_color(system))
+        drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "probability"),
+                       f"{system} PUT", color=_color(system), linestyle="--", marker="s")
+        drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "mean_us"),
+                       f"{system} RO-TX", color=_color(system))
+        drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "mean_us"),
+                       f"{system} PUT", color=_color(system), linestyle="--", marker="s")
     _finish(axes[0], "Probability of blocking (Fig. 4c)", "partitions per RO-TX", "probability")
     _finish(axes[1], "Mean blocking time (Fig. 4d)", "partitions per RO-TX", "ms")
-    return _save(figure, out, "waits_vs_rotx_partitions.png")
+    return _save_drawn(figure, drawn, out, "waits_vs_rotx_partitions.png")
 
 
 def rotx_latency_vs_throughput(results: dict[str, Any], out: Path) -> str | None:
@@ -210,12 +269,13 @@ def rotx_latency_vs_throughput(results: dict[str, Any], out: Path) -> str | None
     runs = series[0]["runs"]
     levels = sorted({run["rotx_partitions"] for run in runs if run.get("rotx_partitions")})
     figure, axes = _subplots(max(1, len(levels)), width=4.2)
+    drawn = False
     for axis, level in zip(axes, levels, strict=False):
         for system, mine in _by_system([r for r in runs if r.get("rotx_partitions") == level]).items():
-            _line(axis, mine, lambda r: r["throughput_ops_s"], lambda r: _latency(r, "rotx"), system,
-                  color=_color(system))
-        _finish(axis, f"p = {level} (Fig. 5)", "throughput (ops/s)", "RO-TX mean latency (ms)")
-    return _save(figure, out, "rotx_latency_vs_throughput.png")
+            drawn |= _line(axis, mine, lambda r: r["throughput_ops_s"], lambda r: _latency(r, "rotx"), system,
+                           color=_color(system), annotate=lambda r: str(r["clients"]), order=lambda r: r["clients"])
+        _finish(axis, f"p = {level} (Fig. 5; labels: clients)", "throughput (ops/s)", "RO-TX mean latency (ms)")
+    return _save_drawn(figure, drawn, out, "rotx_latency_vs_throughput.png")
 
 
 def write_ratio(results: dict[str, Any], out: Path) -> str | None:
@@ -223,18 +283,20 @@ def write_ratio(results: dict[str, Any], out: Path) -> str | None:
     if not series:
         return None
     figure, axes = _subplots(3)
+    drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
-        _line(axes[0], runs, lambda r: r["write_ratio"], lambda r: r["throughput_ops_s"], system, color=_color(system))
-        _line(axes[1], runs, lambda r: r["write_ratio"], lambda r: _latency(r, "put"), f"{system} PUT",
-              color=_color(system))
-        _line(axes[1], runs, lambda r: r["write_ratio"], lambda r: _latency(r, "rotx"), f"{system} RO-TX",
-              color=_color(system), linestyle="--")
-        _line(axes[2], runs, lambda r: r["write_ratio"], lambda r: _wait(r, "write", "probability"), system,
-              color=_color(system))
+        drawn |= _line(axes[0], runs, lambda r: r["write_ratio"], lambda r: r["throughput_ops_s"], system,
+                       color=_color(system))
+        drawn |= _line(axes[1], runs, lambda r: r["write_ratio"], lambda r: _latency(r, "put"), f"{system} PUT",
+                       color=_color(system))
+        drawn |= _line(axes[1], runs, lambda r: r["write_ratio"], lambda r: _latency(r, "rotx"), f"{system} RO-TX",
+                       color=_color(system), linestyle="--", marker="s")
+        drawn |= _line(axes[2], runs, lambda r: r["write_ratio"], lambda r: _wait(r, "write", "probability"),
+                       system, color=_color(system))
     _finish(axes[0], "Throughput vs write ratio", "write ratio", "throughput (ops/s)")
     _finish(axes[1], "Latency vs write ratio", "write ratio", "mean latency (ms)")
     _finish(axes[2], "PUT blocking probability", "write ratio", "probability")
-    return _save(figure, out, "write_ratio.png")
+    return _save_drawn(figure, drawn, out, "write_ratio.png")
 
 
 def scalability(results: dict[str, Any], out: Path) -> str | None:
@@ -242,14 +304,18 @@ def scalability(results: dict[str, Any], out: Path) -> str | None:
     if not series:
         return None
     figure, axes = _subplots(3)
+    drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
-        _line(axes[0], runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system, color=_color(system))
-        _line(axes[1], runs, lambda r: r["partitions"], lambda r: _latency(r, "rotx"), system, color=_color(system))
-        _line(axes[2], runs, lambda r: r["partitions"], lambda r: _latency(r, "put"), system, color=_color(system))
+        drawn |= _line(axes[0], runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system,
+                       color=_color(system))
+        drawn |= _line(axes[1], runs, lambda r: r["partitions"], lambda r: _latency(r, "rotx"), system,
+                       color=_color(system))
+        drawn |= _line(axes[2], runs, lambda r: r["partitions"], lambda r: _latency(r, "put"), system,
+                       color=_color(system))
     _finish(axes[0], "Throughput (Fig. 3a)", "partitions per DC", "throughput (ops/s)")
     _finish(axes[1], "RO-TX mean latency (Fig. 3b)", "partitions per DC", "latency (ms)")
     _finish(axes[2], "PUT mean latency (Fig. 3c)", "partitions per DC", "latency (ms)")
-    return _save(figure, out, "scalability.png")
+    return _save_drawn(figure, drawn, out, "scalability.png")
 
 
 def scaling_peaks(results: dict[str, Any], out: Path) -> str | None:
@@ -259,17 +325,20 @@ def scaling_peaks(results: dict[str, Any], out: Path) -> str | None:
     if not series:
         return None
     figure, axes = _subplots(len(series))
+    drawn = False
     for axis, one in zip(axes, series, strict=True):
         for system, runs in _by_system(one["runs"]).items():
-            _line(axis, runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system, color=_color(system))
+            line = _line(axis, runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system,
+                         color=_color(system))
+            drawn |= line
             base = next((run["throughput_ops_s"] for run in runs if run["partitions"] == 1), None)
-            if base:
+            if base and line:
                 levels = sorted({run["partitions"] for run in runs})
                 axis.plot(levels, [base * level for level in levels], linestyle="--", color=_color(system),
                           alpha=0.5, label=f"{system}, linear")
         workload = str(one["title"]).removeprefix("Scalability: peak ").split(" throughput")[0]
         _finish(axis, f"Peak throughput, {workload}", "partitions per DC", "throughput (ops/s)")
-    return _save(figure, out, "scaling.png")
+    return _save_drawn(figure, drawn, out, "scaling.png")
 
 
 def visibility_cdf(results: dict[str, Any], out: Path) -> str | None:
@@ -295,28 +364,36 @@ def visibility_cdf(results: dict[str, Any], out: Path) -> str | None:
 
 
 def metadata(results: dict[str, Any], out: Path) -> str | None:
+    """Replication metadata per update, one bar per system (at least two systems), and the traffic
+    between servers across the write-ratio sweep (the one series whose runs differ in how much they
+    write). Without a second system or that sweep, the panel is left out; with neither, the figure."""
     runs = [run for series in results.get("series", {}).values() for run in series.get("runs", [])
             if run.get("traffic") and run["traffic"].get("updates_replicated")]
-    if not runs:
-        return None
-    figure, axes = _subplots(2)
     systems = sorted(_by_system(runs))
-    per_update = []
-    for system in systems:
-        mine = [run for run in runs if run["system"] == system]
-        per_update.append(max(run["traffic"]["metadata_bytes_per_update"] for run in mine))
-    axes[0].bar(systems, per_update, color=[_color(system) for system in systems])
-    _finish(axes[0], "Replication metadata per update", "system", "bytes")
-    ratio_runs = [series for series in _series_of_kind(results, "write_ratio")]
-    source = ratio_runs[0]["runs"] if ratio_runs else runs
-    x_key = "write_ratio" if ratio_runs else "clients"
-    for system, mine in _by_system(source).items():
-        _line(axes[1], mine, lambda r: r.get(x_key), lambda r: r.get("traffic", {}).get("replication_bytes_per_s"),
-              f"{system} replication", color=_color(system))
-        _line(axes[1], mine, lambda r: r.get(x_key), lambda r: r.get("traffic", {}).get("stabilization_bytes_per_s"),
-              f"{system} stabilization", color=_color(system), linestyle="--")
-    _finish(axes[1], "Traffic between servers", x_key.replace("_", " "), "bytes/s")
-    return _save(figure, out, "metadata.png")
+    sweeps = _series_of_kind(results, "write_ratio")
+    panels = (["bars"] if len(systems) >= MIN_POINTS else []) + (["traffic"] if sweeps else [])
+    if not panels:
+        return None
+    figure, axes = _subplots(len(panels))
+    drawn = False
+    if "bars" in panels:
+        axis = axes[panels.index("bars")]
+        per_update = [max(run["traffic"]["metadata_bytes_per_update"] for run in runs if run["system"] == system)
+                      for system in systems]
+        axis.bar(systems, per_update, color=[_color(system) for system in systems])
+        _finish(axis, "Replication metadata per update", "system", "bytes")
+        drawn = True
+    if "traffic" in panels:
+        axis = axes[panels.index("traffic")]
+        for system, mine in _by_system(sweeps[0]["runs"]).items():
+            drawn |= _line(axis, mine, lambda r: r.get("write_ratio"),
+                           lambda r: r.get("traffic", {}).get("replication_bytes_per_s"),
+                           f"{system} replication", color=_color(system))
+            drawn |= _line(axis, mine, lambda r: r.get("write_ratio"),
+                           lambda r: r.get("traffic", {}).get("stabilization_bytes_per_s"),
+                           f"{system} stabilization", color=_color(system), linestyle="--", marker="s")
+        _finish(axis, "Traffic between servers", "write ratio", "bytes/s")
+    return _save_drawn(figure, drawn, out, "metadata.png")
 
 
 FIGURES: tuple[Callable[[dict[str, Any], Path], str | None], ...] = (

@@ -3,6 +3,10 @@ for the run in progress (its time left and live throughput), on stderr so stdout
 
 rich degrades by itself when stderr is not a terminal (CI): no live redraw, just the per-run
 summary lines, which are what a log reader wants.
+
+Messages are printed as plain text, never as rich markup: they carry hints such as
+``pip install -e '.[bench]'``, in which markup would take ``[bench]`` for a style and drop it, and
+error texts with IPv6 addresses (``[::1]:7100``). A message's colour is a ``style`` argument.
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ class ProgressUI:
     def __init__(self, total_runs: int, *, enabled: bool = True) -> None:
         self.console = Console(stderr=True, soft_wrap=True)
         self.progress = Progress(
-            TextColumn("{task.description}", style="bold"),
+            TextColumn("{task.description}", style="bold", markup=False),
             BarColumn(),
-            TextColumn("{task.fields[count]}"),
-            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[count]}", markup=False),
+            TextColumn("{task.fields[rate]}", markup=False),
             TimeElapsedColumn(),
             TextColumn("left"),
             TimeRemainingColumn(),
@@ -95,8 +99,9 @@ class ProgressUI:
 
         return update
 
-    def finish_run(self, summary: str, *, counted: bool = True) -> None:
-        """End the current run's bar; ``counted=False`` for phases that are not planned runs (load)."""
+    def finish_run(self, summary: str, *, counted: bool = True, style: str | None = None) -> None:
+        """End the current run's bar and print ``summary`` (plain text, in ``style`` if given);
+        ``counted=False`` for phases that are not planned runs (load)."""
         if self.current is not None:
             self.progress.remove_task(self.current)
             self.current = None
@@ -104,7 +109,8 @@ class ProgressUI:
             self.progress.advance(self.overall)
         task = self._overall_task()
         self.progress.update(self.overall, count=f"{int(task.completed)}/{int(task.total or 0)} runs")
-        self.console.print(summary, highlight=False)
+        self.console.print(summary, highlight=False, markup=False, style=style)
 
-    def message(self, text: str) -> None:
-        self.console.print(text, highlight=False)
+    def message(self, text: str, *, style: str | None = None) -> None:
+        """Print ``text`` as it is (no markup), in ``style`` if given (e.g. ``"red"``)."""
+        self.console.print(text, highlight=False, markup=False, style=style)

@@ -182,16 +182,27 @@ def traffic_rows(results: dict[str, Any]) -> list[list[str]]:
             _fmt(traffic["replication_bytes_per_s"]),
             _fmt(traffic["stabilization_bytes_per_s"]),
             _fmt(traffic["heartbeat_bytes_per_s"]),
-            f"{run['workload']} w={run.get('write_ratio')} p={run.get('partitions')}",
+            _run_label(run),
         ])
     return rows
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    """Which run a row's figures come from: workload, partitions per DC, and the write ratio where
+    the run had one (a RO-TX + PUT run without one alternates the two)."""
+    parts = [str(run.get("workload")), f"{_fmt(run.get('partitions'))} partition(s) per DC",
+             f"{_fmt(run.get('clients'))} clients"]
+    ratio = run.get("write_ratio")
+    if ratio is not None:
+        parts.append(f"write ratio {ratio:g}")
+    return ", ".join(parts)
 
 
 def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) -> str:
     config = results.get("config", {})
     machine = results.get("machine", {})
     lines = [f"# okapikv benchmark: {config.get('suite') or config.get('workload', 'custom')}"
-             + (" (quick)" if config.get("quick") else ""), ""]
+             + (" (quick: a smoke test, not a measurement)" if config.get("quick") else ""), ""]
     lines += [f"Started {results.get('started_at', '?')}, took {results.get('elapsed_s', '?')} s. "
               f"Command: `{config.get('command', 'okapi bench')}`", ""]
     lines += ["## Machine", ""]

@@ -259,7 +259,7 @@ class Bench:
         except BenchError as error:
             self.failures += 1
             self.results.note(f"{series}: {label} failed: {error}")
-            self.ui.finish_run(f"  [red]FAILED[/red] {label}: {str(error).splitlines()[0]}")
+            self.ui.finish_run(f"  FAILED {label}: {str(error).splitlines()[0]}", style="red")
             return None
         outcome.stats_before = captured.get("stats_before", {})
         outcome.stats_after = captured.get("stats_after", {})
@@ -308,7 +308,7 @@ class Bench:
         except (BenchError, OSError, ValueError) as error:
             self.failures += 1
             self.results.note(f"{what} failed: {error}")
-            self.ui.message(f"[red]{what} failed:[/red] {error}")
+            self.ui.message(f"{what} failed: {error}", style="red")
 
 
 def describe(record: dict[str, Any]) -> str:
@@ -330,7 +330,7 @@ def describe(record: dict[str, Any]) -> str:
             parts.append(f"{kind}-wait {wait['probability']:.0%} x {wait['mean_us'] / 1000:.1f} ms")
     errors = sum(record["errors"].values())
     if errors:
-        parts.append(f"[yellow]{errors} errors[/yellow]")
+        parts.append(f"{errors} errors")
     return " ".join(parts)
 
 

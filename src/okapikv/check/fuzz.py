@@ -77,7 +77,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import random
 import re
 import secrets
@@ -659,13 +658,14 @@ class LocalCluster:
 
 @contextlib.contextmanager
 def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory: Path,
-                  durable: bool = False) -> Iterator[LocalCluster]:
+                  durable: bool = False, base_port: int | None = None) -> Iterator[LocalCluster]:
     """A fresh cluster of ``okapi server`` processes (as `okapi up` starts them, with the realistic
     WAN delays) on free ports, its config kept in ``directory`` rather than ``~/.okapi`` so a fuzz
     run leaves a user's own cluster alone. In memory unless ``durable`` (``--kill-partitions``: a
     killed server must come back with its data): then each server keeps its data in
     ``directory/data/<dc>-p<n>``, fresh, so every run still starts from an empty store. Stopped on
-    exit, whatever happens."""
+    exit, whatever happens. ``base_port`` (``--base-port``): the servers' consecutive ports start
+    there (one attempt) instead of at a drawn block (``okapikv.cluster.ports``, three attempts)."""
     from okapikv.cluster import config as cluster_config
     from okapikv.cluster.health import wait_until_serving
     from okapikv.cluster.launcher import Child, server_data_dir, start_server, stop_children
@@ -673,11 +673,12 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
     children: list[Child] = []
     data_root = directory / "data" if durable else None
     try:
-        for attempt in range(3):
+        attempts = 1 if base_port is not None else 3
+        for attempt in range(attempts):
             try:
+                first = base_port if base_port is not None else free_base_port(len(dcs) * partitions)
                 config = cluster_config.local_cluster(dcs=dcs, partitions=partitions, protocol=protocol,
-                                                      base_port=free_base_port(len(dcs) * partitions),
-                                                      cluster_id="okapi-fuzz")
+                                                      base_port=first, cluster_id="okapi-fuzz")
             except ValueError as error:
                 raise FuzzError(str(error)) from None
             path = config.dump(directory / "cluster.toml")
@@ -700,7 +701,7 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
             except RuntimeError as error:  # a port taken meanwhile: try other ports
                 stop_children(children)
                 children = []
-                if attempt == 2:
+                if attempt == attempts - 1:
                     raise FuzzError(f"the local cluster did not start: {error}") from None
                 continue
             if not_ready:
@@ -1005,14 +1006,26 @@ def _validate(args: argparse.Namespace) -> None:
         raise FuzzError("--partitions must be at least 1")
     if getattr(args, "kill_partitions", None) and args.connect:
         raise FuzzError("--kill-partitions needs the local cluster the fuzzer starts (not --connect)")
+    if getattr(args, "base_port", None) is not None and args.connect:
+        raise FuzzError("--base-port places the local cluster the fuzzer starts (not --connect)")
+
+
+def default_history_path(seed: int) -> Path:
+    """Where a run keeps its history without ``--history``: ``$OKAPI_HOME/fuzz/seed<S>.jsonl`` (or
+    ``~/.okapi/fuzz/...``), beside the cluster config, so it outlives the run for ``okapi check``
+    (a temporary folder may be emptied at the next boot); a later run of the same seed replaces it."""
+    from okapikv.cluster.config import okapi_home
+
+    return okapi_home() / "fuzz" / f"seed{seed}.jsonl"
 
 
 def _history_path(args: argparse.Namespace) -> Path:
-    if args.history:
-        return Path(args.history)
-    handle, name = tempfile.mkstemp(prefix=f"okapi-fuzz-seed{args.seed}-", suffix=".jsonl")
-    os.close(handle)
-    return Path(name)
+    path = Path(args.history) if args.history else default_history_path(args.seed)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise FuzzError(f"cannot write the history in {path.parent}: {error.strerror or error}") from None
+    return path
 
 
 def run_fuzz(args: argparse.Namespace) -> int:
@@ -1032,8 +1045,11 @@ def run_fuzz(args: argparse.Namespace) -> int:
                 durable = bool(kill_partitions)
                 print(f"okapi fuzz: starting a local cluster: {', '.join(dcs)} x {partitions} partition(s), "
                       f"protocol {protocol}{', durable' if durable else ''}", flush=True)
-                cluster = stack.enter_context(local_cluster(dcs, partitions, protocol, directory, durable))
+                cluster = stack.enter_context(local_cluster(dcs, partitions, protocol, directory, durable,
+                                                            getattr(args, "base_port", None)))
                 target = cluster.target
+                servers = cluster.config.servers
+                print(f"okapi fuzz: local cluster on {servers[0].address} .. {servers[-1].address}", flush=True)
                 if kill_partitions:
                     at_operations = int(args.clients * args.ops * KILL_AT_FRACTION)
                     killer = PartitionKiller(cluster, kill_partitions, at_operations)

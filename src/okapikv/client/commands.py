@@ -2,7 +2,7 @@
 
 The format is the course service's (``seeds/kvstore-service.md``), which its fuzzer and YCSB driver
 read back byte for byte, so it is exact: one command per input line, keywords upper case and
-case-sensitive, keys and values ASCII alphanumeric tokens; one result per command in input order::
+case-sensitive, words separated by ASCII whitespace; one result per command in input order::
 
     PUT k v        ->  PUT k found | PUT k not_found
     SWAP k v       ->  SWAP k old | SWAP k null
@@ -19,6 +19,14 @@ is the write's last-writer-wins rank; without the flag the output is exactly the
 that is not a valid command yields exactly one line starting with ``ERROR `` and the client goes on,
 so one bad line never desynchronises a driver that counts result lines. Blank lines are ignored.
 
+Tokens (keys and values): any run of the bytes 0x21-0x7f, that is printable ASCII without the space,
+plus DEL. The course text says to assume alphanumeric tokens, but its YCSB driver sends keys such as
+``usertable_user6284781860667377211`` and values with punctuation and DEL, so every byte a token can
+hold on a whitespace-separated line is accepted. A token with any other character (a control
+character that is not whitespace, or anything outside ASCII, including bytes that are not UTF-8,
+which reach the parser as U+FFFD) is refused with ``ERROR invalid token ...`` and nothing is sent:
+such a byte could not come back as the same single token in a result line.
+
 Kept free of I/O and of the network so every corner of the format is unit-tested directly; the
 client is anything with the ``KeyValueApi`` methods.
 """
@@ -29,7 +37,11 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-_TOKEN = re.compile(r"[A-Za-z0-9]+")
+_TOKEN = re.compile(r"[\x21-\x7f]+")
+#: What separates words: ASCII whitespace only. ``str.split()`` would also split on characters such
+#: as U+001C or U+0085, silently turning one invalid token into two valid ones.
+_SEPARATORS = re.compile(r"[ \t\n\r\v\f]+")
+TOKEN_RULE = "keys and values are ASCII characters 0x21-0x7f: no spaces, control characters or non-ASCII"
 
 
 class CommandError(ValueError):
@@ -88,7 +100,7 @@ _SYNTAX: dict[str, tuple[int | None, str]] = {
 }
 
 HELP = """\
-commands (keywords are upper case; keys and values are ASCII letters and digits):
+commands (keywords are upper case; keys and values are printable ASCII without spaces):
   PUT <key> <value>       write; prints "PUT <key> found" if the key had a value, else "not_found"
   SWAP <key> <value>      write and print the value replaced ("null" if none)
   GET <key>               print the value ("null" if none)
@@ -101,7 +113,7 @@ commands (keywords are upper case; keys and values are ASCII letters and digits)
 
 def parse(line: str) -> Command | None:
     """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed."""
-    words = line.split()
+    words = [word for word in _SEPARATORS.split(line) if word]
     if not words:
         return None
     keyword, arguments = words[0], words[1:]
@@ -118,7 +130,7 @@ def parse(line: str) -> Command | None:
                            f"got {len(arguments)}: {usage}")
     for argument in arguments:
         if not _TOKEN.fullmatch(argument):
-            raise CommandError(f"invalid token {_show(argument)}: keys and values must be ASCII letters and digits")
+            raise CommandError(f"invalid token {_show(argument)}: {TOKEN_RULE}")
     if keyword == "PUT":
         return Put(arguments[0], arguments[1])
     if keyword == "SWAP":
@@ -144,7 +156,7 @@ def _show(token: str, limit: int = 40) -> str:
 
 
 def text(value: bytes) -> str:
-    """A stored value as protocol text. Values written through this protocol are ASCII; one written
+    """A stored value as protocol text. Values written through this protocol are ASCII tokens; one written
     by another client may be any bytes, which are escaped so the output stays one token per value."""
     try:
         return value.decode("ascii")

@@ -10,6 +10,10 @@ its gRPC ``Pipeline`` stream instead.
 - ``SyncNativeCall`` stands where the blocking client would hold a ``_SyncStream``: one operation
   at a time on a blocking socket in the caller's thread, no helper thread (a round trip costs two
   system calls; gRPC's blocking stream crosses two threads each way).
+
+Both set TCP keepalive and ``TCP_USER_TIMEOUT`` (``okapikv.tcp``): a server that went silent (a
+network cut without a reset) breaks an idle connection within about 20 s, so the next operation is not
+sent into a dead connection but fails as never sent and is retried on a new one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import grpc.aio
 from google.protobuf.message import DecodeError
 
 from okapikv.client.retry import RetryableError
+from okapikv.tcp import CLIENT_KEEPALIVE_S, CLIENT_USER_TIMEOUT_S, set_liveness_options
 from okapikv.tls import ClientTls, client_ssl_context
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -156,7 +161,9 @@ class AsyncNativeCall:
         transport, protocol = await loop.create_connection(
             lambda: _FrameProtocol(self._receiver), host, info.native_port, ssl=context,
             server_hostname=server_hostname)
-        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_liveness_options(sock, keepalive_s=CLIENT_KEEPALIVE_S, user_timeout_s=CLIENT_USER_TIMEOUT_S)
         transport.write(MAGIC)
         self._protocol = protocol
 
@@ -271,6 +278,7 @@ class SyncNativeCall:
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            set_liveness_options(sock, keepalive_s=CLIENT_KEEPALIVE_S, user_timeout_s=CLIENT_USER_TIMEOUT_S)
             if tls is not None:
                 sock = client_ssl_context(tls).wrap_socket(sock, server_hostname=tls.server_name or host)
         except OSError as error:

@@ -17,9 +17,22 @@ fallback DCs the session moves to when it stays unreachable (``Client``'s ``fall
 ``okapi fuzz``, whose checkers need the store's last-writer-wins order; off by default, since the
 course's tools read the format byte for byte). ``--at-most-once``: a PUT, SWAP or DELETE whose
 connection broke after it was sent is not retried (a retry could apply it twice) but answered
-``ERROR outcome unknown: ...``; operations that never reached a server, and every read, are still
-retried until ``--timeout-s`` (for ``okapi fuzz``, whose checkers must know which writes may have
-happened; see ``okapikv.client.retry``).
+``ERROR outcome unknown: ...``, a line outside the course protocol; operations that never reached a
+server, and every read, are still retried until ``--timeout-s``. It is for checkers that must know
+which writes may have happened (``okapi fuzz``; see ``okapikv.client.retry``), not for the course's
+tools, which the default (at-least-once retries) keeps to the protocol.
+
+Start-up: a first connection that is refused (nothing listens at the address) fails at once with a
+clear error, as redis-cli does, unless ``--wait-s S`` asks to keep trying for S seconds. Retrying
+is for a server that was up and went away. Once the server accepts connections, the first
+ClusterInfo is bounded by ``FIRST_CONTACT_S`` (``--timeout-s`` if shorter, ``--wait-s`` if longer).
+On a terminal the client says what it waits for whenever a wait lasts longer than ``NOTICE_AFTER_S``.
+
+A server that goes down under a running client (killed, restarted, stopped with SIGSTOP) only
+delays the operations routed to it: each is retried with backoff (capped at 1 s between attempts)
+for up to ``--timeout-s``, 600 s by default (``okapikv.cli.CLIENT_TIMEOUT_S``), and completes once
+the server is back, so a driver of the course protocol sees a slow answer, not an ``ERROR`` line.
+Only past that bound does the operation answer ``ERROR unavailable: ...``.
 
 Exit status: 0 after STOP or end of input, 1 if the cluster could not be reached at start-up (or
 the reader of the output went away), 2 for a bad command line (unknown DC, no local cluster), 130
@@ -31,19 +44,31 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import itertools
 import os
+import socket
 import sys
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
 from okapikv.client.commands import HELP, CommandError, KeyValueApi, Stop, execute, format_error, parse
+from okapikv.client.retry import DEFAULT_BACKOFF
 from okapikv.client.sync import Client
 from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, Unavailable
 from okapikv.tls import ClientTls, client_tls_from_args
 
 PROMPT = "okapi> "
 HISTORY_LENGTH = 2_000
+#: Bound on the first ClusterInfo once the server accepts connections (a port held by something that
+#: is not an okapikv server must not hang the client for ``--timeout-s``).
+FIRST_CONTACT_S = 10.0
+#: On a terminal, a wait longer than this is explained on stderr.
+NOTICE_AFTER_S = 1.0
+#: The TCP connect that tells "refused" from "accepted" (loopback answers in microseconds).
+PROBE_TIMEOUT_S = 2.0
 
 
 def resolve_address(connect: str | None, dc: str | None) -> str:
@@ -64,6 +89,61 @@ def resolve_addresses(connect: str | None, dc: str | None) -> list[str]:
     for name in names:
         config.dc_index(name)  # names the DCs that exist if it is not one of them
     return [config.server(name, 0).address for name in names]
+
+
+def refuses_connections(address: str) -> bool:
+    """Whether nothing listens at ``address`` (the connection is refused). Other failures (no
+    route, a timeout) are not refusals: the client's own retries judge those."""
+    from okapikv.cluster.config import split_address
+
+    host, port = split_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
+def wait_for_listener(address: str, wait_s: float, notices: TextIO | None = None) -> bool:
+    """Whether ``address`` accepts connections, trying with backoff for up to ``wait_s`` seconds
+    (0: one try). ``notices`` (a terminal) is told what the client waits for."""
+    deadline = time.monotonic() + wait_s
+    for attempt in itertools.count(1):
+        if not refuses_connections(address):
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        if notices is not None and attempt == 1:
+            notices.write(f"okapi client: waiting for a server to listen at {address} (connection refused; "
+                          f"up to {wait_s:g} s, Ctrl-C to give up)\n")
+            notices.flush()
+        time.sleep(min(DEFAULT_BACKOFF.delay_s(attempt), remaining))
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def notice_after(seconds: float, notices: TextIO | None, message: str) -> Iterator[None]:
+    """Write ``message`` to ``notices`` (None: nowhere) if the block is still running after
+    ``seconds``: a terminal user learns what a slow step waits for."""
+    if notices is None:
+        yield
+        return
+    done = threading.Event()
+
+    def tell() -> None:
+        if not done.wait(seconds):
+            notices.write(message + "\n")
+            notices.flush()
+
+    teller = threading.Thread(target=tell, name="okapi-notice", daemon=True)
+    teller.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 def respond(client: KeyValueApi, line: str, timestamps: bool = False) -> tuple[list[str], bool]:
@@ -124,7 +204,10 @@ def interactive(client: Client, output: TextIO, timestamps: bool = False) -> int
                 continue
             if word in ("exit", "quit"):
                 break
-            result, stop = respond(client, line, timestamps)
+            with notice_after(NOTICE_AFTER_S, sys.stderr,
+                              f"okapi: waiting for the cluster (retrying for up to {client.timeout_s:g} s; "
+                              "Ctrl-C to quit)"):
+                result, stop = respond(client, line, timestamps)
             if result:
                 output.write("\n".join(result) + "\n")
                 output.flush()
@@ -183,13 +266,32 @@ def run_client(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"okapi client: {error}", file=sys.stderr)
         return 2
+    timeout_s = float(args.timeout_s)
+    wait_s = float(getattr(args, "wait_s", 0.0) or 0.0)
+    if timeout_s <= 0 or wait_s < 0:
+        print("okapi client: --timeout-s must be positive and --wait-s not negative", file=sys.stderr)
+        return 2
+    notices = sys.stderr if sys.stderr.isatty() else None
     try:
-        client = Client(address, timeout_s=args.timeout_s, tls=tls, fallback=fallback,
-                        at_most_once=bool(getattr(args, "at_most_once", False)),
-                        native=not getattr(args, "grpc_only", False))
+        if not wait_for_listener(address, wait_s, notices):
+            waited = f" after {wait_s:g} s" if wait_s else ""
+            print(f"okapi client: nothing listens at {address} (connection refused{waited}): is the cluster "
+                  "running? (`okapi status` shows it; `okapi client --wait-s SECONDS` waits for it)", file=sys.stderr)
+            return 1
+        with notice_after(NOTICE_AFTER_S, notices, f"okapi client: waiting for {address} to answer "
+                                                   "(Ctrl-C to give up)"):
+            client = Client(address, timeout_s=max(wait_s, min(timeout_s, FIRST_CONTACT_S)), tls=tls, fallback=fallback,
+                            at_most_once=bool(getattr(args, "at_most_once", False)),
+                            native=not getattr(args, "grpc_only", False))
     except OkapiError as error:
         print(f"okapi client: cannot reach the cluster at {address}: {error}", file=sys.stderr)
         return 1
+    except ValueError as error:  # an address that is not HOST:PORT
+        print(f"okapi client: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    client.timeout_s = timeout_s  # the bound of every operation from here on (the first contact had its own)
     timestamps = bool(getattr(args, "timestamps", False))
     with client:
         wanted = args.dc.split(",")[0].strip() if args.dc is not None else None

@@ -34,7 +34,8 @@ links only, e.g. on a private network; required with ``[tls] client_auth = false
 pipeline over gRPC; see ``okapikv.wire.frames``), ``bounded_visibility = true`` (Okapi: servers
 hold client batches while remote updates take longer than the UST bound to become visible, a bound
 computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
-and a ``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the
+a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``) and a
+``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the
 config file's folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
@@ -59,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from okapikv.cluster.connections import ConnectionSettings
 from okapikv.core.config import CoreConfig
 from okapikv.core.protocols import protocol_names
 from okapikv.tls import TlsConfig
@@ -96,6 +98,7 @@ _TOP_LEVEL_KEYS = {
     "wan_ms",
     "servers",
     "tls",
+    "connections",
 }
 _SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port"}
 _TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
@@ -154,6 +157,7 @@ class ClusterConfig:
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     tls: TlsConfig | None = None
+    connections: ConnectionSettings = ConnectionSettings()
     _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -220,6 +224,8 @@ class ClusterConfig:
         }
         if self.tls is not None:
             data["tls"] = _tls_dict(self.tls)
+        if self.connections.changed():
+            data["connections"] = self.connections.changed()
         return data
 
     def to_toml(self) -> str:
@@ -265,6 +271,9 @@ class ClusterConfig:
             for name, value in _tls_dict(self.tls).items():
                 text = ("true" if value else "false") if isinstance(value, bool) else _toml_string(str(value))
                 lines.append(f"{name} = {text}")
+        if self.connections.changed():
+            lines += ["", "# Timeouts and input budgets (docs/operations.md, Connections).", "[connections]"]
+            lines += [f"{name} = {value}" for name, value in self.connections.changed().items()]
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | Path) -> Path:
@@ -337,6 +346,8 @@ class ClusterConfig:
                 optional[name] = data[name]
         if "tls" in data:
             optional["tls"] = _tls(data["tls"])
+        if "connections" in data:
+            optional["connections"] = ConnectionSettings.from_dict(data["connections"])
         return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
 
 
@@ -520,6 +531,7 @@ def _validate(config: ClusterConfig) -> None:
                     problems.append(f"wan_ms.{dcs[i]}[{j}] must be a non-negative number of ms, not {delay}")
                 elif i == j and delay != 0:
                     problems.append(f"wan_ms.{dcs[i]}[{j}]: the delay from a DC to itself must be 0")
+    problems.extend(config.connections.problems(config.max_message_bytes))
     problems.extend(_server_problems(config))
     if problems:
         raise ValueError("invalid cluster config: " + "; ".join(problems))
@@ -694,12 +706,12 @@ def default_config_path() -> Path:
     return okapi_home() / "cluster.toml"
 
 
-def load_default_cluster() -> ClusterConfig:
-    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none."""
+def load_default_cluster(alternatives: str = "--connect HOST:PORT") -> ClusterConfig:
+    """The config of the cluster `okapi up` started last; ``ValueError`` with advice when none.
+    ``alternatives`` names the caller's own flags that name a cluster another way (a hint must only
+    name flags its command has)."""
     path = default_config_path()
     if not path.exists():
-        raise ValueError(
-            f"no local cluster config at {path}: start a cluster with `okapi up`, "
-            "or name one with --connect HOST:PORT or --config FILE"
-        )
+        raise ValueError(f"no local cluster config at {path}: start a cluster with `okapi up`, "
+                         f"or name one with {alternatives}")
     return ClusterConfig.load(path)

@@ -7,7 +7,12 @@ starts the processes, waits for every one to pass a gRPC health check, and print
 running), and SIGINT/SIGTERM stops every server (SIGTERM, then SIGKILL after a grace period).
 
 The config goes to ``default_config_path()`` (``$OKAPI_HOME/cluster.toml`` or
-``~/.okapi/cluster.toml``) so that `okapi client` and `okapi status` find the cluster without flags.
+``~/.okapi/cluster.toml``) so that `okapi client` and `okapi status` find the cluster without flags,
+but only once the cluster is ready, and never over the config of another cluster that still runs
+(``publish_config``): until then the servers read a copy of their own (``cluster.<pid>.toml`` in the
+same folder, removed when the launcher exits). An `okapi up` that fails (ports or data directory in
+use, a server that does not start) so leaves the running cluster findable, and a second cluster
+started beside a running one says where its own config is.
 On Linux the servers are also told to exit if the launcher dies without cleaning up
 (``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
 
@@ -47,9 +52,10 @@ from okapikv.cluster.config import (
     ServerConfig,
     default_config_path,
     local_cluster,
+    okapi_home,
     split_address,
 )
-from okapikv.cluster.health import wait_until_serving
+from okapikv.cluster.health import is_serving, wait_until_serving
 from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
@@ -158,6 +164,40 @@ def start_server(
     return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
 
 
+def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
+    """The other cluster that the config at ``path`` describes, if any of its servers answers a
+    health check; None when there is no such config, it is unreadable, it is ``mine`` (the same
+    addresses: ``mine`` holds them now), or none of its servers runs."""
+    try:
+        current = ClusterConfig.load(path)
+    except ValueError:
+        return None
+    if [s.address for s in current.servers] == [s.address for s in mine.servers]:
+        return None
+    try:
+        tls = current.tls.client_side() if current.tls is not None else None
+        if any(is_serving(server.address, timeout_s=0.5, tls=tls) for server in current.servers):
+            return current
+    except (OSError, ValueError):  # its TLS files are gone: no client of that config could reach it either
+        return None
+    return None
+
+
+def publish_config(config: ClusterConfig, private: Path) -> str:
+    """Make ``config`` (running, its servers started from ``private``) the default cluster config,
+    unless that describes another cluster that is still running. Returns the line that says where
+    the cluster's config is (printed after the ready line, which scripts wait for)."""
+    target = default_config_path()
+    owner = running_owner(target, config)
+    if owner is not None:
+        return (f"{target} describes another running cluster ({owner.servers[0].address}, ...), left as it is; "
+                f"this cluster's config is {private} (okapi status --config {private}, okapi client --connect "
+                f"{config.servers[0].address})")
+    config.dump(target)
+    private.unlink(missing_ok=True)
+    return f"config {target} (okapi client and okapi status find the cluster there)"
+
+
 def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
     for child in children:
         if child.process.poll() is None:
@@ -200,7 +240,8 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"okapi up: address(es) already in use: {', '.join(busy)} (another cluster running? "
               "try `okapi status`, or pick another --base-port)", file=sys.stderr)
         return 1
-    path = config.dump(default_config_path())
+    # The servers start from a private copy: the default config changes only once they are ready.
+    path = config.dump(okapi_home() / f"cluster.{os.getpid()}.toml")
 
     stop = threading.Event()
 
@@ -217,7 +258,7 @@ def run_up(args: argparse.Namespace) -> int:
         wan = "off" if not any(any(row) for row in config.wan_ms) else (
             f"{args.wan_ms} ms" if args.wan_ms is not None else args.wan)
         _say(f"cluster {config.cluster_id}: {len(config.dcs)} DC(s) x {config.partitions} partition(s), "
-             f"protocol {config.protocol}, WAN {wan}; config {path}")
+             f"protocol {config.protocol}, WAN {wan}")
         _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
         for server in config.servers:
             server_dir = server_data_dir(data_root, server) if data_root is not None else None
@@ -225,16 +266,19 @@ def run_up(args: argparse.Namespace) -> int:
                                                        repair=bool(getattr(args, "repair", False)))))
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
             _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}")
-        return _supervise(config, children, stop)
+        return _supervise(config, children, stop, path)
     finally:
+        running = sum(child.process.poll() is None for child in children)
         stop_children(children)
         if children:
-            _say(f"stopped {len(children)} server(s)")
+            exited = len(children) - running
+            _say(f"stopped {running} server(s)" + (f" ({exited} had already exited)" if exited else ""))
+        path.unlink(missing_ok=True)
         for number, handler in previous.items():
             signal.signal(number, handler)
 
 
-def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event) -> int:
+def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event, private: Path) -> int:
     def startup_problem() -> str | None:
         if stop.is_set():
             return "interrupted"
@@ -258,7 +302,9 @@ def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Eve
         print(f"okapi up: no health from {', '.join(not_ready)} after {STARTUP_TIMEOUT_S:.0f} s; stopping",
               file=sys.stderr)
         return 1
+    where = publish_config(config, private)
     print(READY_LINE, flush=True)
+    _say(where)
     while not stop.wait(0.25):
         if _report_deaths(children) == 0:
             print("okapi up: every server has exited", file=sys.stderr)

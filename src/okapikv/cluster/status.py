@@ -82,7 +82,7 @@ def resolve_topology(args: argparse.Namespace) -> Topology:
         return topology_from_server(args.connect, tls)
     if args.config:
         return topology_from_config(ClusterConfig.load(args.config), tls)
-    return topology_from_config(load_default_cluster(), tls)
+    return topology_from_config(load_default_cluster("--connect HOST:PORT or --config FILE"), tls)
 
 
 def _sum_links(links: dict[str, dict[str, Any]], *names: str) -> int:
@@ -165,41 +165,115 @@ def _format_bytes(count: int) -> str:
     return f"{count / (1 << 20):.1f} MiB"
 
 
-def build_table(topology: Topology, records: list[dict[str, Any]], watching: bool = False) -> Any:
-    """A rich renderable: the servers table, a legend and the list of servers that are down."""
-    from rich.console import Group
+def _state(record: dict[str, Any]) -> Any:
+    from rich.text import Text
+
+    if not record["reachable"]:
+        return Text("DOWN", style="bold red")
+    if record["links_down"]:
+        return Text("up, links down", style="yellow")
+    return Text("up", style="green")
+
+
+def _full_table(topology: Topology, records: list[dict[str, Any]], watching: bool, title: Any) -> Any:
+    """Every figure, with one lag column per DC (about 150 columns for 3 DCs). Names and addresses
+    are ``Text``, never markup: ``[::1]:7100`` is an address, not a style."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"cluster {topology.cluster_id} ({topology.protocol})" + (" [TLS]" if topology.tls else ""))
+    table = Table(title=title)
     numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys"}
     columns = ["DC", "part", "address", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
                "queue", "versions", "GC'd"]
     for column in columns:
         table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
     for dc in topology.dcs:
-        table.add_column(f"lag {dc} ms", justify="right", no_wrap=True)
+        table.add_column(Text(f"lag {dc} ms"), justify="right", no_wrap=True)
     for record in records:
         if record["reachable"]:
-            state = "[green]up[/green]" if not record["links_down"] else "[yellow]up, links down[/yellow]"
             rate = [f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []
             queue = f"{record['queue_messages']} ({_format_bytes(record['queue_bytes'])})"
             lags = [_format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
-            row = [state, str(record["operations_total"]), *rate, str(record["waits_total"]),
+            row = [str(record["operations_total"]), *rate, str(record["waits_total"]),
                    f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
                    *lags]
         else:
-            row = ["[bold red]DOWN[/bold red]", *("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
-        table.add_row(record["dc"], str(record["partition"]), record["address"], *row)
-    parts: list[Any] = [table]
-    if topology.dcs:
-        parts.append(Text("lag: how far each server's stable vector trails its clock, per DC (ms); "
-                          "queue: peer messages not yet acknowledged", style="dim"))
-    down = [f"{r['dc']}/{r['partition']} ({r['address']}: {r.get('error', '')})" for r in records
-            if not r["reachable"]]
-    if down:
-        parts.append(Text.from_markup("[bold red]down:[/bold red] " + "; ".join(down)))
-    return Group(*parts)
+            row = [*("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
+        table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]), _state(record), *row)
+    return table
+
+
+def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: bool, title: Any) -> Any:
+    """The figures that matter at a glance, for an 80-column terminal: the state first, then the
+    operations, the replication queue and the worst lag over the DCs."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("server", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("state", no_wrap=True, min_width=len("up, links down"))
+    table.add_column("ops", justify="right", no_wrap=True)
+    if watching:
+        table.add_column("ops/s", justify="right", no_wrap=True)
+    table.add_column("queue", justify="right", no_wrap=True)
+    if not watching:
+        table.add_column("versions", justify="right", no_wrap=True)
+    table.add_column("max lag ms", justify="right", no_wrap=True)
+    for record in records:
+        label = f"{record['dc']}/{record['partition']}"
+        if record["reachable"]:
+            lags = [lag for lag in record["stable_lag_ms"].values() if lag is not None]
+            figures = [str(record["operations_total"]),
+                       *([f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []),
+                       str(record["queue_messages"]),
+                       *([] if watching else [str(record["versions"])]),
+                       _format_lag(max(lags) if lags else None)]
+        else:
+            figures = ["-"] * (len(table.columns) - 2)
+        table.add_row(Text(label), _state(record), *figures)
+    return table
+
+
+class StatusView:
+    """What `okapi status` draws: the servers table, a legend and the servers that are down.
+
+    The layout is chosen when it is drawn, from the width available: the full table (one lag
+    column per DC) when it fits unsqueezed, else a compact one that fits 80 columns, so that a
+    narrow terminal never squeezes the state column (up / DOWN) to nothing."""
+
+    def __init__(self, topology: Topology, records: list[dict[str, Any]], watching: bool = False) -> None:
+        self.topology = topology
+        self.records = records
+        self.watching = watching
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+        from rich.text import Text
+
+        topology = self.topology
+        title = Text(f"cluster {topology.cluster_id} ({topology.protocol})" + (" [TLS]" if topology.tls else ""))
+        table = _full_table(topology, self.records, self.watching, title)
+        unlimited = options.update(max_width=10_000)  # a measurement never exceeds the width it is given
+        compact = Measurement.get(console, unlimited, table).maximum > options.max_width
+        if compact:
+            table = _compact_table(topology, self.records, self.watching, title)
+        yield table
+        if topology.dcs:
+            legend = ("lag: how far a server's stable vector trails its clock (ms), "
+                      + ("the largest over the DCs (a wider terminal or --json shows each); " if compact else
+                         "per DC; ")
+                      + "queue: peer messages not yet acknowledged")
+            yield Text(legend, style="dim")
+        down = [f"{r['dc']}/{r['partition']} ({r['address']}: {r.get('error', '')})" for r in self.records
+                if not r["reachable"]]
+        if down:
+            yield Text.assemble(("down: ", "bold red"), "; ".join(down))
+
+
+def build_table(topology: Topology, records: list[dict[str, Any]], watching: bool = False) -> StatusView:
+    """A rich renderable of the servers (``StatusView``: its layout follows the terminal's width)."""
+    return StatusView(topology, records, watching)
 
 
 def _document(topology: Topology, records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -55,14 +55,29 @@ class BindError(RuntimeError):
 
 
 def server_options(config: ClusterConfig) -> list[tuple[str, int]]:
-    return [
+    """The gRPC port's limits (docs/operations.md, "Connections"): a message above
+    ``max_message_bytes`` is refused at its length prefix (RESOURCE_EXHAUSTED); a connection that
+    has not finished its HTTP/2 (and TLS) handshake ``first_frame_timeout_ms`` after connecting is
+    closed; one with no call for ``idle_timeout_ms`` is sent GOAWAY (clients reconnect when they
+    next need to); keepalive pings every ``tcp_keepalive_ms`` find a dead client, which
+    ``tcp_user_timeout_ms`` bounds (gRPC applies TCP_USER_TIMEOUT itself). gRPC has no deadline
+    for finishing a message and no server-wide bound on partial ones (``okapikv.server.budgets``
+    covers the native port): a slow sender holds at most ``max_message_bytes`` per call."""
+    connections = config.connections
+    options = [
         ("grpc.max_receive_message_length", config.max_message_bytes),
         ("grpc.max_send_message_length", -1),
         ("grpc.so_reuseport", 0),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.server_handshake_timeout_ms", round(connections.first_frame_timeout_ms)),
+        ("grpc.keepalive_time_ms", round(connections.tcp_keepalive_ms)),
+        ("grpc.keepalive_timeout_ms", round(connections.tcp_user_timeout_ms)),
     ]
+    if connections.idle_timeout_ms:
+        options.append(("grpc.max_connection_idle_ms", round(connections.idle_timeout_ms)))
+    return options
 
 
 def _add_port(server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None) -> None:

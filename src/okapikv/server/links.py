@@ -12,6 +12,11 @@ silently, so each link:
   after a broken stream it reconnects with backoff and resends the unacknowledged tail, and the
   receiver skips numbers it already handled (``IncomingLinks``). Messages queued while the
   destination is down wait in the queue, so servers may start in any order;
+- notices a connection that went silent (a network cut that drops packets without a reset):
+  ``okapikv.server.liveness`` watches the acknowledgements, probes a silent receiver and declares
+  the connection dead after ``[connections] link_ack_timeout_ms`` without an answer; the link then
+  reconnects as after any break. Native links also set TCP keepalive and ``TCP_USER_TIMEOUT``
+  (``okapikv.tcp``), gRPC ones use gRPC's keepalive;
 - emulates WAN latency in the sender: a message to another DC is released at
   ``enqueue time + one-way delay``. The delay is constant per link, so release times are
   non-decreasing and FIFO order is kept.
@@ -38,7 +43,10 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from okapikv.cluster.connections import ConnectionSettings
 from okapikv.core.messages import ServerId
+from okapikv.server.liveness import LinkLiveness, LivenessSettings, Verdict
+from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import encode_batch
 from okapikv.wire.frames import PEER_MAGIC, FrameDecoder, encode_frame
@@ -92,7 +100,9 @@ class NativeLinkCall:
         return "the destination closed the native link"
 
     def close(self) -> None:
-        self._writer.close()
+        """Drop the connection at once: what is still unsent stays unacknowledged and is resent on
+        the next connection (a graceful close would wait, on a silent peer forever, to flush it)."""
+        self._writer.transport.abort()
 
 
 def peer_channel_options(max_message_bytes: int) -> list[tuple[str, int]]:
@@ -118,6 +128,8 @@ class LinkStats:
     resent_messages: int = 0
     connects: int = 0
     failures: int = 0
+    probes: int = 0  # probes sent (empty batches the receiver answers at once)
+    dead: int = 0  # connections found dead by the liveness check (no answer in time)
 
 
 class OutgoingLink:
@@ -137,9 +149,11 @@ class OutgoingLink:
         credentials: grpc.ChannelCredentials | None = None,
         server_name: str | None = None,
         native: bool = False,
+        connections: ConnectionSettings | None = None,
     ) -> None:
         """``native``: link over the destination's native port when it has one (plaintext
-        clusters; with TLS the ``Peer.Link`` RPC keeps its mutual TLS)."""
+        clusters; with TLS the ``Peer.Link`` RPC keeps its mutual TLS). ``connections``: the
+        cluster's liveness timeouts (``[connections]``; the defaults when None)."""
         self.destination = destination
         self.label = label
         self.address = address
@@ -168,6 +182,12 @@ class OutgoingLink:
         self.held = False  # fault injection (``okapikv.server.faults``): send nothing while set
         self._native = native and credentials is None
         self.last_ack_at = 0.0  # loop time of the last acknowledgement (progress, see backlog_s)
+        settings = connections or ConnectionSettings()
+        self._liveness_settings = LivenessSettings(settings.link_probe_ms / 1000, settings.link_ack_timeout_ms / 1000)
+        self._keepalive_s = settings.tcp_keepalive_ms / 1000
+        self._user_timeout_s = settings.tcp_user_timeout_ms / 1000
+        self._liveness = LinkLiveness(self._liveness_settings, self._loop.time())
+        self._probe_due = False
 
     # ---------------------------------------------------------------- producer side
 
@@ -241,9 +261,11 @@ class OutgoingLink:
                     )
                     call = stub(wait_for_ready=True)
                 self._broken = False
+                self._probe_due = False
+                self._liveness = LinkLiveness(self._liveness_settings, self._loop.time())
                 ack_reader = asyncio.create_task(self._read_acks(call))
                 self.stats.connects += 1
-                await self._pump(call)
+                await self._pump_while_alive(call)
             except asyncio.CancelledError:
                 raise
             except grpc.aio.AioRpcError as error:
@@ -268,6 +290,48 @@ class OutgoingLink:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
 
+    async def _pump_while_alive(self, call: Any) -> None:
+        """Run ``_pump`` until the stream breaks (its error, if any, is raised here) or the liveness
+        watch finds the connection dead (then return: the caller reconnects)."""
+        pump = asyncio.create_task(self._pump(call))
+        watch = asyncio.create_task(self._watch())
+        try:
+            await asyncio.wait((pump, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (pump, watch):
+                task.cancel()
+            await asyncio.gather(pump, watch, return_exceptions=True)
+        error = None if pump.cancelled() else pump.exception()
+        if error is not None:
+            raise error
+
+    async def _watch(self) -> None:
+        """Ask ``LinkLiveness`` what to do every check interval: wake the pump to send a probe, or
+        return once the connection is dead. A held link (fault injection) sends nothing on
+        purpose: its silence does not count."""
+        liveness = self._liveness
+        settings = liveness.settings
+        while not self._broken:
+            await asyncio.sleep(settings.check_interval_s)
+            now = self._loop.time()
+            if self.held:
+                liveness.reset(now)
+                continue
+            verdict = liveness.check(now)
+            if verdict is Verdict.PROBE:
+                self._probe_due = True
+                self._wakeup.set()
+            elif verdict is Verdict.DEAD:
+                self.stats.dead += 1
+                self.stats.failures += 1
+                self._consecutive_failures += 1
+                kept = len(self._unacked) + len(self._queue)
+                log.warning("link to %s (%s) is dead: no answer for %.1f s; reconnecting (%d messages kept)",
+                            self.label, self.address, now - liveness.last_heard, kept,
+                            extra={"event": "link_dead", "peer": self.label, "peer_address": self.address,
+                                   "silent_s": round(now - liveness.last_heard, 3), "kept_messages": kept})
+                return
+
     async def _open_native(self, channel: grpc.aio.Channel) -> NativeLinkCall | None:
         """A connection to the destination's native port (asked through its ClusterInfo, every
         time: a restarted server listens elsewhere), or None when it has none (then gRPC)."""
@@ -280,7 +344,9 @@ class OutgoingLink:
         host = self.address.rpartition(":")[0].strip("[]")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, info.native_port),
                                                 NATIVE_CONNECT_TIMEOUT_S)
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_liveness_options(sock, keepalive_s=self._keepalive_s, user_timeout_s=self._user_timeout_s)
         writer.write(PEER_MAGIC)
         return NativeLinkCall(reader, writer)
 
@@ -312,10 +378,11 @@ class OutgoingLink:
                                     extra={"event": "link_restored", "peer": self.label, "peer_address": self.address})
                     self._consecutive_failures = 0
                 received = ack.received
-                self.last_ack_at = self._loop.time()
+                now = self.last_ack_at = self._loop.time()
                 unacked = self._unacked
                 while unacked and unacked[0][0] <= received:
                     self.unacked_bytes -= unacked.popleft()[2]
+                self._liveness.heard(now, bool(unacked))
             status = await call.code()
             if status != grpc.StatusCode.OK and not self._closed:
                 self._report_failure(f"{status.name}: {await call.details()}")
@@ -330,17 +397,27 @@ class OutgoingLink:
             self._wakeup.set()
 
     async def _pump(self, call: Any) -> None:
-        """Resend what is unacknowledged, then write batches until the stream breaks."""
+        """Resend what is unacknowledged, then write batches (and probes when the liveness watch
+        asks for one) until the stream breaks."""
         while self.held and not self._broken and not self._closed:
             self._wakeup.clear()
             await self._wakeup.wait()
+        liveness = self._liveness
         if self._unacked:
             pending = list(self._unacked)
             self.stats.resent_messages += len(pending)
             for chunk in self._chunks(pending):
+                liveness.sent(self._loop.time())  # before the write: a write may block on a silent peer
                 await call.write(encode_batch(self._header, chunk[0][0], [item[1] for item in chunk]))
         queue = self._queue
         while not self._broken and not self._closed:
+            if self._probe_due and not self.held:
+                # Numbered as the next message to send, so it opens no gap; it carries none.
+                self._probe_due = False
+                self.stats.probes += 1
+                liveness.sent(self._loop.time())
+                await call.write(encode_batch(self._header, queue[0][1] if queue else self._next_sequence, []))
+                continue
             if not queue or self.held:
                 self._idle = True
                 self._wakeup.clear()
@@ -363,6 +440,7 @@ class OutgoingLink:
                 unacked.append((sequence, frame, frame_size, release))
             self.queued_bytes -= size
             self.unacked_bytes += size
+            liveness.sent(now)
             await call.write(encode_batch(self._header, first_sequence, frames))
             self.stats.sent_batches += 1
             self.stats.sent_messages += len(frames)

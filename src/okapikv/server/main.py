@@ -38,6 +38,8 @@ def run_server(args: argparse.Namespace) -> int:
         integrity = getattr(args, "integrity_check", None) or "quick"
         if integrity not in INTEGRITY_MODES:
             raise ValueError(f"--integrity-check must be one of {', '.join(INTEGRITY_MODES)}")
+        if getattr(args, "repair", False) and not getattr(args, "data_dir", None):
+            raise ValueError("--repair rebuilds a --data-dir: give one")
         reserve_mb = getattr(args, "disk_reserve_mb", None)
         if reserve_mb is not None and not 0 <= reserve_mb < 1 << 40:
             raise ValueError("--disk-reserve-mb must not be negative")

@@ -265,6 +265,22 @@ class NodeCollector:
         yield self._counter("okapi_peer_batches_received", "Peer batches received.", node.peer_batches_received)
         yield self._counter("okapi_handler_errors", "Unexpected failures in handlers (see the log).",
                             node.handler_errors)
+        yield from self._input()
+
+    def _input(self) -> Iterator[Metric]:
+        """The input guard (``okapikv.server.budgets``): partial-frame bytes held, open stream
+        connections, and the connections it closed, by reason."""
+        guard = self.node.input_guard
+        yield self._gauge("okapi_input_partial_bytes", "Bytes announced by partially received frames, all "
+                          "connections (the input budget's use).", guard.budget.in_use)
+        yield self._gauge("okapi_input_budget_bytes", "The input budget: most bytes partial frames may hold.",
+                          guard.budget.limit)
+        yield self._gauge("okapi_input_connections", "Open connections on the native port.", len(guard.connections))
+        closed = CounterMetricFamily("okapi_input_closed", "Connections closed by the input guard, by reason.",
+                                     labels=[*self._label_names, "reason"])
+        for reason, count in sorted(guard.closed.items()):
+            closed.add_metric([*self._labels, reason], count)
+        yield closed
 
     def _links(self) -> Iterator[Metric]:
         """Per outgoing peer link: the replication queue (messages waiting for release or for an
@@ -282,6 +298,9 @@ class NodeCollector:
         resent = CounterMetricFamily("okapi_peer_messages_resent", "Messages resent after a reconnect.",
                                      labels=names)
         failures = CounterMetricFamily("okapi_peer_link_failures", "Broken or failed link streams.", labels=names)
+        dead = CounterMetricFamily("okapi_peer_link_dead", "Link connections found dead by the acknowledgement "
+                                   "timeout (silent peer or network).", labels=names)
+        probes = CounterMetricFamily("okapi_peer_link_probes", "Liveness probes sent on the link.", labels=names)
         for destination, link in sorted(self.node.links().items()):
             labels = [*self._labels, self.node.config.dcs[destination.dc], str(destination.partition)]
             queue_messages.add_metric([*labels, "pending"], link.queued)
@@ -292,7 +311,9 @@ class NodeCollector:
             sent.add_metric(labels, link.stats.sent_messages)
             resent.add_metric(labels, link.stats.resent_messages)
             failures.add_metric(labels, link.stats.failures)
-        yield from (queue_messages, queue_bytes, connected, sent, resent, failures)
+            dead.add_metric(labels, link.stats.dead)
+            probes.add_metric(labels, link.stats.probes)
+        yield from (queue_messages, queue_bytes, connected, sent, resent, failures, dead, probes)
 
 
 def registry_for(node: PartitionNode) -> CollectorRegistry:

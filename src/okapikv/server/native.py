@@ -16,6 +16,14 @@ hundreds) and stops reading until they are written.
 
 Refusals (bad preamble, a frame over the cluster's message limit, bytes that are not an
 OperationBatch) answer one id-0 error result, are logged, and close that connection only.
+
+Input budgets (``okapikv.server.budgets``): every connection reports its partial frame (announced
+length) to the server's ``InputGuard`` after each read. A partial frame that does not fit in the
+budget is refused (RESOURCE_EXHAUSTED); a frame not finished within ``frame_timeout_ms``, a
+connection with no complete frame ``first_frame_timeout_ms`` after connecting, and one idle for
+``idle_timeout_ms`` are closed (DEADLINE_EXCEEDED), each with a log line and a count. A peer link
+that proved its cluster id is counted but exempt from refusal (replication must get through).
+Accepted sockets get TCP keepalive and ``TCP_USER_TIMEOUT`` (``okapikv.tcp``).
 """
 
 from __future__ import annotations
@@ -28,9 +36,11 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
+from okapikv.server.budgets import BUDGET, ConnectionInput
 from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.servicers import IncomingLink, LinkRefused
+from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
@@ -52,21 +62,33 @@ class NativeConnection(asyncio.Protocol):
         self._writing_paused = False
         self._reading_paused = False
         self._peer = "?"
+        self._input: ConnectionInput | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not subclasses
         self._peer = str(transport.get_extra_info("peername"))
         self._node.native_connections += 1
+        self._input = self._node.input_guard.open(self._peer, self._expired)
+        settings = self._node.config.connections
+        set_liveness_options(transport.get_extra_info("socket"), keepalive_s=settings.tcp_keepalive_ms / 1000,
+                             user_timeout_s=settings.tcp_user_timeout_ms / 1000)
 
     def data_received(self, data: bytes) -> None:
         if self._transport is None or self._transport.is_closing():
             return
+        decoder = self._decoder
         try:
-            frames = self._decoder.feed(data)
+            frames = decoder.feed(data)
         except FrameError as error:
             self._refuse(str(error))
             return
-        if self._decoder.preamble == PEER_MAGIC:
+        connection_input = self._input
+        assert connection_input is not None
+        if not connection_input.progress(len(frames), decoder.pending_bytes):
+            self._refuse(connection_input.refuse_message(decoder.pending_bytes),
+                         reply=decoder.preamble != PEER_MAGIC, code="RESOURCE_EXHAUSTED", event=BUDGET)
+            return
+        if decoder.preamble == PEER_MAGIC:
             self._receive_peer_batches(frames)
             return
         self._frames.extend(frames)
@@ -93,6 +115,8 @@ class NativeConnection(asyncio.Protocol):
             except LinkRefused as refusal:
                 self._refuse(f"{refusal.code.name}: {refusal.message}", reply=False)
                 return
+            if self._input is not None:
+                self._input.exempt = True  # a peer of this cluster: never refused for the budget
             if acknowledged is not None:
                 transport.write(encode_frame(pb.LinkAck(received=acknowledged).SerializeToString()))
 
@@ -169,22 +193,33 @@ class NativeConnection(asyncio.Protocol):
         self._writing_paused = False
         self._flush()
 
-    def _refuse(self, reason: str, *, reply: bool = True) -> None:
-        """Log and close; ``reply``: first tell a client why, as an id-0 error result."""
-        self._node.native_refused += 1
-        log.warning("native port: refused %s: %s", self._peer, reason,
-                    extra={"event": "native_refused", "peer": self._peer, "reason": reason})
+    def _expired(self, event: str, reason: str) -> None:
+        """The input guard's sweep found a deadline passed (``okapikv.server.budgets``)."""
+        if self._transport is not None and not self._transport.is_closing():
+            self._refuse(reason, reply=self._decoder.preamble != PEER_MAGIC, code="DEADLINE_EXCEEDED", event=event)
+
+    def _refuse(self, reason: str, *, reply: bool = True, code: str = "INVALID_ARGUMENT",
+                event: str = "native_refused") -> None:
+        """Log and close; ``reply``: first tell a client why, as an id-0 error result. ``event``:
+        what the log line's event says (``native_refused``, counted here, for broken framing; the
+        input guard counts its own)."""
+        if event == "native_refused":
+            self._node.native_refused += 1
+        log.warning("native port: closed %s: %s", self._peer, reason,
+                    extra={"event": event, "peer": self._peer, "reason": reason})
         assert self._transport is not None
         if reply:
             refusal = pb.ResultBatch()
             result = refusal.results.add()
             result.id = 0
-            result.error.code = "INVALID_ARGUMENT"
+            result.error.code = code
             result.error.message = reason
             self._transport.write(encode_frame(refusal.SerializeToString()))
         self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._input is not None:
+            self._input.close()
         self._sink.close()
         self._transport = None
 

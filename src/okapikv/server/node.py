@@ -66,6 +66,7 @@ from okapikv.core.messages import (
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.timestamps import pack, physical_of
+from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
 from okapikv.server.metrics import LagSamples, LatencyHistograms
@@ -195,6 +196,11 @@ class PartitionNode:
         self.native_connections = 0  # accepted on the native port, ever
         self.native_refused = 0  # of them, closed for breaking the framing
         self.admission_waits = 0  # client batches that waited for replication to catch up
+        limits = config.connections
+        # Shared by every stream port of this server (``okapikv.server.budgets``).
+        self.input_guard = InputGuard(InputLimits(limits.input_budget_bytes, limits.frame_timeout_ms / 1000,
+                                                  limits.first_frame_timeout_ms / 1000, limits.idle_timeout_ms / 1000),
+                                      clock=time.monotonic)
         if data_dir is not None:
             self._open_storage(Path(data_dir), repair, integrity, disk_reserve_bytes)
 
@@ -248,8 +254,10 @@ class PartitionNode:
         self._carry_out(self.core.start_catch_up(self._repair_plan))
         self._repair_plan = None
         self._arm_timer()
+        self.input_guard.start(self._loop)
 
     async def close(self) -> None:
+        self.input_guard.stop()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -558,6 +566,7 @@ class PartitionNode:
             server_name=self.config.tls.server_name if self.config.tls is not None else None,
             # The native port listens on the host of ``address``: not for a separate peer listener.
             native=self.config.native and self.config.tls is None and target.peer_address is None,
+            connections=self.config.connections,
         )
         self._links[destination] = link
         if destination.dc in self._held_dcs:
@@ -668,6 +677,7 @@ class PartitionNode:
                 "native_refused": self.native_refused,
                 "admission_waits": self.admission_waits,
             },
+            "input": self.input_guard.stats(),
             "links": {
                 link.label: {
                     "address": link.address,
@@ -682,6 +692,8 @@ class PartitionNode:
                     "resent_messages": link.stats.resent_messages,
                     "connects": link.stats.connects,
                     "failures": link.stats.failures,
+                    "probes": link.stats.probes,
+                    "dead": link.stats.dead,
                 }
                 for link in self._links.values()
             },

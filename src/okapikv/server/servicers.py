@@ -205,7 +205,8 @@ class IncomingLink:
     Acknowledgements only let the sender forget messages it would otherwise resend after a broken
     stream, so they are coalesced (every ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each
     write costs far more than the few bytes it carries, and links carry a heartbeat every few
-    milliseconds.
+    milliseconds. A batch with no messages is the sender's liveness probe and is acknowledged at
+    once.
     """
 
     ACK_INTERVAL_S = 0.05
@@ -243,7 +244,8 @@ class IncomingLink:
         if acknowledged is None:
             raise LinkRefused(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
         self._unacknowledged += len(batch.messages)
-        if self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S:
+        if (self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S
+                or not batch.messages):  # a probe (``okapikv.server.liveness``): answer at once
             self._last_ack_time = now
             self._unacknowledged = 0
             return acknowledged

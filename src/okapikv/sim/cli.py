@@ -5,6 +5,10 @@ command that reproduces it), 2 on bad arguments. ``--clients`` is the total numb
 sessions, spread round-robin over the DCs. With ``--seeds``, ``--history`` may contain ``{seed}``
 to keep one history file per seed (without it, sweeps keep none).
 
+Counts: "workload operations" are the closed-loop clients' operations; the history the checkers
+judge also holds the convergence reads made after the heal (every key, in every DC), so a run's
+"checked N operations" is the sum of the two, which the sweep's line shows apart.
+
 Knobs without a command-line flag (WAN matrix, think time, workload mix, fault rates, RO-TX size...)
 are ``SimConfig`` fields: use ``okapikv.sim.run_simulation(SimConfig(...))`` from Python.
 """
@@ -16,7 +20,7 @@ import sys
 import time
 
 from okapikv.sim.config import SimConfig
-from okapikv.sim.runner import reproduce_command, run_simulation, summary_lines
+from okapikv.sim.runner import operation_counts, reproduce_command, run_simulation, summary_lines
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -70,11 +74,11 @@ def run_sim(args: argparse.Namespace) -> int:
             path = args.history.replace("{seed}", str(config.seed)) if "{seed}" in args.history else None
         outcome = run_simulation(config, history_path=path)
         result = outcome.result
-        operations = sum(result.operations.values())
+        issued, final = operation_counts(outcome)
         waits = sum(w.count for w in result.waits.values())
         status = "ok" if outcome.ok else f"FAIL ({len(outcome.anomalies)} anomalies)"
-        print(f"seed {config.seed}: {operations} ops, {waits} waits, {result.events} events, "
-              f"{result.wall_s:.1f} s: {status}", flush=True)
+        print(f"seed {config.seed}: {issued} workload ops + {final} convergence reads checked, {waits} waits, "
+              f"{result.events} events, {result.wall_s:.1f} s: {status}", flush=True)
         if not outcome.ok:
             for line in summary_lines(outcome, max_anomalies=3)[-5:]:
                 print(f"    {line}")

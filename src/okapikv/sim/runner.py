@@ -80,6 +80,16 @@ def reproduce_command(config: SimConfig) -> str:
     return command
 
 
+def operation_counts(outcome: RunOutcome) -> tuple[int, int]:
+    """(workload operations issued, convergence reads after the heal). The history the checkers
+    judge holds both: the first count is the workload's, the second ``final`` reads of every key
+    in every DC, so "checked N operations" is their sum."""
+    issued = sum(outcome.result.operations.values())
+    history = outcome.result.history
+    final = sum(1 for op in history.operations if op.final) if history is not None else 0
+    return issued, final
+
+
 def _ms(us: float) -> str:
     return f"{us / 1000:.2f}"
 
@@ -105,7 +115,9 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
     ]
     ops = ", ".join(f"{name} {count}" for name, count in sorted(result.operations.items()))
     done = ", ".join(f"{name} {count}" for name, count in sorted(result.completed.items()))
-    lines.append(f"operations: {ops} (completed: {done})")
+    issued, final = operation_counts(outcome)
+    lines.append(f"workload operations: {issued} issued ({ops}); with the {final} convergence reads after the "
+                 f"heal, {issued + final} completed ({done})")
     if result.waits:
         waits = ", ".join(
             f"{reason} {w.count} (mean {_ms(w.mean_us)} ms, max {_ms(w.max_us)} ms)"

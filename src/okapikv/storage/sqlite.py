@@ -378,7 +378,7 @@ class SqliteStore:
             ]
             raise DataDirError(
                 f"data directory {self.directory} belongs to another server: " + "; ".join(differences)
-                + ". Use another --data-dir (or --in-memory), or remove the directory to start empty"
+                + ". Give this server another data directory, or remove this one to start empty"
             )
         num_dcs = len(self.identity.dcs)
         state = self._meta("state", checksummed)

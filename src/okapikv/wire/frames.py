@@ -70,6 +70,17 @@ class FrameDecoder:
         """Bytes received and not yet part of a complete frame."""
         return len(self._buffer)
 
+    @property
+    def pending_bytes(self) -> int:
+        """What the incomplete frame takes once complete: its length prefix and announced length
+        once the prefix is in, else the bytes received so far (0: nothing pending). This is what a
+        partial frame counts against a server's input budget (``okapikv.server.budgets``)."""
+        buffer = self._buffer
+        if self._need_magic or len(buffer) < HEADER_BYTES:
+            return len(buffer)
+        length: int = _LENGTH.unpack_from(buffer, 0)[0]
+        return HEADER_BYTES + length
+
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data``; return the payloads of the frames it completes. Raises ``FrameError``."""
         buffer = self._buffer

@@ -1,0 +1,66 @@
+"""`okapi status` fits the terminal it is drawn on (issue 17, item 2): at 80 columns every line fits
+and every server's state (up / DOWN) is visible; on a wide terminal each DC's lag has its column."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from okapikv.cluster.status import Topology, build_table
+
+DCS = ("oregon", "virginia", "ireland")
+
+
+def _records() -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for index, dc in enumerate(DCS):
+        for partition in range(2):
+            address = f"127.0.0.1:{20100 + 2 * index + partition}"
+            if (dc, partition) == ("virginia", 1):
+                records.append({"dc": dc, "partition": partition, "address": address, "reachable": False,
+                                "error": "UNAVAILABLE: failed to connect to all addresses"})
+                continue
+            records.append({
+                "dc": dc, "partition": partition, "address": address, "reachable": True,
+                "links_down": ["virginia/1"] if (dc, partition) == ("ireland", 0) else [],
+                "operations_total": 1_234_567, "operations_per_s": 4321.0, "waits_total": 12, "wait_ms_total": 3.5,
+                "queue_messages": 17, "queue_bytes": 123_456, "versions": 98_765, "versions_collected": 54_321,
+                "stable_lag_ms": {"oregon": 71.2, "virginia": 104.9, "ireland": 80.0},
+            })
+    return records
+
+
+def _render(width: int, watching: bool) -> list[str]:
+    topology = Topology("okapi-local", "okapi", DCS, tuple((r["dc"], r["partition"], r["address"]) for r in _records()))
+    console = Console(file=io.StringIO(), width=width, color_system=None, legacy_windows=False)
+    console.print(build_table(topology, _records(), watching=watching))
+    output = console.file.getvalue()
+    assert isinstance(output, str)
+    return output.splitlines()
+
+
+@pytest.mark.parametrize("watching", [False, True])
+def test_status_fits_80_columns_with_every_state_visible(watching: bool) -> None:
+    lines = _render(80, watching)
+    too_wide = [line for line in lines if len(line) > 80]
+    assert not too_wide, "\n".join(lines)
+    text = "\n".join(lines)
+    for dc in DCS:
+        for partition in range(2):
+            row = next((line for line in lines if line.lstrip().startswith(f"{dc}/{partition} ")), None)
+            assert row is not None, f"no row for {dc}/{partition}:\n{text}"
+            state = "DOWN" if (dc, partition) == ("virginia", 1) else "up"
+            assert f" {state}" in row, f"{dc}/{partition} shows no {state}:\n{text}"
+    assert "up, links down" in text
+    assert "104.9" in text  # the worst lag of a server
+
+
+def test_a_wide_terminal_shows_each_dcs_lag() -> None:
+    lines = _render(200, watching=True)
+    text = "\n".join(lines)
+    assert all(f"lag {dc} ms" in text for dc in DCS), text
+    assert all(len(line) <= 200 for line in lines)
+    assert "127.0.0.1:20100" in text and "DOWN" in text
