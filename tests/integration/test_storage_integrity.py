@@ -8,7 +8,8 @@
 2. repair from replicas (3 DCs x 1 partition): a server whose WAL was cut, or whose disk was
    replaced by an empty one, restarted with --repair, reads back every acknowledged write that had
    reached a replica, its own included, and its new writes take timestamps above its old ones;
-3. a full disk (a 32 MiB tmpfs): writes fail with RESOURCE_EXHAUSTED "disk full" while the server
+3. `okapi up --repair` rebuilds a server's lost data directory the same way;
+4. a full disk (a 32 MiB tmpfs): writes fail with RESOURCE_EXHAUSTED "disk full" while the server
    stays up and serves reads, and a restart on the still-full disk fails at start with one line.
 """
 
@@ -21,6 +22,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,7 +30,10 @@ from pathlib import Path
 import grpc
 import pytest
 from durability_support import DurableCluster, durable_cluster, wait_for
+from integration_support import free_port_range
 
+from okapikv.client.sync import Client
+from okapikv.cluster.launcher import READY_LINE
 from okapikv.storage.integrity import meta_checksum
 from okapikv.wire import okapikv_pb2 as pb
 
@@ -322,3 +327,41 @@ def test_repair_needs_a_data_directory(stored: tuple[DurableCluster, Path, Path]
     command = [arg for arg in cluster.command("a", 0, "--repair") if arg not in in_memory]
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 2 and "--repair rebuilds a --data-dir" in result.stderr
+
+
+def test_okapi_up_repair_rebuilds_a_lost_data_directory(tmp_path: Path) -> None:
+    base = free_port_range(2)
+    up = [sys.executable, "-m", "okapikv.cli", "up", "--dcs", "a,b", "--partitions", "1", "--wan", "off",
+          "--base-port", str(base)]
+    environment = dict(os.environ, OKAPI_HOME=str(tmp_path))
+    first, second = f"127.0.0.1:{base}", f"127.0.0.1:{base + 1}"
+    with _launched(up, environment):
+        with Client(first, timeout_s=30) as client:
+            client.put("kept", "by b")
+        with Client(second, timeout_s=30) as client:
+            wait_for(lambda: client.get("kept") == b"by b", 30, "the write reaching b")
+    shutil.rmtree(tmp_path / "okapi-data" / "a-p0")  # a's disk is replaced by an empty one
+    with _launched([*up, "--repair"], environment), Client(first, timeout_s=30) as client:
+        assert client.get("kept") == b"by b"
+
+
+@contextlib.contextmanager
+def _launched(command: list[str], environment: dict[str, str]) -> Iterator[None]:
+    """`okapi up` until its ready line, stopped with SIGINT at the end."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+    try:
+        assert process.stdout is not None
+        output = []
+        deadline = time.monotonic() + 60
+        while READY_LINE not in output and time.monotonic() < deadline and process.poll() is None:
+            output.append(process.stdout.readline().rstrip("\n"))
+        assert READY_LINE in output, "\n".join(output)
+        yield
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
