@@ -260,6 +260,20 @@ def test_a_server_repairs_its_lost_data_from_its_replicas(tmp_path: Path, how: s
         wait_for(lambda: not (cluster.data_dir("a", 0) / "REPAIRING").exists(), 30, "the repair marker's removal")
 
 
+def test_an_empty_directory_started_without_repair_says_its_data_was_lost(tmp_path: Path) -> None:
+    with durable_cluster(tmp_path, ("a", "b"), 1, wan_ms=2) as cluster:
+        put_all(cluster, "a", range(20))
+        other = cluster.stub("b", 0)
+        wait_for(lambda: len(other.Scan(pb.ScanRequest(start=b"k-", end=b"k-~"), timeout=30).items) == 20, 30,
+                 "a's writes reaching b")
+        cluster.stop("a", 0, signal.SIGKILL)
+        shutil.rmtree(cluster.data_dir("a", 0))
+        cluster.start("a", 0)
+        cluster.wait_serving()
+        wait_for(lambda: "its data was lost. Restart it with --repair" in cluster.log_path("a", 0).read_text(), 30,
+                 "the data_lost error")
+
+
 # ====================================================================== a full disk
 
 

@@ -178,7 +178,7 @@ class TestCatchUp:
         batches = [s.message for s in effects if isinstance(s.message, ReplicateBatch)]
         sent = [u.timestamp for batch in batches for u in batch.updates]
         assert sent == stamps[1:]  # local versions only, above ``after``, in timestamp order
-        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock)
+        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock, pack(T0 + 50))
         assert all(s.destination == ServerId(1, 0) for s in effects)
 
     def test_a_restarted_requester_is_asked_back_but_not_a_replica_that_asked_back(self) -> None:
@@ -207,6 +207,16 @@ class TestCatchUp:
         assert server.vv[0] == pack(125) and server.catching_up == ()
         server.handle(Heartbeat(source, pack(130)), T0)
         assert server.vv[0] == pack(130)
+
+    def test_a_reply_lifts_a_clock_below_what_the_replica_holds_of_this_dc(self) -> None:
+        server = make(dc=0)  # an empty directory: no clock bound
+        request = sends(server.start_catch_up())[0].message
+        assert isinstance(request, CatchUpRequest)
+        server.handle(CatchUpReply(ServerId(1, 0), request.request_id, pack(5), pack(T0 + 900)), T0)
+        assert server.clock >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
+        reply = server.handle(PutRequest(1, b"k", b"v", fresh()), T0)[0]
+        assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
+        assert reply.reply.timestamp > pack(T0 + 900)  # never a timestamp the replica already holds
 
     def test_messages_from_non_replicas_are_ignored(self) -> None:
         server = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=2, num_partitions=2))
@@ -402,7 +412,7 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
     CatchUpRequest(ServerId(1, 0), 8, 0, False),
     CatchUpRequest(ServerId(1, 0), 9, 0, True, repair=True),
     CatchUpReply(ServerId(1, 0), 7, pack(123, 4)),
-    CatchUpReply(ServerId(1, 0), 7, pack(123, 4), RepairAnswer(pack(9), (1, 2, 3), (0, 0, 0), (4, 5, 6))),
+    CatchUpReply(ServerId(1, 0), 7, pack(123, 4), pack(9), RepairAnswer((1, 2, 3), (0, 0, 0), (4, 5, 6))),
     ReplicaProgress(ServerId(1, 0), (pack(1), 0, (1 << 64) - 1)),
     RepairBatch(ServerId(1, 0), 5, (Update(b"k", None, pack(3), 2, (1, 2, 3)), Update(b"j", b"v", pack(4), 0, None))),
 ], ids=lambda m: type(m).__name__)
@@ -525,8 +535,9 @@ class TestRepair:
         server.handle(RepairBatch(ServerId(1, 0), 1, (Update(b"k", b"mine", pack(T0 - 10), 0, None),)), T0)
         server.handle(RepairBatch(ServerId(1, 0), 99, (Update(b"x", b"not an answer", pack(T0 - 9), 0, None),)), T0)
         assert server.store.versions(b"old") == [] and server.store.versions(b"x") == []
-        answer = RepairAnswer(pack(T0 - 10), (0, 0), (0, 0), (0, 0))
-        effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), answer), T0))
+        answer = RepairAnswer((0, 0), (0, 0), (0, 0))
+        effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), pack(T0 - 10), answer),
+                                                  T0))
                    if not isinstance(s.message, Heartbeat)]
         assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
         batch = effects[0].message
@@ -541,9 +552,9 @@ class TestRepair:
         assert isinstance(first, CatchUpRequest) and first.repair
         again = sends(server.handle(CatchUpRequest(ServerId(1, 0), 1, 0, True), T0))[-1].message
         assert isinstance(again, CatchUpRequest) and again.repair and again.request_id != first.request_id
-        server.handle(CatchUpReply(ServerId(1, 0), first.request_id, 0, RepairAnswer(0, (0, 0), (0, 0), (0, 0))), T0)
+        server.handle(CatchUpReply(ServerId(1, 0), first.request_id, 0, 0, RepairAnswer((0, 0), (0, 0), (0, 0))), T0)
         assert server.repair_waiting == (1,)  # the stale answer does not count
-        server.handle(CatchUpReply(ServerId(1, 0), again.request_id, 0, RepairAnswer(0, (0, 0), (0, 0), (0, 0))), T0)
+        server.handle(CatchUpReply(ServerId(1, 0), again.request_id, 0, 0, RepairAnswer((0, 0), (0, 0), (0, 0))), T0)
         assert server.repair_waiting == () and server.repairing == "settling"
 
     def test_a_repair_answer_holds_every_version_of_every_dc(self) -> None:
@@ -556,4 +567,4 @@ class TestRepair:
                    for u in s.message.updates}
         assert updates == {b"own": 1, b"theirs": 0, b"third": 2}
         reply = next(s.message for s in effects if isinstance(s.message, CatchUpReply))
-        assert reply.repair is not None and reply.repair.origin_through == pack(T0 - 5)
+        assert reply.repair is not None and reply.origin_through == pack(T0 - 5)

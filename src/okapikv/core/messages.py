@@ -263,13 +263,10 @@ class RepairBatch:
 
 @message
 class RepairAnswer:
-    """What a replica tells a server it sent everything to (a repair): ``origin_through``, its
-    ``vv`` entry for that server's DC (every timestamp of that DC it holds is at or below it: the
-    repaired clock restarts above), and its ``stable``, ``horizon`` and ``gsv`` at the answer (the
-    repaired server serves only once its own stable vector reaches them: the versions the replica
-    collected were superseded by versions visible there)."""
+    """What a replica tells a server it sent everything to (a repair): its ``stable``, ``horizon``
+    and ``gsv`` at the answer (the repaired server serves only once its own stable vector reaches
+    them: the versions the replica collected were superseded by versions visible there)."""
 
-    origin_through: int
     stable: Vector
     horizon: Vector
     gsv: Vector
@@ -280,11 +277,17 @@ class CatchUpReply:
     """End of a catch-up answer. The ``ReplicateBatch`` messages before it on the same FIFO link hold
     every update of the sender's DC above the request's ``after`` that the sender still keeps (GC
     only drops versions every replica durably has); ``through`` is the sender's clock: no update of
-    its DC at or below it is missing any more."""
+    its DC at or below it is missing any more.
+
+    ``origin_through`` is the sender's ``vv`` entry for the requester's DC: every timestamp of that
+    DC it holds (updates, heartbeat promises) is at or below it, so the requester's clock must be
+    above it before it issues one (a server that lost its clock bound with its disk would otherwise
+    reissue timestamps, which the replica would take for duplicates and drop)."""
 
     source: ServerId
     request_id: int
     through: int
+    origin_through: int = 0
     repair: RepairAnswer | None = None
 
 

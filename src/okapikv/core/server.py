@@ -821,8 +821,8 @@ class PartitionServer:
                 Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
                 for start in range(0, len(updates), CATCH_UP_BATCH)
             ]
-        answer = RepairAnswer(self.vv[source.dc], self.stable, self.horizon, self.gsv) if message.repair else None
-        effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc], answer)))
+        answer = RepairAnswer(self.stable, self.horizon, self.gsv) if message.repair else None
+        effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc], self.vv[source.dc], answer)))
         self.stats.catch_up_updates_sent += len(updates)
         return effects
 
@@ -854,13 +854,18 @@ class PartitionServer:
         if self._catching_up.get(source.dc) == message.request_id:
             del self._catching_up[source.dc]
         self.stats.catch_up_replies_received += 1
+        self.stats.replica_knows_clock = max(self.stats.replica_knows_clock, message.origin_through)
         repairing = self._repair
+        if repairing is None and message.origin_through > self.vv[self.dc]:
+            # Only a server that lost its clock bound gets here (else the bound is above): never
+            # issue a timestamp a replica already holds. (A repair raises it once every answer is in.)
+            self.vv[self.dc] = message.origin_through
         answer = message.repair
         if (repairing is None or answer is None or repairing.waiting.get(source.dc) != message.request_id
                 or any(len(vector) != self.num_dcs for vector in (answer.stable, answer.horizon, answer.gsv))):
             return []
         del repairing.waiting[source.dc]
-        repairing.origin_through = max(repairing.origin_through, answer.origin_through)
+        repairing.origin_through = max(repairing.origin_through, message.origin_through)
         repairing.threshold = merge_max(repairing.threshold, merge_max(answer.stable, answer.horizon))
         repairing.gsvs.append(answer.gsv)
         return [] if repairing.waiting else self._end_repair_fetch()

@@ -56,6 +56,7 @@ class ServerStats:
     repair_local_received: int = 0  # this DC's versions a repair got back from the replicas
     repair_local_kept: int = 0  # salvaged local versions no replica held
     repairs_completed: int = 0
+    replica_knows_clock: int = 0  # the highest timestamp of this DC a catch-up reply said a replica holds
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -87,6 +88,7 @@ class ServerStats:
             "repair_local_received": self.repair_local_received,
             "repair_local_kept": self.repair_local_kept,
             "repairs_completed": self.repairs_completed,
+            "replica_knows_clock": self.replica_knows_clock,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
         }

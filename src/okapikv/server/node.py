@@ -191,6 +191,7 @@ class PartitionNode:
         self._repair_plan: Repair | None = None
         self._repair_logged = True
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
+        self._fresh_start = False  # an empty data directory, started without --repair
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
@@ -223,6 +224,7 @@ class PartitionNode:
         if store.migrated_versions is not None:
             log.warning("%s: migrated %s to data format 2: %d version(s) checksummed as they stood", self.label,
                         store.path, store.migrated_versions, extra={"event": "data_migrated"})
+        self._fresh_start = store.fresh and recovered.repair is None
         if recovered.repair is None:
             log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
                      recovered.keys, directory)
@@ -610,6 +612,13 @@ class PartitionNode:
             log.exception("%s: the core failed in on_timer", self.label)
         else:
             self._carry_out(effects)
+        if self._fresh_start and (self.core.stats.replica_knows_clock or not self.core.catching_up):
+            self._fresh_start = False
+            if self.core.stats.replica_knows_clock:
+                log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
+                          "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
+                          "(docs/operations.md)", self.label,
+                          describe_timestamp(self.core.stats.replica_knows_clock), extra={"event": "data_lost"})
         if not self._repair_logged and self.core.repairing is None:
             self._repair_logged = True
             if self._committer is not None:

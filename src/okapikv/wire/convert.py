@@ -378,9 +378,9 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         reply_end = result.catch_up_reply
         reply_end.request_id = message.request_id
         reply_end.through = message.through
+        reply_end.origin_through = message.origin_through
         if message.repair is not None:
             answer = reply_end.repair
-            answer.origin_through = message.repair.origin_through
             _fill_vector(answer.stable, message.repair.stable)
             _fill_vector(answer.horizon, message.repair.horizon)
             _fill_vector(answer.gsv, message.repair.gsv)
@@ -506,9 +506,8 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         answer = None
         if reply_end.HasField("repair"):
             repair = reply_end.repair
-            answer = RepairAnswer(repair.origin_through, _vector(repair.stable), _vector(repair.horizon),
-                                  _vector(repair.gsv))
-        return CatchUpReply(source, reply_end.request_id, reply_end.through, answer)
+            answer = RepairAnswer(_vector(repair.stable), _vector(repair.horizon), _vector(repair.gsv))
+        return CatchUpReply(source, reply_end.request_id, reply_end.through, reply_end.origin_through, answer)
     if kind == "replica_progress":
         return ReplicaProgress(source, _vector(message.replica_progress.vv))
     return None

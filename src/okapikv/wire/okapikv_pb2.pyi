@@ -415,26 +415,26 @@ class RepairBatch(_message.Message):
     def __init__(self, request_id: _Optional[int] = ..., updates: _Optional[_Iterable[_Union[Update, _Mapping]]] = ...) -> None: ...
 
 class RepairAnswer(_message.Message):
-    __slots__ = ("origin_through", "stable", "horizon", "gsv")
-    ORIGIN_THROUGH_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("stable", "horizon", "gsv")
     STABLE_FIELD_NUMBER: _ClassVar[int]
     HORIZON_FIELD_NUMBER: _ClassVar[int]
     GSV_FIELD_NUMBER: _ClassVar[int]
-    origin_through: int
     stable: Vector
     horizon: Vector
     gsv: Vector
-    def __init__(self, origin_through: _Optional[int] = ..., stable: _Optional[_Union[Vector, _Mapping]] = ..., horizon: _Optional[_Union[Vector, _Mapping]] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
+    def __init__(self, stable: _Optional[_Union[Vector, _Mapping]] = ..., horizon: _Optional[_Union[Vector, _Mapping]] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class CatchUpReply(_message.Message):
-    __slots__ = ("request_id", "through", "repair")
+    __slots__ = ("request_id", "through", "repair", "origin_through")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     THROUGH_FIELD_NUMBER: _ClassVar[int]
     REPAIR_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_THROUGH_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     through: int
     repair: RepairAnswer
-    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ..., repair: _Optional[_Union[RepairAnswer, _Mapping]] = ...) -> None: ...
+    origin_through: int
+    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ..., repair: _Optional[_Union[RepairAnswer, _Mapping]] = ..., origin_through: _Optional[int] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("vv",)
