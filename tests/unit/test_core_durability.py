@@ -260,6 +260,26 @@ class TestReplicatedFloor:
         server.on_timer(T0 + 100_000)
         assert len(server.store.versions(b"k")) == 1
 
+    @pytest.mark.parametrize("protocol", ["cure", "gentlerain"])
+    def test_a_remote_tombstone_stays_until_every_other_replica_has_it(self, protocol: str) -> None:
+        """Else a repair of its origin (a lost disk) could not give it to a replica that lacks it."""
+        server = make(dc=0, num_dcs=3, protocol=protocol, gc_interval_us=1_000)
+        old, gone = pack(T0 + 5), pack(T0 + 10)
+        server.handle(ReplicateBatch(ServerId(1, 0), (Update(b"k", b"old", old, 1, (0, old, 0)),
+                                                      Update(b"k", None, gone, 1, (0, gone, 0)))), T0)
+        top = pack(T0 + 10_000)
+        server.vv = [top, top, top]
+        server.stable = server.horizon = (top, top, top)
+        server.handle(ReplicaProgress(ServerId(1, 0), (top, top, top)), T0)
+        server.handle(ReplicaProgress(ServerId(2, 0), (top, pack(T0 + 9), top)), T0)  # DC 2 lacks it
+        for step in range(1, 40):
+            server.on_timer(T0 + 20_000 + 1_000 * step)
+        assert [v.value for v in server.store.versions(b"k")] == [None]  # the old version went, not the tombstone
+        server.handle(ReplicaProgress(ServerId(2, 0), (top, top, top)), T0)
+        for step in range(40, 80):
+            server.on_timer(T0 + 20_000 + 1_000 * step)
+        assert server.store.versions(b"k") == []
+
     def test_progress_is_sent_when_it_moved_and_only_without_a_usv(self) -> None:
         server = make(dc=0, protocol="cure", gc_interval_us=1_000)
         assert not [s for s in sends(server.on_timer(T0)) if isinstance(s.message, ReplicaProgress)]

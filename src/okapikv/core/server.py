@@ -217,8 +217,9 @@ class PartitionServer:
         # catch-up: source DC -> id of the latest CatchUpRequest sent to it and not answered yet
         self._catching_up: dict[int, int] = {}
         self._next_catch_up_id = 0  # as ``_next_tx_id``
-        # the latest vv entry for this DC that each replica reported (ReplicaProgress)
+        # the latest vv entry for this DC that each replica reported (ReplicaProgress), and its vector
         self._peer_progress: dict[int, int] = {}
+        self._peer_vectors: dict[int, Vector] = {}
         self._progress_sent: dict[int, int] = {}
         self._gc_floor = 0
         self._repair: _Repairing | None = None
@@ -943,6 +944,8 @@ class PartitionServer:
             received = message.vv[self.dc]
             if received > self._peer_progress.get(source.dc, 0):
                 self._peer_progress[source.dc] = received
+            previous = self._peer_vectors.get(source.dc)
+            self._peer_vectors[source.dc] = message.vv if previous is None else merge_max(previous, message.vv)
         return []
 
     def _replicated_floor(self) -> int:
@@ -1107,8 +1110,23 @@ class PartitionServer:
         """No version ordered below ``version`` can still arrive: every replica's FIFO stream (and
         the local clock) is past its timestamp. Only then may a tombstone be dropped; otherwise a
         late concurrent write with a smaller timestamp would become the newest version here, while
-        the replicas that kept the tombstone keep the key deleted (divergence)."""
-        return version.timestamp <= min(self.vv)
+        the replicas that kept the tombstone keep the key deleted (divergence).
+
+        And a remote tombstone stays until every other replica has it too. Under Okapi its
+        universal visibility already says so (the USV); the other protocols' stable vectors speak
+        for their own DC only, so their replicas' ``ReplicaProgress`` vectors must. Why: the origin
+        keeps its tombstone until every replica has it (``_replicated_floor``), but an origin that
+        loses its disk is repaired from its replicas' stores (``_catch_up_answer``), and a replica
+        that lacked the tombstone would otherwise never get it."""
+        timestamp = version.timestamp
+        if timestamp > min(self.vv):
+            return False
+        source = version.source_dc
+        if self.protocol.uses_usv or source == self.dc:
+            return True
+        vectors = self._peer_vectors
+        return all(peer.dc == source or (peer.dc in vectors and vectors[peer.dc][source] >= timestamp)
+                   for peer in self.peers)
 
     def _universally_visible(self, version: Version) -> bool:
         """Visible in every snapshot at or above the horizon, and to every GET here; and at or below
