@@ -851,14 +851,16 @@ class Simulation:
         self._timed(length_us, restart)
 
     def _replicated_somewhere(self, index: int) -> bool:
-        """Whether every version server ``index`` wrote has reached one of its replicas (so losing its
-        disk loses nothing a repair cannot bring back)."""
+        """Whether losing server ``index``'s disk loses nothing a repair can not bring back: every
+        version it wrote has reached one of its replicas, and none of them is down or repairing
+        (their disk may hold the only other copy of a version, lost too if theirs is lost)."""
         server = self.servers[index]
         dc, partition = server.dc, index % self.num_partitions
         newest = max((version.timestamp for _, version in server.store.written_by(dc, 0)), default=0)
-        replicas = [self.servers[other * self.num_partitions + partition] for other in range(self.config.num_dcs)
-                    if other != dc]
-        return any(replica.vv[dc] >= newest for replica in replicas)
+        others = [other * self.num_partitions + partition for other in range(self.config.num_dcs) if other != dc]
+        if any(self.down[other] or self.servers[other].repairing is not None for other in others):
+            return False
+        return any(self.servers[other].vv[dc] >= newest for other in others)
 
     def _hold(self, index: int, message: Message) -> None:
         """A message for a paused server waits in its inbox. One for a crashed server: a client's
