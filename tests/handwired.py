@@ -1,8 +1,8 @@
 """Partition servers of one DC wired together by hand, synchronously (unit and property tests only).
 
 Every ``Send`` to a partition of the same DC is delivered at once, at the current time, so a request
-either gets its reply inside ``request`` or is parked by the core (a Cure/GentleRain wait, an HLC
-overflow); ``request`` then advances time to the earliest ``next_deadline`` and runs every server's
+either gets its reply inside ``request`` or is parked by the core (a Cure/GentleRain wait);
+``request`` then advances time to the earliest ``next_deadline`` and runs every server's
 timer until the reply comes. Sends to other DCs are kept in ``outbound`` for the test to look at.
 
 This is deliberately smaller than ``tests/harness.py`` (no delays, no skew, one DC): it exists to
@@ -12,7 +12,7 @@ state single-DC semantics and to back the hypothesis state machine.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from okapikv.core.config import CoreConfig
@@ -25,8 +25,10 @@ from okapikv.core.messages import (
     PutRequest,
     ReadTxRequest,
     Respond,
+    ScanReply,
     ScanRequest,
     Send,
+    SnapshotRef,
     SwapRequest,
 )
 from okapikv.core.partitioning import partition_of
@@ -151,7 +153,28 @@ class HandWiredDC:
         limit: int | None = None,
         coordinator: int = 0,
         session: ClientSession | None = None,
+        snapshot: SnapshotRef | None = None,
     ) -> ClientReply:
         current = (session or self.session).current
-        request = ScanRequest(self.next_request_id(), start, end, limit, current)
+        request = ScanRequest(self.next_request_id(), start, end, limit, current, snapshot)
         return self.send(request, coordinator, session=session)
+
+    def scan_pages(
+        self, start: bytes, end: bytes, limit: int | None = None, coordinator: int = 0,
+        between: Callable[[], None] | None = None,
+    ) -> list[ScanReply]:
+        """A whole SCAN as a client pages it: each reply's ``resume`` and ``snapshot`` make the next
+        request, until a reply has none (``between`` runs between pages). Every reply, in order."""
+        pages: list[ScanReply] = []
+        snapshot: SnapshotRef | None = None
+        while True:
+            reply = self.scan(start, end, limit, coordinator, snapshot=snapshot)
+            assert isinstance(reply, ScanReply), reply
+            pages.append(reply)
+            if reply.resume is None:
+                return pages
+            start, snapshot = reply.resume, reply.snapshot
+            if limit is not None:
+                limit -= len(reply.items)
+            if between is not None:
+                between()

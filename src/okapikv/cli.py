@@ -45,6 +45,10 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "writes or is empty rebuilds it from its replicas (docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
+    p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,
+                   help="serve the Redis protocol (RESP2/RESP3) on every server (default: on; --no-resp: off)")
+    p.add_argument("--resp-base-port", type=int, default=None,
+                   help="RESP ports are consecutive from this one (default: right after the servers' ports)")
     p.add_argument("--log-format", choices=["text", "json"], default=None, help="server log lines as text or JSON")
     p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM) that signs every certificate")
     p.add_argument("--tls-cert", default=None, help="TLS: server certificate (PEM; serverAuth and clientAuth)")
@@ -133,6 +137,12 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="spread fixed clock offsets over [0, X] ms across the servers")
+    p.add_argument("--clock-jumps", action="store_true",
+                   help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
+                        "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
+                   help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
+                        "completes, every write becomes visible in every DC, within bounds)")
     p.add_argument("--history", default=None, metavar="FILE",
                    help="write the history (JSON lines) to FILE, for `okapi check FILE`; sweeps: FILE with {seed}")
     p.set_defaults(target="okapikv.sim.cli:run_sim")
@@ -167,8 +177,8 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     # One line per flag; what each suite runs and why is in the README's "Benchmarks" section.
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
-    p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling"],
-                   help="run a whole suite (README, Benchmarks): course, paper, fast or scaling")
+    p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling", "resp"],
+                   help="run a whole suite (README, Benchmarks): course, paper, fast, scaling or resp")
     p.add_argument("--workload", default="a",
                    help="without --suite: YCSB a-f, rotx (RO-TX + PUT), or memory (server RSS per key)")
     p.add_argument("--protocols", default=None,

@@ -50,7 +50,8 @@ class Cluster:
         if base_port is not None:
             attempts = 1
         for attempt in range(attempts):
-            self.base_port = base_port if base_port is not None else free_base_port(len(self.dcs) * self.partitions)
+            # the servers' ports and, right after them, their RESP ports (`okapi up`'s default)
+            self.base_port = base_port if base_port is not None else free_base_port(2 * len(self.dcs) * self.partitions)
             if self._start_once():
                 return
             self.stop()

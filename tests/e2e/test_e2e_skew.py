@@ -42,7 +42,7 @@ SESSION_DC = DCS[-1]
 ROUNDS = 40
 #: The only wait an Okapi server may record here: a snapshot read retried because a slice found its
 #: versions garbage-collected (or a slice timed out), which is about GC and failures, not clocks.
-#: Every other reason (put_dependency, clock_tick, tx_clock, tx_stable, hlc_overflow) is a clock wait.
+#: Every other reason (put_dependency, clock_tick, tx_clock, tx_stable) is a clock wait.
 NON_CLOCK_WAIT_REASONS = frozenset({"snapshot_retry"})
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -23,8 +25,10 @@ from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.ports import free_port_block
 from okapikv.core.partitioning import partition_of
+from okapikv.wire import encoding
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.frames import MAGIC, FrameDecoder, encode_frame
 
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 5.0
@@ -199,3 +203,57 @@ def keys_for_each_partition(partitions: int, prefix: str = "key") -> list[bytes]
 def get_value(cluster: RunningCluster, dc: int, key: bytes) -> bytes | None:
     reply = cluster.stub_for_key(dc, key).Get(pb.GetRequest(key=key), timeout=5)
     return reply.value if reply.found else None
+
+
+#: PUTs per frame of ``bulk_put``: large frames, so the servers spend their time storing, not framing.
+BULK_BATCH = 2_000
+
+
+def bulk_put(cluster: RunningCluster, dc: str | int, pairs: Sequence[tuple[bytes, bytes]],
+             timeout_s: float = 120.0) -> None:
+    """Store ``pairs`` fast: for each partition of ``dc``, every PUT of its keys goes in large frames
+    over one native connection (empty sessions, so nothing waits), written by a thread while this
+    one reads the results; raises if any PUT failed or the results do not come within ``timeout_s``."""
+    partitions = cluster.config.partitions
+    by_partition: list[list[tuple[bytes, bytes]]] = [[] for _ in range(partitions)]
+    for key, value in pairs:
+        by_partition[partition_of(key, partitions)].append((key, value))
+    session = encoding.session_field(b"")
+    deadline = time.monotonic() + timeout_s
+    failures: list[str] = []
+
+    def load(partition: int, items: list[tuple[bytes, bytes]]) -> None:
+        info = cluster.stub(dc, partition).ClusterInfo(pb.ClusterInfoRequest(), timeout=10)
+        host = cluster.address(dc, partition).rpartition(":")[0]
+        frames = [MAGIC]
+        for first in range(0, len(items), BULK_BATCH):
+            frames.append(encode_frame(b"".join(
+                encoding.batch_element(encoding.operation(first + index + 1, b"\x1a", encoding.write_request(
+                    key, value, session)))
+                for index, (key, value) in enumerate(items[first : first + BULK_BATCH]))))
+        with socket.create_connection((host, info.native_port), timeout=timeout_s) as connection:
+            writer = threading.Thread(target=connection.sendall, args=(b"".join(frames),), daemon=True)
+            writer.start()
+            decoder = FrameDecoder()
+            answered = 0
+            while answered < len(items) and time.monotonic() < deadline:
+                chunk = connection.recv(1 << 20)
+                if not chunk:
+                    break
+                for frame in decoder.feed(chunk):
+                    for result in pb.ResultBatch.FromString(frame).results:
+                        answered += 1
+                        if result.WhichOneof("result") != "put":
+                            failures.append(f"partition {partition}: {result}")
+            writer.join(timeout=max(deadline - time.monotonic(), 0.1))
+        if answered < len(items):
+            failures.append(f"partition {partition}: {answered} of {len(items)} PUTs answered")
+
+    threads = [threading.Thread(target=load, args=(partition, items), daemon=True)
+               for partition, items in enumerate(by_partition)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(deadline - time.monotonic(), 0.1))
+    assert not failures, failures[:5]
+    assert not any(thread.is_alive() for thread in threads), f"bulk load not done within {timeout_s} s"

@@ -170,7 +170,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 
 def test_okapi_up_keeps_data_across_restarts_unless_in_memory(tmp_path: Path) -> None:
-    base = free_port_range(1)
+    base = free_port_range(2)  # the server's port and its RESP port
     address = f"127.0.0.1:{base}"
     process = _okapi_up(tmp_path, base)
     try:

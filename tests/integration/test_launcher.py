@@ -36,11 +36,12 @@ def test_print_config_loads_back(tmp_path: Path) -> None:
     assert [s.address for s in config.servers] == [f"127.0.0.1:{9000 + i}" for i in range(9)]
     assert [s.clock_skew_ms for s in config.servers] == [0.75 * i for i in range(9)]
     assert config.delay_ms(0, 1) == 35.0 and config.delay_ms(2, 0) == 50.0
+    assert "max_clock_offset_ms = 500.0" in result.stdout.splitlines() and config.max_clock_offset_ms == 500.0
     assert not (tmp_path / "cluster.toml").exists()  # printing starts nothing and writes nothing
 
 
 def test_up_reports_ready_and_stops_every_server_on_sigint(tmp_path: Path) -> None:
-    base = free_port_range(2)
+    base = free_port_range(4)  # two servers and their RESP ports
     launcher = Launcher([*OKAPI, "up", "--dcs", "east,west", "--partitions", "1", "--wan-ms", "2",
                          "--base-port", str(base)], tmp_path)
     process = launcher.process
@@ -132,7 +133,8 @@ def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> 
     a second cluster that does start (in memory) leaves it alone too and says where its own is."""
     home, workdir = tmp_path / "home", tmp_path / "work"
     workdir.mkdir()
-    first_port, second_port, third_port = free_port_range(1), free_port_range(1), free_port_range(1)
+    # each cluster: its server's port and its RESP port
+    first_port, second_port, third_port = free_port_range(2), free_port_range(2), free_port_range(2)
     first = _start_up(home, workdir, first_port)
     try:
         failed = subprocess.run([*OKAPI, "up", "--dcs", "solo", "--partitions", "1", "--wan", "off",
@@ -160,7 +162,7 @@ def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> 
 
 
 def test_stopped_counts_only_the_servers_that_were_running(tmp_path: Path) -> None:
-    launcher = _start_up(tmp_path, tmp_path, free_port_range(1), "--in-memory")
+    launcher = _start_up(tmp_path, tmp_path, free_port_range(2), "--in-memory")  # with its RESP port
     process = launcher.process
     try:
         server = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])

@@ -321,7 +321,7 @@ def test_okapi_up_client_and_status_with_tls(pki: Pki, tmp_path: Path) -> None:
     `okapi client` and `okapi status` find the TLS identity in the local cluster's config."""
     okapi = [sys.executable, "-m", "okapikv.cli"]
     environment = dict(os.environ, OKAPI_HOME=str(tmp_path), PYTHONUNBUFFERED="1")
-    base = free_port_range(2)
+    base = free_port_range(4)  # two servers and their RESP ports
     launcher = subprocess.Popen(
         [*okapi, "up", "--dcs", "a,b", "--partitions", "1", "--wan", "off", "--base-port", str(base),
          "--metrics-base-port", str(free_port_range(2)), "--tls-ca", str(pki.ca.path),

@@ -1,4 +1,4 @@
-"""Deliberately broken protocol variants, registered only by the tests that import this module.
+"""Deliberately broken protocol variants (and servers), registered only by the tests that import this module.
 
 ``okapi-eager``: Okapi whose remote versions are visible as soon as they arrive, to GETs and to
 snapshots, without waiting for the USV to cover them (no stabilization gate). A reader can then see
@@ -8,9 +8,12 @@ checkers must catch it within a few seeds.
 
 from __future__ import annotations
 
+from okapikv.core.config import CoreConfig
+from okapikv.core.messages import CatchUpReply, Heartbeat, ReplicateBatch
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import register
 from okapikv.core.protocols.okapi import Okapi
+from okapikv.core.server import ALL_TIMESTAMPS, PartitionServer
 from okapikv.core.vectors import Vector
 
 
@@ -25,3 +28,21 @@ class EagerOkapi(Okapi):
         if version.source_dc != self.dc:
             return True
         return super().visible_in_snapshot(version, snapshot)
+
+
+class UnboundedClockServer(PartitionServer):
+    """A partition server with the maximum clock offset switched off: it takes any session and any
+    snapshot, however far ahead of its clock, and adopts peers' watermarks as they come. One clock
+    far ahead then drags every HLC ahead with it (issue 16, failure 1): the simulator's clock
+    faults (``SimConfig.clock_jumps``) must catch it within a few seeds."""
+
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__(config)
+        self._guard_sessions = False
+
+    def _ceiling(self, now_us: int) -> int:
+        return ALL_TIMESTAMPS
+
+    def _watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
+                   now_us: int) -> int:
+        return timestamp

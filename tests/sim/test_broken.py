@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import broken_protocols  # noqa: F401  (registers okapi-eager)
 import pytest
+from broken_protocols import UnboundedClockServer  # (and registers okapi-eager)
 
 from okapikv.sim import SimConfig, reproduce_command, run_simulation
 
@@ -31,3 +31,21 @@ def test_the_correct_protocol_passes_the_same_seeds() -> None:
     for seed in range(1, 4):
         outcome = run_simulation(SimConfig(seed=seed, num_partitions=2, num_clients=6, duration_s=0.5, faults=True))
         assert outcome.ok, [str(a) for a in outcome.anomalies[:3]]
+
+
+def test_the_sweep_catches_a_server_without_the_clock_offset_bound() -> None:
+    """The CI sweep's settings (clock jumps, liveness after the heal) with every server taking any
+    timestamp, however far ahead of its clock (``broken_protocols.UnboundedClockServer``): a clock an
+    hour ahead drags the others' HLCs (``ClockDragged``) and remote visibility stalls (issue 16,
+    failure 1). The correct server passes the same seeds (``test_sweep``)."""
+    caught: dict[int, set[str]] = {}
+    for seed in range(1, 9):
+        config = SimConfig(seed=seed, num_partitions=3, num_clients=6, duration_s=0.5, faults=True,
+                           clock_skew_ms=10, rotx_partitions=1 + seed % 3, clock_jumps=True, liveness_s=0.25)
+        outcome = run_simulation(config, server_factory=UnboundedClockServer)
+        names = {a.name for a in outcome.anomalies}
+        if names:
+            caught[seed] = names
+    assert len(caught) >= 3, f"the unbounded clock escaped the sweep: caught only in seeds {sorted(caught)}"
+    assert all("ClockDragged" in names for names in caught.values())
+    assert any("VisibilityStalled" in names for names in caught.values())

@@ -35,9 +35,18 @@ def test_a_failing_sweep_exits_1_and_prints_the_reproduction(capsys: pytest.Capt
     assert "4 seeds in" in out
 
 
+def test_clock_jumps_and_the_liveness_phase_have_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", *SMALL, "--seed", "3", "--faults", "--clock-jumps", "--liveness-s", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "clock jumps, 0.2 s after the heal checked for liveness" in out and "liveness" in out
+    assert "no anomalies" in out
+
+
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "--protocol", "nope"]) == 2
     assert main(["sim", "--seeds", "5..2"]) == 2
+    assert main(["sim", "--clock-skew-ms", "600"]) == 2  # beyond the maximum clock offset
+    assert main(["sim", "--liveness-s", "-1"]) == 2
     assert "okapi sim:" in capsys.readouterr().err
 
 

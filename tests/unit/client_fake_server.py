@@ -52,6 +52,16 @@ class FakeState:
         self.clock = 0
         self.stable: tuple[int, ...] = (0,) * len(DC_NAMES)
         self.hang = False  # when True, operations never answer (to test the client's timeout)
+        # SCAN paging as the real servers do it: at most ``scan_page`` pairs a reply (0: no cap), the
+        # first page's data kept as its snapshot, which later pages read (``snapshots``); the next
+        # ``expire_pages`` later pages are answered ABORTED (their snapshot is gone); the next
+        # ``overloaded`` snapshot reads are refused for load; ``after_page`` runs after each page.
+        self.scan_page = 0
+        self.snapshots: list[dict[bytes, tuple[bytes, int]]] = []
+        self.expire_pages = 0
+        self.overloaded = 0
+        self.after_page: Any = None
+        self.max_read_keys = 0
 
 
 class FakeKeyValue(pb_grpc.KeyValueServicer):
@@ -118,16 +128,43 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
         if request.start > request.end:
             raise _Invalid("scan start is after its end")
         self._record("scan", request.start, request.session)
-        keys = sorted(k for k in self.state.data if request.start <= k <= request.end)
-        if request.limit:
-            keys = keys[: request.limit]
-        items = [pb.KeyValuePair(key=k, value=self.state.data[k][0]) for k in keys]
-        return pb.ScanResponse(items=items, session=self._session(request.session, 0))
+        self._refuse_for_load()
+        state = self.state
+        if request.HasField("snapshot"):
+            if state.expire_pages:
+                state.expire_pages -= 1
+                raise _Refused("ABORTED", "the scan's snapshot fell below the garbage-collection horizon; start over")
+            number = request.snapshot.vector[0]
+            data = state.snapshots[number]
+        else:
+            data = dict(state.data)
+            number = len(state.snapshots)
+            state.snapshots.append(data)
+        keys = sorted(k for k in data if request.start <= k <= request.end)
+        cap = min(filter(None, (request.limit, state.scan_page)), default=0)
+        more = bool(cap) and len(keys) > cap
+        if cap:
+            keys = keys[:cap]
+        response = pb.ScanResponse(items=[pb.KeyValuePair(key=k, value=data[k][0]) for k in keys],
+                                   session=self._session(request.session, 0))
+        if more and not (request.limit and len(keys) >= request.limit):
+            response.resume = keys[-1] + b"\x00"
+            response.snapshot.dc = 0
+            response.snapshot.vector.extend([number, 0])
+        if state.after_page is not None:
+            state.after_page()
+        return response
+
+    def _refuse_for_load(self) -> None:
+        if self.state.overloaded:
+            self.state.overloaded -= 1
+            raise _Refused("RESOURCE_EXHAUSTED", "overloaded: this server already coordinates 2 snapshot reads")
 
     def do_read_tx(self, request: pb.ReadTxRequest) -> pb.ReadTxResponse:
         if len(set(request.keys)) != len(request.keys):
             raise _Invalid("duplicate keys in a transaction")
         self._record("read_tx", b",".join(request.keys), request.session)
+        self._refuse_for_load()
         values = []
         newest = 0
         for key in request.keys:
@@ -146,6 +183,8 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
             return handler(request)
         except _Invalid as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except _Refused as error:
+            await context.abort(getattr(grpc.StatusCode, error.code), error.message)
 
     async def Get(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC method names
         return await self._unary(self.do_get, request, context)
@@ -172,7 +211,8 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
         return pb.ClusterInfoResponse(
             cluster_id="fake", dc_names=list(DC_NAMES), num_partitions=self.state.num_partitions,
             protocol="fake", dc=0, partition=self.partition, servers=servers,
-            max_key_bytes=64, max_value_bytes=1 << 20, max_message_bytes=4 << 20)
+            max_key_bytes=64, max_value_bytes=1 << 20, max_message_bytes=4 << 20,
+            max_read_keys=self.state.max_read_keys)
 
     async def Stats(self, request: Any, context: Any) -> Any:  # noqa: N802
         return pb.StatsResponse(json=f'{{"partition": {self.partition}}}')
@@ -197,6 +237,9 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
                 except _Invalid as error:
                     result.error.code = "INVALID_ARGUMENT"
                     result.error.message = str(error)
+                except _Refused as error:
+                    result.error.code = error.code
+                    result.error.message = error.message
                 results.append(result)
             # Answer in reverse order: the client must match results by id, not by position.
             yield pb.ResultBatch(results=results[::-1])
@@ -204,6 +247,15 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
 
 class _Invalid(Exception):
     pass
+
+
+class _Refused(Exception):
+    """A refusal with another status (``code``: its gRPC name)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
 
 
 class FakeCluster:

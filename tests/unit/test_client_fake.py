@@ -17,6 +17,7 @@ import time
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
+import grpc
 import pytest
 from client_fake_server import FakeCluster
 
@@ -565,3 +566,14 @@ def test_okapi_client_process_answers_line_by_line(fake: FakeCluster) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_out_of_range_is_the_clock_offset_error_and_is_final() -> None:
+    # The core refuses a session further ahead of its clock than the maximum offset with
+    # OUT_OF_RANGE: a distinct error the caller sees at once, not a retry until the timeout.
+    from okapikv.client.retry import RetryableError, classify
+    from okapikv.errors import ClockOffsetExceeded
+
+    error = classify(grpc.StatusCode.OUT_OF_RANGE, "the session depends on a timestamp 3600000.0 ms ahead")
+    assert isinstance(error, ClockOffsetExceeded) and not isinstance(error, RetryableError)
+    assert "3600000.0 ms ahead" in str(error)

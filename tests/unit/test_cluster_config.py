@@ -93,6 +93,21 @@ def test_bounded_visibility_is_off_by_default_and_round_trips() -> None:
         ClusterConfig.from_dict(default.to_dict() | {"bounded_visibility": "yes"})
 
 
+def test_max_clock_offset_defaults_to_500_ms_reaches_the_core_and_round_trips() -> None:
+    default = local_cluster(dcs=("a", "b"), partitions=1)
+    assert default.max_clock_offset_ms == 500.0
+    assert "max_clock_offset_ms = 500.0" in default.to_toml().splitlines()
+    assert default.core_config("a", 0).max_clock_offset_us == 500_000
+    config = dataclasses.replace(default, max_clock_offset_ms=250.5)
+    for loaded in (ClusterConfig.from_toml(config.to_toml()), ClusterConfig.from_dict(config.to_dict())):
+        assert loaded == config and loaded.core_config("b", 0).max_clock_offset_us == 250_500
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(ValueError, match="max_clock_offset_ms must be a positive number of ms"):
+            dataclasses.replace(default, max_clock_offset_ms=bad)
+    with pytest.raises(ValueError, match="max_clock_offset_ms must be a finite number"):
+        ClusterConfig.from_dict(default.to_dict() | {"max_clock_offset_ms": "half a second"})
+
+
 def _base() -> dict[str, object]:
     return local_cluster(dcs=("a", "b"), partitions=1, wan=5).to_dict()
 
@@ -204,3 +219,37 @@ def test_connection_settings_default_round_trip_and_are_validated() -> None:
             ClusterConfig.from_dict(base | {"connections": change})
     with pytest.raises(ValueError, match=r"connections must be a table"):
         ClusterConfig.from_dict(base | {"connections": 5})
+
+
+def test_read_limits_default_round_trip_reach_the_core_and_are_validated() -> None:
+    from okapikv.cluster.reads import DEFAULT_SCAN_BYTES, ReadLimits
+
+    config = local_cluster(dcs=("a",), partitions=2)
+    assert config.reads == ReadLimits()
+    assert "[reads]" not in config.to_toml()  # all defaults: nothing to say
+    core = config.core_config("a", 1)
+    assert (core.max_scan_items, core.max_scan_bytes, core.max_read_keys, core.read_timeout_us) == (
+        4096, DEFAULT_SCAN_BYTES, 10_000, 5_000_000)
+    tuned = dataclasses.replace(config, reads=ReadLimits(max_scan_items=100, snapshot_lease_ms=2500,
+                                                         max_snapshot_retries=0))
+    text = tuned.to_toml()
+    assert "[reads]" in text and "max_scan_items = 100" in text
+    assert ClusterConfig.from_toml(text) == tuned
+    core = tuned.core_config("a", 0)
+    assert (core.max_scan_items, core.snapshot_lease_us, core.max_snapshot_retries) == (100, 2_500_000, 0)
+    # unset, a page's byte budget shrinks to what a smaller message limit leaves beside one pair
+    small = ClusterConfig.from_dict(config.to_dict() | {"max_message_bytes": 2 << 20})
+    assert small.core_config("a", 0).max_scan_bytes == (2 << 20) - 1024 - (1 << 20) - (64 << 10)
+    base = config.to_dict()
+    for change, message in [
+        ({"max_scan": 5}, "reads: unknown setting(s) max_scan"),
+        ({"max_scan_items": 0}, "reads: max_scan_items must be positive"),
+        ({"max_scan_items": "many"}, "reads.max_scan_items must be an integer"),
+        ({"read_timeout_ms": "5s"}, "reads.read_timeout_ms must be a finite number of ms"),
+        ({"max_read_items": 100}, "max_read_items must be at least max_read_keys and max_scan_items"),
+        ({"max_scan_bytes": 1 << 30}, "reads.max_scan_bytes (1073741824) leaves no room in max_message_bytes"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            ClusterConfig.from_dict(base | {"reads": change})
+    with pytest.raises(ValueError, match=r"reads must be a table"):
+        ClusterConfig.from_dict(base | {"reads": 5})

@@ -17,6 +17,7 @@ def test_defaults_follow_the_paper() -> None:
     assert config.max_key_bytes == 1024
     assert config.max_value_bytes == 1 << 20
     assert not config.piggyback_usv
+    assert config.max_clock_offset_us == 500_000
 
 
 @pytest.mark.parametrize("protocol", ["okapi", "cure", "gentlerain", "eventual"])
@@ -40,6 +41,7 @@ def test_every_registered_protocol_is_accepted(protocol: str) -> None:
         ({"max_key_bytes": 0}, "max_key_bytes must be positive"),
         ({"max_value_bytes": 0}, "max_value_bytes must be positive"),
         ({"max_read_keys": 0}, "max_read_keys must be positive"),
+        ({"max_clock_offset_us": 0}, "max_clock_offset_us must be positive"),
     ],
 )
 def test_invalid_values_are_refused(overrides: dict[str, object], message: str) -> None:

@@ -292,23 +292,7 @@ class TestReplicatedFloor:
         assert not [s for s in sends(okapi.on_timer(T0 + 2_000)) if isinstance(s.message, ReplicaProgress)]
 
 
-# ====================================================================== snapshot reads that lose a slice
-
-
-def test_a_read_whose_slice_is_never_answered_is_retried() -> None:
-    coordinator = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=2,
-                                             read_timeout_us=100_000, gc_interval_us=10_000))
-    keys = (b"a", b"b", b"c", b"d")
-    first = sends(coordinator.handle(ReadTxRequest(1, keys, fresh(1)), T0))
-    assert any(isinstance(s.message, TxSlice) for s in first) and coordinator.pending_reads == 1
-    resent: list[Send] = []
-    now = T0
-    while now < T0 + 300_000 and not resent:
-        now = coordinator.next_deadline()
-        resent = [s for s in sends(coordinator.on_timer(now)) if isinstance(s.message, TxSlice)]
-    assert resent, "the read was never retried"
-    assert resent[0].message.tx_id != first[0].message.tx_id  # type: ignore[union-attr]
-    assert coordinator.stats.read_timeouts == 1 and coordinator.pending_reads == 1
+# ====================================================================== snapshot reads across a restart
 
 
 def test_a_slice_reply_for_the_previous_incarnation_is_not_taken_for_a_new_read() -> None:

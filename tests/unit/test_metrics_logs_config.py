@@ -66,6 +66,33 @@ def test_collector_reads_the_core_at_scrape_time() -> None:
     assert not any(name == "okapi_usv_lag_milliseconds" for name, _ in after)
 
 
+def test_clock_offset_refusals_are_counted_exported_and_logged_at_most_once_per_interval(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from okapikv.core.timestamps import pack
+
+    config = local_cluster(dcs=("solo",), partitions=1, wan="off")
+    node = PartitionNode(config, 0, 0)
+    registry = registry_for(node)
+    hour_ahead = pack(node.clock.now_us() + 3_600_000_000)
+    with caplog.at_level(logging.WARNING, logger="okapikv.server"):
+        for index in range(3):
+            node._run_core([PutRequest(index + 1, b"k", b"v", Session((0,), hour_ahead))])
+    assert isinstance(node.core.last_clock_offset, tuple)
+    lines = [record.getMessage() for record in caplog.records if "CLOCK OFFSET EXCEEDED" in record.getMessage()]
+    assert len(lines) == 1, lines  # the next report waits for CLOCK_LOG_INTERVAL_S
+    assert "1 request(s) or slice(s) refused" in lines[0] and "maximum clock offset 500 ms" in lines[0]
+    assert "ms ahead of this server's clock" in lines[0]
+    samples = _samples(generate_latest(registry).decode())
+    labels = (("dc", "solo"), ("partition", "0"))
+    assert samples[("okapi_clock_offset_refusals_total", labels)] == 3
+    assert samples[("okapi_clock_offset_clamps_total", labels)] == 0
+    assert samples[("okapi_max_clock_offset_seconds", labels)] == 0.5
+    assert samples[("okapi_hlc_ahead_seconds", labels)] == 0.0  # nothing was adopted
+    assert samples[("okapi_clock_ahead_at_start_seconds", labels)] == 0.0
+    assert ("okapi_operations_total", (*labels, ("type", "put"))) not in samples
+    assert node.core.stats.rejected_requests == 0
+
+
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
             for family in text_string_to_metric_families(text) for sample in family.samples}

@@ -20,8 +20,10 @@ from okapikv.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "src" / "okapikv"
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
-#: Flags of other programs that okapikv's strings name: redis-server's (``bench.redis_ref``).
-EXTERNAL_FLAGS = {"--port", "--bind", "--save", "--appendonly", "--protected-mode", "--daemonize", "--loglevel"}
+#: Flags of other programs that okapikv's strings name: redis-server's (``bench.redis_ref``) and
+#: redis-benchmark's (``bench.resp``).
+EXTERNAL_FLAGS = {"--port", "--bind", "--save", "--appendonly", "--protected-mode", "--daemonize", "--loglevel",
+                  "--csv"}
 
 
 def _flags(parser: argparse.ArgumentParser) -> set[str]:

@@ -111,9 +111,9 @@ class TestOkapi:
     def test_put_never_waits_on_dependency_ahead(self) -> None:
         assert self.protocol.assign_timestamp(previous=pack(5), max_dependency=pack(10, 2), now_us=6) == pack(10, 3)
 
-    def test_put_waits_only_on_logical_overflow(self) -> None:
-        wait = self.protocol.assign_timestamp(previous=pack(5, LOGICAL_MASK), max_dependency=0, now_us=3)
-        assert wait == WaitForClock(6, "hlc_overflow")
+    def test_put_never_waits_a_full_logical_counter_carries(self) -> None:
+        timestamp = self.protocol.assign_timestamp(previous=pack(5, LOGICAL_MASK), max_dependency=0, now_us=3)
+        assert timestamp == pack(6, 0)
 
     def test_get_sees_local_versions_at_once(self) -> None:
         assert self.protocol.visible(local(pack(1000)), (0, 0, 0))

@@ -114,7 +114,7 @@ def test_invalid_request_is_refused_and_changes_nothing(
 def test_too_many_read_keys() -> None:
     target = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=1, max_read_keys=3))
     effects = target.handle(ReadTxRequest(7, (b"a", b"b", b"c", b"d"), Session((0,), 0)), NOW_US)
-    assert effects == [Respond(ErrorReply(7, "INVALID_ARGUMENT", "a read transaction may name at most 3 keys"))]
+    assert effects == [Respond(ErrorReply(7, "INVALID_ARGUMENT", "a read transaction may name at most 3 keys, not 4"))]
     assert target.pending_reads == 0
 
 

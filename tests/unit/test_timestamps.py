@@ -12,6 +12,7 @@ from okapikv.core.timestamps import (
     format_timestamp,
     hybrid_put_timestamp,
     logical_of,
+    offset_ceiling,
     pack,
     physical_of,
     physical_put_timestamp,
@@ -72,18 +73,30 @@ class TestHybridPutTimestamp:
         previous = pack(100, LOGICAL_MASK - 1)
         assert hybrid_put_timestamp(previous, 0, 50) == pack(100, LOGICAL_MASK)
 
-    def test_logical_overflow_of_previous_waits_for_clock(self) -> None:
-        result = hybrid_put_timestamp(pack(100, LOGICAL_MASK), 0, 99)
-        assert result == WaitForClock(101, "hlc_overflow")
+    def test_full_logical_counter_of_previous_carries_into_the_physical_part(self) -> None:
+        # No wait for the physical clock: with the HLC an hour ahead that wait lasted an hour.
+        assert hybrid_put_timestamp(pack(100, LOGICAL_MASK), 0, 99) == pack(101, 0)
 
-    def test_logical_overflow_of_dependency_waits_for_clock(self) -> None:
-        result = hybrid_put_timestamp(0, pack(100, LOGICAL_MASK), 50)
-        assert result == WaitForClock(101, "hlc_overflow")
+    def test_full_logical_counter_of_dependency_carries_into_the_physical_part(self) -> None:
+        assert hybrid_put_timestamp(0, pack(100, LOGICAL_MASK), 50) == pack(101, 0)
 
-    def test_overflow_resolves_once_clock_reaches_next_microsecond(self) -> None:
+    def test_carry_then_counts_on_from_the_next_microsecond(self) -> None:
         previous = pack(100, LOGICAL_MASK)
         assert hybrid_put_timestamp(previous, 0, 101) == pack(101, 0)
+        assert hybrid_put_timestamp(pack(101, 0), 0, 101) == pack(101, 1)
         assert hybrid_put_timestamp(previous, 0, 102) == pack(102, 0)
+
+    def test_the_hlc_runs_one_microsecond_ahead_per_65536_timestamps(self) -> None:
+        # 70,000 PUTs with the clock an hour behind the HLC: every one gets a timestamp at once.
+        hour_us = 3_600_000_000
+        timestamp, clock = pack(hour_us), 0
+        for _ in range(70_000):
+            timestamp = hybrid_put_timestamp(timestamp, 0, clock)
+        assert timestamp == pack(hour_us + 1, 70_000 - (1 << 16))
+
+    def test_offset_ceiling_allows_any_logical_part_at_the_limit(self) -> None:
+        assert offset_ceiling(100, 50) == pack(150, LOGICAL_MASK)
+        assert offset_ceiling(100, 50) + 1 == pack(151, 0)
 
     def test_full_counter_with_clock_already_ahead_does_not_wait(self) -> None:
         assert hybrid_put_timestamp(pack(100, LOGICAL_MASK), 0, 150) == pack(150, 0)

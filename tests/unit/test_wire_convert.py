@@ -24,12 +24,14 @@ from okapikv.core.messages import (
     ReadTxReply,
     ReadTxRequest,
     ReplicateBatch,
+    Restarted,
     ScanReply,
     ScanRequest,
     ScanSlice,
     ServerId,
     Session,
     SliceReply,
+    SnapshotRef,
     SwapReply,
     SwapRequest,
     TxSlice,
@@ -62,6 +64,8 @@ PEER_MESSAGES: list[PeerMessage] = [
     ScanSlice(SOURCE, 13, (1, 2, 3), b"", b"", 0),
     SliceReply(SOURCE, 14, (ReadItem(b"a", b"1", 9, 0, (9, 0, 0)), ReadItem(b"b", None, 0, 2, None)), False),
     SliceReply(SOURCE, 15, (), True),
+    SliceReply(SOURCE, 16, (ReadItem(b"a", b"1", 9, 0, None),), False, b"a"),  # a scan slice cut short
+    Restarted(SOURCE),
 ]
 
 
@@ -104,6 +108,9 @@ def test_operations_become_core_requests() -> None:
     batch.operations.add(id=6).scan.CopyFrom(pb.ScanRequest(start=b"a", end=b"b", limit=7, session=session))
     batch.operations.add(id=7).read_tx.CopyFrom(pb.ReadTxRequest(keys=[b"x", b"y"], session=session))
     batch.operations.add(id=8)
+    later_page = pb.ScanRequest(start=b"a\x00", end=b"b", session=session,
+                                snapshot=pb.ScanSnapshot(dc=1, vector=[7, 8]))
+    batch.operations.add(id=9).scan.CopyFrom(later_page)
     converted = [convert.operation_request(op, 100 + index, 2) for index, op in enumerate(batch.operations)]
     assert converted == [
         ("get", GetRequest(100, b"k", core_session)),
@@ -114,6 +121,7 @@ def test_operations_become_core_requests() -> None:
         ("scan", ScanRequest(105, b"a", b"b", 7, core_session)),
         ("read_tx", ReadTxRequest(106, (b"x", b"y"), core_session)),
         None,
+        ("scan", ScanRequest(108, b"a\x00", b"b", None, core_session, SnapshotRef(1, (7, 8)))),
     ]
 
 
@@ -180,6 +188,11 @@ replies: st.SearchStrategy[tuple[str, ClientReply]] = st.one_of(
     st.tuples(st.just("scan"), st.builds(ScanReply, request_ids,
                                           st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=300)),
                                                    max_size=6).map(tuple), sessions)),
+    st.tuples(st.just("scan"), st.builds(ScanReply, request_ids,  # a page with a resume key
+                                          st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=30)),
+                                                   max_size=3).map(tuple), sessions, st.binary(min_size=1, max_size=40),
+                                          st.builds(SnapshotRef, st.integers(0, 7),
+                                                    st.lists(timestamps, min_size=1, max_size=5).map(tuple)))),
     st.tuples(st.just("read_tx"), st.builds(ReadTxReply, request_ids, st.lists(values, max_size=6).map(tuple),
                                              sessions)),
     st.tuples(st.sampled_from(["get", "put", "scan"]), st.builds(ErrorReply, request_ids, st.text(max_size=20),
@@ -225,7 +238,8 @@ def test_the_size_bound_holds_for_the_widest_results(kind: str, entries: int) ->
         "get": GetReply(1, BIG_VALUE, session),
         "put": WriteReply(1, True, MAX64, session),
         "swap": SwapReply(1, BIG_VALUE, MAX64, session),
-        "scan": ScanReply(1, ((b"k" * 200, BIG_VALUE),), session),
+        "scan": ScanReply(1, ((b"k" * 200, BIG_VALUE),), session, b"k" * 1025,
+                          SnapshotRef(MAX64 >> 32, (MAX64,) * max(entries, 1))),
         "read_tx": ReadTxReply(1, (BIG_VALUE, None), session),
     }
     reply = replies[kind]

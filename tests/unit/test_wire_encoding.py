@@ -48,6 +48,19 @@ def test_requests_are_protobufs_bytes(key: bytes, value: bytes, stable: list[int
             == pb.ScanRequest(start=key, end=value, limit=limit, session=session).SerializeToString())
 
 
+@given(blobs, blobs, stables, uint64, uint64, st.integers(0, (1 << 32) - 1), stables)
+def test_a_later_scan_page_is_protobufs_bytes(start: bytes, end: bytes, stable: list[int], dt: int, limit: int,
+                                              dc: int, vector: list[int]) -> None:
+    """A later page sends back the snapshot its previous page's reply held, as those bytes."""
+    limit %= 1 << 32
+    snapshot = pb.ScanSnapshot(dc=dc, vector=vector)
+    reply = pb.ScanResponse.FromString(pb.ScanResponse(resume=b"r", snapshot=snapshot).SerializeToString())
+    expected = pb.ScanRequest(start=start, end=end, limit=limit, session=_session_pb(stable, dt), snapshot=snapshot)
+    encoded = encoding.scan_request(start, end, limit, _session_value(stable, dt), reply.snapshot.SerializeToString())
+    assert encoded == expected.SerializeToString()
+    assert pb.ScanRequest.FromString(encoded).HasField("snapshot")
+
+
 @given(st.lists(blobs, max_size=6), stables, uint64)
 def test_read_tx_request_keeps_empty_keys(keys: list[bytes], stable: list[int], dt: int) -> None:
     expected = pb.ReadTxRequest(keys=keys, session=_session_pb(stable, dt)).SerializeToString()

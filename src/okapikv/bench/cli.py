@@ -32,6 +32,7 @@ from okapikv.bench.workloads import YCSB
 
 DEFAULT_PROTOCOLS = {
     None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain", "fast": "okapi", "scaling": "okapi",
+    "resp": "okapi",
 }
 
 

@@ -8,7 +8,7 @@ Waits (the paper's central measurement) and metadata bytes come from each server
 the parent reads every server before and after the measured window and keeps the difference, so
 the load phase and warm-up do not count. Wait reasons are the core's: ``tx_*`` are waits of a
 RO-TX/SCAN (Cure's per-slice clock wait, GentleRain's coordinator stable-time wait), the others are
-waits of a write (``put_dependency``, ``clock_tick``, ``hlc_overflow``).
+waits of a write (``put_dependency``, ``clock_tick``).
 
 CPU time is read from ``/proc/<pid>/stat`` for servers (psutil would be one more dependency for
 two numbers) and from ``time.process_time`` inside each load process.

@@ -77,6 +77,11 @@ def write_csvs(results: dict[str, Any], out: Path) -> list[str]:
     if results.get("memory"):
         write_csv(out / "memory.csv", results["memory"])
         written.append("memory.csv")
+    if results.get("resp"):
+        from okapikv.bench.resp import csv_rows
+
+        write_csv(out / "resp.csv", csv_rows(results["resp"]))
+        written.append("resp.csv")
     visibility = results.get("visibility", {})
     if visibility:
         summary_rows: list[dict[str, Any]] = []
@@ -225,6 +230,10 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) 
         from okapikv.bench.fast import render_targets
 
         lines += render_targets(results["fast"])
+    if results.get("resp"):
+        from okapikv.bench.resp import render
+
+        lines += render(results["resp"])
     if results.get("memory"):
         lines += ["## Memory per key", "",
                   "Resident set size of the one partition server (in memory, 1 DC x 1 partition) before "

@@ -48,6 +48,7 @@ class Results:
     visibility: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     memory: list[dict[str, Any]] = field(default_factory=list)  # --workload memory, one row per system
     fast: dict[str, Any] = field(default_factory=dict)  # --suite fast (okapikv.bench.fast)
+    resp: list[dict[str, Any]] = field(default_factory=list)  # --suite resp (okapikv.bench.resp)
     notes: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     timings: dict[str, float] = field(default_factory=dict)
@@ -74,6 +75,7 @@ class Results:
             "visibility": self.visibility,
             "memory": self.memory,
             "fast": self.fast,
+            "resp": self.resp,
             "notes": self.notes,
             "timings_s": self.timings,
         }

@@ -7,6 +7,7 @@
   client, then A, C and E with 1, 10, 25, 40, 55, 70 and 85 clients, with a Redis reference line
   driven by the same load generator when redis-server and redis-py are installed.
 - ``scaling``: peak RO-TX + PUT throughput over 1, 2, 4 .. partitions per DC (``scaling.py``).
+- ``resp``: redis-benchmark against okapikv's RESP port and against redis-server (``resp.py``).
 - ``paper``: the paper's experiments (Okapi, section 5) at this machine's scale, for each
   protocol under a clock skew (10 ms unless ``--clock-skew-ms`` says otherwise) and the emulated
   WAN between the paper's three regions: RO-TX over p = 1, 2, 4 .. N partitions (Figures 4, 5),
@@ -353,6 +354,10 @@ def planned_runs(options: BenchOptions) -> int:
         from okapikv.bench.scaling import planned
 
         return planned(options)
+    if options.suite == "resp":
+        from okapikv.bench.resp import planned as planned_resp
+
+        return planned_resp(options.clients if options.clients_given else None)
     if options.workload == MEMORY:
         return len(options.protocols)
     return len(options.protocols) * len(options.clients)
@@ -566,6 +571,13 @@ def run_scaling(bench: Bench) -> None:
     run(bench)
 
 
+def run_resp(bench: Bench) -> None:
+    from okapikv.bench.resp import run_resp as run
+
+    run(bench)
+
+
 SUITES: dict[str | None, Callable[[Bench], None]] = {
     None: run_custom, "course": run_course, "paper": run_paper, "fast": run_fast, "scaling": run_scaling,
+    "resp": run_resp,
 }

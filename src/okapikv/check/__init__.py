@@ -5,6 +5,7 @@
   snapshot atomicity of RO-TX and SCAN, session guarantees.
 - ``linearizability``: per-key Wing-Gong-Lowe search for single-DC histories.
 - ``convergence``: every DC reads the last-writer-wins winner at quiescence.
+- ``liveness``: after the heal, operations complete and writes become visible within bounds.
 - ``report.check_history``: all of the above.
 """
 

@@ -19,6 +19,7 @@ Schema (``format``: ``okapikv-history/1``)::
     {"type": "invoke", "op": 17, "process": "c5", "dc": 0, "f": F, "time_us": 1234, ...request}
     {"type": "ok" | "fail" | "info", "op": 17, "process": "c5", "dc": 0, "f": F, "time_us": 1900,
      ...result}
+    {"type": "visible", "op": 17, "dc": 1, "time_us": 2400}                             optional
 
 - ``op``: an integer unique in the history; pairs the invoke with its completion.
 - ``process``: the session (client) that issued the operation. A process issues one operation at a
@@ -43,6 +44,14 @@ f           invoke                                 ok
 ``scan``    ``start``, ``end`` (inclusive),         ``items``: [[key, value], ...] in key order
             ``limit``: int or null
 ==========  =====================================  ====================================================
+
+Liveness (``okapikv.check.liveness``; recorded by the simulator): meta ``liveness`` holds
+``heal_us`` (when every fault was repaired) and the bounds; a ``visible`` event says when write ``op``
+became visible in DC ``dc`` (at the server of its key there), and a write's ``ok`` event may carry
+``held_until_us``: the earliest time the protocol may make it visible in every other DC, later than
+its completion because its timestamp is legitimately ahead of other servers' clocks (the server's
+own clock, or a clock bound it restarted above, is ahead: docs/operations.md, "Clocks: the maximum
+offset"). The liveness and convergence checkers count such a write's deadlines from then.
 
 ``timestamp`` is the write's 64-bit timestamp returned by the server (``WriteReply.timestamp`` /
 ``SwapReply.timestamp``); with the writer's ``dc`` it is the store's arbitration order
@@ -114,6 +123,8 @@ class Operation:
     items: tuple[tuple[str, str], ...] = ()  # scan result
     timestamp: int | None = None  # write timestamp
     error: str | None = None
+    held_until_us: int | None = None  # write: not visible elsewhere before this (module docstring)
+    visible: dict[int, int] | None = None  # write: DC -> time it became visible there
 
     @property
     def is_write(self) -> bool:
@@ -216,7 +227,13 @@ class Operation:
             event["values"] = list(self.values)
         else:
             event["items"] = [list(item) for item in self.items]
+        if self.held_until_us is not None:
+            event["held_until_us"] = self.held_until_us
         return event
+
+    def visible_event(self, dc: int) -> dict[str, Any]:
+        assert self.visible is not None
+        return {"type": "visible", "op": self.id, "dc": dc, "time_us": self.visible[dc]}
 
 
 @dataclass(slots=True)
@@ -248,14 +265,14 @@ class HistoryRecorder:
     def __init__(self, meta: dict[str, Any] | None = None) -> None:
         self.meta: dict[str, Any] = dict(meta or {})
         self.operations: list[Operation] = []
-        self._events: list[tuple[bool, Operation]] = []
+        self._events: list[tuple[int, Operation]] = []  # (-1 invoke, -2 completion, else visible in DC)
         self._next_id = 0
 
     def invoke(self, process: str, dc: int, f: str, time_us: int, **request: Any) -> Operation:
         op = Operation(self._next_id, process, dc, f, time_us, **request)
         self._next_id += 1
         self.operations.append(op)
-        self._events.append((False, op))
+        self._events.append((-1, op))
         return op
 
     def complete(self, op: Operation, status: str, time_us: int, **result: Any) -> None:
@@ -263,7 +280,15 @@ class HistoryRecorder:
         op.complete_us = time_us
         for name, value in result.items():
             setattr(op, name, value)
-        self._events.append((True, op))
+        self._events.append((-2, op))
+
+    def visible(self, op: Operation, dc: int, time_us: int) -> None:
+        """Write ``op`` became visible in DC ``dc`` at ``time_us`` (the first time only)."""
+        if op.visible is None:
+            op.visible = {}
+        if dc not in op.visible:
+            op.visible[dc] = time_us
+            self._events.append((dc, op))
 
     def history(self) -> History:
         return History(list(self.operations), dict(self.meta))
@@ -271,8 +296,8 @@ class HistoryRecorder:
     def events(self) -> Iterator[dict[str, Any]]:
         meta = {"type": "meta", "format": FORMAT, **self.meta}
         yield meta
-        for completion, op in self._events:
-            yield op.completion_event() if completion else op.invoke_event()
+        for kind, op in self._events:
+            yield op.invoke_event() if kind == -1 else op.completion_event() if kind == -2 else op.visible_event(kind)
 
     def write(self, path: str | Path) -> None:
         with open(path, "w", encoding="utf-8") as stream:
@@ -294,6 +319,8 @@ def history_events(history: History) -> Iterator[dict[str, Any]]:
         if op.status is not None:
             timeline.append((op.complete_us if op.complete_us is not None else op.invoke_us, 1, op.id,
                              op.completion_event()))
+        for dc, time_us in (op.visible or {}).items():
+            timeline.append((time_us, 2, op.id, op.visible_event(dc)))
     timeline.sort(key=lambda entry: entry[:3])
     for entry in timeline:
         yield entry[3]
@@ -364,6 +391,9 @@ def _apply_completion(op: Operation, event: dict[str, Any], where: str) -> None:
     timestamp = event.get("timestamp")
     if f in WRITE_FUNCTIONS and timestamp is not None:
         op.timestamp = int(timestamp)
+    held = event.get("held_until_us")
+    if f in WRITE_FUNCTIONS and held is not None:
+        op.held_until_us = int(held)
 
 
 def parse_events(lines: Iterable[str], source: str = "history") -> History:
@@ -399,6 +429,15 @@ def parse_events(lines: Iterable[str], source: str = "history") -> History:
             if op.status is not None:
                 raise HistoryError(f"{where}: op {op.id} completed twice")
             _apply_completion(op, event, where)
+        elif kind == "visible":
+            try:
+                op = operations[int(event["op"])]
+                dc, time_us = int(event["dc"]), int(event["time_us"])
+            except (KeyError, TypeError, ValueError):
+                raise HistoryError(f"{where}: a visible event needs the op, dc and time_us of a write") from None
+            if op.visible is None:
+                op.visible = {}
+            op.visible.setdefault(dc, time_us)
         else:
             raise HistoryError(f"{where}: unknown event type {kind!r}")
     order.sort(key=lambda op: (op.invoke_us, op.id))

@@ -1,8 +1,10 @@
 """Run every applicable checker on a history and summarise the result.
 
 Checkers: ``causal`` (Bouajjani et al. patterns under LWW), ``snapshot`` (RO-TX / SCAN atomicity),
-``session`` (Terry et al. session guarantees), ``convergence`` (final reads at quiescence) and, for
-single-DC histories, ``linearizability`` (per key). All are pure functions of the history.
+``session`` (Terry et al. session guarantees), ``convergence`` (final reads at quiescence), for
+single-DC histories ``linearizability`` (per key), and for histories that record a heal
+``liveness`` (operations complete and writes become visible within bounds after it). All are pure
+functions of the history.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from okapikv.check.causal import analyse, check_causal, check_sessions, check_sn
 from okapikv.check.convergence import check_convergence
 from okapikv.check.history import History
 from okapikv.check.linearizability import linearizability
+from okapikv.check.liveness import check_liveness
 
 Checker = Callable[[History], list[Anomaly]]
 
@@ -71,6 +74,9 @@ def check_history(history: History, *, linearizability_budget: int = 2_000_000) 
     anomalies.extend(check_snapshots(history))
     anomalies.extend(check_sessions(history))
     anomalies.extend(check_convergence(history))
+    if "liveness" in history.meta:
+        checkers.append("liveness")
+        anomalies.extend(check_liveness(history))
     linearizable_keys = 0
     undecided: list[str] = []
     if len(history.dcs) <= 1:

@@ -40,7 +40,7 @@ import asyncio
 import itertools
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -61,7 +61,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
+from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld, Unavailable
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -550,12 +550,14 @@ class AsyncClient:
         if self._owner:
             await self._connections.close()
 
-    def fork(self) -> AsyncClient:
+    def fork(self, session: SessionState | None = None) -> AsyncClient:
         """A new client with a fresh causal session over the same connections and streams.
 
         Benchmarks run thousands of independent sessions; giving each its own channels would cost
         sockets and defeat batching. Forks' operations share the per-server Pipeline streams, so
-        concurrent operations of many sessions travel in the same batches.
+        concurrent operations of many sessions travel in the same batches. ``session``: continue
+        that session instead of a fresh one (the RESP port sends the operations of a connection's
+        session that belong to other partitions through a fork, ``okapikv.resp.operations``).
         """
         fork = AsyncClient.__new__(AsyncClient)
         fork._connections = self._connections
@@ -563,7 +565,8 @@ class AsyncClient:
         fork._closed = False
         fork.last_write_timestamp = None
         topology = self._connections.topology
-        fork._state = SessionState(topology.num_dcs) if topology is not None else None
+        fork._state = session if session is not None else (
+            SessionState(topology.num_dcs) if topology is not None else None)
         fork._generation = self._connections.generation
         fork._dc = topology.dc if topology is not None else 0
         fork._bind_invoke()
@@ -648,23 +651,47 @@ class AsyncClient:
 
     async def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Every (key, value) with start <= key <= end in byte order, from one causally consistent
-        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given."""
-        start_bytes, end_bytes = ops.to_bytes(start), ops.to_bytes(end)
-        encoded_limit = ops.encode_limit(limit)
-        if start_bytes > end_bytes:
-            return []
+        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given. Paged as the
+        blocking ``Client.scan`` pages it (all pages at one snapshot, started over at most
+        ``operations.SCAN_RESTARTS`` times when a page finds it gone, then ``SnapshotTooOld``)."""
+        pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit)
+        items: list[tuple[bytes, bytes]] = []
+        if pager.done:
+            return items
+        coordinator = self._connections.coordinator_start()
+        while not pager.done:
+            try:
+                page = await self._scan_page(pager, coordinator)
+            except SnapshotTooOld:
+                if not pager.restart():
+                    raise
+                items = []
+                continue
+            items += page
+        return items
+
+    async def iter_scan(self, start: KeyLike, end: KeyLike,
+                        limit: int | None = None) -> AsyncIterator[tuple[bytes, bytes]]:
+        """``scan`` as an async iterator, one page held at a time (as ``Client.iter_scan``: a caller
+        slower than the servers' ``snapshot_lease_ms`` between pages gets ``SnapshotTooOld``)."""
+        pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit, restarts=0)
+        coordinator = self._connections.coordinator_start()
+        while not pager.done:
+            for item in await self._scan_page(pager, coordinator):
+                yield item
+
+    async def _scan_page(self, pager: ops.ScanPager, coordinator: int) -> list[tuple[bytes, bytes]]:
         state = self._ready_now() or await self._ready()
-        request = ops.scan_request(start_bytes, end_bytes, encoded_limit, state.wire())
-        reply = await self._invoke(ops.SCAN, request, self._connections.coordinator_start(), True)
+        reply = await self._invoke(ops.SCAN, pager.request(state.wire()), coordinator, True)
         state.merge(reply.session)
-        return ops.decode_scan(reply)
+        return pager.take(reply)
 
     async def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
-        ordered, unique = ops.unique_keys(keys)
+        state = self._ready_now() or await self._ready()
+        ordered, unique = ops.unique_keys(keys, self.topology.max_read_keys)
         if not unique:
             return []
-        state = self._ready_now() or await self._ready()
         # Coordinating at the server of the first key saves that key a hop inside the DC.
         reply = await self._invoke(ops.READ_TX, ops.read_tx_request(unique, state.wire()),
                                    self._partition(unique[0]), True)

@@ -10,7 +10,7 @@ the client merges entry-wise with max, so the session never moves backwards).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,10 @@ from okapikv.wire import okapikv_pb2 as pb
 KeyLike = str | bytes | bytearray | memoryview
 
 MAX_SCAN_LIMIT = (1 << 32) - 1  # the wire field is a uint32
+#: How many times ``scan`` starts a paged SCAN over when a later page finds its snapshot gone
+#: (``SnapshotTooOld``): a scan slower than the servers' ``snapshot_lease_ms`` per page would
+#: otherwise go on forever.
+SCAN_RESTARTS = 2
 
 
 #: A serialized request message (``GetRequest``, ``SwapRequest``, ...), session last, built by hand
@@ -129,6 +133,15 @@ class SessionState:
         elif self._serialized is not None:
             self._serialized = self._wire = None
 
+    def absorb(self, update: Session) -> None:
+        """Merge a session in the core's form: the reply of a server in the same process (the RESP
+        port runs its connections' local operations on the server's core directly)."""
+        session = self.session
+        before = (session.stable, session.dt)
+        session.merge(update)
+        if (session.stable, session.dt) != before:
+            self._serialized = self._wire = None
+
     def replace(self, adopted: pb.Session) -> None:
         """Become the session another DC adopted (failover): not a merge, the entries of the old
         DC's session are not valid there (``okapikv.core.session.adopt``)."""
@@ -165,6 +178,60 @@ def scan_request(start: bytes, end: bytes, wire_limit: int, session: bytes) -> R
     return encoding.scan_request(start, end, wire_limit, session)
 
 
+class ScanPager:
+    """The pages of one SCAN, as both clients read them (docs/operations.md, "Read limits and paging").
+
+    A server's reply holds at most its ``max_scan_items`` pairs; one that stopped early carries the
+    key the rest starts at and the snapshot it read. The next page is the same request from that
+    key, with that snapshot (opaque here: the serialized ``ScanSnapshot``) and what is left of the
+    limit, so all pages read one snapshot. ``restart()`` starts over with a fresh snapshot (after a
+    page found the snapshot gone), at most ``SCAN_RESTARTS`` times.
+    """
+
+    __slots__ = ("start", "end", "limit", "restarts_left", "next_start", "snapshot", "remaining", "done")
+
+    def __init__(self, start: bytes, end: bytes, limit: int | None, restarts: int = SCAN_RESTARTS) -> None:
+        encode_limit(limit)  # refuse a bad limit before anything is sent
+        self.start = start
+        self.end = end
+        self.limit = limit
+        self.restarts_left = restarts
+        self.next_start = start
+        self.snapshot: bytes | None = None
+        self.remaining = limit
+        self.done = start > end
+
+    def request(self, session: bytes) -> Request:
+        """The next page's request (``session``: ``SessionState.wire()``)."""
+        return encoding.scan_request(self.next_start, self.end, encode_limit(self.remaining), session, self.snapshot)
+
+    def take(self, reply: Any) -> list[tuple[bytes, bytes]]:
+        """A page's pairs; ``done`` once the range or the limit is finished."""
+        items = decode_scan(reply)
+        remaining = self.remaining
+        if remaining is not None:
+            remaining -= len(items)
+        if not reply.resume or remaining is not None and remaining <= 0:
+            self.done = True
+            return items if remaining is None or remaining >= 0 else items[: self.remaining]
+        if not reply.HasField("snapshot"):
+            from okapikv.errors import ProtocolMismatch
+
+            raise ProtocolMismatch("a SCAN page stopped early without the snapshot to read the rest at")
+        self.next_start = bytes(reply.resume)
+        self.snapshot = reply.snapshot.SerializeToString()
+        self.remaining = remaining
+        return items
+
+    def restart(self) -> bool:
+        """Start over with a fresh snapshot; False when the restarts are used up."""
+        if self.restarts_left <= 0:
+            return False
+        self.restarts_left -= 1
+        self.next_start, self.snapshot, self.remaining = self.start, None, self.limit
+        return True
+
+
 def read_tx_request(keys: Iterable[bytes], session: bytes) -> Request:
     return encoding.read_tx_request(keys, session)
 
@@ -178,14 +245,30 @@ def encode_limit(limit: int | None) -> int:
     return min(limit, MAX_SCAN_LIMIT)
 
 
-def unique_keys(keys: Iterable[KeyLike]) -> tuple[list[bytes], list[bytes]]:
+def unique_keys(keys: Iterable[KeyLike], max_keys: int = 0) -> tuple[list[bytes], list[bytes]]:
     """The keys as bytes in the caller's order, and the distinct ones to send (first occurrence order).
 
     A transaction may name a key twice; the server only needs it once, and both positions get the
-    same value from the one snapshot.
+    same value from the one snapshot. ``max_keys`` (the servers' ``max_read_keys``, from
+    ClusterInfo; 0: unknown): ``InvalidArgument``, with the server's own message, as soon as more
+    distinct keys than that are seen, before the rest is even converted: a RO-TX the servers would
+    refuse is refused at once, not after its keys crossed the network to a busy server.
     """
-    ordered = [to_bytes(key) for key in keys]
-    return ordered, list(dict.fromkeys(ordered))
+    if not max_keys or (isinstance(keys, Sized) and len(keys) <= max_keys):
+        ordered = [to_bytes(key) for key in keys]
+        return ordered, list(dict.fromkeys(ordered))
+    ordered = []
+    distinct: dict[bytes, None] = {}
+    for key in keys:
+        key_bytes = to_bytes(key)
+        ordered.append(key_bytes)
+        distinct[key_bytes] = None
+        if len(distinct) > max_keys:
+            from okapikv.errors import InvalidArgument
+
+            count = f"{len(keys)}" if isinstance(keys, Sized) else f"more than {max_keys}"
+            raise InvalidArgument(f"a read transaction may name at most {max_keys} keys, not {count}")
+    return ordered, list(distinct)
 
 
 # ------------------------------------------------------------------ replies

@@ -31,13 +31,25 @@ from dataclasses import dataclass
 
 import grpc
 
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Unavailable
+from okapikv.core.messages import OVERLOADED
+from okapikv.errors import (
+    ClockOffsetExceeded,
+    InvalidArgument,
+    OkapiError,
+    Overloaded,
+    ProtocolMismatch,
+    SnapshotTooOld,
+    Unavailable,
+)
 
 # Statuses after which the same request may succeed later: the server is down or restarting, or it
-# cut the stream (a server shutting down cancels its calls, which reaches us as CANCELLED).
+# cut the stream (a server shutting down cancels its calls, which reaches us as CANCELLED). A
+# server's refusal of a snapshot read for its load (RESOURCE_EXHAUSTED, its message beginning with
+# ``OVERLOADED``: it did no work) is retried too (``classify``), while gRPC's own RESOURCE_EXHAUSTED
+# (a message over the size limit) is final; ABORTED is a snapshot read that lost its snapshot (``SnapshotTooOld``),
+# which the same request would lose again.
 RETRYABLE_CODES = frozenset({
     grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.ABORTED,
     grpc.StatusCode.CANCELLED,
 })
 
@@ -111,10 +123,14 @@ def status_code(name: str) -> grpc.StatusCode:
 
 def classify(code: grpc.StatusCode, details: str) -> Exception:
     """The exception a failed attempt turns into: a ``RetryableError`` or a final ``OkapiError``."""
-    if code in RETRYABLE_CODES:
+    if code in RETRYABLE_CODES or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith(OVERLOADED)):
         return RetryableError(code, details)
+    if code == grpc.StatusCode.ABORTED:
+        return SnapshotTooOld(details)
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidArgument(details)
+    if code == grpc.StatusCode.OUT_OF_RANGE:  # the maximum clock offset (``okapikv.core.server``)
+        return ClockOffsetExceeded(details)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return ProtocolMismatch(f"the server does not implement this call ({details})")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -122,6 +138,10 @@ def classify(code: grpc.StatusCode, details: str) -> Exception:
     return OkapiError(f"{code.name}: {details}")
 
 
-def unavailable(what: str, address: str, timeout_s: float, last: Exception | None) -> Unavailable:
+def unavailable(what: str, address: str, timeout_s: float, last: Exception | None) -> Unavailable | Overloaded:
+    """The error of an operation whose retries ran out of time: ``Overloaded`` when the last
+    attempt was refused for load (the DC is up), else ``Unavailable``."""
     reason = f"; last error: {last}" if last is not None else ""
+    if isinstance(last, RetryableError) and last.code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return Overloaded(f"{what} via {address}: refused for load until the {timeout_s:g} s timeout{reason}")
     return Unavailable(f"{what} via {address}: no answer within {timeout_s:g} s{reason}")

@@ -51,7 +51,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import OkapiError, OutcomeUnknown, ProtocolMismatch, Unavailable
+from okapikv.errors import OkapiError, OutcomeUnknown, ProtocolMismatch, SnapshotTooOld, Unavailable
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -407,18 +407,39 @@ class Client:
 
     def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Every (key, value) with start <= key <= end in byte order, from one causally consistent
-        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given."""
-        start_bytes, end_bytes = ops.to_bytes(start), ops.to_bytes(end)
-        encoded_limit = ops.encode_limit(limit)
-        if start_bytes > end_bytes:
-            return []
-        request = ops.scan_request(start_bytes, end_bytes, encoded_limit, self._state.wire())
-        reply = self._on_coordinator(ops.SCAN, next(self._coordinators) % len(self._links), request)
-        return ops.decode_scan(reply)
+        snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given.
+
+        A long range comes in pages (the servers' ``max_scan_items`` pairs each), all read at the
+        first page's snapshot; a page that finds the snapshot gone starts the scan over, at most
+        ``operations.SCAN_RESTARTS`` times, then raises ``SnapshotTooOld``."""
+        pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit)
+        coordinator = next(self._coordinators) % len(self._links)
+        items: list[tuple[bytes, bytes]] = []
+        while not pager.done:
+            try:
+                reply = self._on_coordinator(ops.SCAN, coordinator, pager.request(self._state.wire()))
+            except SnapshotTooOld:
+                if not pager.restart():
+                    raise
+                items = []
+                continue
+            items += pager.take(reply)
+        return items
+
+    def iter_scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """``scan`` as an iterator: one page is held at a time, and the next is asked for when the
+        caller has taken this one, so a range of any size costs bounded memory. Every page reads
+        the first page's snapshot, which the servers hold for ``snapshot_lease_ms`` after each page:
+        a caller slower than that gets ``SnapshotTooOld`` (no start over: pairs were handed out)."""
+        pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit, restarts=0)
+        coordinator = next(self._coordinators) % len(self._links)
+        while not pager.done:
+            reply = self._on_coordinator(ops.SCAN, coordinator, pager.request(self._state.wire()))
+            yield from pager.take(reply)
 
     def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
-        ordered, unique = ops.unique_keys(keys)
+        ordered, unique = ops.unique_keys(keys, self._topology.max_read_keys)
         if not unique:
             return []
         reply = self._on_coordinator(ops.READ_TX, self._topology.partition_of(unique[0]),

@@ -32,6 +32,7 @@ class Topology:
     max_key_bytes: int
     max_value_bytes: int
     max_message_bytes: int
+    max_read_keys: int = 0  # the most keys a RO-TX may name (0: the servers did not say)
 
     @property
     def batch_budget_bytes(self) -> int:
@@ -84,6 +85,7 @@ class Topology:
             max_key_bytes=info.max_key_bytes,
             max_value_bytes=info.max_value_bytes,
             max_message_bytes=info.max_message_bytes,
+            max_read_keys=info.max_read_keys,
         )
 
 

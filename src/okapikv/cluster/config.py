@@ -5,7 +5,10 @@ own (dc, partition), so the same file works for a loopback cluster and for a mul
 to each host and start `okapi server --config FILE --dc NAME --partition N` there.
 
 What must agree across servers lives here (DC order, partitions per DC, protocol, stabilization
-intervals, size limits); what is per server is the address and the injected clock skew. The WAN
+intervals, size limits, the maximum clock offset); what is per server is the address and the injected
+clock skew. ``max_clock_offset_ms`` (default 500) is the most any server's clock may be ahead of
+another's: a timestamp further ahead of a server's clock is refused or held back there
+(``okapikv.core.server``; docs/operations.md, "Clocks: the maximum offset"). The WAN
 delay matrix is an emulation knob for local runs: each sender holds a message to another DC back
 for the one-way delay (see ``okapikv.server.links``).
 
@@ -28,15 +31,19 @@ Example (what `okapi up --print-config` prints, shortened)::
 
 Optional per server: ``metrics_port`` (Prometheus metrics on the host of ``address``; 0 or absent
 means off), ``native_port`` (the native port, on the host of ``address``; 0 or absent: any free
-port, which clients learn through ClusterInfo) and ``peer_address`` (a second listener for peer
+port, which clients learn through ClusterInfo), ``resp_port`` (the Redis-protocol port, on the host
+of ``address``; 0 or absent: any free port, shown by the server's Stats; see ``okapikv.resp``) and
+``peer_address`` (a second listener for peer
 links only, e.g. on a private network; required with ``[tls] client_auth = false``, see
 ``okapikv.tls``). Optional for the cluster: ``native = false`` (serve no native port: clients then
-pipeline over gRPC; see ``okapikv.wire.frames``), ``bounded_visibility = true`` (Okapi: servers
+pipeline over gRPC; see ``okapikv.wire.frames``), ``resp = false`` (serve no Redis-protocol port),
+``bounded_visibility = true`` (Okapi: servers
 hold client batches while remote updates take longer than the UST bound to become visible, a bound
 computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
-a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``) and a
-``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the
-config file's folder; ``client_auth``, default true; ``server_name``)::
+a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``), a
+``[reads]`` section (the bounds on snapshot reads, ``okapikv.cluster.reads``) and a ``[tls]``
+section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config file's
+folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
@@ -61,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.connections import ConnectionSettings
+from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
 from okapikv.core.protocols import protocol_names
 from okapikv.tls import TlsConfig
@@ -72,6 +80,8 @@ DEFAULT_MAX_VALUE_BYTES = 1 << 20
 # hostile client cannot make a server allocate without bound. A single largest operation must fit
 # (checked), so the value limit, not the message limit, is what refuses an oversized value.
 DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
+# Far above what NTP keeps clocks to (milliseconds), far below a bad step (minutes, hours).
+DEFAULT_MAX_CLOCK_OFFSET_MS = 500.0
 MESSAGE_OVERHEAD_BYTES = 64 << 10
 
 # One-way delays between the paper's AWS regions, in ms: roughly half of public inter-region RTTs.
@@ -91,7 +101,9 @@ _TOP_LEVEL_KEYS = {
     "stabilization_interval_ms",
     "piggyback_usv",
     "native",
+    "resp",
     "bounded_visibility",
+    "max_clock_offset_ms",
     "max_key_bytes",
     "max_value_bytes",
     "max_message_bytes",
@@ -99,8 +111,10 @@ _TOP_LEVEL_KEYS = {
     "servers",
     "tls",
     "connections",
+    "reads",
 }
-_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port"}
+_SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port",
+                "resp_port"}
 _TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
 
 
@@ -110,7 +124,8 @@ class ServerConfig:
 
     ``metrics_port`` (0: off) serves Prometheus metrics on the host of ``address``; ``peer_address``
     (optional) is a listener for peer links only, which then dial it instead of ``address``;
-    ``native_port`` is the native port on the host of ``address`` (0: any free one)."""
+    ``native_port`` is the native port on the host of ``address`` (0: any free one), ``resp_port``
+    the Redis-protocol port (0: any free one)."""
 
     dc: str
     partition: int
@@ -119,6 +134,7 @@ class ServerConfig:
     metrics_port: int = 0
     peer_address: str | None = None
     native_port: int = 0
+    resp_port: int = 0
 
     @property
     def label(self) -> str:
@@ -136,6 +152,13 @@ class ServerConfig:
             return None
         return join_address(split_address(self.address)[0], self.metrics_port)
 
+    @property
+    def resp_address(self) -> str | None:
+        """``host:port`` of a configured RESP port, or None when it is any free port."""
+        if not self.resp_port:
+            return None
+        return join_address(split_address(self.address)[0], self.resp_port)
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
@@ -152,12 +175,15 @@ class ClusterConfig:
     stabilization_interval_ms: float = 5.0
     piggyback_usv: bool = False
     native: bool = True
+    resp: bool = True
     bounded_visibility: bool = False
+    max_clock_offset_ms: float = DEFAULT_MAX_CLOCK_OFFSET_MS
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     tls: TlsConfig | None = None
     connections: ConnectionSettings = ConnectionSettings()
+    reads: ReadLimits = ReadLimits()
     _index: dict[tuple[str, int], ServerConfig] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -201,7 +227,15 @@ class ClusterConfig:
             piggyback_usv=self.piggyback_usv,
             max_key_bytes=self.max_key_bytes,
             max_value_bytes=self.max_value_bytes,
+            **self.reads.core_fields(self.page_room_bytes),
+            max_clock_offset_us=round(self.max_clock_offset_ms * 1000),
         )
+
+    @property
+    def page_room_bytes(self) -> int:
+        """What the message limit leaves for a SCAN page beside one largest pair (a page may exceed
+        its byte budget by one pair): the most ``[reads] max_scan_bytes`` may be."""
+        return self.max_message_bytes - self.max_key_bytes - self.max_value_bytes - MESSAGE_OVERHEAD_BYTES
 
     # ---------------------------------------------------------------- TOML
 
@@ -215,7 +249,9 @@ class ClusterConfig:
             "stabilization_interval_ms": self.stabilization_interval_ms,
             "piggyback_usv": self.piggyback_usv,
             "native": self.native,
+            "resp": self.resp,
             "bounded_visibility": self.bounded_visibility,
+            "max_clock_offset_ms": self.max_clock_offset_ms,
             "max_key_bytes": self.max_key_bytes,
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,
@@ -226,6 +262,8 @@ class ClusterConfig:
             data["tls"] = _tls_dict(self.tls)
         if self.connections.changed():
             data["connections"] = self.connections.changed()
+        if self.reads.changed():
+            data["reads"] = self.reads.changed()
         return data
 
     def to_toml(self) -> str:
@@ -241,7 +279,10 @@ class ClusterConfig:
             f"stabilization_interval_ms = {_toml_float(self.stabilization_interval_ms)}",
             f"piggyback_usv = {'true' if self.piggyback_usv else 'false'}",
             f"native = {'true' if self.native else 'false'}",
+            f"resp = {'true' if self.resp else 'false'}",
             f"bounded_visibility = {'true' if self.bounded_visibility else 'false'}",
+            "# A timestamp more than this ahead of a server's clock is refused or held back there.",
+            f"max_clock_offset_ms = {_toml_float(self.max_clock_offset_ms)}",
             f"max_key_bytes = {self.max_key_bytes}",
             f"max_value_bytes = {self.max_value_bytes}",
             f"max_message_bytes = {self.max_message_bytes}",
@@ -266,6 +307,8 @@ class ClusterConfig:
                 lines.append(f"peer_address = {_toml_string(server.peer_address)}")
             if server.native_port:
                 lines.append(f"native_port = {server.native_port}")
+            if server.resp_port:
+                lines.append(f"resp_port = {server.resp_port}")
         if self.tls is not None:
             lines += ["", "# TLS for clients and peer links (peers always use mutual TLS).", "[tls]"]
             for name, value in _tls_dict(self.tls).items():
@@ -274,6 +317,9 @@ class ClusterConfig:
         if self.connections.changed():
             lines += ["", "# Timeouts and input budgets (docs/operations.md, Connections).", "[connections]"]
             lines += [f"{name} = {value}" for name, value in self.connections.changed().items()]
+        if self.reads.changed():
+            lines += ["", "# Bounds on snapshot reads (docs/operations.md, Read limits and paging).", "[reads]"]
+            lines += [f"{name} = {value}" for name, value in self.reads.changed().items()]
         return "\n".join(lines) + "\n"
 
     def dump(self, path: str | Path) -> Path:
@@ -328,13 +374,13 @@ class ClusterConfig:
             raise ValueError(f"wan_ms names unknown DC(s) {', '.join(unknown_dcs)}; DCs are {', '.join(dcs)}")
         rows = tuple(_wan_row(wan.get(name), name, len(dcs)) for name in dcs)
         optional: dict[str, Any] = {}
-        for name in ("heartbeat_interval_ms", "stabilization_interval_ms"):
+        for name in ("heartbeat_interval_ms", "stabilization_interval_ms", "max_clock_offset_ms"):
             if name in data:
                 optional[name] = _number(data[name], name)
         for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
             if name in data:
                 optional[name] = _integer(data[name], name)
-        for name in ("piggyback_usv", "native", "bounded_visibility"):
+        for name in ("piggyback_usv", "native", "resp", "bounded_visibility"):
             if name in data:
                 if not isinstance(data[name], bool):
                     raise ValueError(f"{name} must be true or false")
@@ -348,6 +394,8 @@ class ClusterConfig:
             optional["tls"] = _tls(data["tls"])
         if "connections" in data:
             optional["connections"] = ConnectionSettings.from_dict(data["connections"])
+        if "reads" in data:
+            optional["reads"] = ReadLimits.from_dict(data["reads"])
         return cls(dcs=dcs, partitions=partitions, servers=servers, wan_ms=rows, **optional)
 
 
@@ -363,6 +411,8 @@ def _server_dict(server: ServerConfig) -> dict[str, Any]:
         entry["peer_address"] = server.peer_address
     if server.native_port:
         entry["native_port"] = server.native_port
+    if server.resp_port:
+        entry["resp_port"] = server.resp_port
     return entry
 
 
@@ -444,11 +494,12 @@ def _server(entry: object, number: int) -> ServerConfig:
     skew = _number(entry.get("clock_skew_ms", 0.0), f"{where}: clock_skew_ms")
     metrics_port = _integer(entry.get("metrics_port", 0), f"{where}: metrics_port")
     native_port = _integer(entry.get("native_port", 0), f"{where}: native_port")
+    resp_port = _integer(entry.get("resp_port", 0), f"{where}: resp_port")
     peer_address = entry.get("peer_address")
     if peer_address is not None and not isinstance(peer_address, str):
         raise ValueError(f"{where}: peer_address must be a string")
     return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew,
-                        metrics_port, peer_address or None, native_port)
+                        metrics_port, peer_address or None, native_port, resp_port)
 
 
 def _tls(entry: object) -> TlsConfig:
@@ -516,12 +567,16 @@ def _validate(config: ClusterConfig) -> None:
     for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
         if getattr(config, name) < 1:
             problems.append(f"{name} must be positive")
+    offset = config.max_clock_offset_ms
+    if not math.isfinite(offset) or offset * 1000 < 1:
+        problems.append(f"max_clock_offset_ms must be a positive number of ms (at least 0.001), not {offset}")
     smallest_message = config.max_key_bytes + config.max_value_bytes + MESSAGE_OVERHEAD_BYTES
     if config.max_message_bytes < smallest_message:
         problems.append(
             f"max_message_bytes ({config.max_message_bytes}) must be at least max_key_bytes + max_value_bytes "
             f"+ {MESSAGE_OVERHEAD_BYTES} bytes of overhead = {smallest_message}"
         )
+    problems.extend(config.reads.problems(config.page_room_bytes))
     if len(config.wan_ms) != len(dcs) or any(len(row) != len(dcs) for row in config.wan_ms):
         problems.append(f"wan_ms must be a {len(dcs)}x{len(dcs)} matrix")
     else:
@@ -579,7 +634,8 @@ def _listener_problems(
 ) -> list[str]:
     """The optional metrics and peer listeners: valid, and sharing no address with any other."""
     problems: list[str] = []
-    for name, port, zero in (("metrics", server.metrics_port, "off"), ("native", server.native_port, "any free port")):
+    for name, port, zero in (("metrics", server.metrics_port, "off"), ("native", server.native_port, "any free port"),
+                             ("resp", server.resp_port, "any free port")):
         if not 0 <= port <= 65535:
             problems.append(f"server {server.label}: {name}_port must be in 0..65535 (0: {zero})")
         elif port:
@@ -640,6 +696,8 @@ def local_cluster(
     tls: TlsConfig | None = None,
     heartbeat_interval_ms: float = LOCAL_HEARTBEAT_INTERVAL_MS,
     stabilization_interval_ms: float = 5.0,
+    resp: bool = True,
+    resp_base_port: int = 0,
 ) -> ClusterConfig:
     """The cluster `okapi up` starts: one server per (DC, partition) on ``host``.
 
@@ -652,7 +710,8 @@ def local_cluster(
     DC, then the second DC, ...). ``wan`` is a uniform one-way delay in ms, ``"realistic"`` (see
     ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` spreads fixed clock offsets evenly over
     [0, X] ms in the same order: the first server gets 0, the last X. ``metrics_base_port`` (0: no
-    metrics) numbers the metrics ports the same way. With ``tls`` and ``client_auth = false`` each
+    metrics) numbers the metrics ports the same way, and ``resp_base_port`` the Redis-protocol ports (0:
+    each server takes any free port; ``resp = False``: none). With ``tls`` and ``client_auth = false`` each
     server also gets a peer listener, on the ports right after the client ones.
     """
     names = tuple(name.strip() for name in dcs)
@@ -672,8 +731,9 @@ def local_cluster(
     needed = 2 * count if peer_listeners else count
     if count > 0 and not 1 <= base_port <= 65536 - needed:
         raise ValueError(f"base port {base_port} leaves no room for {needed} consecutive ports")
-    if metrics_base_port and count > 0 and not 1 <= metrics_base_port <= 65536 - count:
-        raise ValueError(f"metrics base port {metrics_base_port} leaves no room for {count} consecutive ports")
+    for what, first in (("metrics", metrics_base_port), ("RESP", resp_base_port if resp else 0)):
+        if first and count > 0 and not 1 <= first <= 65536 - count:
+            raise ValueError(f"{what} base port {first} leaves no room for {count} consecutive ports")
     servers = []
     for position in range(count):
         dc, partition = divmod(position, partitions)
@@ -682,6 +742,7 @@ def local_cluster(
             names[dc], partition, join_address(host, base_port + position), round(skew, 6),
             metrics_port=metrics_base_port + position if metrics_base_port else 0,
             peer_address=join_address(host, base_port + count + position) if peer_listeners else None,
+            resp_port=resp_base_port + position if resp and resp_base_port else 0,
         ))
     return ClusterConfig(
         dcs=names,
@@ -693,6 +754,7 @@ def local_cluster(
         tls=tls,
         heartbeat_interval_ms=heartbeat_interval_ms,
         stabilization_interval_ms=stabilization_interval_ms,
+        resp=resp,
     )
 
 

@@ -24,6 +24,10 @@ cluster shape or protocol) and says so, and one whose data is damaged (exit stat
 starts every server in repair mode, so those rebuild their data from their replicas instead
 (docs/operations.md, "Storage integrity and replacing a disk").
 
+Redis protocol: every server serves a RESP port (``okapikv.resp``) on consecutive ports from
+``--resp-base-port``, by default the ports right after the servers' own (and after their peer
+listeners, when they have any), printed next to each server; ``--no-resp`` turns them off.
+
 Optional: ``--metrics-base-port`` gives every server a Prometheus endpoint (consecutive ports in
 the servers' order); ``--tls-ca/--tls-cert/--tls-key`` write a ``[tls]`` section (one certificate
 for every local server, so it must name the ``--host`` address); ``--print-config`` prints the
@@ -90,6 +94,12 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     dcs = [name.strip() for name in args.dcs.split(",") if name.strip()]
     if not dcs:
         raise ValueError("--dcs must name at least one DC")
+    tls = _tls_from_args(args)
+    resp = getattr(args, "resp", True)
+    resp_base_port = getattr(args, "resp_base_port", None)
+    if resp and resp_base_port is None:  # right after the servers' ports (and their peer listeners)
+        servers = len(dcs) * args.partitions
+        resp_base_port = args.base_port + servers * (2 if tls is not None and not tls.client_auth else 1)
     return local_cluster(
         dcs=dcs,
         partitions=args.partitions,
@@ -101,7 +111,9 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         base_port=args.base_port,
         host=args.host,
         metrics_base_port=getattr(args, "metrics_base_port", 0) or 0,
-        tls=_tls_from_args(args),
+        tls=tls,
+        resp=resp,
+        resp_base_port=resp_base_port or 0,
     )
 
 
@@ -111,6 +123,7 @@ def busy_addresses(config: ClusterConfig) -> list[str]:
     listeners = [server.address for server in config.servers]
     listeners += [server.peer_address for server in config.servers if server.peer_address]
     listeners += [server.metrics_address for server in config.servers if server.metrics_address]
+    listeners += [server.resp_address for server in config.servers if config.resp and server.resp_address]
     for address in listeners:
         host, port = split_address(address)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -265,6 +278,8 @@ def run_up(args: argparse.Namespace) -> int:
             children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir,
                                                        repair=bool(getattr(args, "repair", False)))))
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
+            if config.resp and server.resp_address:
+                extra = f"  resp {server.resp_address}{extra}"
             _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}")
         return _supervise(config, children, stop, path)
     finally:

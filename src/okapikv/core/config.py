@@ -15,6 +15,11 @@ from dataclasses import dataclass
 
 from okapikv.core.protocols import protocol_names
 
+#: The limits on snapshot reads that must be positive (``max_snapshot_retries`` may be 0; the cluster
+#: config's ``[reads]`` section sets them all: ``okapikv.cluster.reads``).
+READ_LIMITS = ("max_read_keys", "max_scan_items", "max_scan_bytes", "max_concurrent_reads", "max_read_items",
+               "read_timeout_us", "read_deadline_us", "snapshot_lease_us")
+
 
 @dataclass(frozen=True, slots=True)
 class CoreConfig:
@@ -30,10 +35,21 @@ class CoreConfig:
     gc_budget: int = 2_000  # keys examined per GC pass, so a pass never stalls the server
     max_key_bytes: int = 1024
     max_value_bytes: int = 1 << 20
-    max_read_keys: int = 10_000
-    # a snapshot read whose slices are not all answered by then is retried with a fresh snapshot (a
-    # partition that crashed after taking its slice never answers)
+    # Snapshot reads (RO-TX, SCAN), docs/operations.md "Read limits and paging":
+    max_read_keys: int = 10_000  # keys one RO-TX may name
+    max_scan_items: int = 4_096  # pairs per SCAN reply (a page); a longer range is paged
+    max_scan_bytes: int = 4 << 20  # about this many bytes of keys and values per page (at least one pair)
+    max_concurrent_reads: int = 128  # RO-TXs and SCAN pages this server coordinates at once
+    max_read_items: int = 32_768  # ... and their keys (RO-TX) or item caps (SCAN page) together
+    max_snapshot_retries: int = 3  # fresh snapshots after a slice came back too_old, then an error
+    # a read fails when a partition that owes it a slice has sent this server nothing for this long
+    # (a partition that restarted says so at once: ``Restarted``)
     read_timeout_us: int = 5_000_000
+    read_deadline_us: int = 30_000_000  # a read still unanswered after this fails, however it goes
+    snapshot_lease_us: int = 5_000_000  # a paged SCAN's snapshot is kept readable this long between pages
+    # the most a timestamp taken from a client's session or a peer may be ahead of this server's clock
+    # (the HLC paper's epsilon, CockroachDB's max offset): far above NTP's error, far below a bad step
+    max_clock_offset_us: int = 500_000
 
     def __post_init__(self) -> None:
         problems = []
@@ -48,8 +64,13 @@ class CoreConfig:
         if self.protocol not in protocol_names():
             problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
         for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
-                     "max_key_bytes", "max_value_bytes", "max_read_keys", "read_timeout_us"):
+                     "max_key_bytes", "max_value_bytes", *READ_LIMITS, "max_clock_offset_us"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
+        if self.max_snapshot_retries < 0:
+            problems.append("max_snapshot_retries must not be negative")
+        if self.max_read_items < max(self.max_read_keys, self.max_scan_items):
+            problems.append("max_read_items must be at least max_read_keys and max_scan_items (one read of each "
+                            "size must fit)")
         if problems:
             raise ValueError("invalid server configuration: " + "; ".join(problems))

@@ -5,7 +5,8 @@ Three families:
   client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
 - peer messages between partition servers: replication batches and heartbeats between replicas of
   a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, GSV
-  exchange between DCs for the USV), and RO-TX / SCAN slices inside a DC;
+  exchange between DCs for the USV), RO-TX / SCAN slices inside a DC, and a restarted partition's
+  announcement to the others of its DC;
 - effects returned by the state machine: ``Send`` a peer message, ``Respond`` to a client.
 
 ``request_id`` values are chosen by the driver and only echoed back, so the core never needs to
@@ -119,14 +120,29 @@ class ReadTxRequest:
 
 
 @message
+class SnapshotRef:
+    """The snapshot a paged SCAN reads, as its first page's reply hands it out: the vector and the
+    DC whose servers chose it (a snapshot is only valid in its own DC)."""
+
+    dc: int
+    vector: Vector
+
+
+@message
 class ScanRequest:
-    """Inclusive range read ``start <= key <= end`` over every partition, as one snapshot."""
+    """Inclusive range read ``start <= key <= end`` over every partition, as one snapshot.
+
+    A reply holds at most ``CoreConfig.max_scan_items`` pairs (and about ``max_scan_bytes``); one
+    that stopped early names where the rest starts (``ScanReply.resume``) and the snapshot it read,
+    and the request for the next page sends both back (``start`` = the resume key, ``snapshot``),
+    so every page reads the first page's snapshot."""
 
     request_id: int
     start: bytes
     end: bytes
     limit: int | None
     session: Session
+    snapshot: SnapshotRef | None = None
 
 
 ClientRequest = GetRequest | PutRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
@@ -169,9 +185,20 @@ class ReadTxReply:
 
 @message
 class ScanReply:
+    """One page of a SCAN. ``resume``: None when the range (or the request's limit) is done; else
+    the first key of what is left (the key after the last one returned, or after the last one the
+    page examined), to be read at ``snapshot``."""
+
     request_id: int
     items: tuple[tuple[bytes, bytes], ...]
     session: Session
+    resume: bytes | None = None
+    snapshot: SnapshotRef | None = None
+
+
+#: How the message of a snapshot read refused for the server's load begins (RESOURCE_EXHAUSTED):
+#: clients retry those with backoff (``okapikv.client.retry``).
+OVERLOADED = "overloaded: "
 
 
 @message
@@ -373,12 +400,29 @@ class ScanSlice:
 @message
 class SliceReply:
     """Answer to a TxSlice or ScanSlice. ``too_old`` means the slice's snapshot is below this
-    partition's garbage-collection horizon: the coordinator retries with a fresh snapshot."""
+    partition's garbage-collection horizon: the coordinator retries with a fresh snapshot.
+    ``last_key`` (scan slices): the slice stopped at its item, byte or examination budget, and
+    this is the last key it examined: the partition's keys above it are not covered.
+    ``clock_ahead_us`` (not 0) means the partition refused the slice: the snapshot reaches that far
+    ahead of its clock, beyond the maximum clock offset (serving it would raise its HLC there, or
+    wait that long); the coordinator fails the read with the clock-offset error."""
 
     source: ServerId
     tx_id: int
     items: tuple[ReadItem, ...]
     too_old: bool = False
+    last_key: bytes | None = None
+    clock_ahead_us: int = 0
+
+
+@message
+class Restarted:
+    """'I am a new incarnation': sent by a restarted partition to the other partitions of its DC
+    (``PartitionServer.start_catch_up``). Whatever it owed them died with the old one (a slice it
+    had taken, parked, or answered into a link queue that was lost), so a coordinator re-sends
+    the slices it still waits for from it at once instead of waiting out a deadline."""
+
+    source: ServerId
 
 
 PeerMessage = (
@@ -390,6 +434,7 @@ PeerMessage = (
     | TxSlice
     | ScanSlice
     | SliceReply
+    | Restarted
     | CatchUpRequest
     | CatchUpReply
     | RepairBatch

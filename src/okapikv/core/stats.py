@@ -3,9 +3,14 @@ the bytes of replication and stabilization metadata it sends. Plain integers, no
 are differences of the ``now`` values the driver passed in.
 
 What the paper measures (Okapi section 5): how often and how long PUTs and RO-TXs block (the
-``waits`` by reason: ``put_dependency``, ``clock_tick``, ``hlc_overflow``, ``tx_clock``,
-``tx_stable``), the dependency metadata per replicated update (12 bytes for Okapi and GentleRain,
+``waits`` by reason: ``put_dependency``, ``clock_tick``, ``tx_clock``, ``tx_stable``; Okapi never
+waits), the dependency metadata per replicated update (12 bytes for Okapi and GentleRain,
 4 + 8 + 8 * (M - 1) for Cure) and the cost of the stabilization protocol.
+
+The clock-offset discipline (``PartitionServer`` docstring, docs/operations.md) counts what it held
+off: ``clock_offset_refusals`` (client requests and snapshot slices refused because they reach more
+than the maximum clock offset ahead of the clock, or would wait that long for it) and
+``clock_offset_clamps`` (peer messages whose watermark was held at the clock plus the offset).
 
 Invariants: counters only grow; a wait is recorded once, when the parked request resumes, with the
 time from its first arrival (``WaitStats.total_us`` / ``count`` is the mean stall).
@@ -57,6 +62,14 @@ class ServerStats:
     repair_local_kept: int = 0  # salvaged local versions no replica held
     repairs_completed: int = 0
     replica_knows_clock: int = 0  # the highest timestamp of this DC a catch-up reply said a replica holds
+    # snapshot reads (docs/operations.md, "Read limits and paging")
+    reads_refused: int = 0  # over max_concurrent_reads / max_read_items: RESOURCE_EXHAUSTED at once
+    reads_given_up: int = 0  # snapshot below the GC horizon after every retry (ABORTED)
+    reads_abandoned: int = 0  # the client went away: dropped unanswered
+    slices_resent: int = 0  # to a partition that announced a restart
+    scan_pages: int = 0  # SCAN replies that stopped early (with a resume key)
+    clock_offset_refusals: int = 0
+    clock_offset_clamps: int = 0
 
     def record_wait(self, reason: str, duration_us: int) -> None:
         stats = self.waits.get(reason)
@@ -91,4 +104,11 @@ class ServerStats:
             "replica_knows_clock": self.replica_knows_clock,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
+            "reads_refused": self.reads_refused,
+            "reads_given_up": self.reads_given_up,
+            "reads_abandoned": self.reads_abandoned,
+            "slices_resent": self.slices_resent,
+            "scan_pages": self.scan_pages,
+            "clock_offset_refusals": self.clock_offset_refusals,
+            "clock_offset_clamps": self.clock_offset_clamps,
         }

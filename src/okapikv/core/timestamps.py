@@ -6,9 +6,13 @@ part of 0.
 
 Invariants (tested in ``tests/unit/test_timestamps.py`` and ``tests/property``):
 - ``hybrid_put_timestamp`` returns a value strictly above both the previous clock value and every
-  client dependency, and never waits unless the logical counter would overflow.
+  client dependency, and never waits: a full logical counter carries into the physical part.
 - ``physical_put_timestamp`` returns either a physical timestamp strictly above the previous
   clock value and every dependency, or the clock reading it must wait for (the baselines' block).
+- ``offset_ceiling`` is the largest timestamp a server takes from elsewhere (a client's session, a
+  peer's watermark) at a clock reading: the reading plus the cluster's maximum clock offset (the HLC
+  paper's epsilon). With every input at or below it, a server's HLC stays within the offset of its
+  own clock (plus the carry: a microsecond per 65,536 timestamps issued within one microsecond).
 """
 
 from __future__ import annotations
@@ -45,21 +49,27 @@ class WaitForClock:
     reason: str
 
 
-def hybrid_put_timestamp(previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
+def hybrid_put_timestamp(previous: int, max_dependency: int, now_us: int) -> int:
     """updateClockOnPut (Okapi, Algorithm 3): the smallest timestamp above ``previous`` and
     ``max_dependency`` whose physical part is at least the clock, without waiting.
 
     The paper sets HLC.p = max(HLC.p, Clock) and then increments HLC.l, or jumps to
     <max_c.p, max_c.l + 1> when the client's dependency is ahead. Taking the maximum of the three
-    candidates is the same rule written once. Only when the logical counter is full (the +1
-    carries into the physical part) must the server wait for its physical clock.
+    candidates is the same rule written once. When the logical counter is full, the +1 carries
+    into the physical part: the HLC runs a microsecond ahead of its sources per 65,536 timestamps.
+    Waiting for the physical clock instead (as the paper's section 5 suggests) parks every write
+    for as long as the HLC is ahead of the clock, which after a restart with the clock stepped back
+    is as long as the step (an hour: 65,536 PUTs, then none); the carry's drift is what the
+    maximum clock offset (``offset_ceiling``) bounds.
     """
-    candidate = max(previous + 1, pack(now_us), max_dependency + 1)
-    if logical_of(candidate) == 0 and candidate != pack(now_us):
-        # The +1 carried out of a full logical counter: the physical part moved ahead of every
-        # source. Wait for the physical clock instead of inventing time (paper, section 5).
-        return WaitForClock(physical_of(candidate), "hlc_overflow")
-    return candidate
+    return max(previous + 1, pack(now_us), max_dependency + 1)
+
+
+def offset_ceiling(now_us: int, max_offset_us: int) -> int:
+    """The largest timestamp whose physical part is at most ``max_offset_us`` ahead of the clock
+    reading ``now_us``: what a server accepts from a session or a peer's watermark (module
+    docstring; the rule is in docs/operations.md, "Clocks: the maximum offset")."""
+    return pack(now_us + max_offset_us, LOGICAL_MASK)
 
 
 def physical_put_timestamp(previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:

@@ -15,8 +15,9 @@ accepting and gives in-flight calls a moment (``SHUTDOWN_GRACE_S``), and the pro
 Listeners (all from the config): ``address`` for clients (and peers, unless the server has a
 ``peer_address``, then a second port serves peer links); ``metrics_port`` on the host of
 ``address`` for Prometheus; unless ``native = false``, the native port (``okapikv.server.native``)
-on the host of ``address``, ``native_port`` or any free port, advertised through ClusterInfo.
-With a ``[tls]`` section every one of them speaks TLS only; the peer
+on the host of ``address``, ``native_port`` or any free port, advertised through ClusterInfo;
+unless ``resp = false``, the Redis-protocol port (``okapikv.resp``) on the host of ``address``,
+``resp_port`` or any free port, shown in Stats. With a ``[tls]`` section every one of them speaks TLS only; the peer
 listener always demands a client certificate, the client one when ``client_auth`` is on
 (``okapikv.tls``).
 """
@@ -37,6 +38,8 @@ from grpc_health.v1._async import HealthServicer
 
 from okapikv import tls as tls_support
 from okapikv.cluster.config import ClusterConfig, split_address
+from okapikv.resp.limits import RespLimits
+from okapikv.resp.service import RespService
 from okapikv.server import faults
 from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.native import start_native
@@ -127,6 +130,25 @@ async def _start_native(node: PartitionNode) -> asyncio.Server | None:
     return listener
 
 
+async def _start_resp(node: PartitionNode, durable: bool) -> RespService | None:
+    """The Redis-protocol port (None with ``resp = false``); sets ``node.resp_port`` for Stats."""
+    config = node.config
+    if not config.resp:
+        return None
+    host = split_address(node.server_config.address)[0].strip("[]")
+    port = node.server_config.resp_port
+    context = None
+    if config.tls is not None:
+        context = tls_support.server_ssl_context(config.tls, require_client_auth=config.tls.client_auth)
+    service = RespService(node, RespLimits.from_config(config, node.core.config.max_read_keys), durable=durable,
+                          tls=config.tls.client_side() if config.tls is not None else None)
+    try:
+        node.resp_port = await service.start(host, port, context)
+    except OSError as error:
+        raise BindError(f"cannot serve the RESP port on {host}:{port}: {error.strerror or error}") from None
+    return service
+
+
 async def serve(
     config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None, *,
     metrics_port: int | None = None, data_dir: str | None = None, repair: bool = False,
@@ -168,12 +190,16 @@ async def serve(
     node.start()
     await server.start()
     native: asyncio.Server | None = None
+    resp: RespService | None = None
     try:
         native = await _start_native(node)
+        resp = await _start_resp(node, durable=data_dir is not None)
         metrics = await _start_metrics(node, server_config.metrics_port if metrics_port is None else metrics_port)
     except BindError:
         if native is not None:
             native.close()
+        if resp is not None:
+            await resp.close()
         await server.stop(None)
         await node.close()
         raise
@@ -186,6 +212,7 @@ async def serve(
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "peer_address": server_config.peer_address,
                     "metrics_port": metrics.port if metrics else 0, "native_port": node.native_port,
+                    "resp_port": node.resp_port,
                     "tls": tls is not None,
                     "client_auth": bool(tls and tls.client_auth)})
     try:
@@ -196,6 +223,8 @@ async def serve(
             await metrics.close()
         if native is not None:
             native.close()
+        if resp is not None:
+            await resp.close()
         await health.enter_graceful_shutdown()
         # Close our links first: peers shutting down at the same time then see their incoming
         # streams end at once instead of waiting out the grace period.

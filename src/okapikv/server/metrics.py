@@ -51,7 +51,8 @@ LATENCY_BUCKETS_S: tuple[float, ...] = (
 _NAMED_CORE_COUNTERS = frozenset({
     "operations", "waits", "replicated_updates_sent", "replicated_updates_received", "replication_metadata_bytes",
     "replication_payload_bytes", "heartbeats_sent", "heartbeat_bytes", "stabilization_messages_sent",
-    "stabilization_bytes", "gc_bytes", "snapshot_retries", "rejected_requests",
+    "stabilization_bytes", "gc_bytes", "snapshot_retries", "rejected_requests", "clock_offset_refusals",
+    "clock_offset_clamps",
 })
 MAX_REQUEST_HEAD_BYTES = 8192
 REQUEST_TIMEOUT_S = 5.0
@@ -251,11 +252,14 @@ class NodeCollector:
         yield self._gauge("okapi_keys", "Keys with at least one version.", len(core.store))
         yield self._gauge("okapi_parked_requests", "Requests waiting for the clock or the stable vector.",
                           core.parked_count)
-        yield self._gauge("okapi_pending_reads", "RO-TX and SCAN reads waiting for partition slices.",
+        yield self._gauge("okapi_pending_reads", "RO-TX and SCAN reads this server coordinates, not answered yet.",
                           core.pending_reads)
+        yield self._gauge("okapi_snapshot_leases", "Paged SCANs' snapshots held for their next page.",
+                          core.snapshot_leases)
         yield self._counter("okapi_rejected_requests", "Requests the core refused (invalid arguments).",
                             stats.rejected_requests)
         yield self._counter("okapi_snapshot_retries", "Snapshot reads restarted.", stats.snapshot_retries)
+        yield from self._clock(now_us)
         for name, figure in stats.as_dict().items():
             # Counters the core gains later (catch-up, progress, ...) appear without an edit here.
             if name not in _NAMED_CORE_COUNTERS and isinstance(figure, int) and not isinstance(figure, bool):
@@ -281,6 +285,28 @@ class NodeCollector:
         for reason, count in sorted(guard.closed.items()):
             closed.add_metric([*self._labels, reason], count)
         yield closed
+
+    def _clock(self, now_us: int) -> Iterator[Metric]:
+        """The maximum clock offset's counters and the clock figures to alert on (docs/operations.md,
+        "Clocks: the maximum offset")."""
+        node = self.node
+        core = node.core
+        yield self._counter("okapi_clock_offset_refusals",
+                            "Client requests and snapshot slices refused (OUT_OF_RANGE): they reached more than the "
+                            "maximum clock offset ahead of this server's clock.", core.stats.clock_offset_refusals)
+        yield self._counter("okapi_clock_offset_clamps",
+                            "Peer timestamps (updates, heartbeats, catch-up answers) more than the maximum clock "
+                            "offset ahead of this server's clock, whose watermark was held back.",
+                            core.stats.clock_offset_clamps)
+        yield self._gauge("okapi_max_clock_offset_seconds", "The cluster's configured maximum clock offset.",
+                          core.config.max_clock_offset_us / 1e6)
+        yield self._gauge("okapi_hlc_ahead_seconds",
+                          "How far this server's hybrid clock (its last timestamp) is ahead of its physical clock "
+                          "(0 when not ahead); above the maximum offset its writes are held back elsewhere.",
+                          max(0, physical_of(core.clock) - now_us) / 1e6)
+        yield self._gauge("okapi_clock_ahead_at_start_seconds",
+                          "How far the recovered clock bound was ahead of the clock when this server started "
+                          "(a clock stepped back since the last run).", node.clock_ahead_at_start_us / 1e6)
 
     def _links(self) -> Iterator[Metric]:
         """Per outgoing peer link: the replication queue (messages waiting for release or for an

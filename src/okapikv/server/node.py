@@ -27,6 +27,12 @@ data stops the start with a one-line error (``okapikv.storage.recovery``); in re
 (``repair``) the directory is rebuilt from the replicas instead, and the core refuses client
 requests until the repair ends. On a full disk (``okapikv.storage.space``) client writes are refused
 with RESOURCE_EXHAUSTED and peer links from other DCs are refused (they resend later) while reads go on.
+
+Clocks (docs/operations.md, "Clocks: the maximum offset"): the core refuses or holds back what
+reaches more than the maximum clock offset past this server's clock and counts it; the node logs
+those events, at most one warning line per ``CLOCK_LOG_INTERVAL_S`` with the counts and the latest
+figure, and warns once at start when the recovered clock bound (hence the HLC) is further ahead of
+the clock than the offset plus the bound's lead: the clock stepped back since the last run.
 """
 
 from __future__ import annotations
@@ -71,7 +77,7 @@ from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
 from okapikv.server.metrics import LagSamples, LatencyHistograms
 from okapikv.server.pipeline import PipelineSink
-from okapikv.storage.group_commit import GroupCommitter
+from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
 from okapikv.storage.recovery import open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
@@ -111,6 +117,8 @@ ADMISSION_MAX_WAIT_S = 0.02
 #: Past the threshold by more than VISIBILITY_GIVE_UP_US, a DC is cut, not slow.
 ADMISSION_VISIBILITY_PERIODS = 1.5
 VISIBILITY_GIVE_UP_US = 1_000_000
+#: At most one warning per this many seconds about inputs the maximum clock offset held off.
+CLOCK_LOG_INTERVAL_S = 10.0
 
 
 def _visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
@@ -135,6 +143,8 @@ REQUEST_KINDS: dict[type, str] = {
     GetRequest: "get", PutRequest: "put", SwapRequest: "swap", DeleteRequest: "delete",
     ScanRequest: "scan", ReadTxRequest: "read_tx",
 }
+#: The result kinds of snapshot reads: dropped from the core when their client goes away.
+READ_KINDS = frozenset({"scan", "read_tx"})
 
 
 class PartitionNode:
@@ -196,12 +206,19 @@ class PartitionNode:
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
         self.native_refused = 0  # of them, closed for breaking the framing
+        self.resp_port = 0  # set by the app once the RESP port listens (0: none; okapikv.resp)
+        self.resp_connections = 0  # accepted on the RESP port, ever
+        self.resp_refused = 0  # of them, closed for breaking the protocol or a bound
         self.admission_waits = 0  # client batches that waited for replication to catch up
         limits = config.connections
         # Shared by every stream port of this server (``okapikv.server.budgets``).
         self.input_guard = InputGuard(InputLimits(limits.input_budget_bytes, limits.frame_timeout_ms / 1000,
                                                   limits.first_frame_timeout_ms / 1000, limits.idle_timeout_ms / 1000),
                                       clock=time.monotonic)
+        self.clock_ahead_at_start_us = 0  # how far the recovered HLC was ahead of the clock
+        self._clock_events_seen = 0  # core refusals + clamps already looked at (``_log_clock_offsets``)
+        self._clock_logged = (0, 0)  # ... and already reported
+        self._clock_logged_at = -math.inf
         if data_dir is not None:
             self._open_storage(Path(data_dir), repair, integrity, disk_reserve_bytes)
 
@@ -230,6 +247,7 @@ class PartitionNode:
                      recovered.keys, directory)
             if repair:
                 log.info("%s: --repair: %s is intact, nothing to repair", self.label, directory)
+            self._check_recovered_clock()
             return
         self._repair_plan = recovered.repair
         self._repair_logged = False
@@ -242,6 +260,26 @@ class PartitionNode:
                     "after %s; client requests are refused until the repair ends", self.label, directory,
                     len(self.core.peers), recovered.damage, moved, recovered.salvaged,
                     describe_timestamp(pack(recovered.clock_bound_us)), extra={"event": "repair_started"})
+        self._check_recovered_clock()
+
+    def _check_recovered_clock(self) -> None:
+        """Warn once, loudly, when the recovered HLC (restarted at the clock bound kept on disk) is
+        ahead of the clock by more than the maximum offset plus the bound's lead: the clock stepped
+        back since the last run (or was ahead then). Timestamps must continue above the bound, so
+        this server's writes run ahead of every other clock until its own catches up."""
+        ahead_us = physical_of(self.core.clock) - self.clock.now_us()
+        self.clock_ahead_at_start_us = max(0, ahead_us)
+        max_offset_us = self.core.config.max_clock_offset_us
+        if ahead_us <= max_offset_us + DEFAULT_CLOCK_LEAD_US:
+            return
+        log.warning(
+            "%s: CLOCK BEHIND ITS RECOVERED BOUND: the timestamps of the last run reach %.3f s ahead of this "
+            "server's clock (maximum clock offset %g ms). The clock stepped back since the last run, or was "
+            "ahead then. Timestamps continue above the bound, so for the next %.0f s this server's writes are "
+            "held back by the other DCs (their clocks plus the offset) and sessions that read them are refused "
+            "by other servers; fix the clock (docs/operations.md, \"Clocks: the maximum offset\")",
+            self.label, ahead_us / 1e6, max_offset_us / 1000, ahead_us / 1e6,
+            extra={"event": "clock_behind_bound", "ahead_ms": round(ahead_us / 1000, 3)})
 
     def start(self) -> None:
         """Start the timer and the catch-up. Call before the server accepts calls: the catch-up
@@ -295,7 +333,8 @@ class PartitionNode:
             self._run_core((request,))
             return await future
         finally:
-            self._waiting.pop(request_id, None)
+            if self._waiting.pop(request_id, None) is not None and isinstance(request, ReadTxRequest | ScanRequest):
+                self._abandon([request_id])  # the RPC was cancelled: its client went away
             self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
     def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
@@ -306,6 +345,8 @@ class PartitionNode:
         num_dcs = self.num_dcs
         check_partition = self.config.partitions > 1
         started = time.perf_counter()
+        if sink.on_close is None:
+            sink.on_close = self._stream_closed
         for operation in batch.operations:
             request_id = next(self._request_ids)
             converted = operation_request(operation, request_id, num_dcs)
@@ -329,6 +370,24 @@ class PartitionNode:
         self.pipeline_batches += 1
         if requests:
             self._run_core(requests)
+
+    def _stream_closed(self, sink: PipelineSink) -> None:
+        """A Pipeline stream or native connection is gone: its snapshot reads still running have no
+        one to answer, so the core drops them (``PartitionServer.cancel_reads``); its other
+        operations finish (a write is applied once taken) and their replies are dropped."""
+        reads = [request_id for request_id, entry in self._waiting.items()
+                 if type(entry) is tuple and entry[0] is sink and entry[2] in READ_KINDS]
+        for request_id in reads:
+            del self._waiting[request_id]
+        sink.outstanding -= len(reads)
+        if reads:
+            self._abandon(reads)
+
+    def _abandon(self, request_ids: list[int]) -> None:
+        dropped = self.core.cancel_reads(request_ids)
+        if dropped:
+            log.info("%s: dropped %d snapshot read(s) whose client went away", self.label, dropped,
+                     extra={"event": "reads_abandoned", "count": dropped})
 
     def backlogged(self) -> bool:
         """Whether new client batches should wait: some peer link that works (connected, not cut)
@@ -457,6 +516,31 @@ class PartitionNode:
         self._carry_out(effects)
         if core.parked_count:
             self._arm_timer()
+        stats = core.stats
+        if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
+            self._log_clock_offsets()
+
+    def _log_clock_offsets(self) -> None:
+        """One warning line for the inputs the maximum clock offset held off since the last one, at
+        most every ``CLOCK_LOG_INTERVAL_S`` (a far-ahead peer trips it with every message)."""
+        stats = self.core.stats
+        self._clock_events_seen = stats.clock_offset_refusals + stats.clock_offset_clamps
+        now = time.monotonic()
+        if now - self._clock_logged_at < CLOCK_LOG_INTERVAL_S or self.core.last_clock_offset is None:
+            return
+        refused = stats.clock_offset_refusals - self._clock_logged[0]
+        clamped = stats.clock_offset_clamps - self._clock_logged[1]
+        self._clock_logged = (stats.clock_offset_refusals, stats.clock_offset_clamps)
+        self._clock_logged_at = now
+        what, source, ahead_us = self.core.last_clock_offset
+        log.warning(
+            "%s: CLOCK OFFSET EXCEEDED: %d request(s) or slice(s) refused and %d peer timestamp(s) held back "
+            "since the last report; latest: %s from %s, %.1f ms ahead of this server's clock (maximum clock "
+            "offset %g ms). A clock is ahead, or this one is behind (docs/operations.md, \"Clocks: the "
+            "maximum offset\")", self.label, refused, clamped, what, source, ahead_us / 1000,
+            self.core.config.max_clock_offset_us / 1000,
+            extra={"event": "clock_offset", "refused": refused, "held_back": clamped,
+                   "ahead_ms": round(ahead_us / 1000, 3), "source": source})
 
     def _fail_requests(self, messages: Sequence[Message]) -> None:
         for message in messages:
@@ -630,6 +714,9 @@ class PartitionNode:
                         self.core.store.version_count, len(self.core.store), stats.repair_local_received,
                         stats.repair_local_kept, extra={"event": "repair_complete"})
         self._arm_timer()
+        stats = self.core.stats
+        if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
+            self._log_clock_offsets()
 
     # ================================================================ introspection
 
@@ -654,6 +741,9 @@ class PartitionNode:
             "clock_unix_us": now_us + EPOCH_UNIX_US,
             "clock_skew_us": self.clock.skew_us,
             "hlc": core.clock,
+            "hlc_ahead_us": physical_of(core.clock) - now_us,
+            "max_clock_offset_us": core.config.max_clock_offset_us,
+            "clock_ahead_at_start_us": self.clock_ahead_at_start_us,
             "vv": list(core.vv),
             "stable": list(core.stable),
             "gsv": list(core.gsv),
@@ -662,6 +752,7 @@ class PartitionNode:
             "stable_lag_samples": self.lag_samples.snapshot(),
             "parked": core.parked_count,
             "pending_reads": core.pending_reads,
+            "snapshot_leases": core.snapshot_leases,
             "keys": len(core.store),
             "catching_up": [self.config.dcs[dc] for dc in core.catching_up],
             "repairing": core.repairing,
@@ -684,6 +775,9 @@ class PartitionNode:
                 "native_port": self.native_port,
                 "native_connections": self.native_connections,
                 "native_refused": self.native_refused,
+                "resp_port": self.resp_port,
+                "resp_connections": self.resp_connections,
+                "resp_refused": self.resp_refused,
                 "admission_waits": self.admission_waits,
             },
             "input": self.input_guard.stats(),

@@ -36,12 +36,16 @@ MAX_UNSENT_BYTES = 32 << 20
 
 class PipelineSink:
     """``on_ready`` (the native port's connections): called instead of waking ``next_batch`` when a
-    result is added, so the connection can write without a task of its own."""
+    result is added, so the connection can write without a task of its own. ``on_close``: called
+    once when the stream or connection is gone (the node drops the snapshot reads still running
+    for it: ``PartitionNode.submit_operations``)."""
 
-    __slots__ = ("outstanding", "reading", "closed", "on_ready", "_results", "_bytes", "_ready", "_room")
+    __slots__ = ("outstanding", "reading", "closed", "on_ready", "on_close", "_results", "_bytes", "_ready",
+                 "_room")
 
     def __init__(self, on_ready: Callable[[], None] | None = None) -> None:
         self.on_ready = on_ready
+        self.on_close: Callable[[PipelineSink], None] | None = None
         self.outstanding = 0  # operations handed to the core and not answered yet
         self.reading = True  # the client may still send operations
         self.closed = False  # the stream is gone: drop late replies
@@ -116,8 +120,13 @@ class PipelineSink:
             await self._ready.wait()
 
     def close(self) -> None:
+        if self.closed:
+            return
         self.closed = True
         self._room.set()
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None:
+            on_close(self)
 
 
 def _salvage(results: list[dict[str, object]]) -> pb.ResultBatch:

@@ -125,6 +125,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
             max_value_bytes=config.max_value_bytes,
             max_message_bytes=config.max_message_bytes,
             native_port=self.node.native_port,
+            max_read_keys=self.node.core.config.max_read_keys,
         )
         for server in config.servers:
             response.servers.add(dc=config.dc_index(server.dc), partition=server.partition, address=server.address)

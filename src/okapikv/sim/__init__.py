@@ -2,8 +2,9 @@
 
 The production partition servers run under virtual time: seeded network delays and partitions,
 per-server clocks with offsets, drift and steps, crashes (kill -9, then a restart from what was
-durable), pauses and slow servers, closed-loop client sessions recording a history that
-``okapikv.check`` then judges. See ``engine`` for the model and ``config`` for the knobs.
+durable), pauses and slow servers, clocks off by minutes to hours (``clock_jumps``), closed-loop
+client sessions recording a history that ``okapikv.check`` then judges, liveness after the heal
+included (``liveness_s``). See ``engine`` for the model and ``config`` for the knobs.
 
 Commands::
 
@@ -14,6 +15,8 @@ Commands::
     okapi sim --dcs 3 --partitions 32 --clients 3000 --duration-s 0.5 \\
               --clock-skew-ms 10                # the paper's deployment size, thousands of clients
     okapi sim --seed 7 --faults --history run.jsonl && okapi check run.jsonl
+    okapi sim --seeds 1..20 --faults --clock-jumps --liveness-s 0.25 \\
+              --partitions 3 --clients 6 --duration-s 0.5   # clocks hours off; liveness after the heal
 """
 
 from okapikv.sim.config import FaultPlan, SimConfig, WorkloadMix

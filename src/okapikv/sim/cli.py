@@ -44,6 +44,8 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         duration_s=args.duration_s,
         faults=args.faults,
         clock_skew_ms=args.clock_skew_ms,
+        clock_jumps=args.clock_jumps,
+        liveness_s=args.liveness_s,
     )
 
 

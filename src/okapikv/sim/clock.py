@@ -2,8 +2,10 @@
 
 A server's clock reads ``true + offset + drift * (true - start) + steps``: a fixed offset (the skew
 the paper injects, section 5), a linear drift in parts per million (an undisciplined oscillator),
-and forward steps (an NTP correction jumping the clock ahead). Clocks never step backwards: the
-core, like the paper, assumes a monotonic physical clock.
+and steps (an NTP correction, or a bad clock). A running server's clock never steps backwards: the
+core, like the paper, assumes a monotonic physical clock, and the production driver holds its
+reading (``okapikv.server.clock``). A restarted process reads the wall clock afresh, so at a
+restart the clock may step back (``restart``), below what the previous incarnation saw.
 
 Deadlines (``PartitionServer.next_deadline``) are in the server's own clock; ``true_time_for`` turns
 one into the true time at which the clock first reads it, so the simulator schedules timers exactly.
@@ -37,6 +39,10 @@ class ClockModel:
         if forward_us < 0:
             raise ValueError("clock steps go forward only")
         self.stepped_us += forward_us
+
+    def restart(self, step_us: int) -> None:
+        """A new process on the same machine: the clock moves by ``step_us``, forward or back."""
+        self.stepped_us += step_us
 
     def true_time_for(self, clock_us: int, now_us: int) -> int:
         """The earliest true time ``>= now_us`` at which the clock reads at least ``clock_us``."""

@@ -78,6 +78,13 @@ class FaultPlan:
     slow_ms: tuple[float, float] = (50.0, 400.0)
     slow_service_us: tuple[int, int] = (200, 3_000)
     clock_step_ms: tuple[float, float] = (1.0, 30.0)
+    #: ``SimConfig.clock_jumps``: how far a clock jumps (minutes to hours), and the kinds' weights
+    clock_jump_s: tuple[float, float] = (60.0, 7_200.0)
+    jump_kinds: tuple[tuple[str, float], ...] = (
+        ("clock_jump", 1.0),  # a running server's clock jumps ahead (and stays there)
+        ("restart_clock_back", 1.0),  # kill -9, restart with the clock stepped back (fixed at the heal)
+        ("restart_clock_ahead", 1.0),  # kill -9, restart with the clock ahead (and it stays there)
+    )
     drift_ppm_max: float = 200.0
     #: a client whose server stays down this long moves its session to another DC that can adopt
     #: it (the clients' ``fallback``, ``okapikv.client.failover``); 0: clients only retry
@@ -131,11 +138,25 @@ class SimConfig:
     rotx_partitions: int = 2
     #: scans cover this many consecutive keys at most
     scan_span: int = 8
+    #: the servers' cap on pairs per SCAN reply (``max_scan_items``; 0: the servers' default, which
+    #: a scan of ``scan_span`` keys never reaches): small, so that scans come in pages, each page at
+    #: the first page's snapshot, and the checkers judge paged scans
+    scan_page_items: int = 3
     #: client think time between operations, uniform in [0, think_us_max] (us)
     think_us_max: int = 1_000
     #: per-message service time of a healthy server (us); a slow server adds to it
     service_us: int = 0
     fault_plan: FaultPlan = field(default_factory=FaultPlan)
+    #: the fault phase also steps clocks by minutes to hours (``FaultPlan.jump_kinds``)
+    clock_jumps: bool = False
+    #: clients run on this many simulated seconds after the heal, and the liveness checker judges
+    #: that part (``okapikv.check.liveness``); 0: clients stop at the heal
+    liveness_s: float = 0.0
+    #: liveness bounds: an operation's outcome after the heal, a write's visibility in every DC
+    liveness_operation_bound_ms: float = 2_000.0
+    liveness_visibility_bound_ms: float = 2_000.0
+    #: the servers' maximum clock offset (``CoreConfig.max_clock_offset_us``)
+    max_clock_offset_ms: float = 500.0
     #: simulated seconds allowed after the fault phase for replicas to become quiescent
     converge_timeout_s: float = 5.0
     piggyback_usv: bool = False
@@ -169,6 +190,15 @@ class SimConfig:
             problems.append("duration must be positive")
         if self.clock_skew_ms < 0:
             problems.append("clock skew must not be negative")
+        if self.scan_page_items < 0:
+            problems.append("scan_page_items must not be negative")
+        if self.liveness_s < 0:
+            problems.append("the liveness phase must not be negative")
+        if self.max_clock_offset_ms * 1000 < 1:
+            problems.append("the maximum clock offset must be at least 1 us")
+        elif self.clock_skew_ms >= self.max_clock_offset_ms:
+            problems.append(f"clock skew ({self.clock_skew_ms:g} ms) must be below the maximum clock offset "
+                            f"({self.max_clock_offset_ms:g} ms): clocks further off are the clock_jumps faults")
         wan = self.wan()
         if len(wan) != self.num_dcs or any(len(row) != self.num_dcs for row in wan):
             problems.append(f"the WAN matrix must be {self.num_dcs}x{self.num_dcs}")

@@ -17,7 +17,10 @@ Faults (``FaultPlan``): *partition* a DC or the link between two DCs (messages a
 order, and delivered on *repair*: links are reliable); *crash* a server and *restart* it later;
 *pause* a server (SIGSTOP: it stops processing messages and timers while messages queue for it, then
 resumes with its state intact); *slow* a server (every message costs it extra service time); *step*
-a clock forward; clocks also drift.
+a clock forward; clocks also drift. With ``clock_jumps`` clocks also go far wrong, by minutes to
+hours: a running server's clock *jumps* ahead and stays there; a server is killed and *restarts
+with its clock stepped back* (its recovered clock bound, hence its HLC, ahead of its clock), fixed
+at the heal; a server is killed and *restarts with its clock ahead*, and stays so.
 
 A crash is what ``kill -9`` does to a durable server (``okapikv.server`` over ``okapikv.storage``):
 everything in memory is gone, what it had made durable is not. The durable driver writes each
@@ -40,14 +43,20 @@ session (``okapikv.core.session.adopt``, what the real clients' ``fallback`` ask
 and stays there: the checkers then judge the session guarantees across the move.
 
 A run is a fault phase (``duration_s``: clients run, faults strike) then a heal-and-converge phase:
-every fault is repaired, clients finish their current operation and stop, the system runs until
-quiescence (no replication in flight, every server's stable vector past every write), and then every
-written key is read in every DC (``final`` reads) for the convergence checker.
+every fault is repaired, clients run on for ``liveness_s`` (the part the liveness checker judges:
+every operation completes and every write becomes visible in every DC within bounds; the history's
+meta ``liveness`` and its ``visible`` events), then finish their current operation and stop, the
+system runs until quiescence (no replication in flight, every server's stable vector past every
+write it can be past: a timestamp legitimately ahead of other clocks is held back until they come
+within the maximum clock offset of it), and then every written key is read in every DC (``final``
+reads) for the convergence checker.
 
 While running, the simulator also checks two internal invariants the histories cannot show:
 replication promises (a server's ``vv[i]`` never covers an update from DC i that is still in flight
-to it: FIFO links plus heartbeats must not run ahead of updates) and stability (a server's stable
-vector never exceeds what the servers it summarises have received, and never moves backwards).
+to it: FIFO links plus heartbeats must not run ahead of updates), stability (a server's stable
+vector never exceeds what the servers it summarises have received, and never moves backwards) and
+the clock bound (``ClockDragged``: a server's HLC never runs further ahead of its own clock than the
+maximum offset, or than the clock bound it restarted above: nothing received drags it).
 """
 
 from __future__ import annotations
@@ -92,6 +101,7 @@ from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.session import ClientSession, adopt
 from okapikv.core.stats import WaitStats
+from okapikv.core.timestamps import pack, physical_of
 from okapikv.sim.clock import ClockModel
 from okapikv.sim.config import SimConfig, dc_names
 from okapikv.sim.workload import Workload
@@ -104,10 +114,15 @@ INFINITY = 1 << 62
 QUIESCENCE_POLL_US = 5_000
 #: how long a client whose request was lost with a crashed server waits before resending it
 CLIENT_RETRY_US = 10_000
-#: a snapshot read whose slice a crash lost is retried after this (the servers' 5 s default is
-#: the whole convergence timeout of a run that lasts a second or two)
-SIM_READ_TIMEOUT_US = 300_000
+#: how many times a client starts a paged SCAN over when a later page finds its snapshot gone
+#: (ABORTED), as the real clients do (``okapikv.client.operations.SCAN_RESTARTS``)
+SCAN_RESTARTS = 2
 FINAL_READERS_PER_DC = 8
+#: what the HLC may run ahead of the clock plus the maximum offset (the logical carry: 1 us per
+#: 65,536 timestamps within one microsecond) before the simulator reports ``ClockDragged``
+DRAG_SLACK_US = 1_000
+#: a write held back (``held_until_us``) by less than this past its completion is not marked
+HELD_MIN_US = 100_000
 
 # event kinds (ints compare fast; the heap entry is (time, seq, kind, target, payload))
 DELIVER = 0  # payload: message for server ``target`` (arrives: may queue behind a slow server)
@@ -132,6 +147,10 @@ class _Client:
     request: ClientRequest | None = None  # the request in flight, resent if a crash loses it
     server: int = 0  # the server it was sent to
     lost_since: int | None = None  # when a crash first lost the request in flight
+    # a paged SCAN in progress: its first request, the pairs of its pages so far, restarts left
+    scan: ScanRequest | None = None
+    scan_items: list[tuple[bytes, bytes]] = field(default_factory=list)
+    scan_restarts: int = 0
     counter: int = 0
     stopped: bool = False
 
@@ -161,6 +180,7 @@ class SimResult:
     events: int
     snapshot_retries: int = 0
     messages: Counter[str] = field(default_factory=Counter)
+    scan_restarts: int = 0
 
 
 class Simulation:
@@ -186,7 +206,8 @@ class Simulation:
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
-                    read_timeout_us=SIM_READ_TIMEOUT_US,
+                    **({"max_scan_items": config.scan_page_items} if config.scan_page_items else {}),
+                    max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                 )
             )
             for dc in range(dcs)
@@ -203,6 +224,12 @@ class Simulation:
             )
             for _ in range(count_servers)
         ]
+        self.offset_us = round(config.max_clock_offset_ms * 1000)
+        self.drag_us = self.offset_us + DRAG_SLACK_US
+        self.dragged = [False] * count_servers  # reported ClockDragged once
+        #: per server, the clock floor its current incarnation restarted above, in physical us plus
+        #: ``DRAG_SLACK_US`` (``ClockDragged``)
+        self.floors = [0] * count_servers
         self.heap: list[Event] = []
         self._seq = count()
         self.now = START_US
@@ -248,13 +275,16 @@ class Simulation:
         self.pending: dict[int, int] = {}
         self.failover_us = int(config.fault_plan.failover_after_ms * 1000)
         self.failovers = 0
+        self.scan_restarts = 0
         self._next_request = 1
         self.operations: Counter[str] = Counter()
         self.completed: Counter[str] = Counter()
         self.message_counts: dict[type, int] = {}
         # phases
         self.fault_phase_end = START_US + int(config.duration_s * 1_000_000)
-        self.stopping = False
+        self.liveness_end = self.fault_phase_end + int(config.liveness_s * 1_000_000)
+        self.healed = False  # every fault repaired; no new one strikes
+        self.stopping = False  # clients finish their operation and stop
         self.quiescent_at: int | None = None
         self.done = False
         self.active_clients = 0
@@ -265,8 +295,12 @@ class Simulation:
         self.fault_undo: list[Callable[[], None]] = []
         # measurements
         self.visibility: dict[tuple[int, int], list[int]] = {}
-        self.visibility_pending: list[dict[int, deque[tuple[Version, int]]]] = [{} for _ in range(count_servers)]
+        #: per replica, per source DC: (version, written at, operation whose visibility the history
+        #: records or None, sampled for the latency figures)
+        self.visibility_pending: list[dict[int, deque[tuple[Version, int, Operation | None, bool]]]] = [
+            {} for _ in range(count_servers)]
         self._invariant_reports = 0
+        self.watch_writes = bool(config.visibility_sample or config.liveness_s or config.clock_jumps)
 
     def _meta(self) -> dict[str, object]:
         c = self.config
@@ -281,6 +315,9 @@ class Simulation:
             "duration_s": c.duration_s,
             "faults": c.faults,
             "clock_skew_ms": c.clock_skew_ms,
+            "clock_jumps": c.clock_jumps,
+            "liveness_s": c.liveness_s,
+            "max_clock_offset_ms": c.max_clock_offset_ms,
             "time": "virtual true time (us)",
         }
 
@@ -390,8 +427,8 @@ class Simulation:
                     self._invariant("DuplicateRequest", f"{self._name(index)} answered request "
                                                         f"{reply.request_id} again")
                     continue
-                if self.config.visibility_sample and isinstance(reply, WriteReply | SwapReply):
-                    self._sample_visibility(index, client, reply)
+                if self.watch_writes and isinstance(reply, WriteReply | SwapReply):
+                    self._watch_write(index, client, reply)
                 heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), REPLY, client, reply))
 
     def _process(self, index: int, message: Message) -> None:
@@ -404,9 +441,13 @@ class Simulation:
             if queue:
                 queue.popleft()
                 self.replication_inflight -= 1
-        effects = server.handle(message, self.clocks[index].read(self.now))
-        if kind is Heartbeat and self.invariants:
-            self._check_promise(index, message)  # type: ignore[arg-type]
+        now_us = self.clocks[index].read(self.now)
+        effects = server.handle(message, now_us)
+        if self.invariants:
+            if kind is Heartbeat:
+                self._check_promise(index, message)  # type: ignore[arg-type]
+            if physical_of(server.vv[server.dc]) > max(now_us + self.drag_us, self.floors[index]):
+                self._clock_dragged(index, message, now_us)
         if effects:
             self._apply(index, effects)
         if server.stable is not self.last_stable[index]:
@@ -417,7 +458,10 @@ class Simulation:
     def _on_timer(self, index: int) -> None:
         self.timer_at[index] = INFINITY
         server = self.servers[index]
-        effects = server.on_timer(self.clocks[index].read(self.now))
+        now_us = self.clocks[index].read(self.now)
+        effects = server.on_timer(now_us)
+        if self.invariants and physical_of(server.vv[server.dc]) > max(now_us + self.drag_us, self.floors[index]):
+            self._clock_dragged(index, None, now_us)
         if effects:
             self._apply(index, effects)
         if server.stable is not self.last_stable[index]:
@@ -437,8 +481,8 @@ class Simulation:
             self._schedule_faults()
         self._push(self.fault_phase_end, CONTROL, 0, self._end_fault_phase)
         timeout_us = int(self.config.converge_timeout_s * 1_000_000)
-        self._push(self.fault_phase_end + timeout_us, CONTROL, 0, self._check_clients_stopped)
-        self._push(self.fault_phase_end + 2 * timeout_us, CONTROL, 0, self._give_up)
+        self._push(self.liveness_end + timeout_us, CONTROL, 0, self._check_clients_stopped)
+        self._push(self.liveness_end + 2 * timeout_us, CONTROL, 0, self._give_up)
         heap = self.heap
         pop = heapq.heappop
         paused = self.paused
@@ -532,11 +576,40 @@ class Simulation:
                                      end=decode_bytes(keys[high]), limit=limit, server=(dc, partition))
         self.operations[f] += 1
         client.op = op
-        client.request_id = rid
-        client.request = request
         client.server = dc * partitions + partition
-        self.pending[rid] = client.index
+        if isinstance(request, ScanRequest):
+            client.scan, client.scan_items, client.scan_restarts = request, [], SCAN_RESTARTS
+        self._send_request(client, request)
+
+    def _send_request(self, client: _Client, request: ClientRequest) -> None:
+        client.request_id = request.request_id
+        client.request = request
+        self.pending[request.request_id] = client.index
         heapq.heappush(self.heap, (self.now + self._lan(), next(self._seq), DELIVER, client.server, request))
+
+    def _next_page(self, client: _Client, reply: ClientReply) -> bool:
+        """A paged SCAN goes on as the real clients page it: a reply with a resume key asks for the
+        next page at its snapshot; a later page refused ABORTED (its snapshot is gone, or the client
+        moved DC) starts the scan over, at most SCAN_RESTARTS times. True when a request left."""
+        first = client.scan
+        if first is None:
+            return False
+        if type(reply) is ScanReply and reply.resume is not None:
+            client.session.merge(reply.session)
+            client.scan_items += reply.items
+            limit = None if first.limit is None else first.limit - len(client.scan_items)
+            request = replace(first, request_id=self._next_request, start=reply.resume, limit=limit,
+                              session=client.session.current, snapshot=reply.snapshot)
+        elif type(reply) is ErrorReply and reply.code == "ABORTED" and client.scan_restarts:
+            client.scan_restarts -= 1
+            client.scan_items = []
+            request = replace(first, request_id=self._next_request, session=client.session.current)
+            self.scan_restarts += 1
+        else:
+            return False
+        self._next_request += 1
+        self._send_request(client, request)
+        return True
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
@@ -547,6 +620,12 @@ class Simulation:
             self._retry(client)
             return
         client.lost_since = None
+        if self._next_page(client, reply):
+            return
+        if client.scan is not None:
+            if type(reply) is ScanReply:  # the last page: the SCAN's result is every page's pairs
+                reply = replace(reply, items=(*client.scan_items, *reply.items))
+            client.scan, client.scan_items = None, []
         op = client.op
         now = self.now
         if type(reply) is ErrorReply:
@@ -580,17 +659,40 @@ class Simulation:
     # ================================================================ phases
 
     def _end_fault_phase(self) -> None:
-        """Heal everything, stop the clients, then wait for quiescence."""
-        self.stopping = True
+        """Heal everything; the clients run on for ``liveness_s``, then stop; then wait for quiescence."""
+        self.healed = True
         for undo in list(self.fault_undo):
             undo()
         self.fault_undo.clear()
-        self.faults.append(FaultRecord(self.now, "heal: all faults repaired, clients stop"))
+        liveness_s = self.config.liveness_s
+        if not liveness_s:
+            self.faults.append(FaultRecord(self.now, "heal: all faults repaired, clients stop"))
+            self._stop_clients()
+            return
+        self.faults.append(FaultRecord(self.now, f"heal: all faults repaired, clients run {liveness_s:g} s more"))
+        if self.recorder is not None:
+            self.recorder.meta["liveness"] = {
+                "heal_us": self.now,
+                "operation_bound_us": round(self.config.liveness_operation_bound_ms * 1000),
+                "visibility_bound_us": round(self.config.liveness_visibility_bound_ms * 1000),
+                # every write started after the heal has its ``visible`` events
+                "visibility": self.config.num_dcs > 1 and self.servers[0].protocol.stabilizes,
+            }
+        self._push(self.liveness_end, CONTROL, 0, self._stop_clients)
+
+    def _stop_clients(self) -> None:
+        self.stopping = True
+        if self.config.liveness_s:
+            self.faults.append(FaultRecord(self.now, "heal: clients stop"))
         if self.active_clients == 0:
             self._all_clients_stopped()
 
     def _all_clients_stopped(self) -> None:
-        self.write_target = max(server.clock for server in self.servers)
+        # Every timestamp issued, except what is legitimately ahead of the other clocks (a server's
+        # clock or clock bound ahead): stable vectors pass it only once those clocks come within the
+        # maximum offset of it (its writes then carry ``held_until_us``).
+        cap = pack(min(clock.read(self.now) for clock in self.clocks) + self.offset_us)
+        self.write_target = max(min(server.clock, cap) for server in self.servers)
         self._push(self.now, CONTROL, 0, self._poll_quiescence)
 
     def _quiescent(self) -> bool:
@@ -599,14 +701,28 @@ class Simulation:
         if not self.servers[0].protocol.stabilizes:
             return all(not self.inbox[i] for i in range(len(self.servers)))
         target = self.write_target
-        return all(min(server.stable) >= target for server in self.servers)
+        return all(min(server.stable) >= target for server in self.servers) and not self._visibility_due()
+
+    def _visibility_due(self) -> bool:
+        """Whether a write the liveness checker follows is not visible somewhere yet and still within
+        its bound (not held back: ``held_until_us``): the run waits for it, or for its deadline to
+        pass, so that the history shows which."""
+        if not self.config.liveness_s:
+            return False
+        bound = round(self.config.liveness_visibility_bound_ms * 1000)
+        for pending in self.visibility_pending:
+            for queue in pending.values():
+                for _, written_at, op, _ in queue:
+                    if op is not None and op.held_until_us is None and written_at + bound >= self.now:
+                        return True
+        return False
 
     def _poll_quiescence(self) -> None:
         if self._quiescent():
             self.quiescent_at = self.now
             self._start_final_reads()
             return
-        if self.now - self.fault_phase_end > int(self.config.converge_timeout_s * 1_000_000):
+        if self.now - self.liveness_end > int(self.config.converge_timeout_s * 1_000_000):
             lagging = [
                 f"dc{s.dc}/p{s.id.partition} stable={s.stable}"
                 for s in self.servers
@@ -655,6 +771,9 @@ class Simulation:
             client.op = self.recorder.invoke(client.process, client.dc, "get", self.now, key=decode_bytes(key),
                                              final=True, server=(client.dc, partition))
         self.pending[rid] = client.index
+        # Each convergence read depends on nothing: after reading a write whose timestamp is
+        # legitimately ahead (a server's clock far ahead), a session is refused by the other servers.
+        client.session = ClientSession(self.config.num_dcs)
         client.request = GetRequest(rid, key, client.session.current)
         client.server = client.dc * self.num_partitions + partition
         self._push(self.now + self._lan(), DELIVER, client.server, client.request)
@@ -685,8 +804,9 @@ class Simulation:
     def _schedule_faults(self) -> None:
         plan = self.config.fault_plan
         rng = self.rng
-        kinds = [k for k, w in plan.kinds if w > 0]
-        weights = [w for _, w in plan.kinds if w > 0]
+        mix = plan.kinds + (plan.jump_kinds if self.config.clock_jumps else ())
+        kinds = [k for k, w in mix if w > 0]
+        weights = [w for _, w in mix if w > 0]
         at = START_US
         while True:
             at += int(rng.expovariate(1.0 / (plan.mean_interval_ms * 1000)))
@@ -725,6 +845,14 @@ class Simulation:
             length = int(rng.uniform(*plan.slow_ms) * 1000)
             service = rng.randint(*plan.slow_service_us)
             return lambda: self._slow(index, length, service)
+        if kind in ("clock_jump", "restart_clock_back", "restart_clock_ahead"):
+            index = rng.randrange(servers)
+            jump = int(rng.uniform(*plan.clock_jump_s) * 1_000_000)
+            if kind == "clock_jump":
+                return lambda: self._clock_step(index, jump)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            step = -jump if kind == "restart_clock_back" else jump
+            return lambda: self._crash(index, length, clock_step_us=step)
         index = rng.randrange(servers)
         step = int(rng.uniform(*plan.clock_step_ms) * 1000)
         return lambda: self._clock_step(index, step)
@@ -742,7 +870,7 @@ class Simulation:
         self._push(self.now + length_us, CONTROL, 0, once)
 
     def _partition_dc(self, dc: int, length_us: int) -> None:
-        if self.stopping:
+        if self.healed:
             return
         self.dc_down[dc] += 1
         self.faults.append(FaultRecord(self.now, f"partition dc{dc} for {length_us / 1000:.0f} ms"))
@@ -755,7 +883,7 @@ class Simulation:
         self._timed(length_us, repair)
 
     def _partition_link(self, a: int, b: int, length_us: int) -> None:
-        if self.stopping:
+        if self.healed:
             return
         pair = (min(a, b), max(a, b))
         self.pair_down[pair] += 1
@@ -782,7 +910,7 @@ class Simulation:
                 self._transmit(link, src_dc, dst_dc, destination, message)
 
     def _pause(self, index: int, length_us: int) -> None:
-        if self.stopping or self.paused[index]:
+        if self.healed or self.paused[index]:
             return
         self.paused[index] = True
         self.faults.append(FaultRecord(self.now, f"pause {self._name(index)} for {length_us / 1000:.0f} ms"))
@@ -798,13 +926,16 @@ class Simulation:
 
         self._timed(length_us, resume)
 
-    def _crash(self, index: int, length_us: int, *, lose_disk: bool = False) -> None:
+    def _crash(self, index: int, length_us: int, clock_step_us: int = 0, *, lose_disk: bool = False) -> None:
         """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring),
-        or with ``lose_disk`` from an empty one, in repair mode, when that loses nothing acknowledged."""
-        if self.stopping or self.paused[index]:
+        with its clock moved by ``clock_step_us`` (a clock stepped back is fixed at the heal; one
+        restarting after the heal restarts with its clock right), or with ``lose_disk`` from an empty
+        disk, in repair mode, when that loses nothing acknowledged."""
+        if self.healed or self.paused[index]:
             return
         self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: see _hold
-        self.faults.append(FaultRecord(self.now, f"crash {self._name(index)} for {length_us / 1000:.0f} ms"))
+        stepped = f", restarting with its clock {clock_step_us / 1e6:+.0f} s" if clock_step_us else ""
+        self.faults.append(FaultRecord(self.now, f"crash {self._name(index)} for {length_us / 1000:.0f} ms{stepped}"))
         mine = sorted(event for event in self.heap if event[3] == index and event[2] in (DELIVER, PROCESS))
         self.heap[:] = [event for event in self.heap if not (event[3] == index and event[2] in (DELIVER, PROCESS))]
         heapq.heapify(self.heap)  # in place: the event loop holds the list
@@ -837,9 +968,14 @@ class Simulation:
                             clock_floor=old.clock + 1)
             self.retired.append(old)
             self.servers[index] = new
+            self.floors[index] = physical_of(old.clock + 1) + DRAG_SLACK_US
             self.paused[index] = self.down[index] = False
             self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"
                                                      + (" on an empty disk, repairing" if repair else "")))
+            if clock_step_us and not self.healed:
+                self.clocks[index].restart(clock_step_us)
+                if clock_step_us < 0:
+                    self.fault_undo.append(lambda: self._fix_clock(index, -clock_step_us))
             self._apply(index, new.start_catch_up(Repair() if repair else None))
             unacked, self.unacked[index] = self.unacked[index], {}
             for source, messages in unacked.items():
@@ -938,7 +1074,7 @@ class Simulation:
         return False
 
     def _slow(self, index: int, length_us: int, service_us: int) -> None:
-        if self.stopping:
+        if self.healed:
             return
         self.service_us[index] += service_us
         self.faults.append(FaultRecord(self.now, f"slow {self._name(index)} (+{service_us} us per message) "
@@ -973,10 +1109,32 @@ class Simulation:
         self.busy_until[index] = at
 
     def _clock_step(self, index: int, step_us: int) -> None:
-        if self.stopping:
+        if self.healed:
             return
         self.clocks[index].step(step_us)
         self.faults.append(FaultRecord(self.now, f"clock step {self._name(index)} +{step_us / 1000:.1f} ms"))
+        self.timer_at[index] = INFINITY
+        self._arm(index)
+
+    def _clock_dragged(self, index: int, message: Message | None, now_us: int) -> None:
+        """``ClockDragged``: server ``index``'s HLC ran further ahead of its clock than the maximum
+        offset and above the clock bound it restarted at (reported once per server)."""
+        if self.dragged[index]:
+            return
+        self.dragged[index] = True
+        hlc = self.servers[index].clock
+        cause = f"handling a {type(message).__name__}" if message is not None else "its timer"
+        ahead_ms = (physical_of(hlc) - now_us) / 1000
+        self._invariant("ClockDragged", f"{self._name(index)}'s HLC {physical_of(hlc)} is "
+                                        f"{ahead_ms:.1f} ms ahead of its clock after {cause}, "
+                                        f"beyond the maximum clock offset ({self.config.max_clock_offset_ms:g} ms) "
+                                        f"and above the clock bound it restarted at: a timestamp it took from "
+                                        f"elsewhere dragged it")
+
+    def _fix_clock(self, index: int, step_us: int) -> None:
+        """The heal of a clock stepped back at a restart: it steps forward to the right time."""
+        self.clocks[index].step(step_us)
+        self.faults.append(FaultRecord(self.now, f"fix clock {self._name(index)} +{step_us / 1e6:.0f} s"))
         self.timer_at[index] = INFINITY
         self._arm(index)
 
@@ -1017,19 +1175,31 @@ class Simulation:
         if not pending:
             return
         visible = server.protocol.visible
+        recorder = self.recorder
         for source_dc, queue in pending.items():
             while queue and visible(queue[0][0], current):
-                _, written_at = queue.popleft()
-                self.visibility.setdefault((source_dc, server.dc), []).append(self.now - written_at)
+                _, written_at, op, sampled = queue.popleft()
+                if sampled:
+                    self.visibility.setdefault((source_dc, server.dc), []).append(self.now - written_at)
+                if op is not None and recorder is not None:
+                    recorder.visible(op, server.dc, self.now)
 
-    def _sample_visibility(self, index: int, client: int, reply: WriteReply | SwapReply) -> None:
-        if self.rng.random() >= self.config.visibility_sample or self.config.num_dcs < 2:
+    def _watch_write(self, index: int, client: int, reply: WriteReply | SwapReply) -> None:
+        """Follow a write's remote visibility: for the latency figures (a ``visibility_sample``), and
+        for the liveness checker (every write started after the heal: ``visible`` events); and mark
+        a write held back by a timestamp legitimately ahead of other clocks (``held_until_us``)."""
+        config = self.config
+        sampled = bool(config.visibility_sample) and self.rng.random() < config.visibility_sample
+        if config.num_dcs < 2:
             return
         server = self.servers[index]
-        if not server.protocol.stabilizes:
-            return
         op = self.clients[client].op
         if op is None or op.key is None:
+            return
+        if config.clock_jumps:
+            op.held_until_us = self._held_until(index, reply.timestamp)
+        tracked = self.healed and config.liveness_s > 0 and op.invoke_us >= self.fault_phase_end
+        if not server.protocol.stabilizes or not (sampled or tracked):
             return
         key = op.key.encode("utf-8", "surrogateescape")
         timestamp, dc = reply.timestamp, server.dc
@@ -1040,7 +1210,29 @@ class Simulation:
         for other in range(self.config.num_dcs):
             if other != dc:
                 pending = self.visibility_pending[other * self.num_partitions + partition]
-                pending.setdefault(dc, deque()).append((version, self.now))
+                pending.setdefault(dc, deque()).append((version, self.now, op if tracked else None, sampled))
+
+    def _held_until(self, index: int, timestamp: int) -> int | None:
+        """When a write of server ``index`` with ``timestamp`` may first be visible in every other DC,
+        if its timestamp is legitimately ahead of other clocks (its server's own clock or restart
+        floor put it there) and that is more than ``HELD_MIN_US`` from now; else None. Every server
+        of another DC holds a peer's watermark at its clock plus the maximum offset, and the other
+        partitions of its own DC announce no more than their clocks (or HLCs) in the DC's GSV, so the
+        write waits for each of those clocks to reach it (``okapikv.check.liveness``)."""
+        physical = physical_of(timestamp)
+        own = self.clocks[index].read(self.now)
+        if physical > max(self.floors[index], own + self.drag_us):
+            return None  # dragged, not legitimately ahead: no exemption (ClockDragged reports it)
+        partitions = self.num_partitions
+        dc = index // partitions
+        latest = self.now
+        for other, clock in enumerate(self.clocks):
+            if other == index:
+                continue
+            target = physical if other // partitions == dc else physical - self.offset_us
+            if clock.read(self.now) < target:
+                latest = max(latest, clock.true_time_for(target, self.now))
+        return latest if latest - self.now > HELD_MIN_US else None
 
     def check_stability(self) -> None:
         """Stable vectors never exceed what the servers they summarise have received (run at the end
@@ -1098,6 +1290,7 @@ class Simulation:
             wall_s=wall_s,
             events=self.events,
             snapshot_retries=retries,
+            scan_restarts=self.scan_restarts,
             messages=Counter({kind.__name__: n for kind, n in self.message_counts.items()}),
         )
 

@@ -65,9 +65,13 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append("--faults")
     if config.clock_skew_ms:
         parts.append(f"--clock-skew-ms {config.clock_skew_ms:g}")
+    if config.clock_jumps:
+        parts.append("--clock-jumps")
+    if config.liveness_s:
+        parts.append(f"--liveness-s {config.liveness_s:g}")
     command = " ".join(parts)
     cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
-                  "clock_skew_ms"}
+                  "clock_skew_ms", "clock_jumps", "liveness_s"}
     defaults = SimConfig()
     extra = {
         f.name: getattr(config, f.name)
@@ -107,7 +111,9 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         f"okapi sim: protocol {c.protocol}, seed {c.seed}, {c.num_dcs} DCs x {c.num_partitions} partitions, "
         f"{c.num_clients} clients, {c.duration_s:g} s fault phase"
         + (", faults" if c.faults else "")
-        + (f", clock skew up to {c.clock_skew_ms:g} ms" if c.clock_skew_ms else ""),
+        + (f", clock skew up to {c.clock_skew_ms:g} ms" if c.clock_skew_ms else "")
+        + (", clock jumps" if c.clock_jumps else "")
+        + (f", {c.liveness_s:g} s after the heal checked for liveness" if c.liveness_s else ""),
         f"simulated {result.simulated_us / 1e6:.3f} s ("
         + (f"quiescent {_ms(result.quiescent_us - result.fault_phase_end_us)} ms after the heal"
            if result.quiescent_us is not None else "never quiescent")
@@ -128,6 +134,8 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         lines.append("waits: none")
     if result.snapshot_retries:
         lines.append(f"snapshot retries (GC horizon): {result.snapshot_retries}")
+    if result.scan_restarts:
+        lines.append(f"paged scans started over (snapshot gone between pages): {result.scan_restarts}")
     if result.visibility_us:
         parts = []
         for (source, destination), values in sorted(result.visibility_us.items()):

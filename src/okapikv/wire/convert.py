@@ -10,7 +10,7 @@ Conventions shared with the client library:
 - a ``Session`` with no ``stable`` entries is a fresh session: zeros for every DC (so a plain
   grpcurl call, or a client that has not learned the cluster size yet, still works);
 - a missing value (absent key, tombstone) is ``found = false`` with empty bytes;
-- a SCAN ``limit`` of 0 means no limit;
+- a SCAN ``limit`` of 0 means no limit; a SCAN reply's empty ``resume`` means the scan is done;
 - peer messages carry no source of their own: the ``PeerBatch`` that holds them names it.
 
 Peer batches are built from bytes: each core message is serialized once (a replication batch goes
@@ -44,12 +44,14 @@ from okapikv.core.messages import (
     RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
+    Restarted,
     ScanReply,
     ScanRequest,
     ScanSlice,
     ServerId,
     Session,
     SliceReply,
+    SnapshotRef,
     SwapReply,
     SwapRequest,
     TxSlice,
@@ -110,12 +112,16 @@ def delete_request(message: pb.DeleteRequest, request_id: int, num_dcs: int) -> 
 
 
 def scan_request(message: pb.ScanRequest, request_id: int, num_dcs: int) -> ScanRequest:
+    snapshot = None
+    if message.HasField("snapshot"):
+        snapshot = SnapshotRef(message.snapshot.dc, tuple(message.snapshot.vector[:]))
     return ScanRequest(
         request_id,
         message.start,
         message.end,
         message.limit or None,
         session_from_pb(message.session, num_dcs),
+        snapshot,
     )
 
 
@@ -183,6 +189,11 @@ def fill_scan(target: pb.ScanResponse, reply: ScanReply) -> None:
         item.key = key
         item.value = value
     fill_session(target.session, reply.session)
+    if reply.resume is not None:
+        target.resume = reply.resume
+    if reply.snapshot is not None:
+        target.snapshot.dc = reply.snapshot.dc
+        target.snapshot.vector.extend(reply.snapshot.vector)
 
 
 def fill_read_tx(target: pb.ReadTxResponse, reply: ReadTxReply) -> None:
@@ -211,6 +222,9 @@ STABLE_ENTRY_BOUND = 11
 #: Per SCAN item (its element's framing and those of its key and value) and per RO-TX value
 #: (its element's framing, ``found``, the value's framing), beyond the bytes themselves.
 SCAN_ITEM_BOUND = 18
+#: A SCAN page's snapshot beyond its vector's entries: its tag and length (6), ``dc`` (6), the
+#: vector's tag and length (6).
+SCAN_SNAPSHOT_BOUND = 18
 READ_TX_VALUE_BOUND = 14
 
 
@@ -259,10 +273,17 @@ def result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dic
     if isinstance(reply, ScanReply):
         session = reply.session
         stable = session.stable
-        return ({"id": operation_id, "scan": {"items": [{"key": key, "value": value} for key, value in reply.items],
-                                              "session": {"stable": stable, "dt": session.dt}}},
-                RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable)
-                + sum([SCAN_ITEM_BOUND + len(key) + len(value) for key, value in reply.items]))
+        scan: dict[str, object] = {"items": [{"key": key, "value": value} for key, value in reply.items],
+                                   "session": {"stable": stable, "dt": session.dt}}
+        bound = (RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable)
+                 + sum([SCAN_ITEM_BOUND + len(key) + len(value) for key, value in reply.items]))
+        if reply.resume is not None:
+            scan["resume"] = reply.resume
+            bound += len(reply.resume)
+        if reply.snapshot is not None:
+            scan["snapshot"] = {"dc": reply.snapshot.dc, "vector": reply.snapshot.vector}
+            bound += SCAN_SNAPSHOT_BOUND + STABLE_ENTRY_BOUND * len(reply.snapshot.vector)
+        return {"id": operation_id, "scan": scan}, bound
     if isinstance(reply, ReadTxReply):
         session = reply.session
         stable = session.stable
@@ -353,6 +374,9 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         reply.SetInParent()
         reply.tx_id = message.tx_id
         reply.too_old = message.too_old
+        if message.last_key is not None:
+            reply.last_key = message.last_key
+        reply.clock_ahead_us = message.clock_ahead_us
         _fill_items(reply, message.items)
     elif isinstance(message, TxSlice):
         tx = result.tx_slice
@@ -386,6 +410,8 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
             _fill_vector(answer.gsv, message.repair.gsv)
     elif isinstance(message, ReplicaProgress):
         _fill_vector(result.replica_progress.vv, message.vv)
+    elif isinstance(message, Restarted):
+        result.restarted.SetInParent()
     elif isinstance(message, RepairBatch):
         result.repair_batch.request_id = message.request_id
         _fill_updates(result.repair_batch, message.updates)
@@ -407,7 +433,7 @@ def approximate_size(message: PeerMessage) -> int:
             for u in message.updates
         )
     if isinstance(message, SliceReply):
-        return 16 + sum(
+        return 16 + len(message.last_key or b"") + sum(
             48 + len(i.key) + (len(i.value) if i.value is not None else 0)
             for i in message.items
         )
@@ -488,7 +514,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
             )
             for i in reply.items
         )
-        return SliceReply(source, reply.tx_id, items, reply.too_old)
+        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None, reply.clock_ahead_us)
     if kind == "tx_slice":
         tx = message.tx_slice
         return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))
@@ -510,4 +536,6 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         return CatchUpReply(source, reply_end.request_id, reply_end.through, reply_end.origin_through, answer)
     if kind == "replica_progress":
         return ReplicaProgress(source, _vector(message.replica_progress.vv))
+    if kind == "restarted":
+        return Restarted(source)
     return None

@@ -9,8 +9,9 @@ CPU per operation under YCSB-A).
 Every function returns the bytes protobuf's serializer gives for the same message (fields in
 number order, proto3 defaults left out), so the servers parse them with the generated classes
 like any other client's; ``tests/unit/test_wire_encoding.py`` checks each against protobuf.
-The session is always the last field of a request (it has the highest field number), which lets
-a request be built from its fixed fields and the session's cached bytes.
+The session is the last field of a request (it has the highest field number) but for a later SCAN
+page's snapshot, which follows it: a request is built from its fixed fields and the session's
+cached bytes.
 """
 
 from __future__ import annotations
@@ -65,9 +66,13 @@ def delete_request(key: bytes, session_value: bytes) -> bytes:
     return _bytes_field(b"\x0a", key) + b"\x12" + session_value
 
 
-def scan_request(start: bytes, end: bytes, limit: int, session_value: bytes) -> bytes:
+def scan_request(start: bytes, end: bytes, limit: int, session_value: bytes, snapshot: bytes | None = None) -> bytes:
+    """``snapshot``: a serialized ``ScanSnapshot`` (a later page's; field 5, after the session)."""
     limit_field = b"\x18" + encode_varint(limit) if limit else b""
-    return _bytes_field(b"\x0a", start) + _bytes_field(b"\x12", end) + limit_field + b"\x22" + session_value
+    request = _bytes_field(b"\x0a", start) + _bytes_field(b"\x12", end) + limit_field + b"\x22" + session_value
+    if snapshot is None:
+        return request
+    return request + b"\x2a" + encode_varint(len(snapshot)) + snapshot
 
 
 def read_tx_request(keys: Iterable[bytes], session_value: bytes) -> bytes:

@@ -92,17 +92,27 @@ class DeleteResponse(_message.Message):
     session: Session
     def __init__(self, found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
+class ScanSnapshot(_message.Message):
+    __slots__ = ("dc", "vector")
+    DC_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
+    dc: int
+    vector: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, dc: _Optional[int] = ..., vector: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ScanRequest(_message.Message):
-    __slots__ = ("start", "end", "limit", "session")
+    __slots__ = ("start", "end", "limit", "session", "snapshot")
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     start: bytes
     end: bytes
     limit: int
     session: Session
-    def __init__(self, start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+    snapshot: ScanSnapshot
+    def __init__(self, start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., snapshot: _Optional[_Union[ScanSnapshot, _Mapping]] = ...) -> None: ...
 
 class KeyValuePair(_message.Message):
     __slots__ = ("key", "value")
@@ -113,12 +123,16 @@ class KeyValuePair(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ...) -> None: ...
 
 class ScanResponse(_message.Message):
-    __slots__ = ("items", "session")
+    __slots__ = ("items", "session", "resume", "snapshot")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[KeyValuePair]
     session: Session
-    def __init__(self, items: _Optional[_Iterable[_Union[KeyValuePair, _Mapping]]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+    resume: bytes
+    snapshot: ScanSnapshot
+    def __init__(self, items: _Optional[_Iterable[_Union[KeyValuePair, _Mapping]]] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., resume: _Optional[bytes] = ..., snapshot: _Optional[_Union[ScanSnapshot, _Mapping]] = ...) -> None: ...
 
 class ReadTxRequest(_message.Message):
     __slots__ = ("keys", "session")
@@ -159,7 +173,7 @@ class ServerAddress(_message.Message):
     def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterInfoResponse(_message.Message):
-    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port")
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port", "max_read_keys")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DC_NAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -171,6 +185,7 @@ class ClusterInfoResponse(_message.Message):
     MAX_VALUE_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     NATIVE_PORT_FIELD_NUMBER: _ClassVar[int]
+    MAX_READ_KEYS_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     dc_names: _containers.RepeatedScalarFieldContainer[str]
     num_partitions: int
@@ -182,7 +197,8 @@ class ClusterInfoResponse(_message.Message):
     max_value_bytes: int
     max_message_bytes: int
     native_port: int
-    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ...) -> None: ...
+    max_read_keys: int
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ..., max_read_keys: _Optional[int] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
@@ -385,14 +401,22 @@ class ReadItem(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., source_dc: _Optional[int] = ..., dv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class SliceReply(_message.Message):
-    __slots__ = ("tx_id", "items", "too_old")
+    __slots__ = ("tx_id", "items", "too_old", "last_key", "clock_ahead_us")
     TX_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TOO_OLD_FIELD_NUMBER: _ClassVar[int]
+    LAST_KEY_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_AHEAD_US_FIELD_NUMBER: _ClassVar[int]
     tx_id: int
     items: _containers.RepeatedCompositeFieldContainer[ReadItem]
     too_old: bool
-    def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ...) -> None: ...
+    last_key: bytes
+    clock_ahead_us: int
+    def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ..., last_key: _Optional[bytes] = ..., clock_ahead_us: _Optional[int] = ...) -> None: ...
+
+class Restarted(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class CatchUpRequest(_message.Message):
     __slots__ = ("request_id", "after", "restarted", "repair")
@@ -443,7 +467,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "repair_batch")
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch")
     REPLICATE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VV_REPORT_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +479,7 @@ class PeerMessage(_message.Message):
     CATCH_UP_REQUEST_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_REPLY_FIELD_NUMBER: _ClassVar[int]
     REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTED_FIELD_NUMBER: _ClassVar[int]
     REPAIR_BATCH_FIELD_NUMBER: _ClassVar[int]
     replicate: ReplicateBatch
     heartbeat: Heartbeat
@@ -467,8 +492,9 @@ class PeerMessage(_message.Message):
     catch_up_request: CatchUpRequest
     catch_up_reply: CatchUpReply
     replica_progress: ReplicaProgress
+    restarted: Restarted
     repair_batch: RepairBatch
-    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ...) -> None: ...
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import Protocol, WaitForStable, register
-from okapikv.core.timestamps import WaitForClock, hybrid_put_timestamp
+from okapikv.core.timestamps import hybrid_put_timestamp
 from okapikv.core.vectors import Vector
 
 #: A timestamp above every real one: the snapshot of an eventual read sees everything.
@@ -25,7 +25,7 @@ class Eventual(Protocol):
     stabilizes = False
     raises_clock_on_slice = False
 
-    def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
+    def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int:
         return hybrid_put_timestamp(previous, 0, now_us)
 
     def stored_dv(self, *, dependency: Vector, timestamp: int) -> Vector | None:

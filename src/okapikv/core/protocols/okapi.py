@@ -9,7 +9,7 @@
 - In a snapshot (the RO-TX algorithm, lines 38-39) a local version is visible when ut <= lts and its whole
   dependency vector is below TV; a remote one when ut <= TV[sr].
 
-Invariants: a PUT waits only when the 16-bit logical counter is full (``hlc_overflow``); the stable
+Invariants: a PUT never waits (a full 16-bit logical counter carries into the physical part); the stable
 vector is the USV and only grows (entry-wise max with each newly computed USV); the remote entries
 of a local version's dependency vector were universally stable when it was written, so a client
 reading it may merge them into its USV_c.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import Protocol, WaitForStable, register
-from okapikv.core.timestamps import WaitForClock, hybrid_put_timestamp, pack
+from okapikv.core.timestamps import hybrid_put_timestamp, pack
 from okapikv.core.vectors import Vector, merge_max
 
 
@@ -28,7 +28,7 @@ class Okapi(Protocol):
     name = "okapi"
     uses_usv = True
 
-    def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
+    def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int:
         return hybrid_put_timestamp(previous, max_dependency, now_us)
 
     def visible(self, version: Version, stable: Vector) -> bool:

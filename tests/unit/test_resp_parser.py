@@ -1,0 +1,122 @@
+"""The RESP port's request parsers (``okapikv.resp.parser``): the pure-Python one and hiredis's,
+run on the same cases, must return the same commands and the same errors, however the bytes are
+split into reads, and must enforce every bound from a header, before its bytes are buffered."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from okapikv.resp.limits import RespLimits
+from okapikv.resp.parser import HiredisParser, Parser, PythonParser, hiredis_available, split_inline
+
+LIMITS = RespLimits(max_bulk_bytes=64, max_arguments=8, max_inline_bytes=128, max_request_bytes=256)
+
+PARSERS: list[object] = [
+    pytest.param(PythonParser, id="python"),
+    pytest.param(HiredisParser, id="hiredis",
+                 marks=pytest.mark.skipif(not hiredis_available(), reason="hiredis is not installed")),
+]
+MakeParser = Callable[[RespLimits], Parser]
+
+
+def encode(*args: bytes) -> bytes:
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(arg), arg) for arg in args)
+
+
+def feed_all(make: MakeParser, chunks: list[bytes],
+             limits: RespLimits = LIMITS) -> tuple[list[list[bytes]], str | None]:
+    parser = make(limits)
+    commands: list[list[bytes]] = []
+    for chunk in chunks:
+        parsed, error = parser.feed(chunk)
+        commands += parsed
+        if error is not None:
+            return commands, error
+    return commands, None
+
+
+STREAM = (encode(b"SET", b"key:1", b"value") + encode(b"GET", b"key:1") + b"PING\r\n" + b"*0\r\n" + b"*-1\r\n"
+          + encode(b"MGET", b"a", b"", b"c") + b"ECHO \"two words\" 'it\\'s'\r\n" + b"\r\n" + encode(b"PING"))
+EXPECTED = [[b"SET", b"key:1", b"value"], [b"GET", b"key:1"], [b"PING"], [b"MGET", b"a", b"", b"c"],
+            [b"ECHO", b"two words", b"it's"], [b"PING"]]
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_multibulk_inline_and_empty_commands_in_one_read(make: MakeParser) -> None:
+    assert feed_all(make, [STREAM]) == (EXPECTED, None)
+
+
+@pytest.mark.parametrize("make", PARSERS)
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 16])
+def test_any_split_into_reads_gives_the_same_commands(make: MakeParser, size: int) -> None:
+    chunks = [STREAM[index:index + size] for index in range(0, len(STREAM), size)]
+    assert feed_all(make, chunks) == (EXPECTED, None)
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_partial_is_true_exactly_while_a_request_is_half_sent(make: MakeParser) -> None:
+    parser = make(LIMITS)
+    frame = encode(b"GET", b"k")
+    assert parser.feed(frame[:7]) == ([], None) and parser.partial
+    assert parser.feed(frame[7:]) == ([[b"GET", b"k"]], None) and not parser.partial
+    assert parser.feed(b"PIN") == ([], None) and parser.partial
+    assert parser.feed(b"G\r\n") == ([[b"PING"]], None) and not parser.partial
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_lengths_with_leading_zeros_are_read_as_hiredis_reads_them(make: MakeParser) -> None:
+    assert feed_all(make, [b"*2\r\n$03\r\nGET\r\n$1\r\nk\r\n" + encode(b"PING")]) == ([[b"GET", b"k"], [b"PING"]], None)
+
+
+BAD = {
+    "a count that is not a number": (b"*x\r\n", "Protocol error: invalid multibulk length"),
+    "more arguments than any command takes": (b"*9\r\n", "Protocol error: invalid multibulk length (9 arguments; "
+                                                         "a command takes at most 8)"),
+    "an element that is not a bulk string": (b"*1\r\n:1\r\n", "Protocol error: expected '$', got ':'"),
+    "a nested array": (b"*1\r\n*1\r\n$1\r\na\r\n", "Protocol error: expected '$', got '*'"),
+    "a negative bulk length": (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+    "a bulk length that is not a number": (b"*1\r\n$+1\r\na\r\n", "Protocol error: invalid bulk length"),
+    "a bulk string over the value limit, refused from its header": (
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$65\r\n",
+        "Protocol error: invalid bulk length (65 bytes; the value limit is 64)"),
+    "a request over the request limit": (b"*5\r\n" + (b"$60\r\n" + b"x" * 60 + b"\r\n") * 4 + b"$60\r\n",
+                                         "Protocol error: a request of more than 256 bytes"),
+    "an inline line over the inline limit": (b"GET " + b"k" * 200, "Protocol error: too big inline request"),
+    "unbalanced quotes": (b"SET \"k v\r\n", "Protocol error: unbalanced quotes in request"),
+    "a closing quote followed by text": (b"SET \"k\"v 1\r\n", "Protocol error: unbalanced quotes in request"),
+    "a count header that never ends": (b"*" + b"1" * 200, "Protocol error: too big mbulk count string"),
+}
+
+
+@pytest.mark.parametrize("make", PARSERS)
+@pytest.mark.parametrize("case", list(BAD))
+def test_what_breaks_the_protocol_is_one_error_after_the_commands_before_it(make: MakeParser, case: str) -> None:
+    data, message = BAD[case]
+    before = encode(b"SET", b"a", b"1")
+    assert feed_all(make, [before + data]) == ([[b"SET", b"a", b"1"]], message)
+    # the same when the bad bytes arrive one at a time, after a read that ended mid-request
+    chunks = [before[:5], before[5:]] + [data[index:index + 1] for index in range(len(data))]
+    assert feed_all(make, chunks) == ([[b"SET", b"a", b"1"]], message)
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_commands_after_a_protocol_error_are_never_returned(make: MakeParser) -> None:
+    assert feed_all(make, [b"*1\r\n:1\r\n" + encode(b"DEL", b"k")]) == ([], "Protocol error: expected '$', got ':'")
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_a_value_at_the_limit_is_accepted_and_the_parser_goes_on(make: MakeParser) -> None:
+    value = b"v" * 64
+    frames = encode(b"SET", b"k", value) + encode(b"GET", b"k")
+    assert feed_all(make, [frames[:20], frames[20:90], frames[90:]]) == ([[b"SET", b"k", value], [b"GET", b"k"]],
+                                                                         None)
+
+
+def test_inline_splitting_follows_redis() -> None:
+    assert split_inline(b'  set "a\\x41\\n" \'b c\'  d') == [b"set", b"aA\n", b"b c", b"d"]
+    assert split_inline(b'"\\"q\\\\"') == [b'"q\\']
+    assert split_inline(b"") == []
+    assert split_inline(b'"open') is None
+    assert split_inline(b"'open") is None
