@@ -40,6 +40,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                               "$OKAPI_HOME/okapi-data when OKAPI_HOME is set); a restart recovers it")
     storage.add_argument("--in-memory", action="store_true",
                          help="keep no data on disk (benchmarks): a restarted server loses its writes")
+    p.add_argument("--repair", action="store_true",
+                   help="start every server with --repair: one whose data directory is damaged, lost committed "
+                        "writes or is empty rebuilds it from its replicas (docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
     p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,
@@ -63,6 +66,14 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
     p.add_argument("--data-dir", default=None,
                    help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    p.add_argument("--repair", action="store_true",
+                   help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
+                        "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
+    p.add_argument("--integrity-check", choices=["quick", "full", "off"], default="quick",
+                   help="SQLite structure check at start: quick (default), full (slower), off; "
+                        "row checksums are verified in every mode")
+    p.add_argument("--disk-reserve-mb", type=float, default=None,
+                   help="space kept in reserve for a full disk (default: 64, at most 5%% of the file system)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,

@@ -20,7 +20,9 @@ Data: each server keeps its store in ``DATA_DIR/<dc>-p<n>`` (``--data-dir``; by 
 ``./okapi-data``, or ``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, so a cluster and its data
 live together), and a restarted cluster recovers it. ``--in-memory`` keeps nothing on disk
 (benchmarks). A server refuses a directory holding another server's data (other DC, partition,
-cluster shape or protocol) and says so.
+cluster shape or protocol) and says so, and one whose data is damaged (exit status 4); ``--repair``
+starts every server in repair mode, so those rebuild their data from their replicas instead
+(docs/operations.md, "Storage integrity and replacing a disk").
 
 Redis protocol: every server serves a RESP port (``okapikv.resp``) on consecutive ports from
 ``--resp-base-port``, by default the ports right after the servers' own (and after their peer
@@ -154,15 +156,19 @@ def server_data_dir(root: Path, server: ServerConfig) -> Path:
 
 
 def start_server(
-    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None
+    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
+    repair: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start one `okapi server` process (in memory unless ``data_dir`` is given)."""
+    """Start one `okapi server` process (in memory unless ``data_dir`` is given; ``repair``: in
+    repair mode)."""
     command = [
         sys.executable, "-m", "okapikv.cli", "server",
         "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
     ]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
+        if repair:
+            command.append("--repair")
     if log_format:
         command += ["--log-format", log_format]
     preexec = _exit_with_parent if sys.platform.startswith("linux") else None
@@ -269,7 +275,8 @@ def run_up(args: argparse.Namespace) -> int:
         _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
         for server in config.servers:
             server_dir = server_data_dir(data_root, server) if data_root is not None else None
-            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir)))
+            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir,
+                                                       repair=bool(getattr(args, "repair", False)))))
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
             if config.resp and server.resp_address:
                 extra = f"  resp {server.resp_address}{extra}"
