@@ -159,7 +159,7 @@ class PartitionNode:
         ``data_dir``: keep the store there (recovered now; ``okapikv.storage.DataDirError`` if it
         cannot be used); None keeps it in memory only. ``repair``: rebuild a damaged, lost or empty
         data directory from the replicas; ``integrity``: the structure check at open
-        (``okapikv.storage.integrity``); ``disk_reserve_bytes``: the disk reserve (default: 64 MiB,
+        (``okapikv.storage.integrity``); ``disk_reserve_bytes``: the disk reserve (default: 16 MiB,
         at most 5% of the file system)."""
         self.config = config
         self._peer_credentials = peer_credentials

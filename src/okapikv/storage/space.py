@@ -3,7 +3,7 @@
 A full disk is worse for a durable server than for most programs: a commit that fails leaves the
 writes of its group applied in memory but not durable, so the server could only stop (and a
 restart on the same full disk would stop again at its first write). So it keeps a reserve, a file
-of ``reserve_bytes`` (``--disk-reserve-mb``; by default 64 MiB, or 5% of a smaller file system but
+of ``reserve_bytes`` (``--disk-reserve-mb``; by default 16 MiB, or 5% of a smaller file system but
 at least ``MIN_DEFAULT_RESERVE_BYTES``: a checkpoint may have to copy a whole WAL, up to 4 MiB, into
 the database before the WAL's space is free again), and ``group_commit`` follows these rules (the idea
 of CockroachDB's ballast file):
@@ -32,7 +32,7 @@ from pathlib import Path
 from okapikv.storage.errors import DataDirError, DiskFullError
 
 RESERVE_NAME = "RESERVE"
-DEFAULT_RESERVE_BYTES = 64 << 20
+DEFAULT_RESERVE_BYTES = 16 << 20
 #: on a small file system the default reserve is this share of it, but at least the minimum
 RESERVE_MAX_SHARE = 0.05
 MIN_DEFAULT_RESERVE_BYTES = 8 << 20
