@@ -171,7 +171,7 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
                    help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
                         "operations, restart them 1 s later, check the history")
-    p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
+    p.set_defaults(target="okapikv.fuzz.command:run_fuzz")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -26,20 +26,13 @@ from pathlib import Path
 import pytest
 from okapi_processes import Cluster
 
-from okapikv.check.fuzz import (
-    ALPHANUMERIC,
-    KEY_LENGTH,
-    KEYS_PER_CLIENT,
-    VALUE_LENGTH,
-    Command,
-    Plan,
-    Target,
-    parse_reply,
-    run_plan,
-)
 from okapikv.check.history import load_history
 from okapikv.cli import main
 from okapikv.cluster.ports import free_port_block
+from okapikv.fuzz.cluster import Target
+from okapikv.fuzz.plan import ALPHANUMERIC, KEY_LENGTH, KEYS_PER_CLIENT, VALUE_LENGTH, Command, Plan
+from okapikv.fuzz.replies import parse_reply
+from okapikv.fuzz.run import run_plan
 
 pytestmark = pytest.mark.timeout(180)
 
