@@ -10,26 +10,17 @@ from the ``bench`` extra. When either is missing, the suite says so and goes on 
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import importlib.util
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 
 from okapikv.bench.clusters import free_port_block
 from okapikv.bench.messages import BenchError
+from okapikv.lifetime import preexec_exit_with_parent
 
 START_TIMEOUT_S = 10.0
-
-
-def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """PR_SET_PDEATHSIG: redis-server exits if the benchmark dies without stopping it."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def unavailable_reason() -> str | None:
@@ -65,7 +56,7 @@ class LocalRedis:
             [executable, "--port", str(self.port), "--bind", self.host, "--save", "", "--appendonly", "no",
              "--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            preexec_fn=_exit_with_parent if sys.platform.startswith("linux") else None,
+            preexec_fn=preexec_exit_with_parent,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

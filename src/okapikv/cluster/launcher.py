@@ -14,7 +14,7 @@ same folder, removed when the launcher exits). An `okapi up` that fails (ports o
 use, a server that does not start) so leaves the running cluster findable, and a second cluster
 started beside a running one says where its own config is.
 On Linux the servers are also told to exit if the launcher dies without cleaning up
-(``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
+(``PR_SET_PDEATHSIG``, ``okapikv.lifetime``), so a killed launcher leaves no orphans holding the ports.
 
 Data: each server keeps its store in ``DATA_DIR/<dc>-p<n>`` (``--data-dir``; by default
 ``./okapi-data``, or ``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, so a cluster and its data
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -60,6 +59,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
@@ -136,11 +136,6 @@ def busy_addresses(config: ClusterConfig) -> list[str]:
     return busy
 
 
-def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 DEFAULT_DATA_DIR = "okapi-data"
 
 
@@ -171,10 +166,9 @@ def start_server(
             command.append("--repair")
     if log_format:
         command += ["--log-format", log_format]
-    preexec = _exit_with_parent if sys.platform.startswith("linux") else None
-    environment = dict(os.environ)
+    environment = child_environment()  # the server ends with this process (okapikv.lifetime)
     environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment)
 
 
 def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
