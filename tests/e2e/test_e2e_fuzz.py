@@ -1,4 +1,4 @@
-"""`okapi fuzz` end to end (issue 4, item 3): the course fuzzer's four runs against one real cluster,
+"""`okapi fuzz` end to end: the course fuzzer's four runs against one real cluster,
 and proof that the fuzzer catches a broken store.
 
 The four runs of the course (1 client; 3 clients on disjoint keys; 3 clients on shared keys) plus
@@ -119,7 +119,7 @@ def _ports_of(output: str) -> list[int]:
 
 def test_fuzz_local_cluster_stays_in_the_port_range_and_keeps_its_history(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 17, items 10 and 14: `OKAPI_PORT_RANGE` confines the ports the fuzzer draws, and without
+    """`OKAPI_PORT_RANGE` confines the ports the fuzzer draws, and without
     --history the history goes to $OKAPI_HOME/fuzz/seed<S>.jsonl, where `okapi check` reads it."""
     low = 27_000 + 200 * (os.getpid() % 20)  # apart from tests/unit/test_ports.py's ranges
     monkeypatch.setenv("OKAPI_PORT_RANGE", f"{low}-{low + 199}")

@@ -1,4 +1,4 @@
-"""`okapi fuzz --kill-partitions` end to end (issue 7, item 2): five clients on shared keys while
+"""`okapi fuzz --kill-partitions` end to end: five clients on shared keys while
 partition servers are killed with SIGKILL and restarted midway must complete every operation, and
 the history must check clean.
 

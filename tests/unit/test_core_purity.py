@@ -1,4 +1,4 @@
-"""The core is pure (DESIGN.md section 3, the h11 / aioquic model): no I/O, no clock, no randomness.
+"""The core is pure (docs/design.md, "A pure core, two drivers"): no I/O, no clock, no randomness.
 
 Every module of ``okapikv.core`` is parsed and its imports checked, including imports nested in
 functions and ``if TYPE_CHECKING`` blocks; then ``okapikv.core.server`` (which pulls in the whole

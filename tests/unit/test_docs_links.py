@@ -1,4 +1,4 @@
-"""The documentation points only inside the repository (issue 17, item 4): every relative link of
+"""The documentation points only inside the repository: every relative link of
 README.md and docs/*.md, and every file path it quotes as code, names a file of this repository."""
 
 from __future__ import annotations
@@ -44,4 +44,4 @@ def test_relative_links_and_quoted_paths_resolve_inside_the_repository(document:
 
 def test_the_check_finds_links() -> None:
     assert any(kind == "link" for kind, _ in _targets(ROOT / "README.md"))
-    assert not _resolves_inside(ROOT / "README.md", "../shared/DESIGN.md", "path")
+    assert not _resolves_inside(ROOT / "README.md", "../outside-the-repository.md", "path")

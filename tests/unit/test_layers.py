@@ -30,8 +30,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 CORE = "okapikv.core"
-#: Leaf modules of their own: library errors, TLS settings, TCP socket options.
-LEAVES = {"okapikv.errors", "okapikv.tls", "okapikv.tcp"}
+#: Leaf modules of their own: library errors, TLS settings, TCP socket options, child processes
+#: that end with their parent.
+LEAVES = {"okapikv.errors", "okapikv.tls", "okapikv.tcp", "okapikv.lifetime"}
 CLIENT_BELOW = {CORE, "okapikv.wire", *LEAVES}
 SERVER_BELOW = {CORE, "okapikv.wire", "okapikv.storage", "okapikv.cluster", *LEAVES}
 
@@ -43,7 +44,7 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.sim": {CORE, "okapikv.check"},  # the simulator drives the core and checks the history
     "okapikv.wire": {CORE},  # protobuf <-> core messages, framing
     "okapikv.storage": {CORE},  # durable state of one partition server
-    "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls"},  # config, launcher, status
+    "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls", "okapikv.lifetime"},  # config, launcher, status
     "okapikv.client": CLIENT_BELOW,  # never the server, never the cluster package
     # ``okapi client`` finds the local cluster from its config file (and nothing else of cluster/)
     "okapikv.client.stdio": {*CLIENT_BELOW, "okapikv.client", "okapikv.cluster.config"},
