@@ -274,6 +274,16 @@ def test_an_empty_directory_started_without_repair_says_its_data_was_lost(tmp_pa
                  "the data_lost error")
 
 
+def test_a_new_cluster_with_empty_directories_reports_no_lost_data(tmp_path: Path) -> None:
+    """A new cluster's servers start empty at the same moment: a replica's catch-up answer may
+    already hold the asker's own first heartbeats, which are not data of an earlier incarnation."""
+    with durable_cluster(tmp_path, ("a", "b", "c"), 1, wan_ms=20) as cluster:
+        put_all(cluster, "a", range(5))
+        time.sleep(1.0)
+        logs = "".join(cluster.log_path(dc, 0).read_text() for dc in "abc")
+        assert "data was lost" not in logs and "data_lost" not in logs
+
+
 # ====================================================================== a full disk
 
 

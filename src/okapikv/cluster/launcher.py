@@ -43,7 +43,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +232,31 @@ def _report_deaths(children: list[Child]) -> int:
     return alive
 
 
+class StopFlag:
+    """Set by the SIGINT / SIGTERM handler, polled by the supervising loop.
+
+    Not a ``threading.Event``: a signal handler runs in the main thread between two bytecodes, and
+    one that arrives while the main thread is inside ``Event.wait`` (holding the event's lock) would
+    block forever in ``Event.set`` on that same lock, and ``okapi up`` would never stop."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` (a signal's handler runs during the sleep); whether it is set."""
+        if not self._set:
+            time.sleep(timeout_s)
+        return self._set
+
+
 def run_up(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
@@ -250,7 +274,7 @@ def run_up(args: argparse.Namespace) -> int:
     # The servers start from a private copy: the default config changes only once they are ready.
     path = config.dump(okapi_home() / f"cluster.{os.getpid()}.toml")
 
-    stop = threading.Event()
+    stop = StopFlag()
 
     def on_signal(signal_number: int, frame: FrameType | None) -> None:
         stop.set()
@@ -287,7 +311,7 @@ def run_up(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
 
 
-def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event, private: Path) -> int:
+def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path) -> int:
     def startup_problem() -> str | None:
         if stop.is_set():
             return "interrupted"

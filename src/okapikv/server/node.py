@@ -202,6 +202,7 @@ class PartitionNode:
         self._repair_logged = True
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._fresh_start = False  # an empty data directory, started without --repair
+        self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
@@ -291,6 +292,10 @@ class PartitionNode:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=self._space)
             self._committer.open(self.core.clock, self.clock.now_us())
+        # What a replica holds of this DC at or above this clock reading was announced by this
+        # incarnation (its first heartbeats can reach a replica before that replica answers the
+        # catch-up request): only what lies below it can be a lost earlier incarnation's.
+        self._started_us = self.clock.now_us()
         self._carry_out(self.core.start_catch_up(self._repair_plan))
         self._repair_plan = None
         self._arm_timer()
@@ -696,9 +701,12 @@ class PartitionNode:
             log.exception("%s: the core failed in on_timer", self.label)
         else:
             self._carry_out(effects)
-        if self._fresh_start and (self.core.stats.replica_knows_clock or not self.core.catching_up):
+        known = self.core.stats.replica_knows_clock
+        if known and physical_of(known) >= self._started_us:
+            known = 0  # this incarnation's own heartbeat
+        if self._fresh_start and (known or not self.core.catching_up):
             self._fresh_start = False
-            if self.core.stats.replica_knows_clock:
+            if known:
                 log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
                           "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
                           "(docs/operations.md)", self.label,
