@@ -128,7 +128,7 @@ def _start_up(home: Path, workdir: Path, base: int, *extra: str) -> Launcher:
 
 
 def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> None:
-    """Issue 17, item 1: with a cluster running, an `okapi up` on other ports in the same directory
+    """With a cluster running, an `okapi up` on other ports in the same directory
     fails (its data directory is in use) and the default config still describes the live cluster;
     a second cluster that does start (in memory) leaves it alone too and says where its own is."""
     home, workdir = tmp_path / "home", tmp_path / "work"

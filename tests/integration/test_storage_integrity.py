@@ -1,4 +1,4 @@
-"""Damaged and lost data with real server processes (issue 16, failure 6 and the full-disk items):
+"""Damaged and lost data with real server processes (docs/operations.md, "Storage integrity and replacing a disk"):
 
 1. every kind of damage stops the start with one line on stderr (no traceback) and exit status 4
    (damage) or 1 (a directory this server cannot use): a flipped byte inside a stored value, a

@@ -2,7 +2,7 @@
 
 One command runs every measurement the targets name, on fresh local clusters, and ends with one
 table: target, goal, measured, met or not. Nothing is asserted by timing inside a unit test; this
-suite is where the figures come from (README, "Performance targets").
+suite is where the figures come from (docs/benchmarks.md, "Performance targets").
 
 1. Latency: one client, one DC, one partition, one operation at a time. GET and PUT through the
    blocking ``Client`` (what scripts and the stdin/stdout client use) and through an ``okapi client``

@@ -199,7 +199,7 @@ async def _session_loop(
 
 
 class _LoadSource(OperationSource):
-    """The load phase: PUT each record index of this session's share exactly once."""
+    """The load phase: PUT each record index of the session's share exactly once."""
 
     def __init__(self, indices: range, config: WorkloadConfig, rng: random.Random) -> None:
         self.indices = iter(indices)

@@ -517,7 +517,7 @@ class AsyncClient:
                                          fallback, failover_after_s, failover_wait_s)
         self._owner = True
         self._state: SessionState | None = None
-        #: the connections' generation and the DC this session belongs to (see ``_adopt``)
+        #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation = 0
         self._dc = 0
         self._bind_invoke()
@@ -610,7 +610,7 @@ class AsyncClient:
     # ------------------------------------------------------------------ operations
 
     async def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
         state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes), False)
@@ -723,7 +723,7 @@ class AsyncClient:
         return state
 
     async def _adopt(self, state: SessionState) -> None:
-        """Have the DC the connections moved to adopt this session (another session moved them):
+        """Have the DC the connections moved to adopt the session (another session moved them):
         ``FailoverTimeout`` while that DC lacks some of its writes."""
         connections = self._connections
         generation, topology = connections.generation, connections.topology

@@ -379,7 +379,7 @@ class Client:
     # ------------------------------------------------------------------ operations
 
     def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
         reply = self._on_key(ops.GET, key_bytes, ops.get_request(key_bytes, self._state.wire()))
         return ops.decode_get(reply)
