@@ -65,17 +65,10 @@ LAYERS["okapikv.__main__"] = {"okapikv.cli"}
 # Arrows that break the rules on this branch and are being removed by the other steps of the same
 # restructuring, each on its own branch. The coordinator deletes each line when that branch lands
 # (``test_every_allowance_is_still_needed`` fails once one is no longer needed).
-ALLOWED_ARROWS: set[tuple[str, str]] = {
-    # storage/ -> server/: the timestamp epoch belongs beside the timestamp encoding in core
-    # (okapikv.core.timestamps); server/clock.py and core/ are the house-server and house-core areas.
-    ("okapikv.storage.integrity", "okapikv.server.clock"),
-}
+ALLOWED_ARROWS: set[tuple[str, str]] = set()
 ALLOWED_CIRCLES: set[frozenset[str]] = {
     # house-server: instruments apart from the exporter break this circle.
     frozenset({"okapikv.server.metrics", "okapikv.server.node"}),
-    # house-bench: the engine apart from the suites.
-    frozenset({"okapikv.bench.lean", "okapikv.bench.worker"}),
-    frozenset({"okapikv.bench.fast", "okapikv.bench.resp", "okapikv.bench.scaling", "okapikv.bench.suites"}),
 }
 
 

@@ -20,8 +20,8 @@ from okapikv.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "src" / "okapikv"
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
-#: Flags of other programs that okapikv's strings name: redis-server's (``bench.redis_ref``) and
-#: redis-benchmark's (``bench.resp``).
+#: Flags of other programs that okapikv's strings name: redis-server's (``bench.engine.redis_ref``) and
+#: redis-benchmark's (``bench.suites.resp``).
 EXTERNAL_FLAGS = {"--port", "--bind", "--save", "--appendonly", "--protected-mode", "--daemonize", "--loglevel",
                   "--csv"}
 

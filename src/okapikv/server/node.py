@@ -71,9 +71,9 @@ from okapikv.core.messages import (
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer, Repair
-from okapikv.core.timestamps import pack, physical_of
+from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
 from okapikv.server.budgets import InputGuard, InputLimits
-from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
+from okapikv.server.clock import ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
 from okapikv.server.metrics import LagSamples, LatencyHistograms
 from okapikv.server.pipeline import PipelineSink

@@ -1,8 +1,14 @@
 """Everything written under ``--out``: results.json, one CSV per series, the plots, report.md.
 
-All of it derives from the results dictionary alone (``Results.to_dict()``), so a report can be
-rebuilt from a saved results.json with ``write_outputs(json.load(...), out)`` after changing the
-plots, and the report writer is testable on synthetic results without running anything.
+All of it derives from the serialized results alone (``Results.to_dict()``, the form saved files
+have), so a report can be rebuilt from a saved results.json after changing the plots
+(``okapikv.bench.suites.registry.write_outputs`` passes every suite's section), anything that
+produces that form gets the same outputs, and the report writer is testable on synthetic results
+without running anything.
+
+A suite whose results have a section of their own (``fast``, ``resp``) renders it: it hands the
+writer a ``Section`` (its key in the results, its Markdown, its CSV files), so this module knows no
+suite.
 """
 
 from __future__ import annotations
@@ -10,11 +16,25 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 LATENCY_FIELDS = ("mean_us", "p50_us", "p99_us", "p999_us")
+
+
+def _no_csv(data: Any) -> dict[str, list[dict[str, Any]]]:
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A suite's own part of the outputs, written when ``results[key]`` is not empty."""
+
+    key: str
+    markdown: Callable[[Any], list[str]]  # the report's lines for ``results[key]``
+    csv_files: Callable[[Any], dict[str, list[dict[str, Any]]]] = _no_csv  # file name -> rows
 
 #: The course service's published numbers (their C++ server, their machine): context, not a target.
 COURSE_REFERENCE = (
@@ -64,7 +84,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def write_csvs(results: dict[str, Any], out: Path) -> list[str]:
+def write_csvs(results: dict[str, Any], out: Path, sections: Sequence[Section] = ()) -> list[str]:
     written: list[str] = []
     for name, series in results.get("series", {}).items():
         runs = series.get("runs", [])
@@ -77,11 +97,11 @@ def write_csvs(results: dict[str, Any], out: Path) -> list[str]:
     if results.get("memory"):
         write_csv(out / "memory.csv", results["memory"])
         written.append("memory.csv")
-    if results.get("resp"):
-        from okapikv.bench.resp import csv_rows
-
-        write_csv(out / "resp.csv", csv_rows(results["resp"]))
-        written.append("resp.csv")
+    for section in sections:
+        if results.get(section.key):
+            for filename, rows in section.csv_files(results[section.key]).items():
+                write_csv(out / filename, rows)
+                written.append(filename)
     visibility = results.get("visibility", {})
     if visibility:
         summary_rows: list[dict[str, Any]] = []
@@ -203,7 +223,8 @@ def _run_label(run: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) -> str:
+def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str], *,
+                    sections: Sequence[Section] = ()) -> str:
     config = results.get("config", {})
     machine = results.get("machine", {})
     lines = [f"# okapikv benchmark: {config.get('suite') or config.get('workload', 'custom')}"
@@ -226,14 +247,9 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) 
     if any(name.startswith("course") for name in results.get("series", {})):
         lines += ["### The course service's published numbers (their C++ server, their machine)", ""]
         lines += _table(["setting", "throughput", "latency"], [list(row) for row in COURSE_REFERENCE])
-    if results.get("fast"):
-        from okapikv.bench.fast import render_targets
-
-        lines += render_targets(results["fast"])
-    if results.get("resp"):
-        from okapikv.bench.resp import render
-
-        lines += render(results["resp"])
+    for section in sections:
+        if results.get(section.key):
+            lines += section.markdown(results[section.key])
     if results.get("memory"):
         lines += ["## Memory per key", "",
                   "Resident set size of the one partition server (in memory, 1 DC x 1 partition) before "
@@ -274,16 +290,18 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str]) 
     return "\n".join(lines)
 
 
-def write_outputs(results: dict[str, Any], out: Path, *, plots: bool = True) -> dict[str, list[str]]:
-    """Write results.json, the CSVs, the PNGs and report.md into ``out``; returns the file names."""
-    from okapikv.bench import plots as plotting
+def write_outputs(results: dict[str, Any], out: Path, *, sections: Sequence[Section] = (),
+                  plots: bool = True) -> dict[str, list[str]]:
+    """Write results.json, the CSVs, the PNGs and report.md into ``out``; returns the file names.
+    (matplotlib is imported here, not with the module: only drawing needs it.)"""
+    from okapikv.bench.engine import plots as plotting
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    csvs = write_csvs(results, out)
+    csvs = write_csvs(results, out, sections)
     pngs = plotting.write_plots(results, out) if plots else []
     timings = {**results.get("timings_s", {}), "outputs_s": round(time.monotonic() - started, 2)}
     results = {**results, "timings_s": timings, "files": {"csv": csvs, "png": pngs, "report": "report.md"}}
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(render_markdown(results, pngs, csvs), encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(results, pngs, csvs, sections=sections), encoding="utf-8")
     return {"csv": csvs, "png": pngs}

@@ -4,7 +4,7 @@ A workload is a frozen, picklable description (``WorkloadConfig``) sent to every
 session turns it into an ``OperationSource`` with its own seeded random generator, so sessions
 never share mutable state and a run is reproducible from its seed.
 
-YCSB mapping (the course driver's, ``seeds/kvstore-service.md``): READ = GET, UPDATE = SWAP,
+YCSB mapping (the course service's driver): READ = GET, UPDATE = SWAP,
 INSERT = PUT, SCAN of length n = SCAN from the start key to the key n - 1 positions later (keys are
 fixed-width so dictionary order is insertion order), READ-MODIFY-WRITE = GET then SWAP.
 
@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from okapikv.bench.generators import (
+from okapikv.bench.engine.generators import (
     KEY_TABLE_MAX,
     DiscreteGenerator,
     InsertSequence,
@@ -37,7 +37,7 @@ from okapikv.bench.generators import (
     key_table,
     make_values,
 )
-from okapikv.bench.keyspace import PartitionedKeyspace, PartitionKeyChooser
+from okapikv.bench.engine.keyspace import PartitionedKeyspace, PartitionKeyChooser
 
 if TYPE_CHECKING:
     import numpy as np

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.messages import BenchError
+from okapikv.bench.engine.errors import BenchError
 from okapikv.cluster import ports
 
 START_TIMEOUT_S = 60.0

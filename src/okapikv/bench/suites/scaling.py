@@ -9,7 +9,7 @@ sessions (``--clients`` replaces the per-partition counts); the best run is the 
 the paper reports peak throughput: one fixed session count would starve the large clusters or
 queue on the small ones.
 
-With ``--load lean`` the YCSB-A runs come from the lean load generator (``okapikv.bench.lean``),
+With ``--load lean`` the YCSB-A runs come from the lean load generator (``engine.lean``),
 which leaves the cores to the servers; the RO-TX runs keep the async client.
 
 Levels: ``--partitions N`` gives 1, 2, 4 .. up to N (and N); by default powers of two up to half
@@ -21,9 +21,11 @@ in about two minutes (``scripts/device_scaling.sh``).
 from __future__ import annotations
 
 import os
-from typing import Any
 
-from okapikv.bench.suites import PAPER_DCS, Bench, BenchOptions
+from okapikv.bench.engine.harness import Bench
+from okapikv.bench.engine.options import BenchOptions
+from okapikv.bench.engine.results import Run
+from okapikv.bench.engine.systems import PAPER_DCS, System
 
 SESSIONS_PER_PARTITION = (12, 24)
 SESSIONS_PER_PARTITION_QUICK = (12,)
@@ -59,10 +61,10 @@ def sessions(options: BenchOptions) -> tuple[int, ...]:
 
 
 def planned(options: BenchOptions) -> int:
-    return len(options.protocols) * len(levels(options)) * len(WORKLOADS) * len(sessions(options))
+    return len(options.systems) * len(levels(options)) * len(WORKLOADS) * len(sessions(options))
 
 
-def run_scaling(bench: Bench) -> None:
+def run(bench: Bench) -> None:
     o = bench.options
     if o.connect:
         bench.results.note("--suite scaling starts a fresh cluster per partition count: --connect is ignored")
@@ -70,30 +72,29 @@ def run_scaling(bench: Bench) -> None:
     skew = o.clock_skew_ms or 0.0
     bench.results.config["scaling_plan"] = {"dcs": list(dcs), "partitions": list(levels(o)),
                                             "sessions_per_partition": list(sessions(o))}
-    for protocol in o.protocols:
-        peaks: dict[tuple[str, int], dict[str, Any]] = {}
+    for system in o.systems:
+        peaks: dict[tuple[str, int], Run] = {}
         for partitions in levels(o):
-            def level(protocol: str = protocol, partitions: int = partitions,
-                      peaks: dict[tuple[str, int], dict[str, Any]] = peaks) -> None:
-                with bench.okapi(protocol, dcs, partitions, skew) as sut:
+            def level(system: System = system, partitions: int = partitions,
+                      peaks: dict[tuple[str, int], Run] = peaks) -> None:
+                with bench.start(system, dcs, partitions, skew) as sut:
                     bench.load(sut)
                     for name, (series, title) in WORKLOADS.items():
                         workload = bench.workload(name, sut, rotx_partitions=min(2, partitions), write_ratio=None)
                         for per_partition in sessions(o):
                             # --load lean drives YCSB-A only: a RO-TX needs the client's sessions
-                            record = bench.measure(sut, workload, per_partition * partitions, series=RUNS_SERIES,
-                                                   kind="scaling_sessions", title=RUNS_TITLE,
-                                                   load="client" if name == "rotx" else None)
+                            run = bench.measure(sut, workload, per_partition * partitions, series=RUNS_SERIES,
+                                                kind="scaling_sessions", title=RUNS_TITLE,
+                                                load="client" if name == "rotx" else None)
                             best = peaks.get((name, partitions))
-                            if record is not None and (best is None
-                                                       or record["throughput_ops_s"] > best["throughput_ops_s"]):
-                                peaks[name, partitions] = record
+                            if run is not None and (best is None or run.throughput_ops_s > best.throughput_ops_s):
+                                peaks[name, partitions] = run
                         bench.copy_into(peaks.get((name, partitions)), series, PEAK_KIND, title)
-            bench.guarded(f"scaling with {partitions} partition(s) on {protocol}", level)
+            bench.guarded(f"scaling with {partitions} partition(s) on {system.name}", level)
         for name in WORKLOADS:
-            found = {p: record["throughput_ops_s"] for (workload, p), record in peaks.items() if workload == name}
+            found = {p: run.throughput_ops_s for (workload, p), run in peaks.items() if workload == name}
             if found.get(1):
                 summary = ", ".join(f"{p}: {found[p]:,.0f} ops/s (x{found[p] / found[1]:.2f})" for p in sorted(found))
-                line = f"scaling, {protocol}, {WORKLOADS[name][0]}, peak by partitions per DC: {summary}"
+                line = f"scaling, {system.name}, {WORKLOADS[name][0]}, peak by partitions per DC: {summary}"
                 bench.results.note(line)
                 bench.ui.message(line)

@@ -1,5 +1,8 @@
 """``okapi bench --keep-cpus-busy``: keep idle CPUs from halting while a benchmark runs.
 
+A harness detail, for virtual machines: ``engine.harness.open_bench`` holds the spinners open for
+the whole invocation when the flag is given.
+
 Why: on a virtual machine an idle vCPU halts, and waking it costs a hypervisor exit. A closed-loop
 benchmark on loopback is a chain of wakeups (client -> server -> client), so with CPUs halting
 between messages it measures the hypervisor's wakeup latency as much as the store: on this

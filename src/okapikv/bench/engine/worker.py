@@ -3,10 +3,8 @@
 Runs in a spawned OS process (``driver.WorkerPool``) with one event loop for its whole life
 (grpc.aio binds to the first loop it sees). Every session loop is bounded by time (the run's
 window) and by count (its operation budget); operations that fail are counted, not retried, so a
-broken server shows as errors rather than as a hang.
-
-Latency is recorded per operation kind, and under ``all`` once per top-level operation, only for
-operations that complete inside the measured window (after the warm-up), in microseconds.
+broken server shows as errors rather than as a hang. What is recorded, and when, is
+``engine.recording``'s. With ``--load lean`` the process runs ``engine.lean`` instead of sessions.
 """
 
 from __future__ import annotations
@@ -19,16 +17,16 @@ import multiprocessing.connection
 import random
 import time
 import traceback
-from array import array
-from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from okapikv.bench.generators import InsertSequence, format_key, make_values
-from okapikv.bench.keyspace import PartitionedKeyspace
-from okapikv.bench.messages import BenchError, Failed, Go, Prepare, Ready, WorkerResult
-from okapikv.bench.metrics import new_histogram, record_us
-from okapikv.bench.targets import BenchSession, Target, build_target
-from okapikv.bench.workloads import (
+from okapikv.bench.engine.adapters import BenchSession, Target, build_target
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.generators import InsertSequence, format_key, make_values
+from okapikv.bench.engine.keyspace import PartitionedKeyspace
+from okapikv.bench.engine.lean import LeanLoad
+from okapikv.bench.engine.messages import Failed, Go, Prepare, Ready, WorkerResult
+from okapikv.bench.engine.recording import Recorder, Window
+from okapikv.bench.engine.workloads import (
     INSERT,
     LOAD,
     PUT,
@@ -43,88 +41,12 @@ from okapikv.bench.workloads import (
     make_source,
 )
 
-if TYPE_CHECKING:
-    from okapikv.bench.lean import LeanLoad
-
 PROGRESS_INTERVAL_S = 0.25
-ALL = "all"  # every top-level operation, whatever its kind (a read-modify-write counts once)
 READY_TIMEOUT_S = 60.0
 ERROR_BACKOFF_S = 0.002
 
 
-class _Window:
-    """The measured window in ``perf_counter_ns`` units of this process."""
-
-    def __init__(self, start_at: float, warmup_s: float, duration_s: float) -> None:
-        offset_ns = int((start_at - time.time()) * 1e9)
-        now = time.perf_counter_ns()
-        self.start_ns = now + offset_ns
-        self.measure_ns = self.start_ns + int(warmup_s * 1e9)
-        self.end_ns = self.measure_ns + int(duration_s * 1e9)
-
-    def seconds_until(self, instant_ns: int) -> float:
-        return max(0.0, (instant_ns - time.perf_counter_ns()) / 1e9)
-
-
-class _WorkerState:
-    """Counters and latencies of one load process.
-
-    Latencies are appended to flat arrays during the run and put into HdrHistograms only at the
-    end (``histograms``): hdrh's ``record_value`` is pure Python and cost 9% of a load process's CPU
-    at 64 pipelined sessions, CPU the measured store then did not get on a 2-core machine.
-
-    One array per top-level operation kind, so a completed operation costs one append: ``all`` is
-    their union, made at the end. A read-modify-write's GET and SWAP go to arrays of their own
-    (``record_part``), merged into ``read`` and ``update`` at the end, as they are not operations
-    of their own under ``all``."""
-
-    def __init__(self) -> None:
-        self.latencies_us: dict[str, array[int]] = {}  # top-level operations by kind
-        self._part_latencies_us: dict[str, array[int]] = {}  # the GET and SWAP of read-modify-writes
-        self.in_window = 0
-        self.completed = 0
-        self.errors: Counter[str] = Counter()
-        self.last_error = ""
-
-    def samples(self, kind: str) -> array[int]:
-        """The array of ``kind``'s top-level latencies (us), to append to."""
-        samples = self.latencies_us.get(kind)
-        if samples is None:
-            samples = self.latencies_us[kind] = array("q")
-        return samples
-
-    def record(self, kind: str, latency_ns: int) -> None:
-        """A completed top-level operation of ``kind`` (counted under ``all`` too)."""
-        self.samples(kind).append(latency_ns // 1000)
-
-    def record_part(self, kind: str, latency_ns: int) -> None:
-        """A step of a top-level operation (a read-modify-write's GET or SWAP): ``kind`` only."""
-        samples = self._part_latencies_us.get(kind)
-        if samples is None:
-            samples = self._part_latencies_us[kind] = array("q")
-        samples.append(latency_ns // 1000)
-
-    def histograms(self) -> dict[str, Any]:
-        merged: dict[str, list[array[int]]] = {}
-        for kind, samples in self.latencies_us.items():
-            if samples:
-                merged.setdefault(kind, []).append(samples)
-                merged.setdefault(ALL, []).append(samples)
-        for kind, samples in self._part_latencies_us.items():
-            if samples:
-                merged.setdefault(kind, []).append(samples)
-        histograms: dict[str, Any] = {}
-        for kind, arrays in merged.items():
-            histogram = histograms[kind] = new_histogram()
-            counts: Counter[int] = Counter()
-            for samples in arrays:
-                counts.update(samples)  # counting in C: few distinct values
-            for latency_us, count in counts.items():
-                record_us(histogram, latency_us, count)
-        return histograms
-
-
-async def _execute(session: BenchSession, operation: Operation, state: _WorkerState, window: _Window) -> None:
+async def _execute(session: BenchSession, operation: Operation, state: Recorder, window: Window) -> None:
     """Issue one operation of the kinds ``_session_loop`` does not issue itself (it does READ, UPDATE
     and writes). A read-modify-write also records its GET and SWAP (as YCSB does)."""
     kind = operation.kind
@@ -147,8 +69,8 @@ async def _execute(session: BenchSession, operation: Operation, state: _WorkerSt
 async def _session_loop(
     session: BenchSession,
     source: OperationSource,
-    state: _WorkerState,
-    window: _Window,
+    state: Recorder,
+    window: Window,
     max_ops: int,
 ) -> None:
     """Closed loop: issue, wait for the reply, record, repeat; bounded by time and count.
@@ -241,14 +163,14 @@ def _sources(prepare: Prepare) -> list[tuple[int, OperationSource]]:
     return result
 
 
-async def _cpu_sampler(window: _Window, readings: list[float]) -> None:
+async def _cpu_sampler(window: Window, readings: list[float]) -> None:
     await asyncio.sleep(window.seconds_until(window.measure_ns))
     readings.append(time.process_time())
     await asyncio.sleep(window.seconds_until(window.end_ns))
     readings.append(time.process_time())
 
 
-async def _progress_reporter(worker_index: int, state: _WorkerState, progress: Any) -> None:
+async def _progress_reporter(worker_index: int, state: Recorder, progress: Any) -> None:
     while True:
         await asyncio.sleep(PROGRESS_INTERVAL_S)
         with contextlib.suppress(Exception):
@@ -260,9 +182,7 @@ async def _run_prepared(
 ) -> WorkerResult:
     spec = prepare.spec
     lean: LeanLoad | None = None
-    if spec.target.kind == "lean":  # sessions as slots of one closed loop (okapikv.bench.lean)
-        from okapikv.bench.lean import LeanLoad
-
+    if spec.target.kind == "lean":  # sessions as slots of one closed loop (engine.lean)
         if spec.phase == "load":
             raise BenchError("the lean load generator measures; loading runs with the async client")
         lean = LeanLoad(spec.target, [source for _, source in _sources(prepare)],
@@ -288,12 +208,12 @@ async def _run_prepared(
         if not isinstance(go, Go):
             raise BenchError(f"expected Go, got {type(go).__name__}")
         if spec.phase == "load":
-            window = _Window(go.start_at, 0.0, spec.duration_s)
+            window = Window(go.start_at, 0.0, spec.duration_s)
             budgets = [source.remaining if isinstance(source, _LoadSource) else 0 for _, source in sessions]
         else:
-            window = _Window(go.start_at, spec.warmup_s, spec.duration_s)
+            window = Window(go.start_at, spec.warmup_s, spec.duration_s)
             budgets = [spec.max_ops_per_session] * len(sessions)
-        state = _WorkerState()
+        state = Recorder()
         cpu_readings: list[float] = []
         reporter = asyncio.create_task(_progress_reporter(prepare.worker_index, state, progress))
         sampler = asyncio.create_task(_cpu_sampler(window, cpu_readings))

@@ -31,16 +31,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
-from okapikv.bench.messages import BenchError
-from okapikv.bench.workloads import INSERT, LOAD, PUT, READ, UPDATE, Operation, OperationSource
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.workloads import INSERT, LOAD, PUT, READ, UPDATE, Operation, OperationSource
 from okapikv.core.partitioning import partition_of
 from okapikv.wire import encoding
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
 
 if TYPE_CHECKING:
-    from okapikv.bench.targets import TargetSpec
-    from okapikv.bench.worker import _Window, _WorkerState
+    from okapikv.bench.engine.adapters import TargetSpec
+    from okapikv.bench.engine.recording import Recorder, Window
 
 #: Operations per frame: the async client's batch on the native port (``okapikv.client.aio``), so the
 #: servers see the same batches whichever load generator runs.
@@ -109,12 +109,12 @@ class LeanLoad:
         self._done: asyncio.Future[None] | None = None
         self._end_ns = 0
         self._measure_ns = 0
-        self._state: _WorkerState | None = None
+        self._state: Recorder | None = None
 
     async def open(self) -> None:
         """Learn each DC's partitions from ClusterInfo, connect to every server's native port, and
         draw and encode the operation pool. Slot ``i`` uses DC ``i % DCs``, as the async client's
-        session ``i`` does (``okapikv.bench.targets``)."""
+        session ``i`` does (``okapikv.bench.engine.adapters``)."""
         self._loop = asyncio.get_running_loop()
         for address in self.spec.addresses:
             info = await _cluster_info(address, self.spec.timeout_s)
@@ -142,7 +142,7 @@ class LeanLoad:
             identity = (operation.kind, operation.key, operation.value)
             self._pool.append(encoded.get(identity) or encoded.setdefault(identity, self._encode(operation)))
 
-    async def run(self, window: _Window, state: _WorkerState) -> None:
+    async def run(self, window: Window, state: Recorder) -> None:
         """Each slot issues its first operation at the window's start; the loop then runs itself
         from ``on_results`` until the window ends and the last reply is in."""
         assert self._loop is not None

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from okapikv.bench.messages import BenchError, Failed, Go, Prepare, Ready, RunSpec, WorkerResult
-from okapikv.bench.worker import READY_TIMEOUT_S, worker_main
-
-__all__ = ["BenchError", "RunOutcome", "RunSpec", "WorkerPool", "default_processes"]
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.messages import Failed, Go, Prepare, Ready, RunSpec, WorkerResult
+from okapikv.bench.engine.worker import READY_TIMEOUT_S, worker_main
 
 
 @dataclass(slots=True)
@@ -37,9 +36,6 @@ class RunOutcome:
     start_at: float
     stats_before: dict[str, Any] = field(default_factory=dict)
     stats_after: dict[str, Any] = field(default_factory=dict)
-    server_cpu_before: float | None = None
-    server_cpu_after: float | None = None
-    wall_window_s: float = 0.0
 
 
 class _Worker:
@@ -192,7 +188,6 @@ class WorkerPool:
         if not ended_hook and at_measure_end:
             at_measure_end()
         outcome.workers = [results[index] for index in sorted(results)]
-        outcome.wall_window_s = spec.duration_s
         return outcome
 
     def _receive(self, worker: _Worker) -> Any:

@@ -35,7 +35,7 @@ REDIS_INDEX_KEY = b"okapi:bench:index"
 class TargetSpec:
     """Which system to drive: ``kind`` and, per DC, the address of a server to connect to."""
 
-    kind: str  # okapi | redis | memory | lean (okapi, driven by okapikv.bench.lean)
+    kind: str  # okapi | redis | memory | lean (okapi, driven by okapikv.bench.engine.lean)
     addresses: tuple[str, ...] = ()
     timeout_s: float = 10.0
     native: bool = True  # okapi: pipeline over the servers' native ports (False: gRPC streams)

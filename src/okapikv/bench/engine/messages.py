@@ -15,12 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from okapikv.bench.targets import TargetSpec
-from okapikv.bench.workloads import WorkloadConfig
-
-
-class BenchError(RuntimeError):
-    """A run could not be completed (a worker failed, timed out, or the target is unreachable)."""
+from okapikv.bench.engine.adapters import TargetSpec
+from okapikv.bench.engine.workloads import WorkloadConfig
 
 
 @dataclass(frozen=True, slots=True)

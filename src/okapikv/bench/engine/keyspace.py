@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from array import array
 
-from okapikv.bench.generators import ScrambledZipfianGenerator, format_key
+from okapikv.bench.engine.generators import ScrambledZipfianGenerator, format_key
 from okapikv.core.partitioning import partition_of
 
 

@@ -16,18 +16,19 @@ runs on the same cores as the server it measures. Needs ``redis-server`` and ``r
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from okapikv.bench.clusters import start_local
-from okapikv.bench.messages import BenchError
-from okapikv.bench.redis_ref import LocalRedis
-
-if TYPE_CHECKING:
-    from okapikv.bench.suites import Bench
+from okapikv.bench.engine.clusters import start_local
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.harness import Bench
+from okapikv.bench.engine.options import BenchOptions
+from okapikv.bench.engine.redis_ref import LocalRedis
+from okapikv.bench.engine.report import Section
 
 CLIENTS = (1, 50)
 PIPELINES = (1, 16)
@@ -39,8 +40,37 @@ RUN_TIMEOUT_S = 600.0
 
 @dataclass(frozen=True, slots=True)
 class Figures:
+    """One redis-benchmark test's figures, as its ``--csv`` output gives them."""
+
     requests_per_s: float
     p50_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """One test at one (C, P): both systems' figures and okapikv's share of Redis's throughput."""
+
+    okapi_ops_s: float
+    redis_ops_s: float
+    okapi_p50_ms: float
+    redis_p50_ms: float
+    ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RespRow:
+    """One (C, P) point: results.json's ``resp`` holds one per point, ``to_dict``'s shape."""
+
+    command: str
+    clients: int
+    pipeline: int
+    requests: int
+    tests: dict[str, Compared]  # by test name (TESTS), written as lowercase keys of the row
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"command": self.command, "clients": self.clients, "pipeline": self.pipeline,
+                "requests": self.requests,
+                **{test.lower(): dataclasses.asdict(compared) for test, compared in self.tests.items()}}
 
 
 def unavailable_reason() -> str | None:
@@ -73,7 +103,7 @@ def command_line(clients: int, pipeline: int, requests: int) -> str:
     return f"redis-benchmark -t set,get -n {requests} -c {clients} -P {pipeline}"
 
 
-def run_resp(bench: Bench) -> None:
+def run(bench: Bench) -> None:
     o = bench.options
     reason = unavailable_reason()
     if reason is not None:
@@ -93,41 +123,39 @@ def run_resp(bench: Bench) -> None:
             for client_count in clients:
                 for pipeline in PIPELINES:
                     row = _measure_pair(bench, okapi_port, redis_server.port, client_count, pipeline, requests)
-                    bench.results.resp.append(row)
+                    bench.results.resp.append(row.to_dict())
     finally:
         cluster.stop()
 
 
 def _measure_pair(bench: Bench, okapi_port: int, redis_port: int, clients: int, pipeline: int,
-                  requests: int) -> dict[str, Any]:
+                  requests: int) -> RespRow:
     started = time.monotonic()
     label = command_line(clients, pipeline, requests)
     okapi = redis_benchmark(okapi_port, clients=clients, pipeline=pipeline, requests=requests)
     redis = redis_benchmark(redis_port, clients=clients, pipeline=pipeline, requests=requests)
-    row: dict[str, Any] = {"command": label, "clients": clients, "pipeline": pipeline, "requests": requests}
+    tests: dict[str, Compared] = {}
     parts = []
     for test in TESTS:
         ratio = okapi[test].requests_per_s / redis[test].requests_per_s if redis[test].requests_per_s else None
-        row[test.lower()] = {
-            "okapi_ops_s": okapi[test].requests_per_s, "redis_ops_s": redis[test].requests_per_s,
-            "okapi_p50_ms": okapi[test].p50_ms, "redis_p50_ms": redis[test].p50_ms,
-            "ratio": None if ratio is None else round(ratio, 4),
-        }
+        tests[test] = Compared(okapi[test].requests_per_s, redis[test].requests_per_s, okapi[test].p50_ms,
+                               redis[test].p50_ms, None if ratio is None else round(ratio, 4))
         parts.append(f"{test} okapi {okapi[test].requests_per_s:,.0f} / redis {redis[test].requests_per_s:,.0f} "
                      f"ops/s ({'-' if ratio is None else f'{ratio:.1%}'})")
     bench.ui.finish_run(f"  c={clients:<3} P={pipeline:<3} " + "; ".join(parts))
-    bench.results.timings["resp_s"] = round(bench.results.timings.get("resp_s", 0.0) + time.monotonic() - started, 3)
-    return row
+    bench.results.add_time("resp_s", time.monotonic() - started)
+    return RespRow(label, clients, pipeline, requests, tests)
 
 
-def planned(clients: tuple[int, ...] | None) -> int:
-    return len(clients or CLIENTS) * len(PIPELINES)
+def planned(options: BenchOptions) -> int:
+    return len(options.clients if options.clients_given else CLIENTS) * len(PIPELINES)
 
 
-def csv_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One flat row per (C, P) and test, for resp.csv."""
-    return [{"command": row["command"], "clients": row["clients"], "pipeline": row["pipeline"],
-             "requests": row["requests"], "test": test, **row[test.lower()]} for row in rows for test in TESTS]
+def csv_files(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """resp.csv: one flat row per (C, P) and test."""
+    return {"resp.csv": [{"command": row["command"], "clients": row["clients"], "pipeline": row["pipeline"],
+                          "requests": row["requests"], "test": test, **row[test.lower()]}
+                         for row in rows for test in TESTS]}
 
 
 def render(rows: list[dict[str, Any]]) -> list[str]:
@@ -146,3 +174,6 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
                          f"| {figures['redis_ops_s']:,.0f} | {'-' if ratio is None else f'{ratio:.1%}'} "
                          f"| {figures['okapi_p50_ms']:.3f} | {figures['redis_p50_ms']:.3f} |")
     return lines + [""]
+
+
+SECTION = Section("resp", render, csv_files)

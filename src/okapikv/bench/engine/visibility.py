@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from okapikv.bench.engine.results import VisibilityPair
+
 
 @dataclass(slots=True)
 class PairSamples:
@@ -47,20 +49,20 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[position]
 
 
-def summarize(pair: PairSamples) -> dict[str, Any]:
+def summarize(pair: PairSamples) -> VisibilityPair:
     values = sorted(pair.samples_ms)
-    return {
-        "source": pair.source,
-        "destination": pair.destination,
-        "count": len(values),
-        "timeouts": pair.timeouts,
-        "mean_ms": round(sum(values) / len(values), 3) if values else 0.0,
-        "p50_ms": round(percentile(values, 0.5), 3),
-        "p90_ms": round(percentile(values, 0.9), 3),
-        "p99_ms": round(percentile(values, 0.99), 3),
-        "max_ms": round(values[-1], 3) if values else 0.0,
-        "samples_ms": [round(value, 3) for value in pair.samples_ms],
-    }
+    return VisibilityPair(
+        source=pair.source,
+        destination=pair.destination,
+        count=len(values),
+        timeouts=pair.timeouts,
+        mean_ms=round(sum(values) / len(values), 3) if values else 0.0,
+        p50_ms=round(percentile(values, 0.5), 3),
+        p90_ms=round(percentile(values, 0.9), 3),
+        p99_ms=round(percentile(values, 0.99), 3),
+        max_ms=round(values[-1], 3) if values else 0.0,
+        samples_ms=[round(value, 3) for value in pair.samples_ms],
+    )
 
 
 async def _probe_once(writer: Any, reader: Any, key: bytes, value: bytes, poll_interval_s: float,

@@ -1,7 +1,7 @@
 """A local redis-server as the course suite's reference line.
 
 Redis is what a reader of the course numbers knows: a single-threaded in-memory server written in
-C. Driving it with our load generator, concurrency and process layout (``targets.RedisTarget``)
+C. Driving it with our load generator, concurrency and process layout (``adapters.RedisTarget``)
 shows how much of a measured number is the store and how much is Python and the benchmark.
 
 Optional on purpose: redis-server comes from the OS packages (Debian: ``redis-server``) and redis-py
@@ -16,8 +16,8 @@ import socket
 import subprocess
 import time
 
-from okapikv.bench.clusters import free_port_block
-from okapikv.bench.messages import BenchError
+from okapikv.bench.engine.clusters import free_port_block
+from okapikv.bench.engine.errors import BenchError
 from okapikv.lifetime import preexec_exit_with_parent
 
 START_TIMEOUT_S = 10.0
