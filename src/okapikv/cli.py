@@ -40,6 +40,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                               "$OKAPI_HOME/okapi-data when OKAPI_HOME is set); a restart recovers it")
     storage.add_argument("--in-memory", action="store_true",
                          help="keep no data on disk (benchmarks): a restarted server loses its writes")
+    p.add_argument("--repair", action="store_true",
+                   help="start every server with --repair: one whose data directory is damaged, lost committed "
+                        "writes or is empty rebuilds it from its replicas (docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
     p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,
@@ -63,6 +66,14 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
     p.add_argument("--data-dir", default=None,
                    help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    p.add_argument("--repair", action="store_true",
+                   help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
+                        "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
+    p.add_argument("--integrity-check", choices=["quick", "full", "off"], default="quick",
+                   help="SQLite structure check at start: quick (default), full (slower), off; "
+                        "row checksums are verified in every mode")
+    p.add_argument("--disk-reserve-mb", type=float, default=None,
+                   help="space kept in reserve for a full disk (default: 64, at most 5%% of the file system)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,
@@ -160,14 +171,14 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
                    help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
                         "operations, restart them 1 s later, check the history")
-    p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
+    p.set_defaults(target="okapikv.fuzz.command:run_fuzz")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    # One line per flag; what each suite runs and why is in the README's "Benchmarks" section.
+    # One line per flag; what each suite runs and why is in docs/benchmarks.md.
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
     p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling", "resp"],
-                   help="run a whole suite (README, Benchmarks): course, paper, fast, scaling or resp")
+                   help="run a whole suite (docs/benchmarks.md): course, paper, fast, scaling or resp")
     p.add_argument("--workload", default="a",
                    help="without --suite: YCSB a-f, rotx (RO-TX + PUT), or memory (server RSS per key)")
     p.add_argument("--protocols", default=None,
@@ -195,11 +206,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
     p.add_argument("--keep-cpus-busy", action="store_true",
-                   help="run a nice-19 spinner per CPU so idle virtual CPUs do not halt (README, Benchmarks)")
+                   help="run a nice-19 spinner per CPU so idle virtual CPUs do not halt (docs/benchmarks.md)")
     p.add_argument("--grpc-only", action="store_true",
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
-                   help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; README, Benchmarks)")
+                   help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

@@ -1,4 +1,4 @@
-"""Helpers for the durability and failure tests (issue 7): clusters whose servers keep their data
+"""Helpers for the durability and failure tests (test_durability.py): clusters whose servers keep their data
 in a directory (``okapi server --data-dir``) and accept fault injection, writer threads that record
 what was acknowledged, and the inter-DC cut.
 
@@ -32,16 +32,26 @@ class DurableCluster(RunningCluster):
     def data_dir(self, dc: str | int, partition: int) -> Path:
         return self.directory / "data" / f"{self._name(dc)}-p{partition}"
 
-    def start(self, dc: str | int, partition: int) -> subprocess.Popen[bytes]:
+    def command(self, dc: str | int, partition: int, *extra: str) -> list[str]:
+        """The `okapi server` command line of one server (``extra``: more flags, e.g. --repair)."""
         name = self._name(dc)
-        command = [sys.executable, "-m", "okapikv.cli", "server", "--config", str(self.path), "--dc", name,
-                   "--partition", str(partition), "--data-dir", str(self.data_dir(name, partition))]
+        return [sys.executable, "-m", "okapikv.cli", "server", "--config", str(self.path), "--dc", name,
+                "--partition", str(partition), "--data-dir", str(self.data_dir(name, partition)), *extra]
+
+    def start(self, dc: str | int, partition: int, *extra: str) -> subprocess.Popen[bytes]:
+        name = self._name(dc)
         environment = dict(os.environ, **{ENVIRONMENT_VARIABLE: "1"})
         with self.log_path(name, partition).open("ab") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       env=environment)
+            process = subprocess.Popen(self.command(name, partition, *extra), stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, env=environment)
         self.processes[(name, partition)] = process
         return process
+
+    def run_to_exit(self, dc: str | int, partition: int, *extra: str, timeout_s: float = 60) -> tuple[int, str]:
+        """Run one server that is expected to refuse to start: (exit status, stderr)."""
+        result = subprocess.run(self.command(dc, partition, *extra), stdin=subprocess.DEVNULL, capture_output=True,
+                                text=True, timeout=timeout_s)
+        return result.returncode, result.stderr
 
     def stats(self, dc: str | int, partition: int) -> dict[str, Any]:
         reply = self.stub(dc, partition).Stats(pb.StatsRequest(), timeout=30, wait_for_ready=True)

@@ -159,6 +159,38 @@ def test_a_restart_that_loses_the_disk_is_caught() -> None:
     assert {"Divergence", "LostUpdate"} & {a.name for a in report.anomalies}, report.summary_lines()
 
 
+def _disk_loss_run(factory: type[PartitionServer] = PartitionServer) -> tuple[Simulation, SimResult]:
+    simulation = Simulation(SMALL, server_factory=factory)
+    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000, lose_disk=True))
+    return simulation, simulation.run()
+
+
+def test_a_crash_that_loses_the_disk_is_repaired_from_the_replicas() -> None:
+    simulation, result = _disk_loss_run()
+    assert "restart dc0/p1 on an empty disk, repairing" in [f.description for f in result.faults]
+    restarted = simulation.servers[1]
+    assert restarted.repairing is None and restarted.stats.repairs_completed == 1
+    assert restarted.stats.repair_local_received > 0  # its own versions came back from the replicas
+    assert result.history is not None
+    assert check_history(result.history).ok and not result.anomalies, [str(a) for a in result.anomalies[:3]]
+
+
+class PlainCatchUp(PartitionServer):
+    """A repair bug: a server that lost its disk catches up as after a plain crash (its replicas
+    send only their own DCs' updates, so its own versions never come back)."""
+
+    def start_catch_up(self, repair: Any = None) -> list[Effect]:
+        return super().start_catch_up()
+
+
+def test_a_repair_that_forgets_the_servers_own_versions_is_caught() -> None:
+    _, result = _disk_loss_run(PlainCatchUp)
+    assert "restart dc0/p1 on an empty disk, repairing" in [f.description for f in result.faults]
+    assert result.history is not None
+    report = check_history(result.history)
+    assert not report.ok, report.summary_lines()
+
+
 def _long_crash_run() -> tuple[Simulation, SimResult]:
     """DC 0's partition 0 down for 400 ms. Clients think up to 50 ms between operations, so some
     sessions of DC 0 depend on nothing recent enough to be missing elsewhere: those can move (a

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from okapikv.sim import SimConfig, reproduce_command, run_simulation
+from okapikv.sim.config import FaultPlan
 
 SEEDS = range(1, 21)
 
@@ -28,12 +29,24 @@ SEEDS = range(1, 21)
     ids=["okapi", "okapi-piggyback-usv", "cure", "gentlerain"],
 )
 def test_sweep_with_faults(protocol: str, piggyback: bool, seeds: range, jumps: bool) -> None:
+    _sweep(protocol, piggyback, seeds, jumps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["okapi", "cure"])
+def test_sweep_with_crashes_that_lose_the_disk(protocol: str) -> None:
+    """Every crash loses the server's disk when that loses nothing a repair cannot bring back: the
+    restart repairs from the replicas (``FaultPlan.lose_disk_share``), with the clock jumps too."""
+    _sweep(protocol, False, range(1, 11), True, FaultPlan(lose_disk_share=1.0))
+
+
+def _sweep(protocol: str, piggyback: bool, seeds: range, jumps: bool, plan: FaultPlan | None = None) -> None:
     failures = []
     operations = 0
     for seed in seeds:
         config = SimConfig(seed=seed, protocol=protocol, num_partitions=3, num_clients=6, duration_s=0.5,
                            faults=True, clock_skew_ms=10, piggyback_usv=piggyback, rotx_partitions=1 + seed % 3,
-                           clock_jumps=jumps, liveness_s=0.25)
+                           clock_jumps=jumps, liveness_s=0.25, fault_plan=plan or FaultPlan())
         outcome = run_simulation(config)
         operations += sum(outcome.result.operations.values())
         if not outcome.ok:

@@ -345,7 +345,7 @@ def test_a_dc_that_lacks_the_sessions_writes_is_asked_again_until_failover_wait_
     assert 5 < len(adopt_asks) < 60  # asked again after each backoff, boundedly
     assert all(ask.timeout_s <= 2.0 for ask in adopt_asks)
     message = str(end)
-    assert "DC a is unreachable and no other DC received every write this session depends on within 2 s" in message
+    assert "DC a is unreachable and no other DC received every write the session depends on within 2 s" in message
     assert "(DC b lacks updates of a by 2.5 ms)" in message
 
     # the writes arrive while it waits: it moves then

@@ -1,4 +1,4 @@
-"""The core's durability hooks (issue 7): the change log, restore, catch-up after a restart, the GC
+"""The core's durability hooks (docs/protocol.md): the change log, restore, catch-up after a restart, the GC
 floor that keeps the catch-up log, snapshot-read expiry, and the session-move rule.
 
 Servers are driven by hand with explicit clock readings, like ``test_server_replication``; the last
@@ -9,7 +9,7 @@ wrongly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 from harness import Harness
@@ -19,6 +19,7 @@ from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
     Effect,
+    ErrorReply,
     GetReply,
     GetRequest,
     Heartbeat,
@@ -26,9 +27,12 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     Respond,
+    ScanSlice,
     Send,
     ServerId,
     Session,
@@ -39,7 +43,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import Change, MultiVersionStore, Version
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import Changes, PartitionServer
+from okapikv.core.server import Changes, PartitionServer, Repair
 from okapikv.core.session import adopt
 from okapikv.core.timestamps import pack
 from okapikv.wire import convert
@@ -174,7 +178,7 @@ class TestCatchUp:
         batches = [s.message for s in effects if isinstance(s.message, ReplicateBatch)]
         sent = [u.timestamp for batch in batches for u in batch.updates]
         assert sent == stamps[1:]  # local versions only, above ``after``, in timestamp order
-        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock)
+        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock, pack(T0 + 50))
         assert all(s.destination == ServerId(1, 0) for s in effects)
 
     def test_a_restarted_requester_is_asked_back_but_not_a_replica_that_asked_back(self) -> None:
@@ -203,6 +207,16 @@ class TestCatchUp:
         assert server.vv[0] == pack(125) and server.catching_up == ()
         server.handle(Heartbeat(source, pack(130)), T0)
         assert server.vv[0] == pack(130)
+
+    def test_a_reply_lifts_a_clock_below_what_the_replica_holds_of_this_dc(self) -> None:
+        server = make(dc=0)  # an empty directory: no clock bound
+        request = sends(server.start_catch_up())[0].message
+        assert isinstance(request, CatchUpRequest)
+        server.handle(CatchUpReply(ServerId(1, 0), request.request_id, pack(5), pack(T0 + 900)), T0)
+        assert server.clock >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
+        reply = server.handle(PutRequest(1, b"k", b"v", fresh()), T0)[0]
+        assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
+        assert reply.reply.timestamp > pack(T0 + 900)  # never a timestamp the replica already holds
 
     def test_messages_from_non_replicas_are_ignored(self) -> None:
         server = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=2, num_partitions=2))
@@ -245,6 +259,26 @@ class TestReplicatedFloor:
         server.handle(ReplicaProgress(ServerId(2, 0), (top, 0, 0)), T0)
         server.on_timer(T0 + 100_000)
         assert len(server.store.versions(b"k")) == 1
+
+    @pytest.mark.parametrize("protocol", ["cure", "gentlerain"])
+    def test_a_remote_tombstone_stays_until_every_other_replica_has_it(self, protocol: str) -> None:
+        """Else a repair of its origin (a lost disk) could not give it to a replica that lacks it."""
+        server = make(dc=0, num_dcs=3, protocol=protocol, gc_interval_us=1_000)
+        old, gone = pack(T0 + 5), pack(T0 + 10)
+        server.handle(ReplicateBatch(ServerId(1, 0), (Update(b"k", b"old", old, 1, (0, old, 0)),
+                                                      Update(b"k", None, gone, 1, (0, gone, 0)))), T0)
+        top = pack(T0 + 10_000)
+        server.vv = [top, top, top]
+        server.stable = server.horizon = (top, top, top)
+        server.handle(ReplicaProgress(ServerId(1, 0), (top, top, top)), T0)
+        server.handle(ReplicaProgress(ServerId(2, 0), (top, pack(T0 + 9), top)), T0)  # DC 2 lacks it
+        for step in range(1, 40):
+            server.on_timer(T0 + 20_000 + 1_000 * step)
+        assert [v.value for v in server.store.versions(b"k")] == [None]  # the old version went, not the tombstone
+        server.handle(ReplicaProgress(ServerId(2, 0), (top, top, top)), T0)
+        for step in range(40, 80):
+            server.on_timer(T0 + 20_000 + 1_000 * step)
+        assert server.store.versions(b"k") == []
 
     def test_progress_is_sent_when_it_moved_and_only_without_a_usv(self) -> None:
         server = make(dc=0, protocol="cure", gc_interval_us=1_000)
@@ -380,8 +414,11 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
 @pytest.mark.parametrize("message", [
     CatchUpRequest(ServerId(1, 0), 7, (1 << 64) - 1, True),
     CatchUpRequest(ServerId(1, 0), 8, 0, False),
+    CatchUpRequest(ServerId(1, 0), 9, 0, True, repair=True),
     CatchUpReply(ServerId(1, 0), 7, pack(123, 4)),
+    CatchUpReply(ServerId(1, 0), 7, pack(123, 4), pack(9), RepairAnswer((1, 2, 3), (0, 0, 0), (4, 5, 6))),
     ReplicaProgress(ServerId(1, 0), (pack(1), 0, (1 << 64) - 1)),
+    RepairBatch(ServerId(1, 0), 5, (Update(b"k", None, pack(3), 2, (1, 2, 3)), Update(b"j", b"v", pack(4), 0, None))),
 ], ids=lambda m: type(m).__name__)
 def test_new_peer_messages_round_trip_on_the_wire(message: object) -> None:
     frame = convert.frame_peer_message(convert.encode_peer_message(message))  # type: ignore[arg-type]
@@ -395,3 +432,143 @@ def test_a_get_is_unaffected_by_tracking() -> None:
     effects = server.handle(GetRequest(1, b"missing", fresh()), T0)
     assert isinstance(effects[0], Respond) and isinstance(effects[0].reply, GetReply)
     assert server.drain_changes().store == []
+
+
+# ====================================================================== repair after a lost disk
+
+
+def lose_disk_and_repair(harness: CrashingHarness, server_id: ServerId,
+                         salvaged: tuple[tuple[bytes, Version], ...] = (), clock_floor: int = 0) -> PartitionServer:
+    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``clock_floor``), then a
+    restart in repair mode (``okapikv.storage.recovery`` restores nothing and passes ``Repair``)."""
+    harness._queue = [event for event in harness._queue if getattr(event.message, "source", None) != server_id]
+    harness._held = {link: held for link, held in harness._held.items() if link[0] != server_id}
+    new = PartitionServer(harness.servers[server_id].config)
+    zeros = (0,) * new.num_dcs
+    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=clock_floor)
+    new.track_changes = True
+    harness.servers[server_id] = new
+    harness.disk[server_id] = []
+    harness._apply(server_id, new.start_catch_up(Repair(salvaged)))
+    return new
+
+
+def run_until(harness: Harness, condition: Callable[[], bool], limit_us: int = 3_000_000) -> None:
+    deadline = harness.time_us + limit_us
+    while not condition():
+        assert harness.step(deadline), "condition not met in time"
+
+
+class TestRepair:
+    @pytest.mark.parametrize("protocol", ["okapi", "cure", "gentlerain"])
+    def test_a_lost_disk_comes_back_from_the_replicas_and_no_timestamp_is_reissued(self, protocol: str) -> None:
+        harness = CrashingHarness(3, 1, protocol, inter_dc_delay_us=10_000)
+        mine, theirs = harness.client(0), harness.client(1)
+        harness.run_for(50_000)
+        for index in range(5):
+            mine.put(b"m%d" % index, b"v%d" % index)
+        mine.delete(b"m0")
+        theirs.put(b"t", b"theirs")
+        harness.run_for(300_000)
+        harness.skew_us[ServerId(0, 0)] = -2_000_000  # the new machine's clock is 2 s behind
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0))  # and the clock bound is lost: floor 0
+        others = [harness.servers[ServerId(dc, 0)] for dc in (1, 2)]
+        # Every timestamp of DC 0 some other server holds (updates it received, promises it was made).
+        newest = max(max(server.vv[0] for server in others),
+                     *(v.timestamp for server in others for _, v in every_version(server.store) if v.source_dc == 0))
+        assert repaired.repairing == "fetching" and repaired.catching_up == (1, 2)
+        refused = repaired.handle(GetRequest(1, b"m1", fresh(3)), harness.clock(ServerId(0, 0)))
+        assert isinstance(refused[0], Respond) and isinstance(refused[0].reply, ErrorReply)
+        assert refused[0].reply.code == "UNAVAILABLE" and "repairing" in refused[0].reply.message
+        run_until(harness, lambda: repaired.repairing != "fetching")
+        assert repaired.clock >= newest  # as soon as every replica answered
+        run_until(harness, lambda: repaired.repairing is None)
+        assert repaired.stats.repair_local_received > 0
+        assert [mine.get(b"m%d" % index) for index in range(5)] == [None, b"v1", b"v2", b"v3", b"v4"]
+        assert mine.get(b"t") == b"theirs"
+        harness.client(0).put(b"after", b"repair")  # a new session: no dependency lifts its timestamp
+        assert repaired.store.versions(b"after")[-1].timestamp > newest
+        other = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(other.store.versions(b"after")))  # its replicas take it (not a duplicate)
+        assert harness.client(1).get(b"m3") == b"v3"
+
+    def test_a_write_that_reached_one_replica_reaches_the_others_through_the_repaired_server(self) -> None:
+        # DC 2 answers last: DC 1's request back reaches the repaired server while it still fetches.
+        delays = [[0, 10_000, 30_000], [10_000, 0, 10_000], [30_000, 10_000, 0]]
+        harness = CrashingHarness(3, 1, "okapi", inter_dc_delay_us=delays)
+        writer = harness.client(0)
+        harness.run_for(50_000)
+        writer.put(b"both", b"1")
+        harness.run_for(200_000)
+        harness.cut(0, 1)
+        writer.put(b"only-c", b"2")  # reaches DC 2, waits for DC 1 in the link queue that dies
+        harness.run_for(100_000)
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0), clock_floor=pack(harness.time_us))
+        harness.repair(0, 1)
+        run_until(harness, lambda: repaired.repairing is None)
+        assert [v.value for v in repaired.store.versions(b"only-c")] == [b"2"]
+        dc1 = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(dc1.store.versions(b"only-c")) and dc1.catching_up == ())
+        assert harness.client(1).get(b"only-c") == b"2"
+
+    def test_salvaged_local_versions_are_kept_only_where_no_replica_has_them(self) -> None:
+        harness = CrashingHarness(2, 1, "okapi", inter_dc_delay_us=10_000)
+        writer = harness.client(0)
+        harness.run_for(50_000)
+        writer.put(b"replicated", b"1")
+        harness.run_for(200_000)
+        harness.cut(0, 1)
+        writer.put(b"stranded", b"2")  # never leaves DC 0
+        harness.run_for(50_000)
+        salvaged = tuple((key, version) for key, version, inserted in harness.disk[ServerId(0, 0)] if inserted)
+        repaired = lose_disk_and_repair(harness, ServerId(0, 0), salvaged, clock_floor=pack(harness.time_us))
+        harness.repair(0, 1)
+        run_until(harness, lambda: repaired.repairing is None)
+        assert repaired.stats.repair_local_kept == 1  # "stranded"; "replicated" came back from DC 1
+        assert writer.get(b"stranded") == b"2" and writer.get(b"replicated") == b"1"
+        dc1 = harness.servers[ServerId(1, 0)]
+        run_until(harness, lambda: bool(dc1.store.versions(b"stranded")))
+
+    def test_slices_wait_and_plain_requests_are_answered_after_the_fetch(self) -> None:
+        server = make(dc=0, num_dcs=2)
+        server.start_catch_up(Repair())
+        assert server.handle(ScanSlice(ServerId(0, 0), 5, (0, 0), b"a", b"z", None), T0) == []  # parked
+        assert server.handle(CatchUpRequest(ServerId(1, 0), 3, 0, False), T0) == []  # deferred
+        stale = ReplicateBatch(ServerId(1, 0), (Update(b"old", b"collected since", pack(T0 - 20), 1, None),))
+        server.handle(stale, T0)  # resent from before the disk was lost: ignored until the answer ends
+        server.handle(RepairBatch(ServerId(1, 0), 1, (Update(b"k", b"mine", pack(T0 - 10), 0, None),)), T0)
+        server.handle(RepairBatch(ServerId(1, 0), 99, (Update(b"x", b"not an answer", pack(T0 - 9), 0, None),)), T0)
+        assert server.store.versions(b"old") == [] and server.store.versions(b"x") == []
+        answer = RepairAnswer((0, 0), (0, 0), (0, 0))
+        effects = [s for s in sends(server.handle(CatchUpReply(ServerId(1, 0), 1, pack(T0 - 5), pack(T0 - 10), answer),
+                                                  T0))
+                   if not isinstance(s.message, Heartbeat)]
+        assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
+        batch = effects[0].message
+        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
+        assert server.repairing == "settling"
+        server.on_timer(T0 + 1)
+        assert server.repairing is None
+
+    def test_a_replica_that_restarts_before_answering_is_asked_again(self) -> None:
+        server = make(dc=0, num_dcs=2)
+        first = sends(server.start_catch_up(Repair()))[0].message
+        assert isinstance(first, CatchUpRequest) and first.repair
+        again = sends(server.handle(CatchUpRequest(ServerId(1, 0), 1, 0, True), T0))[-1].message
+        assert isinstance(again, CatchUpRequest) and again.repair and again.request_id != first.request_id
+        server.handle(CatchUpReply(ServerId(1, 0), first.request_id, 0, 0, RepairAnswer((0, 0), (0, 0), (0, 0))), T0)
+        assert server.repair_waiting == (1,)  # the stale answer does not count
+        server.handle(CatchUpReply(ServerId(1, 0), again.request_id, 0, 0, RepairAnswer((0, 0), (0, 0), (0, 0))), T0)
+        assert server.repair_waiting == () and server.repairing == "settling"
+
+    def test_a_repair_answer_holds_every_version_of_every_dc(self) -> None:
+        replica = make(dc=1, num_dcs=3)
+        replica.handle(PutRequest(1, b"own", b"1", fresh(3)), T0)
+        replica.handle(ReplicateBatch(ServerId(0, 0), (Update(b"theirs", b"0", pack(T0 - 5), 0, None),)), T0)
+        replica.handle(ReplicateBatch(ServerId(2, 0), (Update(b"third", None, pack(T0 - 3), 2, None),)), T0)
+        effects = sends(replica.handle(CatchUpRequest(ServerId(0, 0), 7, 0, True, repair=True), T0 + 1))
+        updates = {u.key: u.source_dc for s in effects if isinstance(s.message, RepairBatch)
+                   for u in s.message.updates}
+        assert updates == {b"own": 1, b"theirs": 0, b"third": 2}
+        reply = next(s.message for s in effects if isinstance(s.message, CatchUpReply))
+        assert reply.repair is not None and reply.origin_through == pack(T0 - 5)

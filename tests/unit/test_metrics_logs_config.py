@@ -1,4 +1,4 @@
-"""Unit tests of issue 8 that need no network: latency histograms, the metrics collector,
+"""Observability and config tests that need no network: latency histograms, the metrics collector,
 single-line log events, and the config's ``[tls]``, ``metrics_port`` and ``peer_address``."""
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +17,11 @@ from okapikv.core.messages import PutRequest, Session
 from okapikv.core.mvstore import Change, Version
 from okapikv.core.server import Changes, PartitionServer
 from okapikv.core.timestamps import pack, physical_of
-from okapikv.storage import DataDirError, Identity, SqliteStore
+from okapikv.storage import DataDamagedError, DataDirError, DiskFullError, Identity, SqliteStore, group_commit
 from okapikv.storage.group_commit import GroupCommitter
-from okapikv.storage.recovery import recover
+from okapikv.storage.integrity import meta_checksum
+from okapikv.storage.recovery import open_and_recover, recover, repair_finished
+from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import CommitGroup, State
 
 IDENTITY = Identity("test", ("a", "b"), 1, "okapi", "a", 0)
@@ -172,3 +177,218 @@ def test_recover_loads_a_core_and_restarts_its_clock_at_the_bound(tmp_path: Path
     assert restored.track_changes and restored.clock == pack(9_999)
     assert [v.value for v in restored.store.versions(b"k1")] == [b"v1", b"v3"]
     store.close()
+
+
+# ====================================================================== integrity
+
+
+def local_and_remote(count: int) -> list[Change]:
+    return [Change(b"k%d" % i, Version(b"value-%d" % i, pack(10 + i), i % 2, None), True) for i in range(count)]
+
+
+def test_a_changed_value_fails_its_checksum_when_it_loads(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    store.commit(CommitGroup(1, local_and_remote(4), state(1, 1), 5))
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "okapi.sqlite3")) as db:
+        db.execute("UPDATE versions SET value = ? WHERE key = ?", (b"value-X", b"k2"))
+        db.commit()
+    again = SqliteStore(tmp_path, IDENTITY)
+    with pytest.raises(DataDamagedError, match=r"key b'k2' .* fails its checksum"):
+        list(again.load_versions())
+    again.close()
+
+
+def test_a_database_behind_its_commit_record_lost_committed_groups(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    store.commit(CommitGroup(1, local_and_remote(2)))
+    store.close()
+    older = (tmp_path / "okapi.sqlite3").read_bytes()
+    store = SqliteStore(tmp_path, IDENTITY)
+    store.commit(CommitGroup(1, [Change(b"a", Version(b"1", pack(50), 0, None), True)]))
+    store.commit(CommitGroup(2, [Change(b"b", Version(b"2", pack(60), 0, None), True),
+                                 Change(b"c", Version(b"3", pack(70), 1, None), True)]))
+    store.close()
+    (tmp_path / "okapi.sqlite3").write_bytes(older)  # the last two groups vanish, as with a cut WAL
+    with pytest.raises(DataDamagedError, match=r"2 group\(s\) are missing with 2 acknowledged local write\(s\) .* "
+                                               r"and 1 replicated update\(s\)"):
+        SqliteStore(tmp_path, IDENTITY)
+    (tmp_path / "okapi.sqlite3").unlink()  # and a database that vanished altogether
+    with pytest.raises(DataDamagedError, match="is missing or empty but .*COMMITTED records"):
+        SqliteStore(tmp_path, IDENTITY)
+
+
+def test_a_record_one_group_behind_the_database_is_normal(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    store.commit(CommitGroup(1, local_and_remote(2)))
+    record = (tmp_path / "COMMITTED").read_bytes()
+    store.commit(CommitGroup(2, local_and_remote(3)))
+    store.close()
+    (tmp_path / "COMMITTED").write_bytes(record)  # a crash between a commit and its record
+    SqliteStore(tmp_path, IDENTITY).close()
+
+
+def _format_1_directory(directory: Path, state_json: str) -> None:
+    """A data directory as the format-1 code wrote it (no checksums, no commit record)."""
+    with contextlib.closing(sqlite3.connect(directory / "okapi.sqlite3")) as db:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("CREATE TABLE versions (key BLOB NOT NULL, ts INTEGER NOT NULL, dc INTEGER NOT NULL, value BLOB,"
+                   " dv BLOB, PRIMARY KEY (key, ts, dc)) WITHOUT ROWID")
+        db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        identity = json.loads(IDENTITY.to_json()) | {"format": 1}
+        db.execute("INSERT INTO meta VALUES ('identity', ?)", (json.dumps(identity),))
+        db.execute("INSERT INTO meta VALUES ('state', ?)", (state_json,))
+        db.execute("INSERT INTO meta VALUES ('clock_bound_us', '77')")
+        for index in range(3):
+            db.execute("INSERT INTO versions VALUES (?, ?, ?, ?, NULL)", (b"k%d" % index, pack(5 + index) - (1 << 63),
+                                                                         0, b"v%d" % index))
+        db.commit()
+
+
+def test_a_format_1_directory_is_migrated_in_place(tmp_path: Path) -> None:
+    _format_1_directory(tmp_path, state(3, 4).to_json())
+    store = SqliteStore(tmp_path, IDENTITY)
+    assert store.migrated_versions == 3
+    assert [v.value for _, v in store.load_versions()] == [b"v0", b"v1", b"v2"]  # checksummed now
+    assert store.load_clock_bound_us() == 77 and store.load_state() == state(3, 4)
+    store.commit(CommitGroup(1, [Change(b"new", Version(b"n", pack(9), 0, None), True)]))
+    store.close()
+    again = SqliteStore(tmp_path, IDENTITY)
+    assert again.migrated_versions is None and again.version_count() == 4
+    again.close()
+
+
+def test_a_format_1_directory_with_a_damaged_row_is_refused_before_migrating(tmp_path: Path) -> None:
+    _format_1_directory(tmp_path, '{"vv": [1, 2], "stable": [0, 0], "gsv": [0, 0]}')
+    with pytest.raises(DataDamagedError, match="metadata row 'state' lacks field 'horizon'"):
+        SqliteStore(tmp_path, IDENTITY)
+
+
+def test_an_unknown_data_format_is_refused(tmp_path: Path) -> None:
+    SqliteStore(tmp_path, IDENTITY).close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "okapi.sqlite3")) as db:
+        text = json.dumps(json.loads(IDENTITY.to_json()) | {"format": 7})
+        db.execute("UPDATE meta SET value = ?, crc = ? WHERE name = 'identity'",
+                   (text, meta_checksum("identity", text)))
+        db.commit()
+    with pytest.raises(DataDirError, match="data format 7") as refused:
+        SqliteStore(tmp_path, IDENTITY)
+    assert not isinstance(refused.value, DataDamagedError)
+
+
+def core_for(identity: Identity = IDENTITY) -> PartitionServer:
+    return PartitionServer(CoreConfig(dc=identity.dc_index, partition=0, num_dcs=len(identity.dcs), num_partitions=1))
+
+
+def test_repair_mode_rebuilds_a_damaged_directory_keeping_its_verified_local_versions(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    store.commit(CommitGroup(1, local_and_remote(6), state(1, 1), 4_000))
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "okapi.sqlite3")) as db:
+        db.execute("UPDATE versions SET value = ? WHERE key = ?", (b"flipped", b"k2"))
+        db.commit()
+    with pytest.raises(DataDamagedError):
+        open_and_recover(core_for, tmp_path, IDENTITY)
+    core, rebuilt, recovered = open_and_recover(core_for, tmp_path, IDENTITY, repair=True, now_us=1_000)
+    assert recovered.repair is not None and "fails its checksum" in (recovered.damage or "")
+    assert sorted(key for key, _ in recovered.repair.salvaged) == [b"k0", b"k4"]  # local, verified (k2 is damaged)
+    assert rebuilt.fresh and core.clock >= pack(4_000)  # above the bound that survived
+    assert {path.name.split(".damaged-")[0] for path in recovered.moved_aside} == {"okapi.sqlite3", "COMMITTED"}
+    rebuilt.close()
+
+
+def test_repair_mode_leaves_an_intact_directory_alone_and_repairs_an_empty_one(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "intact", IDENTITY)
+    store.commit(CommitGroup(1, local_and_remote(2)))
+    store.close()
+    core, opened, recovered = open_and_recover(core_for, tmp_path / "intact", IDENTITY, repair=True)
+    assert recovered.repair is None and recovered.versions == 2
+    opened.close()
+    core, opened, recovered = open_and_recover(core_for, tmp_path / "new-disk", IDENTITY, repair=True, now_us=99)
+    assert recovered.repair is not None and recovered.repair.salvaged == () and core.clock == pack(99)
+    opened.close()
+
+
+def test_an_interrupted_repair_is_damage_until_it_is_run_again(tmp_path: Path) -> None:
+    _, opened, _ = open_and_recover(core_for, tmp_path, IDENTITY, repair=True)
+    opened.commit(CommitGroup(1, local_and_remote(2)))  # part of what the replicas sent, then a crash
+    opened.close()
+    with pytest.raises(DataDamagedError, match="a repair of this directory was interrupted"):
+        open_and_recover(core_for, tmp_path, IDENTITY)
+    _, opened, recovered = open_and_recover(core_for, tmp_path, IDENTITY, repair=True)
+    assert recovered.repair is not None and [key for key, _ in recovered.repair.salvaged] == [b"k0"]
+    opened.close()
+    repair_finished(tmp_path)  # the driver, once the repaired state is durable
+    _, opened, recovered = open_and_recover(core_for, tmp_path, IDENTITY)
+    assert recovered.repair is None
+    opened.close()
+
+
+class FullDisk(SqliteStore):
+    """Its commits fail for lack of space while ``full`` is above 0 (each failure counts down)."""
+
+    full = 0
+
+    def commit(self, group: CommitGroup) -> None:
+        if self.full > 0:
+            self.full -= 1
+            raise sqlite3.OperationalError("database or disk is full")
+        super().commit(group)
+
+
+class GatedSpace(DiskSpace):
+    """Free space comes back only once the test says so."""
+
+    space_back = False
+
+    def refill(self) -> bool:
+        return self.space_back and super().refill()
+
+
+def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_path: Path) -> None:
+    async def main() -> None:
+        store = FullDisk(tmp_path, IDENTITY)
+        space = GatedSpace(tmp_path, 1 << 20)
+        space.prepare()
+        failures: list[BaseException] = []
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=failures.append, space=space)
+        committer.open(0, 1_000)
+        store.full = 1
+        assert committer.stage(changes(3), pack(1_000)) == 1
+        await until(lambda: committer.full_commits == 1)
+        assert committer.disk_full and not space.reserved  # the reserve made room for the retry
+        await until(lambda: committer.durable == 1)
+        assert not failures and store.version_count() == 3  # the writes already accepted are durable
+        assert committer.disk_full
+        space.space_back = True
+        committer.stage(changes(0, vv=(0, 1)), pack(1_000))  # any later group looks again
+        await until(lambda: not committer.disk_full and space.reserved, timeout_s=10)
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
+def test_a_disk_that_stays_full_fails_after_the_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(group_commit, "FULL_RETRY_S", 0.01)
+    monkeypatch.setattr(group_commit, "FULL_RETRIES", 3)
+
+    async def main() -> None:
+        store = FullDisk(tmp_path, IDENTITY)
+        space = DiskSpace(tmp_path, 1 << 20)
+        space.prepare()
+        failures: list[BaseException] = []
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=failures.append, space=space)
+        committer.open(0, 1_000)
+        store.full = 10
+        committer.stage(changes(1), pack(1_000))
+        await until(lambda: bool(failures))
+        assert committer.full_commits == 3 and committer.durable == 0
+
+    asyncio.run(main())
+
+
+def test_a_start_without_room_for_the_reserve_is_refused(tmp_path: Path) -> None:
+    free = DiskSpace(tmp_path, 0).free_bytes()
+    with pytest.raises(DiskFullError, match="no space left"):
+        DiskSpace(tmp_path, free + (1 << 30)).prepare()
+    assert not (tmp_path / "RESERVE").exists() and not (tmp_path / "RESERVE.partial").exists()

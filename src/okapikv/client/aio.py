@@ -482,7 +482,7 @@ class AsyncClient:
         self._connections = _Connections(policy, pipeline, max_batch, tls, native)
         self._owner = True
         self._state: SessionState | None = None
-        #: the connections' generation and the DC this session belongs to (see ``_adopt``)
+        #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation = 0
         self._dc = 0
         self._closed = False
@@ -572,7 +572,7 @@ class AsyncClient:
     # ------------------------------------------------------------------ operations
 
     async def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
         state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes), False)
@@ -685,7 +685,7 @@ class AsyncClient:
         return state
 
     async def _adopt(self, state: SessionState) -> None:
-        """Have the DC the connections moved to (another session moved them) adopt this session:
+        """Have the DC the connections moved to (another session moved them) adopt the session:
         ``FailoverTimeout`` while that DC lacks some of its writes."""
         connections = self._connections
         generation, topology = connections.generation, connections.topology
@@ -703,7 +703,7 @@ class AsyncClient:
 
     async def _fail_over(self, generation: int) -> None:
         """The DC of ``generation`` did not answer for ``failover_after_s``: move the connections
-        (``_Connections.fail_over``) unless they moved since, and have their DC adopt this session."""
+        (``_Connections.fail_over``) unless they moved since, and have their DC adopt the session."""
         connections = self._connections
         state = self._state
         assert state is not None

@@ -82,7 +82,7 @@ def no_dc(dc_name: str, lagging: Sequence[str], failover_wait_s: float, addresse
     that answered did not."""
     if lagging:
         return FailoverTimeout(
-            f"DC {dc_name} is unreachable and no other DC received every write this session depends "
+            f"DC {dc_name} is unreachable and no other DC received every write the session depends "
             f"on within {failover_wait_s:g} s ({'; '.join(lagging)}); writes that had not left DC "
             f"{dc_name} reach the others only once it is back")
     return Unavailable(f"DC {dc_name} is unreachable and so is every fallback ({', '.join(addresses)})")

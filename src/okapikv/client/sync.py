@@ -345,7 +345,7 @@ class Client:
         """Start a fresh session in the DC of the connections."""
         topology = self.topology
         self._state = SessionState(topology.num_dcs)
-        #: the connections' generation and the DC this session belongs to (see ``_adopt``)
+        #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation, self._dc = self._connections.generation, topology.dc
         self._closed = False
         #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
@@ -423,7 +423,7 @@ class Client:
     # ------------------------------------------------------------------ operations
 
     def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
         state = self._ready()
         reply = self._call(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes))
@@ -539,7 +539,7 @@ class Client:
 
     def _fail_over(self, generation: int) -> None:
         """The DC of ``generation`` did not answer for ``failover_after_s``: move the connections
-        (``_Connections.fail_over``) unless they moved since, and have their DC adopt this session."""
+        (``_Connections.fail_over``) unless they moved since, and have their DC adopt the session."""
         connections = self._connections
         if generation == self._generation:
             adopted = connections.fail_over(generation, self._state, self._dc)
@@ -550,7 +550,7 @@ class Client:
             self._adopt()
 
     def _adopt(self) -> None:
-        """Have the DC the connections moved to (another session moved them) adopt this session."""
+        """Have the DC the connections moved to (another session moved them) adopt the session."""
         connections = self._connections
         generation, topology = connections.generation, self.topology
         self._moved(connections.adopt(topology, self._state, self._dc), generation, topology)

@@ -14,13 +14,15 @@ same folder, removed when the launcher exits). An `okapi up` that fails (ports o
 use, a server that does not start) so leaves the running cluster findable, and a second cluster
 started beside a running one says where its own config is.
 On Linux the servers are also told to exit if the launcher dies without cleaning up
-(``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
+(``PR_SET_PDEATHSIG``, ``okapikv.lifetime``), so a killed launcher leaves no orphans holding the ports.
 
 Data: each server keeps its store in ``DATA_DIR/<dc>-p<n>`` (``--data-dir``; by default
 ``./okapi-data``, or ``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, so a cluster and its data
 live together), and a restarted cluster recovers it. ``--in-memory`` keeps nothing on disk
 (benchmarks). A server refuses a directory holding another server's data (other DC, partition,
-cluster shape or protocol) and says so.
+cluster shape or protocol) and says so, and one whose data is damaged (exit status 4); ``--repair``
+starts every server in repair mode, so those rebuild their data from their replicas instead
+(docs/operations.md, "Storage integrity and replacing a disk").
 
 Redis protocol: every server serves a RESP port (``okapikv.resp``) on consecutive ports from
 ``--resp-base-port``, by default the ports right after the servers' own (and after their peer
@@ -36,13 +38,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +58,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
@@ -134,11 +135,6 @@ def busy_addresses(config: ClusterConfig) -> list[str]:
     return busy
 
 
-def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 DEFAULT_DATA_DIR = "okapi-data"
 
 
@@ -154,21 +150,24 @@ def server_data_dir(root: Path, server: ServerConfig) -> Path:
 
 
 def start_server(
-    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None
+    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
+    repair: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """Start one `okapi server` process (in memory unless ``data_dir`` is given)."""
+    """Start one `okapi server` process (in memory unless ``data_dir`` is given; ``repair``: in
+    repair mode)."""
     command = [
         sys.executable, "-m", "okapikv.cli", "server",
         "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
     ]
     if data_dir is not None:
         command += ["--data-dir", str(data_dir)]
+        if repair:
+            command.append("--repair")
     if log_format:
         command += ["--log-format", log_format]
-    preexec = _exit_with_parent if sys.platform.startswith("linux") else None
-    environment = dict(os.environ)
+    environment = child_environment()  # the server ends with this process (okapikv.lifetime)
     environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment)
 
 
 def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
@@ -233,6 +232,31 @@ def _report_deaths(children: list[Child]) -> int:
     return alive
 
 
+class StopFlag:
+    """Set by the SIGINT / SIGTERM handler, polled by the supervising loop.
+
+    Not a ``threading.Event``: a signal handler runs in the main thread between two bytecodes, and
+    one that arrives while the main thread is inside ``Event.wait`` (holding the event's lock) would
+    block forever in ``Event.set`` on that same lock, and ``okapi up`` would never stop."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` (a signal's handler runs during the sleep); whether it is set."""
+        if not self._set:
+            time.sleep(timeout_s)
+        return self._set
+
+
 def run_up(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
@@ -250,7 +274,7 @@ def run_up(args: argparse.Namespace) -> int:
     # The servers start from a private copy: the default config changes only once they are ready.
     path = config.dump(okapi_home() / f"cluster.{os.getpid()}.toml")
 
-    stop = threading.Event()
+    stop = StopFlag()
 
     def on_signal(signal_number: int, frame: FrameType | None) -> None:
         stop.set()
@@ -269,7 +293,8 @@ def run_up(args: argparse.Namespace) -> int:
         _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
         for server in config.servers:
             server_dir = server_data_dir(data_root, server) if data_root is not None else None
-            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir)))
+            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir,
+                                                       repair=bool(getattr(args, "repair", False)))))
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
             if config.resp and server.resp_address:
                 extra = f"  resp {server.resp_address}{extra}"
@@ -286,7 +311,7 @@ def run_up(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
 
 
-def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event, private: Path) -> int:
+def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path) -> int:
     def startup_problem() -> str | None:
         if stop.is_set():
             return "interrupted"

@@ -262,12 +262,41 @@ class CatchUpRequest:
     Until the answer to its latest request arrives, the requester does not advance ``vv`` from that
     replica's live stream: a heartbeat of the new incarnation would otherwise cover updates the old
     one never delivered, declaring a gap stable.
+
+    ``repair``: the sender lost or damaged its data and rebuilds it (``PartitionServer``'s repair):
+    'send me every version you hold, of every DC, mine included' (``after`` is then unused), and
+    the reply carries a ``RepairAnswer``.
     """
 
     source: ServerId
     request_id: int
     after: int
     restarted: bool
+    repair: bool = False
+
+
+@message
+class RepairBatch:
+    """Part of the answer to a repair request (``CatchUpRequest.repair``): versions of any DC the
+    sender holds. Its own type, not a ``ReplicateBatch``: the requester ignores the sender's
+    replication stream until the answer ends, because that stream may still carry, resent from
+    before the requester lost its data, versions the sender has since collected (superseded, or
+    older than a tombstone every replica dropped); the answer is the sender's store as it is."""
+
+    source: ServerId
+    request_id: int
+    updates: tuple[Update, ...]
+
+
+@message
+class RepairAnswer:
+    """What a replica tells a server it sent everything to (a repair): its ``stable``, ``horizon``
+    and ``gsv`` at the answer (the repaired server serves only once its own stable vector reaches
+    them: the versions the replica collected were superseded by versions visible there)."""
+
+    stable: Vector
+    horizon: Vector
+    gsv: Vector
 
 
 @message
@@ -275,11 +304,18 @@ class CatchUpReply:
     """End of a catch-up answer. The ``ReplicateBatch`` messages before it on the same FIFO link hold
     every update of the sender's DC above the request's ``after`` that the sender still keeps (GC
     only drops versions every replica durably has); ``through`` is the sender's clock: no update of
-    its DC at or below it is missing any more."""
+    its DC at or below it is missing any more.
+
+    ``origin_through`` is the sender's ``vv`` entry for the requester's DC: every timestamp of that
+    DC it holds (updates, heartbeat promises) is at or below it, so the requester's clock must be
+    above it before it issues one (a server that lost its clock bound with its disk would otherwise
+    reissue timestamps, which the replica would take for duplicates and drop)."""
 
     source: ServerId
     request_id: int
     through: int
+    origin_through: int = 0
+    repair: RepairAnswer | None = None
 
 
 @message
@@ -401,6 +437,7 @@ PeerMessage = (
     | Restarted
     | CatchUpRequest
     | CatchUpReply
+    | RepairBatch
     | ReplicaProgress
 )
 Message = ClientRequest | PeerMessage

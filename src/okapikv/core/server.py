@@ -1,4 +1,4 @@
-"""The partition server p(n, m) as a pure state machine (DESIGN.md sections 1 and 3).
+"""The partition server p(n, m) as a pure state machine (docs/protocol.md; docs/design.md).
 
 ``handle(message, now_us)`` and ``on_timer(now_us)`` return effects (``Send`` to a peer, ``Respond``
 to a client); ``next_deadline()`` says when ``on_timer`` must run next. ``now_us`` is the server's
@@ -76,7 +76,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 
 from okapikv.core.config import CoreConfig
@@ -85,6 +85,7 @@ from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
     ClientReply,
+    ClientRequest,
     DeleteRequest,
     Effect,
     ErrorReply,
@@ -98,6 +99,8 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     Respond,
@@ -133,6 +136,8 @@ CATCH_UP_BATCH = 1_000
 GSV_SHARE_MIN_US = 1_000
 #: Each GC interval's keys are examined in this many equal slices (see ``on_timer``).
 GC_SLICES = 10
+#: A slice that reaches a server still repairing its data waits this long before it looks again.
+REPAIR_POLL_US = 10_000
 #: A scan slice examines at most this many keys per item it may return: a range of tombstones or of
 #: versions its snapshot cannot see costs a bounded page (with a resume key) instead of a whole pass.
 SCAN_EXAMINE_FACTOR = 4
@@ -201,6 +206,31 @@ class _Read:
         self.sent_us = 0  # when the current attempt's slices left
 
 
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """A start in repair mode (``start_catch_up``): the local data was lost or damaged, so every
+    replica is asked for every version it holds. ``salvaged``: this server's own versions read back
+    from its damaged store; those above every replica's ``vv`` entry for this DC (never replicated,
+    so nowhere else to get them) are kept, the others come back from the replicas."""
+
+    salvaged: tuple[tuple[bytes, Version], ...] = ()
+
+
+@dataclass(slots=True)
+class _Repairing:
+    """A repair in progress. Fetching: waiting for the replicas' answers (``waiting``: replica DC
+    -> id of the repair request it has not answered). Settling: everything arrived, waiting for the
+    stable vector to reach ``threshold`` before serving."""
+
+    salvaged: tuple[tuple[bytes, Version], ...]
+    waiting: dict[int, int]
+    threshold: Vector
+    origin_through: int = 0
+    gsvs: list[Vector] = field(default_factory=list)
+    deferred: list[CatchUpRequest] = field(default_factory=list)
+    fetching: bool = True
+
+
 class PartitionServer:
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
@@ -254,10 +284,12 @@ class PartitionServer:
         # catch-up: source DC -> id of the latest CatchUpRequest sent to it and not answered yet
         self._catching_up: dict[int, int] = {}
         self._next_catch_up_id = 0  # as ``_next_tx_id``
-        # the latest vv entry for this DC that each replica reported (ReplicaProgress)
+        # the latest vv entry for this DC that each replica reported (ReplicaProgress), and its vector
         self._peer_progress: dict[int, int] = {}
+        self._peer_vectors: dict[int, Vector] = {}
         self._progress_sent: dict[int, int] = {}
         self._gc_floor = 0
+        self._repair: _Repairing | None = None
         #: the latest input held off by the maximum clock offset: (what, from where, how far ahead
         #: of the clock in us), for the driver's log
         self.last_clock_offset: tuple[str, str, int] | None = None
@@ -283,6 +315,7 @@ class PartitionServer:
             CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
             CatchUpReply: self._on_catch_up_reply,  # type: ignore[dict-item]
             ReplicaProgress: self._on_replica_progress,  # type: ignore[dict-item]
+            RepairBatch: self._on_repair_batch,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -315,6 +348,8 @@ class PartitionServer:
     def on_timer(self, now_us: int) -> list[Effect]:
         """Run whatever is due at ``now_us``: parked requests, heartbeat, stabilization, GC."""
         effects: list[Effect] = []
+        if self._repair is not None and not self._repair.fetching:
+            self._settle_repair()
         if self._parked:
             self._resume_parked(now_us, effects, clock_only=True)
             # Updates of resumed writes must leave before any heartbeat that covers their timestamps.
@@ -394,6 +429,20 @@ class PartitionServer:
         """DCs whose catch-up answer this server still waits for (their ``vv`` entry is frozen)."""
         return tuple(sorted(self._catching_up))
 
+    @property
+    def repairing(self) -> str | None:
+        """None, or where a repair stands: "fetching" (waiting for replicas' answers) or "settling"
+        (waiting for the stable vector to reach the replicas'). Client requests are refused and
+        slices wait until it ends."""
+        if self._repair is None:
+            return None
+        return "fetching" if self._repair.fetching else "settling"
+
+    @property
+    def repair_waiting(self) -> tuple[int, ...]:
+        """DCs whose repair answer this server still waits for."""
+        return tuple(sorted(self._repair.waiting)) if self._repair is not None else ()
+
     # ================================================================ durability hooks
 
     @property
@@ -441,16 +490,27 @@ class PartitionServer:
         self.gsv = merge_max(self.gsv, gsv)
         self.horizon = merge_max(self.horizon, horizon)
 
-    def start_catch_up(self) -> list[Effect]:
+    def start_catch_up(self, repair: Repair | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
         before any other effect of this incarnation leaves: the request tells the replica to stop
-        trusting our old stream)."""
+        trusting our old stream).
+
+        With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
+        anything) ask every replica for everything it holds instead, this DC's versions included,
+        and serve nothing until the repair ends (``_on_catch_up_reply``, ``_settle_repair``)."""
+        if repair is not None:
+            self._repair = _Repairing(repair.salvaged, {}, zeros(self.num_dcs))
         effects: list[Effect] = []
         for peer in self.peers:
-            effects.append(self._request_catch_up(peer, restarted=True))
+            send = self._request_catch_up(peer, restarted=True, repair=repair is not None)
+            if self._repair is not None:
+                self._repair.waiting[peer.dc] = send.message.request_id  # type: ignore[union-attr]
+            effects.append(send)
         # Reads the other partitions coordinate may wait for slices the old incarnation took.
         announcement = Restarted(self.id)
         effects.extend(Send(member, announcement) for member in self.dc_members if member != self.id)
+        if self._repair is not None and not self.peers:
+            effects.extend(self._end_repair_fetch())
         return effects
 
     # ================================================================ dispatch and waits
@@ -459,6 +519,8 @@ class PartitionServer:
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
+        if self._repair is not None and isinstance(message, ClientRequest):
+            return self._refuse_while_repairing(message)
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
@@ -779,6 +841,8 @@ class PartitionServer:
         return effects
 
     def _on_slice(self, message: TxSlice | ScanSlice, now_us: int) -> Outcome:
+        if self._repair is not None:  # the store may still lack what the snapshot reads
+            return WaitForClock(now_us + REPAIR_POLL_US, "repair")
         snapshot = message.snapshot
         if not leq(self.horizon, snapshot):
             # Versions this snapshot could read may already be collected: the coordinator retries.
@@ -1016,9 +1080,17 @@ class PartitionServer:
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
         vv = self.vv
         catching_up = self._catching_up
+        dc = self.dc
+        repairing = self._repair
+        if repairing is not None and message.source.dc in repairing.waiting:
+            # Until its repair answer ends, a replica's stream may carry versions resent from before
+            # this server lost its data that the replica has collected since (``RepairBatch``).
+            return self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
         cap = offset_ceiling(now_us, self.config.max_clock_offset_us)
         for update in message.updates:
             source_dc = update.source_dc
+            if source_dc == dc:  # our own versions come back only in a repair's answer
+                continue
             timestamp = update.timestamp
             if timestamp <= vv[source_dc]:
                 continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
@@ -1037,49 +1109,106 @@ class PartitionServer:
 
     # ================================================================ catch-up after a restart
 
-    def _request_catch_up(self, peer: ServerId, *, restarted: bool) -> Send:
+    def _request_catch_up(self, peer: ServerId, *, restarted: bool, repair: bool = False) -> Send:
         request_id = self._next_catch_up_id or self.clock + 1  # unique across incarnations: ``_start_read``
         self._next_catch_up_id = request_id + 1
         self._catching_up[peer.dc] = request_id
         self.stats.catch_up_requests_sent += 1
-        return Send(peer, CatchUpRequest(self.id, request_id, self.vv[peer.dc], restarted))
+        return Send(peer, CatchUpRequest(self.id, request_id, 0 if repair else self.vv[peer.dc], restarted, repair))
 
     def _is_replica(self, source: ServerId) -> bool:
         return source.dc != self.dc and source.partition == self.id.partition and 0 <= source.dc < self.num_dcs
 
     def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
+        """Answer (``_catch_up_answer``), and ask a restarted replica back.
+
+        While this server's own repair is fetching, a plain request waits for the fetch to end: its
+        answer (this DC's updates) must include those the other replicas are still sending back. A
+        repair request is answered at once with what is here: the requester takes the union of
+        every replica's answer, so what this server still lacks reaches it from the others."""
+        source = message.source
+        if not self._is_replica(source):
+            return []
+        effects: list[Effect] = []
+        repairing = self._repair
+        if repairing is not None and repairing.fetching and not message.repair:
+            repairing.deferred.append(message)
+        else:
+            effects.extend(self._catch_up_answer(message))
+        if message.restarted:
+            # Whatever we had queued for the old incarnation is gone, and it may have lost
+            # replicated updates it received but had not made durable: its new stream must not
+            # advance our vv entry before we have caught up with it too. (A replica that restarts
+            # before answering our repair request is asked again.)
+            again = repairing is not None and source.dc in repairing.waiting
+            send = self._request_catch_up(source, restarted=False, repair=again)
+            if again:
+                assert repairing is not None
+                repairing.waiting[source.dc] = send.message.request_id  # type: ignore[union-attr]
+            effects.append(send)
+        return effects
+
+    def _catch_up_answer(self, message: CatchUpRequest) -> list[Effect]:
         """Send every update of this DC above ``after`` that the store still holds, then the reply.
 
         Complete because GC never drops a local version before every replica durably has a newer
         one (``_replicated_floor``), and a replica's durable ``vv`` entry, hence its ``after``, is
         at least that newer version's timestamp. ``through`` is the clock: every later local
-        timestamp is above it, and the effects here leave before those of any later call."""
+        timestamp is above it, and the effects here leave before those of any later call.
+
+        A repair request gets every version held, of every DC (the newest version of each key is
+        never collected, and a tombstone only once every replica is past it, so the union of the
+        replicas' stores holds every key's newest version that reached one of them), and a
+        ``RepairAnswer``."""
         source = message.source
-        if not self._is_replica(source):
-            return []
         dc = self.dc
         replicated_dv = self.protocol.replicated_dv
-        updates = [
-            Update(key, version.value, version.timestamp, dc, replicated_dv(version))
-            for key, version in self.store.written_by(dc, message.after)
-        ]
-        effects: list[Effect] = [
-            Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
-            for start in range(0, len(updates), CATCH_UP_BATCH)
-        ]
-        effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc])))
+        effects: list[Effect]
+        if message.repair:
+            store = self.store
+            updates = [
+                Update(key, version.value, version.timestamp, version.source_dc,
+                       replicated_dv(version) if version.source_dc == dc else version.dv)
+                for key in list(store.keys()) for version in store.versions(key)
+            ]
+            effects = [
+                Send(source, RepairBatch(self.id, message.request_id, tuple(updates[start : start + CATCH_UP_BATCH])))
+                for start in range(0, len(updates), CATCH_UP_BATCH)
+            ]
+        else:
+            updates = [
+                Update(key, version.value, version.timestamp, dc, replicated_dv(version))
+                for key, version in self.store.written_by(dc, message.after)
+            ]
+            effects = [
+                Send(source, ReplicateBatch(self.id, tuple(updates[start : start + CATCH_UP_BATCH])))
+                for start in range(0, len(updates), CATCH_UP_BATCH)
+            ]
+        answer = RepairAnswer(self.stable, self.horizon, self.gsv) if message.repair else None
+        effects.append(Send(source, CatchUpReply(self.id, message.request_id, self.vv[dc], self.vv[source.dc], answer)))
         self.stats.catch_up_updates_sent += len(updates)
-        if message.restarted:
-            # Whatever we had queued for the old incarnation is gone, and it may have lost
-            # replicated updates it received but had not made durable: its new stream must not
-            # advance our vv entry before we have caught up with it too.
-            effects.append(self._request_catch_up(source, restarted=False))
         return effects
+
+    def _on_repair_batch(self, message: RepairBatch, now_us: int) -> list[Effect]:
+        """Part of a replica's answer to this server's repair: take every version (of any DC, this
+        one's included; duplicates change nothing). Only the answer to the latest repair request
+        counts: an older one may predate versions the replica collected since."""
+        repairing = self._repair
+        if repairing is None or repairing.waiting.get(message.source.dc) != message.request_id:
+            return []
+        store = self.store
+        dc = self.dc
+        for update in message.updates:
+            if (store.insert(update.key, Version(update.value, update.timestamp, update.source_dc, update.dv))
+                    and update.source_dc == dc):
+                self.stats.repair_local_received += 1
+        return []
 
     def _on_catch_up_reply(self, message: CatchUpReply, now_us: int) -> list[Effect]:
         """Every update of the source DC up to ``through`` arrived (before this, on the FIFO link).
         Any answer proves that much; only the answer to the latest request ends the freeze, since a
-        restart of the replica after an older request may have cut the stream after it."""
+        restart of the replica after an older request may have cut the stream after it. The
+        answer to a repair request also counts towards the repair."""
         source = message.source
         if not self._is_replica(source):
             return []
@@ -1088,7 +1217,77 @@ class PartitionServer:
         if self._catching_up.get(source.dc) == message.request_id:
             del self._catching_up[source.dc]
         self.stats.catch_up_replies_received += 1
-        return []
+        self.stats.replica_knows_clock = max(self.stats.replica_knows_clock, message.origin_through)
+        repairing = self._repair
+        if repairing is None and message.origin_through > self.vv[self.dc]:
+            # Only a server that lost its clock bound gets here (else the bound is above): never
+            # issue a timestamp a replica already holds. (A repair raises it once every answer is in.)
+            self.vv[self.dc] = message.origin_through
+        answer = message.repair
+        if (repairing is None or answer is None or repairing.waiting.get(source.dc) != message.request_id
+                or any(len(vector) != self.num_dcs for vector in (answer.stable, answer.horizon, answer.gsv))):
+            return []
+        del repairing.waiting[source.dc]
+        repairing.origin_through = max(repairing.origin_through, message.origin_through)
+        repairing.threshold = merge_max(repairing.threshold, merge_max(answer.stable, answer.horizon))
+        repairing.gsvs.append(answer.gsv)
+        return [] if repairing.waiting else self._end_repair_fetch()
+
+    def _end_repair_fetch(self) -> list[Effect]:
+        """Every replica answered: keep the salvaged local versions no replica holds, restart the
+        clock above every timestamp of this DC any replica holds (never reissue one), answer the
+        requests that waited, and settle (``_settle_repair``).
+
+        Why the threshold: a replica collected a version only once a newer one was visible under its
+        stable vector and in every snapshot at or above its horizon; serving with a stable vector
+        and a horizon at least the replicas' ones, no read here can miss such a version. The entry-
+        wise minimum of the replicas' GSVs is added for Okapi: replication carries no dependency
+        vector, so this DC's versions come back without theirs, whose remote entries were
+        universally stable before this server died, hence at most that minimum (each GSV was taken
+        after the death)."""
+        repairing = self._repair
+        assert repairing is not None
+        dc = self.dc
+        kept = [(key, version) for key, version in repairing.salvaged
+                if version.source_dc == dc and version.timestamp > repairing.origin_through]
+        for key, version in kept:
+            self.store.insert(key, version)
+        self.stats.repair_local_kept += len(kept)
+        self.vv[dc] = max(self.vv[dc], repairing.origin_through, *(version.timestamp for _, version in kept))
+        repairing.salvaged = ()
+        repairing.fetching = False
+        if repairing.gsvs:
+            repairing.threshold = merge_max(repairing.threshold, merge_min(repairing.gsvs))
+        effects: list[Effect] = []
+        for request in repairing.deferred:
+            effects.extend(self._catch_up_answer(request))
+        repairing.deferred.clear()
+        if not self.protocol.stabilizes or not self.peers:
+            self._repair = None
+            self.stats.repairs_completed += 1
+        return effects
+
+    def _settle_repair(self) -> None:
+        """End the repair once the stable vector reaches the threshold; from then on snapshots below
+        it are answered too_old (the horizon rises to it)."""
+        repairing = self._repair
+        assert repairing is not None
+        if leq(repairing.threshold, self.stable):
+            self.horizon = merge_max(self.horizon, repairing.threshold)
+            self._repair = None
+            self.stats.repairs_completed += 1
+
+    def _refuse_while_repairing(self, request: ClientRequest) -> list[Effect]:
+        repairing = self._repair
+        assert repairing is not None
+        if repairing.fetching:
+            where = f"waiting for {len(repairing.waiting)} of {len(self.peers)} replicas' answers"
+        else:
+            where = "waiting for its stable vector to reach its replicas'"
+        self.stats.rejected_requests += 1
+        return [Respond(ErrorReply(request.request_id, "UNAVAILABLE",
+                                   f"this server is repairing its data from its replicas ({where}); "
+                                   "retry, or use another DC"))]
 
     def _watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
                    now_us: int) -> int:
@@ -1121,6 +1320,8 @@ class PartitionServer:
             received = message.vv[self.dc]
             if received > self._peer_progress.get(source.dc, 0):
                 self._peer_progress[source.dc] = received
+            previous = self._peer_vectors.get(source.dc)
+            self._peer_vectors[source.dc] = message.vv if previous is None else merge_max(previous, message.vv)
         return []
 
     def _replicated_floor(self) -> int:
@@ -1289,8 +1490,23 @@ class PartitionServer:
         """No version ordered below ``version`` can still arrive: every replica's FIFO stream (and
         the local clock) is past its timestamp. Only then may a tombstone be dropped; otherwise a
         late concurrent write with a smaller timestamp would become the newest version here, while
-        the replicas that kept the tombstone keep the key deleted (divergence)."""
-        return version.timestamp <= min(self.vv)
+        the replicas that kept the tombstone keep the key deleted (divergence).
+
+        And a remote tombstone stays until every other replica has it too. Under Okapi its
+        universal visibility already says so (the USV); the other protocols' stable vectors speak
+        for their own DC only, so their replicas' ``ReplicaProgress`` vectors must. Why: the origin
+        keeps its tombstone until every replica has it (``_replicated_floor``), but an origin that
+        loses its disk is repaired from its replicas' stores (``_catch_up_answer``), and a replica
+        that lacked the tombstone would otherwise never get it."""
+        timestamp = version.timestamp
+        if timestamp > min(self.vv):
+            return False
+        source = version.source_dc
+        if self.protocol.uses_usv or source == self.dc:
+            return True
+        vectors = self._peer_vectors
+        return all(peer.dc == source or (peer.dc in vectors and vectors[peer.dc][source] >= timestamp)
+                   for peer in self.peers)
 
     def _universally_visible(self, version: Version) -> bool:
         """Visible in every snapshot at or above the horizon, and to every GET here; and at or below

@@ -58,6 +58,10 @@ class ServerStats:
     catch_up_replies_received: int = 0
     progress_messages_sent: int = 0
     read_timeouts: int = 0
+    repair_local_received: int = 0  # this DC's versions a repair got back from the replicas
+    repair_local_kept: int = 0  # salvaged local versions no replica held
+    repairs_completed: int = 0
+    replica_knows_clock: int = 0  # the highest timestamp of this DC a catch-up reply said a replica holds
     # snapshot reads (docs/operations.md, "Read limits and paging")
     reads_refused: int = 0  # over max_concurrent_reads / max_read_items: RESOURCE_EXHAUSTED at once
     reads_given_up: int = 0  # snapshot below the GC horizon after every retry (ABORTED)
@@ -94,6 +98,10 @@ class ServerStats:
             "catch_up_requests_sent": self.catch_up_requests_sent,
             "catch_up_updates_sent": self.catch_up_updates_sent,
             "catch_up_replies_received": self.catch_up_replies_received,
+            "repair_local_received": self.repair_local_received,
+            "repair_local_kept": self.repair_local_kept,
+            "repairs_completed": self.repairs_completed,
+            "replica_knows_clock": self.replica_knows_clock,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
             "reads_refused": self.reads_refused,

@@ -26,17 +26,15 @@ import asyncio
 import logging
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 from okapikv.resp import replies
 from okapikv.resp.commands import Executor
+from okapikv.resp.limits import RespLimits
 from okapikv.resp.parser import make_parser
 from okapikv.server.budgets import BUDGET, ConnectionInput
-from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S
+from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
 from okapikv.tcp import set_liveness_options
-
-if TYPE_CHECKING:
-    from okapikv.resp.service import RespService
 
 log = logging.getLogger("okapikv.server")
 
@@ -55,8 +53,24 @@ def _address(value: object) -> str:
     return str(value)
 
 
+class Listener(Protocol):
+    """What a connection needs of the listener that accepted it (``okapikv.resp.service.RespService``,
+    which imports this module: the connection names the listener by this shape, not by its module)."""
+
+    node: PartitionNode
+    limits: RespLimits
+    prefer_hiredis: bool
+    connections: dict[int, RespConnection]
+
+    def register(self, connection: RespConnection) -> int: ...
+
+    def unregister(self, connection: RespConnection) -> None: ...
+
+    def executor(self, connection_id: int, peer: str, local: str) -> Executor: ...
+
+
 class RespConnection(asyncio.Protocol):
-    def __init__(self, service: RespService) -> None:
+    def __init__(self, service: Listener) -> None:
         self._service = service
         self._limits = service.limits
         self._parser = make_parser(service.limits, prefer_hiredis=service.prefer_hiredis)

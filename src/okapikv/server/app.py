@@ -151,12 +151,15 @@ async def _start_resp(node: PartitionNode, durable: bool) -> RespService | None:
 
 async def serve(
     config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None, *,
-    metrics_port: int | None = None, data_dir: str | None = None,
+    metrics_port: int | None = None, data_dir: str | None = None, repair: bool = False,
+    integrity: str = "quick", disk_reserve_bytes: int | None = None,
 ) -> None:
     """Run the server until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
 
-    ``metrics_port`` overrides the config's (0: no metrics endpoint). Raises ``BindError`` when a
-    listener cannot bind and ``ValueError`` when a TLS file cannot be read."""
+    ``metrics_port`` overrides the config's (0: no metrics endpoint); ``repair``, ``integrity`` and
+    ``disk_reserve_bytes`` go to the storage (``PartitionNode``). Raises ``BindError`` when a
+    listener cannot bind, ``ValueError`` when a TLS file cannot be read, and
+    ``okapikv.storage.DataDirError`` (or its subclasses) when the data directory cannot be used."""
     tls = config.tls
     server_config = config.server(dc, partition)
     client_credentials = peer_listener_credentials = peer_credentials = None
@@ -165,7 +168,8 @@ async def serve(
         peer_listener_credentials = tls_support.server_credentials(tls, require_client_auth=True)
         peer_credentials = tls_support.channel_credentials(tls.client_side())
     # With ``data_dir`` this recovers the store (``okapikv.storage.DataDirError`` if it cannot).
-    node = PartitionNode(config, dc, partition, peer_credentials=peer_credentials, data_dir=data_dir)
+    node = PartitionNode(config, dc, partition, peer_credentials=peer_credentials, data_dir=data_dir, repair=repair,
+                         integrity=integrity, disk_reserve_bytes=disk_reserve_bytes)
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_KeyValueServicer_to_server(KeyValueServicer(node), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_PeerServicer_to_server(PeerServicer(node), server)  # type: ignore[no-untyped-call]

@@ -1,6 +1,6 @@
 """Peer links: one FIFO, reliable, WAN-delayed stream of peer messages per destination server.
 
-The protocol assumes links between servers are FIFO and reliable while up (DESIGN.md section 1):
+The protocol assumes FIFO links, reliable while up (docs/protocol.md, "Replication and heartbeats"):
 a replica sets ``vv[i]`` to the timestamp of the last update it received from DC i and takes it as
 proof that every earlier update from i is installed. A lost or reordered message would break that
 silently, so each link:

@@ -1,6 +1,6 @@
 """When an outgoing peer link's connection is dead though no error says so (a silent cut).
 
-The protocol needs links that are reliable while up (README, "Peer links"; docs/protocol.md): a
+The protocol needs links that are reliable while up (docs/protocol.md, "Replication and heartbeats"): a
 message is kept until the receiver acknowledges it and resent on a new connection after a break.
 That only helps if a break is noticed. A cut that drops packets without a reset (a failed switch, a
 black-holing firewall) leaves the TCP connection "established": the sender's writes sit in its

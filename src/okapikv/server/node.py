@@ -22,7 +22,11 @@ could lose, and never carries a local timestamp above the persisted clock bound.
 acknowledgements wait the same way (``_durable_ack``): a sender forgets a message only once what it
 carried is on disk here. Without a data directory effects are carried out at once (in memory).
 On start the node recovers the directory and asks every replica for what it missed
-(``PartitionServer.start_catch_up``) before any other message of this incarnation leaves.
+(``PartitionServer.start_catch_up``) before any other message of this incarnation leaves. Damaged
+data stops the start with a one-line error (``okapikv.storage.recovery``); in repair mode
+(``repair``) the directory is rebuilt from the replicas instead, and the core refuses client
+requests until the repair ends. On a full disk (``okapikv.storage.space``) client writes are refused
+with RESOURCE_EXHAUSTED and peer links from other DCs are refused (they resend later) while reads go on.
 
 Clocks (docs/operations.md, "Clocks: the maximum offset"): the core refuses or holds back what
 reaches more than the maximum clock offset past this server's clock and counts it; the node logs
@@ -58,6 +62,7 @@ from okapikv.core.messages import (
     PeerMessage,
     PutRequest,
     ReadTxRequest,
+    RepairBatch,
     ReplicateBatch,
     Respond,
     ScanRequest,
@@ -65,15 +70,17 @@ from okapikv.core.messages import (
     SwapRequest,
 )
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import PartitionServer
-from okapikv.core.timestamps import physical_of
+from okapikv.core.server import PartitionServer, Repair
+from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
 from okapikv.server.budgets import InputGuard, InputLimits
-from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
+from okapikv.server.clock import ServerClock
 from okapikv.server.links import IncomingLinks, OutgoingLink
 from okapikv.server.metrics import LagSamples, LatencyHistograms
 from okapikv.server.pipeline import PipelineSink
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
-from okapikv.storage.recovery import recover
+from okapikv.storage.integrity import describe_timestamp
+from okapikv.storage.recovery import open_and_recover, repair_finished
+from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity, SqliteStore
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import (
@@ -130,6 +137,8 @@ def _visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
 PipelineEntry = tuple[PipelineSink, int, str, float]
 # Operation type names of the latency histograms (the same as the Pipeline result kinds).
+#: requests a full disk refuses (they would add versions); reads go on
+WRITE_REQUESTS = (PutRequest, SwapRequest, DeleteRequest)
 REQUEST_KINDS: dict[type, str] = {
     GetRequest: "get", PutRequest: "put", SwapRequest: "swap", DeleteRequest: "delete",
     ScanRequest: "scan", ReadTxRequest: "read_tx",
@@ -143,11 +152,15 @@ class PartitionNode:
 
     def __init__(
         self, config: ClusterConfig, dc: int, partition: int, peer_credentials: Any = None,
-        data_dir: str | Path | None = None,
+        data_dir: str | Path | None = None, *, repair: bool = False, integrity: str = "quick",
+        disk_reserve_bytes: int | None = None,
     ) -> None:
         """``peer_credentials`` (``grpc.ChannelCredentials``): dial peers with mutual TLS.
         ``data_dir``: keep the store there (recovered now; ``okapikv.storage.DataDirError`` if it
-        cannot be used); None keeps it in memory only."""
+        cannot be used); None keeps it in memory only. ``repair``: rebuild a damaged, lost or empty
+        data directory from the replicas; ``integrity``: the structure check at open
+        (``okapikv.storage.integrity``); ``disk_reserve_bytes``: the disk reserve (default: 16 MiB,
+        at most 5% of the file system)."""
         self.config = config
         self._peer_credentials = peer_credentials
         self.id = ServerId(dc, partition)
@@ -183,7 +196,13 @@ class PartitionNode:
         self._held: deque[tuple[int, list[Effect]]] = deque()
         self._unsynced_acks: dict[ServerId, deque[tuple[int, int, int]]] = {}
         self._durable_acks: dict[ServerId, tuple[int, int]] = {}
-        self.recovered: dict[str, int] = {}
+        self.recovered: dict[str, Any] = {}
+        self._space: DiskSpace | None = None
+        self._repair_plan: Repair | None = None
+        self._repair_logged = True
+        self._repair_durable_group: int | None = None  # the marker goes once this group is durable
+        self._fresh_start = False  # an empty data directory, started without --repair
+        self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
@@ -202,25 +221,46 @@ class PartitionNode:
         self._clock_logged = (0, 0)  # ... and already reported
         self._clock_logged_at = -math.inf
         if data_dir is not None:
-            self._open_storage(Path(data_dir))
+            self._open_storage(Path(data_dir), repair, integrity, disk_reserve_bytes)
 
     # ================================================================ lifecycle
 
-    def _open_storage(self, directory: Path) -> None:
+    def _open_storage(self, directory: Path, repair: bool, integrity: str, reserve_bytes: int | None) -> None:
         config = self.config
         identity = Identity(config.cluster_id, tuple(config.dcs), config.partitions, config.protocol,
                             config.dcs[self.id.dc], self.id.partition)
-        store = SqliteStore(directory, identity)
-        try:
-            recovered = recover(self.core, store)
-        except Exception:
-            store.close()
-            raise
+        core_config = config.core_config(self.id.dc, self.id.partition)
+        space = DiskSpace(directory, reserve_bytes)
+        space.prepare()  # before the database and before listening: a full disk fails the start
+        self.core, store, recovered = open_and_recover(
+            lambda: PartitionServer(core_config), directory, identity, integrity=integrity, repair=repair,
+            now_us=self.clock.now_us())
         self._storage = store
+        self._space = space
         self.recovered = {"versions": recovered.versions, "keys": recovered.keys,
                           "clock_bound_us": recovered.clock_bound_us}
-        log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
-                 recovered.keys, directory)
+        if store.migrated_versions is not None:
+            log.warning("%s: migrated %s to data format 2: %d version(s) checksummed as they stood", self.label,
+                        store.path, store.migrated_versions, extra={"event": "data_migrated"})
+        self._fresh_start = store.fresh and recovered.repair is None
+        if recovered.repair is None:
+            log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
+                     recovered.keys, directory)
+            if repair:
+                log.info("%s: --repair: %s is intact, nothing to repair", self.label, directory)
+            self._check_recovered_clock()
+            return
+        self._repair_plan = recovered.repair
+        self._repair_logged = False
+        self.recovered.update(repair=recovered.damage, salvaged_local=recovered.salvaged,
+                              moved_aside=[str(path) for path in recovered.moved_aside])
+        moved = ""
+        if recovered.moved_aside:
+            moved = f"; damaged files moved aside: {', '.join(map(str, recovered.moved_aside))}"
+        log.warning("%s: repairing %s from its %d replica(s): %s%s; %d local version(s) salvaged, clock restarts "
+                    "after %s; client requests are refused until the repair ends", self.label, directory,
+                    len(self.core.peers), recovered.damage, moved, recovered.salvaged,
+                    describe_timestamp(pack(recovered.clock_bound_us)), extra={"event": "repair_started"})
         self._check_recovered_clock()
 
     def _check_recovered_clock(self) -> None:
@@ -250,9 +290,14 @@ class PartitionNode:
         self._loop = asyncio.get_running_loop()
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
-                                             on_failure=self._storage_failed)
+                                             on_failure=self._storage_failed, space=self._space)
             self._committer.open(self.core.clock, self.clock.now_us())
-        self._apply(self.core.start_catch_up())
+        # What a replica holds of this DC at or above this clock reading was announced by this
+        # incarnation (its first heartbeats can reach a replica before that replica answers the
+        # catch-up request): only what lies below it can be a lost earlier incarnation's.
+        self._started_us = self.clock.now_us()
+        self._carry_out(self.core.start_catch_up(self._repair_plan))
+        self._repair_plan = None
         self._arm_timer()
         self.input_guard.start(self._loop)
 
@@ -284,6 +329,9 @@ class PartitionNode:
         problem = self._misrouted(request)
         if problem is not None:
             return ErrorReply(request_id, "FAILED_PRECONDITION", problem)
+        full = self._disk_full(request)
+        if full is not None:
+            return ErrorReply(request_id, "RESOURCE_EXHAUSTED", full)
         self._waiting[request_id] = future
         started = time.perf_counter()
         try:
@@ -316,6 +364,10 @@ class PartitionNode:
                 if problem is not None:
                     sink.reject(operation.id, "FAILED_PRECONDITION", problem)
                     continue
+            full = self._disk_full(request)
+            if full is not None:
+                sink.reject(operation.id, "RESOURCE_EXHAUSTED", full)
+                continue
             waiting[request_id] = (sink, operation.id, kind, started)
             requests.append(request)
         sink.outstanding += len(requests)
@@ -382,6 +434,23 @@ class PartitionNode:
                 if bound < lag < bound + VISIBILITY_GIVE_UP_US:
                     return True
         return False
+
+    def _disk_full(self, request: ClientRequest) -> str | None:
+        """Why a write is refused on a full disk (``okapikv.storage.space``), or None."""
+        committer = self._committer
+        if committer is None or not committer.disk_full or not isinstance(request, WRITE_REQUESTS):
+            return None
+        assert self._space is not None
+        return (f"disk full: {self._space.directory} has less than the {self._space.reserve_bytes} bytes this server "
+                "keeps free; the write was not applied (reads still work)")
+
+    def refuses_peer_batch(self, source_dc: int) -> str | None:
+        """Why an incoming peer batch is refused now, or None: on a full disk, batches from other DCs
+        (replicated versions need space; the sender resends once the link is accepted again)."""
+        committer = self._committer
+        if committer is None or not committer.disk_full or source_dc == self.id.dc:
+            return None
+        return "disk full: replication to this server is paused until space is freed"
 
     def _misrouted(self, request: ClientRequest) -> str | None:
         """Single-key requests must reach the key's partition: a misrouted write would land where
@@ -504,6 +573,13 @@ class PartitionNode:
         held = self._held
         while held and held[0][0] <= durable:
             self._apply(held.popleft()[1])
+        if self._repair_durable_group is not None and durable >= self._repair_durable_group:
+            self._repair_durable_group = None
+            assert self._storage is not None
+            try:
+                repair_finished(self._storage.directory)
+            except OSError as error:
+                log.error("%s: cannot remove the repair marker: %s", self.label, error)
 
     def _storage_failed(self, error: BaseException) -> None:
         """A commit failed: the writes of its group are in memory only and must never be
@@ -557,6 +633,10 @@ class PartitionNode:
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(
                 ReplicateBatch(message.source, message.updates[half:], message.gsv)
             )
+        if isinstance(message, RepairBatch) and len(message.updates) > 1:
+            half = len(message.updates) // 2
+            return self._encode(RepairBatch(message.source, message.request_id, message.updates[:half])) + (
+                self._encode(RepairBatch(message.source, message.request_id, message.updates[half:])))
         self.oversized_dropped += 1
         log.error("%s: dropped a %s of about %d bytes, above the %d-byte message limit",
                   self.label, type(message).__name__, size, limit)
@@ -621,6 +701,26 @@ class PartitionNode:
             log.exception("%s: the core failed in on_timer", self.label)
         else:
             self._carry_out(effects)
+        known = self.core.stats.replica_knows_clock
+        if known and physical_of(known) >= self._started_us:
+            known = 0  # this incarnation's own heartbeat
+        if self._fresh_start and (known or not self.core.catching_up):
+            self._fresh_start = False
+            if known:
+                log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
+                          "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
+                          "(docs/operations.md)", self.label,
+                          describe_timestamp(self.core.stats.replica_knows_clock), extra={"event": "data_lost"})
+        if not self._repair_logged and self.core.repairing is None:
+            self._repair_logged = True
+            if self._committer is not None:
+                self._repair_durable_group = self._committer.required
+                self._on_durable()
+            stats = self.core.stats
+            log.warning("%s: repair complete: %d version(s) of %d key(s) held, %d of this DC's own fetched back from "
+                        "the replicas, %d kept from the damaged store; serving", self.label,
+                        self.core.store.version_count, len(self.core.store), stats.repair_local_received,
+                        stats.repair_local_kept, extra={"event": "repair_complete"})
         self._arm_timer()
         stats = self.core.stats
         if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
@@ -663,6 +763,8 @@ class PartitionNode:
             "snapshot_leases": core.snapshot_leases,
             "keys": len(core.store),
             "catching_up": [self.config.dcs[dc] for dc in core.catching_up],
+            "repairing": core.repairing,
+            "repair_waiting": [self.config.dcs[dc] for dc in core.repair_waiting],
             "storage": None if self._committer is None else {
                 **self._committer.stats(), "held_effect_groups": len(self._held), "recovered": self.recovered,
             },

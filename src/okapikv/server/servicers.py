@@ -234,6 +234,9 @@ class IncomingLink:
             source.dc == node.id.dc and source.partition == node.id.partition
         ):
             raise LinkRefused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
+        refusal = node.refuses_peer_batch(source.dc)
+        if refusal is not None:
+            raise LinkRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
         try:
             acknowledged = node.on_peer_batch(batch)
         except Exception:

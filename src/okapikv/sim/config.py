@@ -89,6 +89,12 @@ class FaultPlan:
     #: a client whose server stays down this long moves its session to another DC that can adopt
     #: it (the clients' ``fallback``, ``okapikv.client.failover``); 0: clients only retry
     failover_after_ms: float = 30.0
+    #: this share of crashes also loses the server's disk: it restarts empty in repair mode
+    #: (``PartitionServer.start_catch_up`` with a ``Repair``), with no clock bound, when every
+    #: version it wrote had reached a replica and no replica of its partition is down or repairing
+    #: (else a plain restart: a repair could not recover the rest, and the checkers would rightly
+    #: report it lost); 0 draws nothing, so runs stay as they were
+    lose_disk_share: float = 0.0
     #: relative weights of the fault kinds
     kinds: tuple[tuple[str, float], ...] = (
         ("partition_dc", 2.0),

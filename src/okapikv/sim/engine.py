@@ -7,7 +7,7 @@ module only carries out their effects:
 
 - every server has its own ``ClockModel``; ``handle``/``on_timer`` get that server's clock reading,
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
-- links between servers are FIFO and reliable (DESIGN.md section 1): each message gets a delay
+- links are FIFO and reliable (docs/protocol.md, "Replication and heartbeats"): each message gets a delay
   (WAN matrix plus jitter between DCs, 0.1-0.5 ms inside a DC) but is never delivered before an
   earlier message of the same link;
 - clients are closed-loop sessions (``ClientSession``) attached to one DC, talking to the partition
@@ -27,8 +27,11 @@ everything in memory is gone, what it had made durable is not. The durable drive
 call's changes before it releases that call's effects, so the disk holds exactly the store and
 vectors of the last call that ran: the restart builds a fresh ``PartitionServer`` from them
 (``restore``, with the clock floor at the old clock + 1, the least a persisted bound may be) and
-carries out its ``start_catch_up``. Lost with the process: what it had taken but not finished
-(parked requests, reads waiting for slices), and what it had queued for others behind a cut link
+carries out its ``start_catch_up``. With ``FaultPlan.lose_disk_share`` a crash may lose the disk too:
+the restart then restores nothing, not even a clock bound, and repairs from the replicas
+(``PartitionServer``'s repair), which the checkers judge like any run. Lost with the process: what
+it had taken but not finished (parked requests, reads waiting for slices), and what it had queued
+for others behind a cut link
 (its link queues); what it had already sent stays on the wire. Peer messages it had not handled
 (in flight to it, arriving while it is down, in its inbox) are not lost: as the production links
 do, their senders keep them unacknowledged and resend them, in order, to the new incarnation,
@@ -95,7 +98,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import Version
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import PartitionServer
+from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.session import ClientSession, adopt
 from okapikv.core.stats import WaitStats
 from okapikv.core.timestamps import pack, physical_of
@@ -610,6 +613,12 @@ class Simulation:
 
     def _on_reply(self, index: int, reply: ClientReply) -> None:
         client = self.clients[index]
+        if type(reply) is ErrorReply and reply.code == "UNAVAILABLE" and client.request is not None:
+            # A server repairing its data refuses requests (nothing ran): the client retries, or
+            # moves to another DC, as when its server is down.
+            self.pending[client.request.request_id] = index
+            self._retry(client)
+            return
         client.lost_since = None
         if self._next_page(client, reply):
             return
@@ -822,10 +831,15 @@ class Simulation:
             a, b = rng.sample(range(dcs), 2)
             length = int(rng.uniform(*plan.partition_ms) * 1000)
             return lambda: self._partition_link(a, b, length)
-        if kind in ("crash", "pause"):
+        if kind == "pause":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
-            return lambda: (self._crash if kind == "crash" else self._pause)(index, length)
+            return lambda: self._pause(index, length)
+        if kind == "crash":
+            index = rng.randrange(servers)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            lose_disk = plan.lose_disk_share > 0 and dcs > 1 and rng.random() < plan.lose_disk_share
+            return lambda: self._crash(index, length, lose_disk=lose_disk)
         if kind == "slow":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.slow_ms) * 1000)
@@ -912,10 +926,11 @@ class Simulation:
 
         self._timed(length_us, resume)
 
-    def _crash(self, index: int, length_us: int, clock_step_us: int = 0) -> None:
+    def _crash(self, index: int, length_us: int, clock_step_us: int = 0, *, lose_disk: bool = False) -> None:
         """``kill -9`` of server ``index``, restarted from its disk after ``length_us`` (module docstring),
         with its clock moved by ``clock_step_us`` (a clock stepped back is fixed at the heal; one
-        restarting after the heal restarts with its clock right)."""
+        restarting after the heal restarts with its clock right), or with ``lose_disk`` from an empty
+        disk, in repair mode, when that loses nothing acknowledged."""
         if self.healed or self.paused[index]:
             return
         self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: see _hold
@@ -942,19 +957,26 @@ class Simulation:
         def restart() -> None:
             old = self.servers[index]
             new = self.factory(old.config)
-            new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
-                        vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
-                        clock_floor=old.clock + 1)
+            repair = lose_disk and self._replicated_somewhere(index)
+            if repair:
+                zeros = (0,) * old.num_dcs
+                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=0)
+                self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
+            else:
+                new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
+                            vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
+                            clock_floor=old.clock + 1)
             self.retired.append(old)
             self.servers[index] = new
             self.floors[index] = physical_of(old.clock + 1) + DRAG_SLACK_US
             self.paused[index] = self.down[index] = False
-            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"))
+            self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"
+                                                     + (" on an empty disk, repairing" if repair else "")))
             if clock_step_us and not self.healed:
                 self.clocks[index].restart(clock_step_us)
                 if clock_step_us < 0:
                     self.fault_undo.append(lambda: self._fix_clock(index, -clock_step_us))
-            self._apply(index, new.start_catch_up())
+            self._apply(index, new.start_catch_up(Repair() if repair else None))
             unacked, self.unacked[index] = self.unacked[index], {}
             for source, messages in unacked.items():
                 self._resend(source, index, messages)
@@ -963,6 +985,18 @@ class Simulation:
             self._arm(index)
 
         self._timed(length_us, restart)
+
+    def _replicated_somewhere(self, index: int) -> bool:
+        """Whether losing server ``index``'s disk loses nothing a repair can not bring back: every
+        version it wrote has reached one of its replicas, and none of them is down or repairing
+        (their disk may hold the only other copy of a version, lost too if theirs is lost)."""
+        server = self.servers[index]
+        dc, partition = server.dc, index % self.num_partitions
+        newest = max((version.timestamp for _, version in server.store.written_by(dc, 0)), default=0)
+        others = [other * self.num_partitions + partition for other in range(self.config.num_dcs) if other != dc]
+        if any(self.down[other] or self.servers[other].repairing is not None for other in others):
+            return False
+        return any(self.servers[other].vv[dc] >= newest for other in others)
 
     def _hold(self, index: int, message: Message) -> None:
         """A message for a paused server waits in its inbox. One for a crashed server: a client's

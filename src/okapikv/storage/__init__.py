@@ -12,7 +12,10 @@ versions inserted and garbage-collected, and its vectors) and accepts a recovere
   durable, so it can release the replies and messages of the calls in that group. It also keeps a
   persisted upper bound on the hybrid clock ahead of use, so a restarted server never issues a
   timestamp twice.
-- ``recovery.recover``: load a data directory into a fresh core.
+- ``recovery.open_and_recover``: load a data directory into a fresh core, checking it
+  (``integrity``: row checksums and SQLite's structure check; ``commit_record``: committed groups
+  the database lost), or, in repair mode, rebuild a damaged, lost or empty one from the replicas.
+- ``space``: the disk reserve, so a full disk refuses writes instead of crashing the server.
 
 The durability rule the driver follows (``okapikv.server.node``): the effects of a core call (client
 replies, peer messages) leave only once every commit group holding a version created up to that call
@@ -23,6 +26,7 @@ an update its origin lost.
 
 from __future__ import annotations
 
-from okapikv.storage.sqlite import DataDirError, Identity, SqliteStore
+from okapikv.storage.errors import DataDamagedError, DataDirError, DiskFullError
+from okapikv.storage.sqlite import Identity, SqliteStore
 
-__all__ = ["DataDirError", "Identity", "SqliteStore"]
+__all__ = ["DataDamagedError", "DataDirError", "DiskFullError", "Identity", "SqliteStore"]

@@ -22,19 +22,25 @@ What makes an effect wait (the "required" group) and what does not:
   lone group of them is written after ``lazy_s`` so the stored state stays fresh.
 
 A failed commit is fatal (``on_failure``): the writes of that group are applied in memory but not
-durable, and serving on would acknowledge them.
+durable, and serving on would acknowledge them. Except for lack of space (``space``): the reserve is
+deleted and the same group is retried (up to ``FULL_RETRIES`` times, ``FULL_RETRY_S`` apart), and
+while the disk is full (``disk_full``) the driver refuses new writes and WAL space is reused after
+every group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from okapikv.core.server import Changes
 from okapikv.core.timestamps import physical_of
+from okapikv.storage.space import CHECK_INTERVAL_S, DiskSpace, is_disk_full
 from okapikv.storage.sqlite import CommitGroup, SqliteStore, State
 
 log = logging.getLogger("okapikv.storage")
@@ -42,6 +48,9 @@ log = logging.getLogger("okapikv.storage")
 DEFAULT_CLOCK_LEAD_US = 1_000_000
 DEFAULT_LAZY_S = 0.5
 DEFAULT_MAINTENANCE_S = 10.0
+#: a group whose commit found the disk full is retried this often, this many times, then fatal
+FULL_RETRY_S = 0.5
+FULL_RETRIES = 20
 
 
 class GroupCommitter:
@@ -54,8 +63,14 @@ class GroupCommitter:
         clock_lead_us: int = DEFAULT_CLOCK_LEAD_US,
         lazy_s: float = DEFAULT_LAZY_S,
         maintenance_s: float = DEFAULT_MAINTENANCE_S,
+        space: DiskSpace | None = None,
     ) -> None:
         self.store = store
+        self.space = space
+        #: less free space than the reserve: the driver refuses writes (``space``)
+        self.disk_full = False
+        self._full_retries = 0
+        self._space_timer: asyncio.TimerHandle | None = None  # re-checks an idle full disk
         self._on_durable = on_durable
         self._on_failure = on_failure
         self.clock_lead_us = clock_lead_us
@@ -82,6 +97,7 @@ class GroupCommitter:
         self.commit_seconds = 0.0
         self.max_commit_seconds = 0.0
         self.bound_waits = 0
+        self.full_commits = 0  # commits that failed for lack of space (and were retried)
 
     # ---------------------------------------------------------------- life cycle
 
@@ -99,6 +115,8 @@ class GroupCommitter:
             return
         self._closed = True
         self._cancel_starts()
+        if self._space_timer is not None:
+            self._space_timer.cancel()
         while self._in_flight is not None and self._failed is None:
             await asyncio.sleep(0.001)
         if self._failed is None:
@@ -188,16 +206,26 @@ class GroupCommitter:
         self._next_urgent = False
         assert self._loop is not None
         started = time.perf_counter()
-        future = self._loop.run_in_executor(self._executor, self.store.commit, group)
+        future = self._loop.run_in_executor(self._executor, self._commit, group)
         future.add_done_callback(lambda done: self._finished(group, done, started))
 
-    def _finished(self, group: CommitGroup, done: asyncio.Future[None], started: float) -> None:
-        self._in_flight = None
+    def _commit(self, group: CommitGroup) -> bool:
+        """On the worker: commit ``group``; then whether the disk is below its reserve (``space``:
+        a statvfs call, a few microseconds against the group's fsync)."""
+        self.store.commit(group)
+        return self._space_low()
+
+    def _finished(self, group: CommitGroup, done: asyncio.Future[bool], started: float) -> None:
         error = done.exception() if not done.cancelled() else asyncio.CancelledError()
         if error is not None:
+            if self._retry_full(group, error):
+                return
+            self._in_flight = None
             self._failed = error
             self._on_failure(error)
             return
+        self._in_flight = None
+        self._full_retries = 0
         elapsed = time.perf_counter() - started
         self.commit_seconds += elapsed
         self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
@@ -218,7 +246,80 @@ class GroupCommitter:
             # Queued on the one worker: the next group waits behind it (a short pause every
             # ``maintenance_s``, against a WAL and a file that would otherwise only grow).
             self._loop.run_in_executor(self._executor, self._maintain)
+        self._set_full(bool(done.result()))
         self._schedule()
+
+    # ---------------------------------------------------------------- a full disk (``space``)
+
+    def _retry_full(self, group: CommitGroup, error: BaseException) -> bool:
+        """A commit that ran out of space: delete the reserve and commit the same group again (it
+        stays in flight, so the groups after it wait); False when it is another failure or the
+        retries are spent."""
+        if self.space is None or not is_disk_full(error) or self._full_retries >= FULL_RETRIES:
+            return False
+        self.full_commits += 1
+        self._full_retries += 1
+        if not self.disk_full:
+            log.error("%s: the disk is full; refusing writes until %d bytes are free", self.store.directory,
+                      2 * self.space.reserve_bytes, extra={"event": "disk_full"})
+        self.disk_full = True
+        released = self.space.release()
+        assert self._loop is not None
+        delay = 0.0 if released else FULL_RETRY_S
+
+        def again() -> None:
+            assert self._loop is not None
+            started = time.perf_counter()
+            future = self._loop.run_in_executor(self._executor, self._commit_after_checkpoint, group)
+            future.add_done_callback(lambda done: self._finished(group, done, started))
+
+        self._loop.call_later(delay, again)
+        return True
+
+    def _commit_after_checkpoint(self, group: CommitGroup) -> bool:
+        with contextlib.suppress(Exception):
+            self.store.checkpoint()
+        return self._commit(group)
+
+    def _space_low(self) -> bool:
+        """On the worker: whether writes must stay refused. While full, the WAL is truncated after
+        every group (the next ones reuse its space) and the reserve is recreated once twice its size
+        is free again."""
+        space = self.space
+        if space is None:
+            return False
+        try:
+            if self.disk_full:
+                self.store.checkpoint()
+                return not space.refill() or space.low()
+            return space.low()
+        except (OSError, sqlite3.Error) as error:
+            log.warning("%s: cannot check free space: %s", self.store.directory, error)
+            return self.disk_full
+
+    def _set_full(self, full: bool) -> None:
+        if full != self.disk_full:
+            assert self.space is not None
+            if full:
+                log.error("%s: less than %d bytes free; refusing writes", self.store.directory,
+                          self.space.reserve_bytes, extra={"event": "disk_full"})
+            else:
+                log.warning("%s: free space is back; accepting writes", self.store.directory,
+                            extra={"event": "disk_space_back"})
+            self.disk_full = full
+        if self.disk_full and not self._closed and self._space_timer is None:
+            assert self._loop is not None
+            self._space_timer = self._loop.call_later(CHECK_INTERVAL_S, self._check_idle_space)
+
+    def _check_idle_space(self) -> None:
+        """While full, look again every ``CHECK_INTERVAL_S`` even when no group is written."""
+        self._space_timer = None
+        if self._closed or self._failed is not None:
+            return
+        assert self._loop is not None
+        future = self._loop.run_in_executor(self._executor, self._space_low)
+        future.add_done_callback(
+            lambda done: self._set_full(bool(done.result()) if done.exception() is None else self.disk_full))
 
     def _maintain(self) -> None:
         try:
@@ -247,5 +348,7 @@ class GroupCommitter:
             "clock_bound_us": self.durable_bound_us,
             "bound_waits": self.bound_waits,
             "checkpoints": self.store.checkpoints,
+            "disk_full": self.disk_full,
+            "full_commits": self.full_commits,
             "vacuumed_pages": self.store.vacuumed_pages,
         }

@@ -21,6 +21,8 @@ incarnation) is serialized once per link.
 
 from __future__ import annotations
 
+from typing import Any
+
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -38,6 +40,8 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RepairAnswer,
+    RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
     Restarted,
@@ -312,7 +316,7 @@ def _fill_vector(target: pb.Vector, vector: Vector) -> None:
     target.entries.extend(vector)
 
 
-def _fill_updates(target: pb.ReplicateBatch, updates: tuple[Update, ...]) -> None:
+def _fill_updates(target: pb.ReplicateBatch | pb.RepairBatch, updates: tuple[Update, ...]) -> None:
     target.SetInParent()
     slots = target.updates
     for update in updates:
@@ -393,14 +397,24 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         request.request_id = message.request_id
         request.after = message.after
         request.restarted = message.restarted
+        request.repair = message.repair
     elif isinstance(message, CatchUpReply):
         reply_end = result.catch_up_reply
         reply_end.request_id = message.request_id
         reply_end.through = message.through
+        reply_end.origin_through = message.origin_through
+        if message.repair is not None:
+            answer = reply_end.repair
+            _fill_vector(answer.stable, message.repair.stable)
+            _fill_vector(answer.horizon, message.repair.horizon)
+            _fill_vector(answer.gsv, message.repair.gsv)
     elif isinstance(message, ReplicaProgress):
         _fill_vector(result.replica_progress.vv, message.vv)
     elif isinstance(message, Restarted):
         result.restarted.SetInParent()
+    elif isinstance(message, RepairBatch):
+        result.repair_batch.request_id = message.request_id
+        _fill_updates(result.repair_batch, message.updates)
     else:
         raise TypeError(f"not a peer message: {type(message).__name__}")
     return result
@@ -413,7 +427,7 @@ def encode_peer_message(message: PeerMessage) -> bytes:
 
 def approximate_size(message: PeerMessage) -> int:
     """Bytes a message takes on the wire, roughly (enough to split batches below the limit)."""
-    if isinstance(message, ReplicateBatch):
+    if isinstance(message, ReplicateBatch | RepairBatch):
         return 16 + sum(
             48 + len(u.key) + (len(u.value) if u.value is not None else 0)
             for u in message.updates
@@ -457,6 +471,14 @@ def encode_batch(header: bytes, first_sequence: int, frames: list[bytes]) -> byt
 # ==================================================================== peer messages: pb -> core
 
 
+def _updates(updates: Any) -> tuple[Update, ...]:
+    return tuple(
+        Update(u.key, None if u.tombstone else u.value, u.timestamp, u.source_dc,
+               tuple(u.dv.entries[:]) if u.HasField("dv") else None)
+        for u in updates
+    )
+
+
 def _vector(message: pb.Vector) -> Vector:
     return tuple(message.entries[:])  # a slice copies in one upb call (see session_from_pb)
 
@@ -466,16 +488,7 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
     kind = message.WhichOneof("message")
     if kind == "replicate":
         replicate = message.replicate
-        updates = tuple(
-            Update(
-                u.key,
-                None if u.tombstone else u.value,
-                u.timestamp,
-                u.source_dc,
-                tuple(u.dv.entries[:]) if u.HasField("dv") else None,
-            )
-            for u in replicate.updates
-        )
+        updates = _updates(replicate.updates)
         return ReplicateBatch(source, updates, _vector(replicate.gsv) if replicate.HasField("gsv") else None)
     if kind == "heartbeat":
         heartbeat = message.heartbeat
@@ -511,10 +524,16 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         return ScanSlice(source, scan.tx_id, _vector(scan.snapshot), scan.start, scan.end, limit)
     if kind == "catch_up_request":
         request = message.catch_up_request
-        return CatchUpRequest(source, request.request_id, request.after, request.restarted)
+        return CatchUpRequest(source, request.request_id, request.after, request.restarted, request.repair)
+    if kind == "repair_batch":
+        return RepairBatch(source, message.repair_batch.request_id, _updates(message.repair_batch.updates))
     if kind == "catch_up_reply":
         reply_end = message.catch_up_reply
-        return CatchUpReply(source, reply_end.request_id, reply_end.through)
+        answer = None
+        if reply_end.HasField("repair"):
+            repair = reply_end.repair
+            answer = RepairAnswer(_vector(repair.stable), _vector(repair.horizon), _vector(repair.gsv))
+        return CatchUpReply(source, reply_end.request_id, reply_end.through, reply_end.origin_through, answer)
     if kind == "replica_progress":
         return ReplicaProgress(source, _vector(message.replica_progress.vv))
     if kind == "restarted":

@@ -419,22 +419,46 @@ class Restarted(_message.Message):
     def __init__(self) -> None: ...
 
 class CatchUpRequest(_message.Message):
-    __slots__ = ("request_id", "after", "restarted")
+    __slots__ = ("request_id", "after", "restarted", "repair")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     RESTARTED_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     after: int
     restarted: bool
-    def __init__(self, request_id: _Optional[int] = ..., after: _Optional[int] = ..., restarted: _Optional[bool] = ...) -> None: ...
+    repair: bool
+    def __init__(self, request_id: _Optional[int] = ..., after: _Optional[int] = ..., restarted: _Optional[bool] = ..., repair: _Optional[bool] = ...) -> None: ...
+
+class RepairBatch(_message.Message):
+    __slots__ = ("request_id", "updates")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    updates: _containers.RepeatedCompositeFieldContainer[Update]
+    def __init__(self, request_id: _Optional[int] = ..., updates: _Optional[_Iterable[_Union[Update, _Mapping]]] = ...) -> None: ...
+
+class RepairAnswer(_message.Message):
+    __slots__ = ("stable", "horizon", "gsv")
+    STABLE_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    GSV_FIELD_NUMBER: _ClassVar[int]
+    stable: Vector
+    horizon: Vector
+    gsv: Vector
+    def __init__(self, stable: _Optional[_Union[Vector, _Mapping]] = ..., horizon: _Optional[_Union[Vector, _Mapping]] = ..., gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class CatchUpReply(_message.Message):
-    __slots__ = ("request_id", "through")
+    __slots__ = ("request_id", "through", "repair", "origin_through")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     THROUGH_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_THROUGH_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     through: int
-    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
+    repair: RepairAnswer
+    origin_through: int
+    def __init__(self, request_id: _Optional[int] = ..., through: _Optional[int] = ..., repair: _Optional[_Union[RepairAnswer, _Mapping]] = ..., origin_through: _Optional[int] = ...) -> None: ...
 
 class ReplicaProgress(_message.Message):
     __slots__ = ("vv",)
@@ -443,7 +467,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted")
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch")
     REPLICATE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VV_REPORT_FIELD_NUMBER: _ClassVar[int]
@@ -456,6 +480,7 @@ class PeerMessage(_message.Message):
     CATCH_UP_REPLY_FIELD_NUMBER: _ClassVar[int]
     REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     RESTARTED_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_BATCH_FIELD_NUMBER: _ClassVar[int]
     replicate: ReplicateBatch
     heartbeat: Heartbeat
     vv_report: VvReport
@@ -468,7 +493,8 @@ class PeerMessage(_message.Message):
     catch_up_reply: CatchUpReply
     replica_progress: ReplicaProgress
     restarted: Restarted
-    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ...) -> None: ...
+    repair_batch: RepairBatch
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")

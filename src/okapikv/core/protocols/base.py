@@ -3,7 +3,7 @@
 Modelled on aioquic's congestion-control registry: one abstract base with keyword-only hooks,
 and a decorator that registers each variant by name. The partition server (``core.server``) owns
 the state (version vector, stable vector, store) and asks the protocol only the questions on which
-Okapi, Cure and GentleRain differ (DESIGN.md section 1):
+Okapi, Cure and GentleRain differ (docs/protocol.md, "Operations", "Cure", "GentleRain"):
 
 - how a PUT is timestamped, and whether it must wait (``assign_timestamp``);
 - what dependency vector a version stores and replicates (``stored_dv``, ``replicated_dv``);
