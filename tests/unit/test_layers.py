@@ -62,15 +62,6 @@ LAYERS["okapikv.bench"] = set(_LIBRARY)  # benchmarks: clusters, clients, load p
 LAYERS["okapikv.cli"] = set(LAYERS) - {"okapikv.cli"}  # the ``okapi`` command: everything
 LAYERS["okapikv.__main__"] = {"okapikv.cli"}
 
-# Arrows that break the rules on this branch and are being removed by the other steps of the same
-# restructuring, each on its own branch. The coordinator deletes each line when that branch lands
-# (``test_every_allowance_is_still_needed`` fails once one is no longer needed).
-ALLOWED_ARROWS: set[tuple[str, str]] = set()
-ALLOWED_CIRCLES: set[frozenset[str]] = {
-    # house-server: instruments apart from the exporter break this circle.
-    frozenset({"okapikv.server.metrics", "okapikv.server.node"}),
-}
-
 
 # ------------------------------------------------------------------------------------ the tree
 
@@ -90,7 +81,7 @@ def test_every_module_is_in_the_layer_table() -> None:
 
 
 def test_every_import_follows_the_layer_table() -> None:
-    assert layer_violations(GRAPH, LAYERS, ALLOWED_ARROWS) == []
+    assert layer_violations(GRAPH, LAYERS) == []
 
 
 def test_the_layer_table_has_no_circle() -> None:
@@ -98,14 +89,7 @@ def test_the_layer_table_has_no_circle() -> None:
 
 
 def test_no_import_circles_between_modules() -> None:
-    assert [sorted(circle) for circle in circles(GRAPH) if circle not in ALLOWED_CIRCLES] == []
-
-
-def test_every_allowance_is_still_needed() -> None:
-    present = set(circles(GRAPH))
-    stale = [" <-> ".join(sorted(circle)) for circle in ALLOWED_CIRCLES if circle not in present]
-    stale += [f"{a} -> {b}" for a, b in ALLOWED_ARROWS if b not in GRAPH.get(a, set())]
-    assert stale == [], "these allowances are no longer needed: delete them from test_layers.py"
+    assert [sorted(circle) for circle in circles(GRAPH)] == []
 
 
 def test_check_and_core_are_pure_of_processes() -> None:

@@ -22,7 +22,6 @@ import ssl
 import time
 
 from okapikv.client.aio import AsyncClient
-from okapikv.core.timestamps import physical_of
 from okapikv.resp.commands import Executor, ServerFacts
 from okapikv.resp.connection import RespConnection
 from okapikv.resp.cursors import CursorTable
@@ -119,5 +118,4 @@ class RespService:
     def stable_lag_ms(self) -> list[float | None]:
         """How far this server's stable vector lags its clock, per DC (INFO replication)."""
         node = self.node
-        now_us = node.clock.now_us()
-        return [None if entry == 0 else round((now_us - physical_of(entry)) / 1000, 3) for entry in node.core.stable]
+        return list(node.stable_lag_ms(node.clock.now_us()))
