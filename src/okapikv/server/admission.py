@@ -48,7 +48,7 @@ ADMISSION_RETRY_S = 0.001
 ADMISSION_MAX_WAIT_S = 0.02
 #: ``bounded_visibility`` holds client work once a remote DC's newest visible update here is older
 #: than the UST path plus this many stabilization periods (``visibility_bounds_us``): 1.5 periods
-#: below the bound the benchmark holds Okapi to (3 periods, ``okapikv.bench.fast``), the margin for
+#: below the bound the benchmark holds Okapi to (3 periods, ``okapikv.bench.suites.acceptance``), the margin for
 #: the control's own reaction (the lag goes on rising for a few ms after batches are held). 3 DCs x 1
 #: partition at saturation on 2 cores, lag p99 against the bound: holding at the bound, 2-6 ms over
 #: (13.2-14.1k PUT/s); at 2 periods, -1 .. +1 ms (11.5-12.7k); at 1.5, 0.3-3 ms under (10.2-12.0k).

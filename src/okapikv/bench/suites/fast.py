@@ -246,7 +246,7 @@ class FastSuite:
         bench = self.bench
         o = self.options
         # bounded_visibility: at saturation the servers put replication before client work
-        # (PartitionNode.backlogged) and hold client batches while the lag nears the bound.
+        # (Admission.backlogged) and hold client batches while the lag nears the bound.
         with bench.start(system, PAPER_DCS, 1, 0.0) as sut:
             cluster = sut.cluster
             assert cluster is not None
