@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from okapikv.bench.messages import BenchError
 from okapikv.bench.redis_ref import unavailable_reason
 from okapikv.bench.visibility import measure_visibility, summarize
+from okapikv.core.deployment import PAPER_DC_NAMES
 
 if TYPE_CHECKING:
     from okapikv.bench.clusters import RunningCluster
@@ -54,7 +55,7 @@ REPEATS = 3
 LATENCY_OPS = 5_000
 LATENCY_OPS_QUICK = 300
 LATENCY_KEYS = 1_000
-ROTX_DCS = ("oregon", "virginia", "ireland")
+ROTX_DCS = PAPER_DC_NAMES
 ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 REPLICATION_SYSTEM = "okapi-bounded"

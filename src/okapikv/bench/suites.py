@@ -42,8 +42,9 @@ from okapikv.bench.results import Results, run_record
 from okapikv.bench.targets import TargetSpec
 from okapikv.bench.visibility import measure_visibility, summarize, wait_until_visible
 from okapikv.bench.workloads import WorkloadConfig
+from okapikv.core.deployment import PAPER_DC_NAMES
 
-PAPER_DCS = ("oregon", "virginia", "ireland")
+PAPER_DCS = PAPER_DC_NAMES
 #: Systems that are a protocol with non-default cluster settings: name -> (protocol, settings).
 #: ``okapi-piggyback``: the USV rides on the GSV round (the paper's untried optimization, section 5);
 #: ``okapi-bounded``: servers hold client batches while remote visibility exceeds the UST bound.

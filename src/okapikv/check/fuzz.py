@@ -97,6 +97,7 @@ from typing import IO, TYPE_CHECKING, Any
 from okapikv.check.history import HistoryRecorder, Operation
 from okapikv.check.report import CheckReport, check_history
 from okapikv.cluster import ports
+from okapikv.core.deployment import PAPER_DC_NAMES
 from okapikv.core.partitioning import partition_of
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ STARTUP_TIMEOUT_S = 180.0
 #: How long the final readers keep reading every key, in every DC, before calling it divergence.
 CONVERGENCE_TIMEOUT_S = 30.0
 CLUSTER_START_TIMEOUT_S = 60.0
-DEFAULT_DCS = ("oregon", "virginia", "ireland")
+DEFAULT_DCS = PAPER_DC_NAMES
 DEFAULT_PARTITIONS = 2
 #: ``--kill-partitions``: kill once this share of the run's operations has completed ...
 KILL_AT_FRACTION = 1 / 3
