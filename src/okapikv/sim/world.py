@@ -94,9 +94,9 @@ class Monitor(Protocol):
     """The invariant checks (``okapikv.sim.invariants.Invariants``).
 
     After every call into a server the world checks the clock bound inline (it runs after every
-    message: a call per message would cost the simulator a few percent): the server's HLC must not
-    be further ahead of its clock than ``drag_us``, nor of ``floors[index]``, the bound it restarted
-    above; ``clock_dragged`` is told when it is."""
+    message: a call per message would cost the simulator a few percent): the server's HLC may run
+    ahead of its clock by ``drag_us`` at most, or up to ``floors[index]``, the bound its incarnation
+    restarted above; ``clock_dragged`` is told when it runs further."""
 
     #: whether the per-call checks run (``heartbeat``, the clock bound, ``stable_changed``)
     checking: bool
@@ -378,11 +378,11 @@ class World(Events):
 
     def _apply(self, index: int, effects: list[Effect]) -> None:
         partitions = self.num_partitions
-        send = self.network.send
+        network = self.network
         for effect in effects:
             if type(effect) is Send:
                 destination = effect.destination
-                send(index, destination.dc * partitions + destination.partition, effect.message)
+                network.send(index, destination.dc * partitions + destination.partition, effect.message)
             else:
                 assert isinstance(effect, Respond)
                 reply = effect.reply
@@ -396,7 +396,7 @@ class World(Events):
                     continue
                 if self.on_write is not None and isinstance(reply, WriteReply | SwapReply):
                     self.on_write(index, client, reply)
-                heapq.heappush(self.heap, (self.now + self.network.client_delay(), next(self.seq), REPLY,
+                heapq.heappush(self.heap, (self.now + network.client_delay(), next(self.seq), REPLY,
                                              client, reply))
 
     def _process(self, index: int, message: Message) -> None:
