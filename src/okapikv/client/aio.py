@@ -56,7 +56,6 @@ from okapikv.client.retry import (
     Backoff,
     RetryableError,
     classify,
-    status_code,
     unavailable,
 )
 from okapikv.client.topology import Topology
@@ -65,6 +64,7 @@ from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Snapsh
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.status import grpc_status
 
 T = TypeVar("T")
 
@@ -485,7 +485,7 @@ def _unwrap(result: pb.Result, kind: OperationKind) -> Any:
     if which == kind.field:
         return getattr(result, which)
     if which == "error":
-        raise classify(status_code(result.error.code), result.error.message)
+        raise classify(grpc_status(result.error.code), result.error.message)
     raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
 

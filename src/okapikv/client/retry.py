@@ -113,14 +113,6 @@ def never_sent(code: grpc.StatusCode, details: str) -> bool:
     return code == grpc.StatusCode.UNAVAILABLE and details.startswith(NOT_SENT_DETAILS)
 
 
-def status_code(name: str) -> grpc.StatusCode:
-    """The gRPC status with this name (the Pipeline stream's ``Error.code``); UNKNOWN if none."""
-    try:
-        return grpc.StatusCode[name]
-    except KeyError:
-        return grpc.StatusCode.UNKNOWN
-
-
 def classify(code: grpc.StatusCode, details: str) -> Exception:
     """The exception a failed attempt turns into: a ``RetryableError`` or a final ``OkapiError``."""
     if code in RETRYABLE_CODES or (code == grpc.StatusCode.RESOURCE_EXHAUSTED and details.startswith(OVERLOADED)):

@@ -46,7 +46,6 @@ from okapikv.client.retry import (
     RetryableError,
     classify,
     never_sent,
-    status_code,
     unavailable,
 )
 from okapikv.client.topology import Topology
@@ -55,6 +54,7 @@ from okapikv.errors import OkapiError, OutcomeUnknown, ProtocolMismatch, Snapsho
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.status import grpc_status
 
 T = TypeVar("T")
 
@@ -221,7 +221,7 @@ class _SyncLink:
         if which == kind.field:
             return getattr(result, which)
         if which == "error":
-            raise StreamError(status_code(result.error.code), result.error.message)
+            raise StreamError(grpc_status(result.error.code), result.error.message)
         raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
     def close(self) -> None:

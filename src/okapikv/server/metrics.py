@@ -303,7 +303,7 @@ class NodeCollector:
         yield self._gauge("okapi_hlc_ahead_seconds",
                           "How far this server's hybrid clock (its last timestamp) is ahead of its physical clock "
                           "(0 when not ahead); above the maximum offset its writes are held back elsewhere.",
-                          max(0, physical_of(core.clock) - now_us) / 1e6)
+                          max(0, physical_of(core.hlc) - now_us) / 1e6)
         yield self._gauge("okapi_clock_ahead_at_start_seconds",
                           "How far the recovered clock bound was ahead of the clock when this server started "
                           "(a clock stepped back since the last run).", node.clock_ahead_at_start_us / 1e6)

@@ -56,6 +56,7 @@ from okapikv.core.messages import (
     ClientRequest,
     DeleteRequest,
     Effect,
+    ErrorCode,
     ErrorReply,
     GetRequest,
     Message,
@@ -267,7 +268,7 @@ class PartitionNode:
         ahead of the clock by more than the maximum offset plus the bound's lead: the clock stepped
         back since the last run (or was ahead then). Timestamps must continue above the bound, so
         this server's writes run ahead of every other clock until its own catches up."""
-        ahead_us = physical_of(self.core.clock) - self.clock.now_us()
+        ahead_us = physical_of(self.core.hlc) - self.clock.now_us()
         self.clock_ahead_at_start_us = max(0, ahead_us)
         max_offset_us = self.core.config.max_clock_offset_us
         if ahead_us <= max_offset_us + DEFAULT_CLOCK_LEAD_US:
@@ -290,7 +291,7 @@ class PartitionNode:
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=self._space)
-            self._committer.open(self.core.clock, self.clock.now_us())
+            self._committer.open(self.core.hlc, self.clock.now_us())
         self._carry_out(self.core.start_catch_up(self._repair_plan))
         self._repair_plan = None
         self._arm_timer()
@@ -304,11 +305,11 @@ class PartitionNode:
         if self._committer is not None:
             # The last groups, then a final clock bound just above the last timestamp issued (the
             # core is not called any more), so a clean restart does not wait out the bound's lead.
-            await self._committer.close(self.core.clock)
+            await self._committer.close(self.core.hlc)
         await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
         for entry in list(self._waiting.values()):
             if isinstance(entry, asyncio.Future) and not entry.done():
-                entry.set_result(ErrorReply(0, "UNAVAILABLE", "the server is shutting down"))
+                entry.set_result(ErrorReply(0, ErrorCode.UNAVAILABLE, "the server is shutting down"))
         self._waiting.clear()
 
     # ================================================================ client requests
@@ -323,10 +324,10 @@ class PartitionNode:
         self.client_requests += 1
         problem = self._misrouted(request)
         if problem is not None:
-            return ErrorReply(request_id, "FAILED_PRECONDITION", problem)
+            return ErrorReply(request_id, ErrorCode.FAILED_PRECONDITION, problem)
         full = self._disk_full(request)
         if full is not None:
-            return ErrorReply(request_id, "RESOURCE_EXHAUSTED", full)
+            return ErrorReply(request_id, ErrorCode.RESOURCE_EXHAUSTED, full)
         self._waiting[request_id] = future
         started = time.perf_counter()
         try:
@@ -351,17 +352,17 @@ class PartitionNode:
             request_id = next(self._request_ids)
             converted = operation_request(operation, request_id, num_dcs)
             if converted is None:
-                sink.reject(operation.id, "INVALID_ARGUMENT", "operation names no request")
+                sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
             kind, request = converted
             if check_partition:
                 problem = self._misrouted(request)
                 if problem is not None:
-                    sink.reject(operation.id, "FAILED_PRECONDITION", problem)
+                    sink.reject(operation.id, ErrorCode.FAILED_PRECONDITION, problem)
                     continue
             full = self._disk_full(request)
             if full is not None:
-                sink.reject(operation.id, "RESOURCE_EXHAUSTED", full)
+                sink.reject(operation.id, ErrorCode.RESOURCE_EXHAUSTED, full)
                 continue
             waiting[request_id] = (sink, operation.id, kind, started)
             requests.append(request)
@@ -546,7 +547,8 @@ class PartitionNode:
         for message in messages:
             request_id = getattr(message, "request_id", None)
             if request_id is not None and request_id in self._waiting:
-                self._deliver(ErrorReply(request_id, "INTERNAL", "the server failed on this request (see its log)"))
+                self._deliver(ErrorReply(request_id, ErrorCode.INTERNAL,
+                                         "the server failed on this request (see its log)"))
 
     def _carry_out(self, effects: list[Effect]) -> None:
         """Carry out the effects of one core call now, or once what they need is durable."""
@@ -554,7 +556,7 @@ class PartitionNode:
         if committer is None:
             self._apply(effects)
             return
-        need = committer.stage(self.core.drain_changes(), self.core.clock)
+        need = committer.stage(self.core.drain_changes(), self.core.hlc)
         if not effects:
             return
         if need <= committer.durable and not self._held:
@@ -740,8 +742,8 @@ class PartitionNode:
             "clock_us": now_us,
             "clock_unix_us": now_us + EPOCH_UNIX_US,
             "clock_skew_us": self.clock.skew_us,
-            "hlc": core.clock,
-            "hlc_ahead_us": physical_of(core.clock) - now_us,
+            "hlc": core.hlc,
+            "hlc_ahead_us": physical_of(core.hlc) - now_us,
             "max_clock_offset_us": core.config.max_clock_offset_us,
             "clock_ahead_at_start_us": self.clock_ahead_at_start_us,
             "vv": list(core.vv),

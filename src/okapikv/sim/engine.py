@@ -35,7 +35,7 @@ for others behind a cut link
 (its link queues); what it had already sent stays on the wire. Peer messages it had not handled
 (in flight to it, arriving while it is down, in its inbox) are not lost: as the production links
 do, their senders keep them unacknowledged and resend them, in order, to the new incarnation,
-which must tell them from its own (``PartitionServer._start_read``). Client requests are lost with
+which must tell them from its own (``okapikv.core.reads``: tx ids). Client requests are lost with
 their connection: the client resends its request (``CLIENT_RETRY_US`` later, on the same server,
 until it serves), which never ran, so a write is applied once. Once its server has been down for
 ``FaultPlan.failover_after_ms``, a client moves to another DC instead if that DC can adopt its
@@ -692,7 +692,7 @@ class Simulation:
         # clock or clock bound ahead): stable vectors pass it only once those clocks come within the
         # maximum offset of it (its writes then carry ``held_until_us``).
         cap = pack(min(clock.read(self.now) for clock in self.clocks) + self.offset_us)
-        self.write_target = max(min(server.clock, cap) for server in self.servers)
+        self.write_target = max(min(server.hlc, cap) for server in self.servers)
         self._push(self.now, CONTROL, 0, self._poll_quiescence)
 
     def _quiescent(self) -> bool:
@@ -960,15 +960,15 @@ class Simulation:
             repair = lose_disk and self._replicated_somewhere(index)
             if repair:
                 zeros = (0,) * old.num_dcs
-                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=0)
+                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, hlc_floor=0)
                 self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
             else:
                 new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
                             vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
-                            clock_floor=old.clock + 1)
+                            hlc_floor=old.hlc + 1)
             self.retired.append(old)
             self.servers[index] = new
-            self.floors[index] = physical_of(old.clock + 1) + DRAG_SLACK_US
+            self.floors[index] = physical_of(old.hlc + 1) + DRAG_SLACK_US
             self.paused[index] = self.down[index] = False
             self.faults.append(FaultRecord(self.now, f"restart {self._name(index)}"
                                                      + (" on an empty disk, repairing" if repair else "")))
@@ -1122,7 +1122,7 @@ class Simulation:
         if self.dragged[index]:
             return
         self.dragged[index] = True
-        hlc = self.servers[index].clock
+        hlc = self.servers[index].hlc
         cause = f"handling a {type(message).__name__}" if message is not None else "its timer"
         ahead_ms = (physical_of(hlc) - now_us) / 1000
         self._invariant("ClockDragged", f"{self._name(index)}'s HLC {physical_of(hlc)} is "
@@ -1177,7 +1177,7 @@ class Simulation:
         visible = server.protocol.visible
         recorder = self.recorder
         for source_dc, queue in pending.items():
-            while queue and visible(queue[0][0], current):
+            while queue and visible(version=queue[0][0], stable=current):
                 _, written_at, op, sampled = queue.popleft()
                 if sampled:
                     self.visibility.setdefault((source_dc, server.dc), []).append(self.now - written_at)

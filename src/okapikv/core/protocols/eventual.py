@@ -1,6 +1,6 @@
 """Eventual consistency: the same store with stabilization and dependency metadata switched off.
 
-It exists only to measure the cost of causality (issue 6): every version is visible at once,
+It exists only to measure the cost of causality (the benchmarks' baseline): every version is visible at once,
 snapshots read the newest version of every key, PUT never waits and never tracks dependencies.
 Replicas still converge (last writer wins by hybrid timestamp), but no causal guarantee holds.
 
@@ -31,13 +31,13 @@ class Eventual(Protocol):
     def stored_dv(self, *, dependency: Vector, timestamp: int) -> Vector | None:
         return None
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return True
 
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
         return (TOP,) * self.num_dcs
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         return True
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:
