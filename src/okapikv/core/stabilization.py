@@ -57,6 +57,10 @@ class GsvRound:
     #: whether the stable vector is universal (Okapi's USV): its entry for a DC says every DC holds
     #: that DC's updates up to it (``okapikv.core.gc``: what the replicas hold)
     universal = False
+    #: whether a changed GSV must go to the replicas on the replication stream (``UsvOnStream``)
+    _shares_gsv = False
+    #: whether this server computes the USV (from the GSVs its replicas sent), not the broadcast
+    _usv_here = False
 
     def __init__(self, state: PartitionState, *, resume: Resume) -> None:
         self.state = state
@@ -126,7 +130,7 @@ class GsvRound:
         effects.extend(self.on_gsv_broadcast(broadcast, now_us))
 
     def _exchange(self, gsv: Vector, effects: list[Effect]) -> Vector | None:
-        """The USV the aggregator's broadcast carries (``PiggybackedUsv``); None."""
+        """The USV the aggregator's broadcast carries (only ``PiggybackedUsv``'s does)."""
         return None
 
     def _usv_from(self, gsv: Vector) -> Vector | None:
@@ -150,11 +154,6 @@ class GsvRound:
         if state.parked:
             self._resume(now_us, effects, clock_only=False)
         return effects
-
-    #: whether a changed GSV must go to the replicas on the replication stream
-    _shares_gsv = False
-    #: whether this server computes the USV (from the GSVs its replicas sent), not the broadcast
-    _usv_here = False
 
     # ---------------------------------------------------------------- GSVs of the other DCs
 
