@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared scaling run for a many-core machine (issue #6, target 6): 1, 2, 4, 8 partitions per
+# The prepared scaling run for a many-core machine (docs/benchmarks.md, "Scaling"): 1, 2, 4, 8 partitions per
 # DC, 3 DCs with the emulated WAN, YCSB-A and the paper's RO-TX + PUT, peak throughput per level.
 # About 3 minutes on 16 cores; results (results.json, report.md, CSVs, scaling.png) go to
 # ${OUT:-bench-out}/scaling.

@@ -16,7 +16,7 @@ import socket
 import statistics
 import time
 
-from okapikv.bench.clusters import start_local
+from okapikv.bench.engine.clusters import start_local
 from okapikv.core.partitioning import partition_of
 
 

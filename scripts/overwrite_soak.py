@@ -6,7 +6,7 @@ then remove from memory and from SQLite), and prints, every ``--sample-s``: thro
 RSS of the server processes, the bytes of their data directories (database, WAL) and the number of
 versions they hold. At the end it compares the last samples with the first ones after warm-up.
 
-    python scripts/overwrite_soak.py --duration-s 600            # the 10-minute run (README)
+    python scripts/overwrite_soak.py --duration-s 600            # the 10-minute run (docs/testing.md)
     python scripts/overwrite_soak.py --duration-s 120 --sample-s 10
 
 Exit status 0 when RSS and the database files after warm-up grew less than ``--max-growth`` (default

@@ -171,14 +171,14 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
                    help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
                         "operations, restart them 1 s later, check the history")
-    p.set_defaults(target="okapikv.check.fuzz:run_fuzz")
+    p.set_defaults(target="okapikv.fuzz.command:run_fuzz")
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    # One line per flag; what each suite runs and why is in the README's "Benchmarks" section.
+    # One line per flag; what each suite runs and why is in docs/benchmarks.md.
     p = sub.add_parser("bench", help="closed-loop benchmarks: YCSB A-F, the paper's workloads")
     p.add_argument("--suite", default=None, choices=["course", "paper", "fast", "scaling", "resp"],
-                   help="run a whole suite (README, Benchmarks): course, paper, fast, scaling or resp")
+                   help="run a whole suite (docs/benchmarks.md): course, paper, fast, scaling or resp")
     p.add_argument("--workload", default="a",
                    help="without --suite: YCSB a-f, rotx (RO-TX + PUT), or memory (server RSS per key)")
     p.add_argument("--protocols", default=None,
@@ -206,11 +206,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--no-redis", action="store_true", help="course suite: skip the Redis reference line")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar (summary lines only)")
     p.add_argument("--keep-cpus-busy", action="store_true",
-                   help="run a nice-19 spinner per CPU so idle virtual CPUs do not halt (README, Benchmarks)")
+                   help="run a nice-19 spinner per CPU so idle virtual CPUs do not halt (docs/benchmarks.md)")
     p.add_argument("--grpc-only", action="store_true",
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
-                   help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; README, Benchmarks)")
+                   help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from okapikv.bench.driver import RunSpec, WorkerPool
-from okapikv.bench.metrics import LatencySummary, merge_encoded
-from okapikv.bench.targets import TargetSpec
-from okapikv.bench.workloads import WorkloadConfig
+from okapikv.bench.engine.adapters import TargetSpec
+from okapikv.bench.engine.driver import WorkerPool
+from okapikv.bench.engine.histograms import merge_encoded
+from okapikv.bench.engine.messages import RunSpec
+from okapikv.bench.engine.results import LatencySummary
+from okapikv.bench.engine.workloads import WorkloadConfig
 
 
 def test_spawned_workers_run_bounded_closed_loops_and_merge_histograms() -> None:

@@ -1,4 +1,5 @@
-"""How the fast suite turns its interleaved rounds into the verdicts of issue #6's targets."""
+"""How the fast suite turns its interleaved rounds into the verdicts of its acceptance targets
+(``suites.acceptance``), from figures in results.json's form."""
 
 from __future__ import annotations
 
@@ -6,12 +7,21 @@ from typing import Any
 
 import pytest
 
-from okapikv.bench.fast import _paired, evaluate
+from okapikv.bench.engine.replication import LagSummary, ReplicationSampler
+from okapikv.bench.engine.results import MemoryRow
+from okapikv.bench.suites.acceptance import judge
+from okapikv.bench.suites.acceptance import paired as _paired
+from okapikv.bench.suites.fast_figures import FastFigures, Verdict
 
 
 def figures(ops_s: float) -> dict[str, Any]:
     return {"ops_s": ops_s, "mean_us": 1.0, "p99_us": 2.0, "errors": 0, "server_cpu_s": 1.0,
             "client_cores": 0.5, "partitions": 1}
+
+
+def evaluate(fast: dict[str, Any], memory: list[MemoryRow]) -> list[Verdict]:
+    """The verdicts of figures as results.json holds them."""
+    return judge(FastFigures.from_dict(fast), memory)
 
 
 def test_paired_takes_the_median_of_each_rounds_ratio() -> None:
@@ -26,27 +36,25 @@ def test_cost_of_causality_is_judged_on_paired_rounds_not_on_the_two_medians() -
     rounds = [{"okapi": 6869.0, "eventual": 7574.0}, {"okapi": 6342.0, "eventual": 7711.0},
               {"okapi": 6248.0, "eventual": 6339.0}]
     fast = {"rotx": {"okapi": figures(6342), "eventual": figures(7574)}, "rotx_rounds": rounds}
-    [row] = [row for row in evaluate(fast, []) if row["target"] == "3. cost of causality, RO-TX + PUT"]
-    assert row["met"] is True
-    assert row["measured"].startswith("+9.3% (paired rounds +1.4% .. +17.8%; medians 6,342 vs 7,574")
+    [row] = [row for row in evaluate(fast, []) if row.target == "3. cost of causality, RO-TX + PUT"]
+    assert row.met is True
+    assert row.measured.startswith("+9.3% (paired rounds +1.4% .. +17.8%; medians 6,342 vs 7,574")
     # without rounds (results of an older suite) the medians decide
     del fast["rotx_rounds"]
-    [row] = [row for row in evaluate(fast, []) if row["target"] == "3. cost of causality, RO-TX + PUT"]
-    assert row["met"] is False and row["measured"].startswith("+16.3%")
+    [row] = [row for row in evaluate(fast, []) if row.target == "3. cost of causality, RO-TX + PUT"]
+    assert row.met is False and row.measured.startswith("+16.3%")
 
 
 def test_scaling_is_judged_on_paired_rounds_too() -> None:
     fast = {"ycsb_a": {"okapi": figures(100), "okapi-2p": figures(90)},
             "ycsb_a_rounds": [{"okapi": 100.0, "okapi-2p": 120.0}, {"okapi": 80.0, "okapi-2p": 90.0},
                               {"okapi": 110.0, "okapi-2p": 99.0}]}
-    [row] = [row for row in evaluate(fast, []) if row["target"].startswith("6.")]
-    assert row["met"] is True and "paired rounds x1.12" in row["measured"]
+    [row] = [row for row in evaluate(fast, []) if row.target.startswith("6.")]
+    assert row.met is True and "paired rounds x1.12" in row.measured
 
 
 def test_replication_sampler_takes_the_windows_lag_distribution_from_the_servers_counts() -> None:
     """The servers count lag samples cumulatively (tenths of a ms); the window is last - first."""
-    from okapikv.bench.fast import ReplicationSampler
-
     reads = [
         {"s1": {"dc_index": 1, "stable_lag_samples": [{"900": 5}, {}]}},  # before the window
         {"s1": {"dc_index": 1, "stable_lag_samples": [{"900": 5, "1000": 98, "1200": 1, "1500": 1}, {}]}},
@@ -59,13 +67,14 @@ def test_replication_sampler_takes_the_windows_lag_distribution_from_the_servers
             self.calls += 1
             return reads[min(self.calls, 2) - 1]  # then the last read again, until the sampler stops
 
-    sampler = ReplicationSampler(Cluster(), interval_s=0.001)  # type: ignore[arg-type]
+    sampler = ReplicationSampler(Cluster(), interval_s=0.001)
     with sampler:
         while len(sampler.samples) < 2:
             pass
     summary = sampler.lag_summary(0, 1)
-    assert summary == {"lag_samples": 100, "lag_p50_ms": 100.0, "lag_p99_ms": 120.0, "lag_max_ms": 150.0}
-    assert sampler.lag_summary(1, 0) == {"lag_samples": 0}
+    assert summary == LagSummary(samples=100, p50_ms=100.0, p99_ms=120.0, max_ms=150.0)
+    assert summary.to_dict() == {"lag_samples": 100, "lag_p50_ms": 100.0, "lag_p99_ms": 120.0, "lag_max_ms": 150.0}
+    assert sampler.lag_summary(1, 0).to_dict() == {"lag_samples": 0}
 
 
 def test_scaling_is_judged_on_the_lean_load_where_it_ran_with_the_async_client_beside() -> None:
@@ -73,9 +82,9 @@ def test_scaling_is_judged_on_the_lean_load_where_it_ran_with_the_async_client_b
                        "okapi-2p-lean": figures(95)},
             "ycsb_a_rounds": [{"okapi": 100.0, "okapi-2p": 80.0, "okapi-lean": 60.0, "okapi-2p-lean": 96.0},
                               {"okapi": 100.0, "okapi-2p": 75.0, "okapi-lean": 50.0, "okapi-2p-lean": 80.0}]}
-    [row] = [row for row in evaluate(fast, []) if row["target"].startswith("6.")]
-    assert row["met"] is True
-    assert row["measured"] == ("lean load, 64 sessions per partition: 60 -> 95 ops/s (paired rounds x1.60, x1.60 .. "
+    [row] = [row for row in evaluate(fast, []) if row.target.startswith("6.")]
+    assert row.met is True
+    assert row.measured == ("lean load, 64 sessions per partition: 60 -> 95 ops/s (paired rounds x1.60, x1.60 .. "
                                "x1.60); async client (64 sessions, 1 process): 100 -> 80 ops/s (paired rounds x0.78, "
                                "x0.75 .. x0.80)")
 
@@ -86,7 +95,7 @@ def test_plain_okapi_under_the_replication_load_is_a_comparison_row_not_a_verdic
                 "visibility": [{"source": "a", "destination": "b", "bound_ms": 88.0, "lag_p99_ms": lag_p99}]}
 
     fast = {"replication": run("okapi-bounded", 12_000, 85.0), "replication_unbounded": run("okapi", 14_000, 101.0)}
-    rows = {row["target"]: row for row in evaluate(fast, [])}
-    assert rows["5. visibility p99 at full PUT load (okapi-bounded)"]["met"] is True
+    rows = {row.target: row for row in evaluate(fast, [])}
+    assert rows["5. visibility p99 at full PUT load (okapi-bounded)"].met is True
     plain = rows["5. ... plain okapi, same load (no admission control)"]
-    assert plain["met"] is None and plain["measured"] == "14,000 PUT/s; worst lag p99 101 ms vs 88 ms (+13 ms)"
+    assert plain.met is None and plain.measured == "14,000 PUT/s; worst lag p99 101 ms vs 88 ms (+13 ms)"

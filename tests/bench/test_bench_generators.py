@@ -10,8 +10,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from okapikv.bench import workloads
-from okapikv.bench.generators import (
+from okapikv.bench.engine import workloads
+from okapikv.bench.engine.generators import (
     FNV_OFFSET_BASIS_64,
     FNV_PRIME_64,
     SCRAMBLED_ZETAN,
@@ -30,7 +30,7 @@ from okapikv.bench.generators import (
     make_values,
     zeta,
 )
-from okapikv.bench.workloads import (
+from okapikv.bench.engine.workloads import (
     INSERT,
     READ,
     SCAN,

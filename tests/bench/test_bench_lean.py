@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from okapikv.bench.lean import BATCH_OPERATIONS, LeanLoad
-from okapikv.bench.messages import BenchError
-from okapikv.bench.targets import TargetSpec
-from okapikv.bench.workloads import SCAN, Operation, OperationSource
+from okapikv.bench.engine.adapters import TargetSpec
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.lean import BATCH_OPERATIONS, LeanLoad
+from okapikv.bench.engine.workloads import SCAN, Operation, OperationSource
 
 
 @pytest.mark.timeout(300)

@@ -6,17 +6,10 @@ import os
 
 import pytest
 
-from okapikv.bench.metrics import (
-    LatencySummary,
-    merge_encoded,
-    new_histogram,
-    process_cpu_seconds,
-    record_us,
-    stats_delta,
-    summarize_traffic,
-    summarize_waits,
-    total_cpu_seconds,
-)
+from okapikv.bench.engine.histograms import merge_encoded, new_histogram, record_us
+from okapikv.bench.engine.proc import process_cpu_seconds, total_cpu_seconds
+from okapikv.bench.engine.results import LatencySummary
+from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
 
 
 def test_merging_encoded_histograms_equals_one_histogram_of_everything() -> None:

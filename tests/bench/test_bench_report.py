@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from okapikv.bench.report import render_markdown, write_outputs
+from okapikv.bench.engine.report import render_markdown, write_outputs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -137,7 +137,7 @@ def test_empty_results_still_make_a_report(tmp_path: Path) -> None:
 def test_traffic_comes_from_the_run_with_the_most_partitions() -> None:
     """With one partition per DC, Cure's stabilization round sends nothing: a run of the largest
     configuration represents the system even when a smaller one replicated more updates."""
-    from okapikv.bench.report import traffic_rows
+    from okapikv.bench.engine.report import traffic_rows
 
     small = _run("cure", "rotx", 24, 9_000.0, partitions=1,
                  traffic=_traffic(28.0) | {"updates_replicated": 9_000, "stabilization_bytes_per_s": 0.0})
@@ -153,7 +153,7 @@ def test_traffic_comes_from_the_run_with_the_most_partitions() -> None:
 def test_plots_that_would_mean_nothing_are_not_drawn(tmp_path: Path) -> None:
     """One system's metadata bar, a traffic line through runs of unrelated series, a one-point
     sweep, repeated 64-session rounds drawn as "one client" bars: none of them is a figure."""
-    from okapikv.bench.plots import write_plots
+    from okapikv.bench.engine.plots import write_plots
 
     series = {
         "scaling-runs": {"name": "scaling-runs", "kind": "scaling_sessions", "title": "runs",

@@ -6,8 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from okapikv.bench import scaling
-from okapikv.bench.suites import BenchOptions, planned_runs
+from okapikv.bench.engine.options import BenchOptions
+from okapikv.bench.engine.systems import System
+from okapikv.bench.suites import scaling
+from okapikv.bench.suites.registry import planned_runs
 
 SCALING = BenchOptions(suite="scaling")
 
@@ -33,4 +35,4 @@ def test_sessions_per_partition_and_the_planned_run_count(monkeypatch: pytest.Mo
     assert scaling.sessions(replace(SCALING, clients=(32, 8, 8), clients_given=True)) == (8, 32)
     # 4 levels x 2 workloads x 2 session counts, per protocol
     assert planned_runs(SCALING) == 16
-    assert planned_runs(replace(SCALING, protocols=("okapi", "cure"))) == 32
+    assert planned_runs(replace(SCALING, systems=(System("okapi"), System("cure")))) == 32

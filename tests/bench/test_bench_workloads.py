@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from okapikv.bench.generators import InsertSequence
-from okapikv.bench.keyspace import PartitionedKeyspace, PartitionKeyChooser
-from okapikv.bench.workloads import (
+from okapikv.bench.engine.generators import InsertSequence
+from okapikv.bench.engine.keyspace import PartitionedKeyspace, PartitionKeyChooser
+from okapikv.bench.engine.workloads import (
     INSERT,
     PUT,
     READ,

@@ -1,4 +1,4 @@
-"""Causal consistency across DCs, end to end (issue 3, item 3): real `okapi client` processes in
+"""Causal consistency across DCs, end to end: real `okapi client` processes in
 two DCs of a real `okapi up --wan-ms 2 --partitions 2` cluster.
 
 A client in oregon writes x, then y, keys on different partitions (so they replicate over different

@@ -60,7 +60,7 @@ def test_wait_s_waits_for_a_cluster_that_starts_later(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_partition_stopped_for_longer_than_30_s_delays_its_operations(tmp_path: Path) -> None:
-    """Issue 17, item 16: one partition SIGSTOPped for 35 s (past the old 30 s bound, after which the
+    """One partition SIGSTOPped for 35 s (past the old 30 s bound, after which the
     client printed `ERROR unavailable`): the pending command completes once the server runs again,
     with no line in between, and the client goes on."""
     cluster = Cluster(tmp_path, ["solo"], partitions=2, extra=["--wan", "off", "--in-memory"])

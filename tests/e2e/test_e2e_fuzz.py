@@ -1,4 +1,4 @@
-"""`okapi fuzz` end to end (issue 4, item 3): the course fuzzer's four runs against one real cluster,
+"""`okapi fuzz` end to end: the course fuzzer's four runs against one real cluster,
 and proof that the fuzzer catches a broken store.
 
 The four runs of the course (1 client; 3 clients on disjoint keys; 3 clients on shared keys) plus
@@ -26,20 +26,13 @@ from pathlib import Path
 import pytest
 from okapi_processes import Cluster
 
-from okapikv.check.fuzz import (
-    ALPHANUMERIC,
-    KEY_LENGTH,
-    KEYS_PER_CLIENT,
-    VALUE_LENGTH,
-    Command,
-    Plan,
-    Target,
-    parse_reply,
-    run_plan,
-)
 from okapikv.check.history import load_history
 from okapikv.cli import main
 from okapikv.cluster.ports import free_port_block
+from okapikv.fuzz.cluster import Target
+from okapikv.fuzz.plan import ALPHANUMERIC, KEY_LENGTH, KEYS_PER_CLIENT, VALUE_LENGTH, Command, Plan
+from okapikv.fuzz.replies import parse_reply
+from okapikv.fuzz.run import run_plan
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -126,7 +119,7 @@ def _ports_of(output: str) -> list[int]:
 
 def test_fuzz_local_cluster_stays_in_the_port_range_and_keeps_its_history(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 17, items 10 and 14: `OKAPI_PORT_RANGE` confines the ports the fuzzer draws, and without
+    """`OKAPI_PORT_RANGE` confines the ports the fuzzer draws, and without
     --history the history goes to $OKAPI_HOME/fuzz/seed<S>.jsonl, where `okapi check` reads it."""
     low = 27_000 + 200 * (os.getpid() % 20)  # apart from tests/unit/test_ports.py's ranges
     monkeypatch.setenv("OKAPI_PORT_RANGE", f"{low}-{low + 199}")

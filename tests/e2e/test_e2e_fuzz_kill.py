@@ -1,4 +1,4 @@
-"""`okapi fuzz --kill-partitions` end to end (issue 7, item 2): five clients on shared keys while
+"""`okapi fuzz --kill-partitions` end to end: five clients on shared keys while
 partition servers are killed with SIGKILL and restarted midway must complete every operation, and
 the history must check clean.
 
@@ -21,9 +21,13 @@ from typing import Any
 
 import pytest
 
-from okapikv.check.fuzz import FuzzError, PartitionKiller, Plan, local_cluster, parse_partitions, run_plan
 from okapikv.check.history import History, load_history
 from okapikv.cli import main
+from okapikv.fuzz.cluster import local_cluster
+from okapikv.fuzz.errors import FuzzError
+from okapikv.fuzz.kill import PartitionKiller, parse_partitions
+from okapikv.fuzz.plan import Plan
+from okapikv.fuzz.run import run_plan
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -26,11 +26,12 @@ import pytest
 import redis
 from okapi_processes import Cluster
 
-from okapikv.check.fuzz import Plan, Recorder
 from okapikv.check.history import decode_bytes
 from okapikv.check.report import check_history
 from okapikv.core.messages import Session
 from okapikv.core.partitioning import partition_of
+from okapikv.fuzz.plan import Plan
+from okapikv.fuzz.recorder import Recorder
 from okapikv.resp.tokens import encode_token
 
 pytestmark = pytest.mark.timeout(240)

@@ -1,4 +1,4 @@
-"""Clock skew costs Cure waits and costs Okapi none, end to end (issue 3, item 4).
+"""Clock skew costs Cure waits and costs Okapi none, end to end.
 
 The paper's central claim (Okapi, sections 1 and 5): with physical clocks a PUT must wait until the
 server's clock passes the client's dependencies, and an RO-TX slice must wait until its clock reaches

@@ -1,4 +1,4 @@
-"""Helpers for the durability and failure tests (issue 7): clusters whose servers keep their data
+"""Helpers for the durability and failure tests (test_durability.py): clusters whose servers keep their data
 in a directory (``okapi server --data-dir``) and accept fault injection, writer threads that record
 what was acknowledged, and the inter-DC cut.
 

@@ -1,4 +1,4 @@
-"""The maximum clock offset on real server processes (issue 16, failures 1 and 2; docs/operations.md,
+"""The maximum clock offset on real server processes (a clock far ahead, far behind; docs/operations.md,
 "Clocks: the maximum offset").
 
 1. A server restarted with its clock an hour ahead cannot drag any other server's HLC: its writes

@@ -1,4 +1,4 @@
-"""Durability and failures with real server processes (issue 7, "what it must show"):
+"""Durability and failures with real server processes (docs/operations.md, "Durability and failures"):
 
 1. kill -9 of servers during a concurrent write load, then restart: every acknowledged write is
    read back, and replication resumes by itself (catch-up);

@@ -1,5 +1,6 @@
 """The server driven in-process (one asyncio loop, no subprocess), so failures can be injected:
-a handler that raises is answered INTERNAL and the server keeps serving."""
+a handler that raises is answered INTERNAL and the server keeps serving; while replication lags,
+every way client work enters waits on the one admission policy, for a bounded time."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from integration_support import free_port_range
 from okapikv.cluster.config import local_cluster
 from okapikv.core.server import PartitionServer
 from okapikv.server import node as node_module
+from okapikv.server.admission import Admission
 from okapikv.server.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.frames import MAGIC, FrameDecoder, encode_frame
 
 
 def _run(check: Callable[[pb_grpc.KeyValueStub], Awaitable[None]]) -> None:
@@ -94,5 +97,70 @@ def test_a_core_failure_fails_only_its_batch(monkeypatch: pytest.MonkeyPatch) ->
         assert all(r.WhichOneof("result") == "put" for r in answered)
         stats = json.loads((await stub.Stats(pb.StatsRequest())).json)
         assert stats["driver"]["handler_errors"] == 1
+
+    _run(check)
+
+
+async def _admission_waits(stub: pb_grpc.KeyValueStub) -> int:
+    waits: int = json.loads((await stub.Stats(pb.StatsRequest())).json)["driver"]["admission_waits"]
+    return waits
+
+
+async def _native_get(port: int, key: bytes) -> pb.ResultBatch:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        batch = pb.OperationBatch()
+        batch.operations.add(id=1).get.key = key
+        writer.write(MAGIC + encode_frame(batch.SerializeToString()))
+        decoder = FrameDecoder()
+        while True:
+            frames = decoder.feed(await asyncio.wait_for(reader.read(1 << 16), timeout=10))
+            if frames:
+                result: pb.ResultBatch = pb.ResultBatch.FromString(frames[0])
+                return result
+    finally:
+        writer.close()
+
+
+async def _resp_ping(port: int) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"*1\r\n$4\r\nPING\r\n")
+        return await asyncio.wait_for(reader.readline(), timeout=10)
+    finally:
+        writer.close()
+
+
+def test_every_port_waits_on_the_admission_policy_for_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A unary gRPC call, a gRPC Pipeline batch, a native-port batch and a RESP command each wait
+    once while the policy (``okapikv.server.admission``) says replication lags, and each is
+    answered though the lag never ends (the bound, ``ADMISSION_MAX_WAIT_S``, is tested on a fake
+    clock in tests/unit/test_server_links.py)."""
+    monkeypatch.setattr(Admission, "backlogged", lambda self: True)  # replication lags, and never catches up
+
+    async def check(stub: pb_grpc.KeyValueStub) -> None:
+        stats = json.loads((await stub.Stats(pb.StatsRequest())).json)
+        resp_port = stats["driver"]["resp_port"]
+        native_port = (await stub.ClusterInfo(pb.ClusterInfoRequest())).native_port
+        assert stats["driver"]["admission_waits"] == 0
+
+        await stub.Put(pb.PutRequest(key=b"k", value=b"v"), timeout=10)
+        assert await _admission_waits(stub) == 1
+
+        call = stub.Pipeline()
+        batch = pb.OperationBatch()
+        batch.operations.add(id=7).get.key = b"k"
+        await call.write(batch)
+        results = await asyncio.wait_for(call.read(), timeout=10)
+        assert results.results[0].id == 7 and results.results[0].get.value == b"v"
+        await call.done_writing()
+        assert await _admission_waits(stub) == 2
+
+        native = await _native_get(native_port, b"k")
+        assert native.results[0].id == 1 and native.results[0].get.value == b"v"
+        assert await _admission_waits(stub) == 3
+
+        assert await _resp_ping(resp_port) == b"+PONG\r\n"
+        assert await _admission_waits(stub) == 4
 
     _run(check)

@@ -128,7 +128,7 @@ def _start_up(home: Path, workdir: Path, base: int, *extra: str) -> Launcher:
 
 
 def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> None:
-    """Issue 17, item 1: with a cluster running, an `okapi up` on other ports in the same directory
+    """With a cluster running, an `okapi up` on other ports in the same directory
     fails (its data directory is in use) and the default config still describes the live cluster;
     a second cluster that does start (in memory) leaves it alone too and says where its own is."""
     home, workdir = tmp_path / "home", tmp_path / "work"
@@ -173,6 +173,21 @@ def test_stopped_counts_only_the_servers_that_were_running(tmp_path: Path) -> No
     finally:
         output = launcher.stop()
     assert "stopped 0 server(s) (1 had already exited)" in output, output
+
+
+def test_sigterm_stops_up_whenever_it_arrives(tmp_path: Path) -> None:
+    """SIGTERM (a supervisor, `kill`) stops `okapi up` and its servers, at whatever point of the
+    supervising loop it lands: a handler that took the loop's lock could block forever."""
+    for attempt in range(4):
+        launcher = _start_up(tmp_path / f"home{attempt}", tmp_path, free_port_range(2), "--in-memory")
+        time.sleep(0.05 * attempt)  # land at different points of the loop's 0.25 s wait
+        launcher.process.send_signal(signal.SIGTERM)
+        try:
+            launcher.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            launcher.process.kill()
+            raise AssertionError(f"okapi up ignored SIGTERM (attempt {attempt}):\n" + launcher.stop()) from None
+        assert "stopped 1 server(s)" in launcher.stop()
 
 
 def test_server_with_a_bad_config_exits_2(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Multi-host deployment, proven with Linux network namespaces (issue 8).
+"""Multi-host deployment, proven with Linux network namespaces (docs/deploy.md).
 
 Each DC gets its own network namespace, a stand-in for a host: its own interface and address
 (10.200.0.1, .2, .3 on a /24), joined by veth pairs to a bridge in a fourth "switch" namespace

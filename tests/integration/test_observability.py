@@ -1,4 +1,4 @@
-"""Metrics, `okapi status` and structured logs on a live cluster of real server processes (issue 8).
+"""Metrics, `okapi status` and structured logs on a live cluster of real server processes.
 
 A GentleRain cluster (2 DCs x 1 partition, 5 ms WAN) runs a known workload: its RO-TX waits for the
 stable time, so the wait metrics have something to count. Then every figure the issue names is

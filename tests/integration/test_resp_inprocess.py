@@ -202,3 +202,27 @@ def test_range_reads_page_through_the_cores_short_pages(monkeypatch: pytest.Monk
             await client.aclose()
 
     _run(check, monkeypatch, settings={"reads": ReadLimits(max_scan_items=3)})
+
+
+def test_scan_cursors_of_long_keys_fit_64_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients parse SCAN cursors as 64-bit integers: a SCAN over keys longer than a cursor can
+    spell gets table cursors below 2**63 and still visits every key once."""
+
+    async def check(port: int) -> None:
+        client = aioredis.Redis(host="127.0.0.1", port=port)
+        try:
+            keys = {f"user:session:{index:04d}".encode() for index in range(30)}
+            for key in keys:
+                await client.set(key, b"v")
+            cursor, seen = 0, []
+            while True:
+                cursor, page = await client.scan(cursor, count=7)
+                assert 0 <= cursor < 2**63
+                seen += page
+                if cursor == 0:
+                    break
+            assert sorted(seen) == sorted(keys)
+        finally:
+            await client.aclose()
+
+    _run(check, monkeypatch)

@@ -1,4 +1,4 @@
-"""Damaged and lost data with real server processes (issue 16, failure 6 and the full-disk items):
+"""Damaged and lost data with real server processes (docs/operations.md, "Storage integrity and replacing a disk"):
 
 1. every kind of damage stops the start with one line on stderr (no traceback) and exit status 4
    (damage) or 1 (a directory this server cannot use): a flipped byte inside a stored value, a
@@ -272,6 +272,16 @@ def test_an_empty_directory_started_without_repair_says_its_data_was_lost(tmp_pa
         cluster.wait_serving()
         wait_for(lambda: "its data was lost. Restart it with --repair" in cluster.log_path("a", 0).read_text(), 30,
                  "the data_lost error")
+
+
+def test_a_new_cluster_with_empty_directories_reports_no_lost_data(tmp_path: Path) -> None:
+    """A new cluster's servers start empty at the same moment: a replica's catch-up answer may
+    already hold the asker's own first heartbeats, which are not data of an earlier incarnation."""
+    with durable_cluster(tmp_path, ("a", "b", "c"), 1, wan_ms=20) as cluster:
+        put_all(cluster, "a", range(5))
+        time.sleep(1.0)
+        logs = "".join(cluster.log_path(dc, 0).read_text() for dc in "abc")
+        assert "data was lost" not in logs and "data_lost" not in logs
 
 
 # ====================================================================== a full disk

@@ -1,4 +1,4 @@
-"""TLS on the client API and the peer links (issue 8), with servers run in-process on one loop.
+"""TLS on the client API and the peer links (docs/operations.md, "TLS"), with servers run in-process on one loop.
 
 What must hold: with a ``[tls]`` section, clients with a good certificate and peers work; a peer
 whose certificate comes from another CA is refused (both directions: it cannot link to us and we

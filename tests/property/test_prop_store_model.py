@@ -1,4 +1,4 @@
-"""One DC's store against a dict (DESIGN.md section 2), as a hypothesis ``RuleBasedStateMachine``.
+"""One DC's store against a dict (docs/protocol.md, "Operations"), as a hypothesis ``RuleBasedStateMachine``.
 
 Partitions are wired together synchronously (``handwired.HandWiredDC``: every Send is delivered to
 the right ``PartitionServer`` at once). With a single DC every protocol must behave like a plain

@@ -34,7 +34,7 @@ class EagerOkapi(Okapi):
 class UnboundedClockServer(PartitionServer):
     """A partition server with the maximum clock offset switched off: it takes any session and any
     snapshot, however far ahead of its clock, and adopts peers' watermarks as they come. One clock
-    far ahead then drags every HLC ahead with it (issue 16, failure 1): the simulator's clock
+    far ahead then drags every HLC ahead with it (docs/protocol.md): the simulator's clock
     faults (``SimConfig.clock_jumps``) must catch it within a few seeds."""
 
     def __init__(self, config: CoreConfig) -> None:

@@ -36,8 +36,8 @@ def test_the_correct_protocol_passes_the_same_seeds() -> None:
 def test_the_sweep_catches_a_server_without_the_clock_offset_bound() -> None:
     """The CI sweep's settings (clock jumps, liveness after the heal) with every server taking any
     timestamp, however far ahead of its clock (``broken_protocols.UnboundedClockServer``): a clock an
-    hour ahead drags the others' HLCs (``ClockDragged``) and remote visibility stalls (issue 16,
-    failure 1). The correct server passes the same seeds (``test_sweep``)."""
+    hour ahead drags the others' HLCs (``ClockDragged``) and remote visibility stalls
+    (docs/protocol.md). The correct server passes the same seeds (``test_sweep``)."""
     caught: dict[int, set[str]] = {}
     for seed in range(1, 9):
         config = SimConfig(seed=seed, num_partitions=3, num_clients=6, duration_s=0.5, faults=True,

@@ -1,9 +1,9 @@
-"""Clocks far off in the simulator (issue 16): a running server's clock jumping an hour ahead, a
+"""Clocks far off in the simulator: a running server's clock jumping an hour ahead, a
 restart with the clock stepped back an hour (its recovered clock bound ahead of it) or an hour
 ahead, the liveness phase after the heal, and what the maximum clock offset makes of them: nobody
 else's HLC moves, the far-ahead server's writes are held back (and marked so in the history), and
 everything else stays live. Without the offset bound the same fault drags every HLC and stalls
-remote visibility (issue 16, failure 1), which the checkers report.
+remote visibility, which the checkers report.
 """
 
 from __future__ import annotations

@@ -9,7 +9,10 @@ timestamp, replies return ``dt = max(request dt, timestamp of what was read or w
 
 The servers run on their own event loop in a background thread, so both the blocking ``Client`` and
 an ``AsyncClient`` on the test's own loop can talk to them, and a test can stop and restart one
-partition's server on the same port to exercise retries.
+partition's server on the same port to exercise retries. Two fake clusters of the two DCs
+(``FakeCluster(dc=1)`` is the second) are the client's DC and its fallback: each answers
+``AdoptSession`` (ready unless a test sets ``state.adopt_behind_us``), so a client can fail over
+from one to the other.
 """
 
 from __future__ import annotations
@@ -41,13 +44,15 @@ class Received:
     batch_sizes: list[int] = field(default_factory=list)
     unary_calls: int = 0
     pipelined_operations: int = 0
+    adoptions: list[tuple[tuple[int, ...], int, int]] = field(default_factory=list)  # (stable, dt, from_dc)
 
 
 class FakeState:
     """The data shared by every fake server of the cluster."""
 
-    def __init__(self, num_partitions: int) -> None:
+    def __init__(self, num_partitions: int, dc: int = 0) -> None:
         self.num_partitions = num_partitions
+        self.dc = dc  # the index of the fake's DC in ``DC_NAMES``
         self.data: dict[bytes, tuple[bytes, int]] = {}  # key -> (value, timestamp)
         self.clock = 0
         self.stable: tuple[int, ...] = (0,) * len(DC_NAMES)
@@ -62,6 +67,9 @@ class FakeState:
         self.overloaded = 0
         self.after_page: Any = None
         self.max_read_keys = 0
+        # AdoptSession: ready (the session adopted with this DC's stable vector) unless this says
+        # by how much this DC lags behind each DC
+        self.adopt_behind_us: list[int] | None = None
 
 
 class FakeKeyValue(pb_grpc.KeyValueServicer):
@@ -205,14 +213,24 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
         return await self._unary(self.do_read_tx, request, context)
 
     async def ClusterInfo(self, request: Any, context: Any) -> Any:  # noqa: N802
-        servers = [pb.ServerAddress(dc=0, partition=p, address=a) for p, a in enumerate(self.addresses)]
+        here = self.state.dc
+        servers = [pb.ServerAddress(dc=here, partition=p, address=a) for p, a in enumerate(self.addresses)]
         # The other DC's servers are listed but do not exist: a client must never dial them.
-        servers += [pb.ServerAddress(dc=1, partition=p, address="127.0.0.1:9") for p in range(len(self.addresses))]
+        servers += [pb.ServerAddress(dc=1 - here, partition=p, address="127.0.0.1:9")
+                    for p in range(len(self.addresses))]
         return pb.ClusterInfoResponse(
             cluster_id="fake", dc_names=list(DC_NAMES), num_partitions=self.state.num_partitions,
-            protocol="fake", dc=0, partition=self.partition, servers=servers,
+            protocol="fake", dc=here, partition=self.partition, servers=servers,
             max_key_bytes=64, max_value_bytes=1 << 20, max_message_bytes=4 << 20,
             max_read_keys=self.state.max_read_keys)
+
+    async def AdoptSession(self, request: Any, context: Any) -> Any:  # noqa: N802
+        session = request.session
+        self.received.adoptions.append((tuple(session.stable), session.dt, request.from_dc))
+        behind = self.state.adopt_behind_us
+        if behind is not None:
+            return pb.AdoptSessionResponse(ready=False, behind_us=behind)
+        return pb.AdoptSessionResponse(ready=True, session=pb.Session(stable=list(self.state.stable), dt=0))
 
     async def Stats(self, request: Any, context: Any) -> Any:  # noqa: N802
         return pb.StatsResponse(json=f'{{"partition": {self.partition}}}')
@@ -259,10 +277,11 @@ class _Refused(Exception):
 
 
 class FakeCluster:
-    """One fake DC of ``num_partitions`` servers on loopback, run on a private event-loop thread."""
+    """One fake DC (``DC_NAMES[dc]``) of ``num_partitions`` servers on loopback, run on a private
+    event-loop thread."""
 
-    def __init__(self, num_partitions: int = 2) -> None:
-        self.state = FakeState(num_partitions)
+    def __init__(self, num_partitions: int = 2, dc: int = 0) -> None:
+        self.state = FakeState(num_partitions, dc)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="fake-kv", daemon=True)
         self._thread.start()

@@ -3,7 +3,9 @@
 Covers what the protocol makes the client responsible for: routing each key to its partition's
 server and never to another DC, carrying and merging the causal session, pipelining concurrent
 operations into batches matched by id, retrying while a server is down, ``Unavailable`` after
-``timeout_s``, and ``InvalidArgument`` with the server's message.
+``timeout_s``, and ``InvalidArgument`` with the server's message. These are the drivers' I/O; the
+decisions and their timing (how long a retry waits, when an operation gives up, at-most-once) are
+the policy's, tested with a fake clock in ``test_client_policy.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-import grpc
 import pytest
 from client_fake_server import FakeCluster
 
@@ -56,6 +57,14 @@ def stopped_fake() -> Iterator[FakeCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    """Poll ``condition`` (state the test waits for, not a length of time) until it holds."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
 
 
 def keys_on(partition: int, count: int, num_partitions: int = 2) -> list[str]:
@@ -188,9 +197,7 @@ def test_sync_retries_until_the_server_is_back(fake: FakeCluster) -> None:
         client.put(key, "before")
         fake.stop(1)
         fake.start_later(1, 0.5)
-        started = time.monotonic()
         assert client.swap(key, "after") == b"before"
-        assert time.monotonic() - started >= 0.4
 
 
 def test_sync_streams_lost_to_server_restarts_leave_no_threads_behind(fake: FakeCluster) -> None:
@@ -220,10 +227,8 @@ def test_sync_unavailable_after_the_timeout(fake: FakeCluster) -> None:
     key = keys_on(0, 1)[0]
     with Client(fake.addresses[0], timeout_s=0.6, backoff=FAST) as client:
         fake.stop(0)
-        started = time.monotonic()
         with pytest.raises(Unavailable, match="no answer within 0.6 s"):
             client.get(key)
-        assert 0.5 <= time.monotonic() - started < 3
 
 
 def test_sync_unavailable_when_the_server_hangs(fake: FakeCluster) -> None:
@@ -237,11 +242,13 @@ def test_sync_at_most_once_still_retries_what_was_never_sent(fake: FakeCluster) 
     key = keys_on(1, 1)[0]
     with Client(fake.addresses[0], timeout_s=10, backoff=FAST, at_most_once=True) as client:
         client.put(key, "before")
+        stream = client._connections.links[1]._stream
         fake.stop(1)  # every call now fails before it is sent ("failed to connect to all addresses")
         fake.start_later(1, 0.5)
         # Let the client see the connection go (a write sent on a connection that is closing but not
         # yet known closed may have left, and is rightly reported as of unknown outcome).
-        time.sleep(0.2)
+        assert stream is not None
+        wait_until(lambda: stream.failed, "the client seeing the stream end")
         assert client.swap(key, "after") == b"before"
 
 
@@ -261,9 +268,11 @@ def test_sync_write_whose_call_breaks_midway(fake: FakeCluster, at_most_once: bo
             except OkapiError as error:
                 outcome.append(error)
 
+        received = fake.servicers[1].received.batch_sizes
+        before = len(received)
         thread = threading.Thread(target=swap)
         thread.start()
-        time.sleep(0.3)
+        wait_until(lambda: len(received) > before, "the swap reaching its server")
         fake.stop(1)  # cancels the call in flight
         fake.state.hang = False
         fake.start_later(1, 0.3)
@@ -434,9 +443,7 @@ def test_async_retries_until_the_server_is_back(fake: FakeCluster, pipeline: boo
             await client.put(key, "before")
             fake.stop(1)
             fake.start_later(1, 0.5)
-            started = time.monotonic()
             assert await asyncio.gather(*(client.get(key) for _ in range(5))) == [b"before"] * 5
-            assert time.monotonic() - started >= 0.4
 
     run(scenario())
 
@@ -469,10 +476,8 @@ def test_async_unavailable_after_the_timeout(fake: FakeCluster, pipeline: bool) 
     async def scenario() -> None:
         async with AsyncClient(fake.addresses[0], timeout_s=0.6, pipeline=pipeline, backoff=FAST) as client:
             fake.stop(0)
-            started = time.monotonic()
-            with pytest.raises(Unavailable):
+            with pytest.raises(Unavailable, match="no answer within 0.6 s"):
                 await client.put(key, "v")
-            assert 0.5 <= time.monotonic() - started < 3
 
     run(scenario())
 
@@ -512,14 +517,6 @@ def test_async_constructor_validates() -> None:
 
 
 # ------------------------------------------------------------------ pieces
-
-
-def test_backoff_grows_with_jitter_and_is_capped() -> None:
-    backoff = Backoff(base_s=0.01, cap_s=0.1)
-    for attempt, ceiling in [(1, 0.01), (2, 0.02), (3, 0.04), (4, 0.08), (5, 0.1), (30, 0.1)]:
-        delays = [backoff.delay_s(attempt) for _ in range(50)]
-        assert all(ceiling / 2 <= d <= ceiling for d in delays)
-        assert len(set(delays)) > 1
 
 
 def test_topology_checks_and_fixes_addresses() -> None:
@@ -567,13 +564,3 @@ def test_okapi_client_process_answers_line_by_line(fake: FakeCluster) -> None:
             process.kill()
             process.wait()
 
-
-def test_out_of_range_is_the_clock_offset_error_and_is_final() -> None:
-    # The core refuses a session further ahead of its clock than the maximum offset with
-    # OUT_OF_RANGE: a distinct error the caller sees at once, not a retry until the timeout.
-    from okapikv.client.retry import RetryableError, classify
-    from okapikv.errors import ClockOffsetExceeded
-
-    error = classify(grpc.StatusCode.OUT_OF_RANGE, "the session depends on a timestamp 3600000.0 ms ahead")
-    assert isinstance(error, ClockOffsetExceeded) and not isinstance(error, RetryableError)
-    assert "3600000.0 ms ahead" in str(error)

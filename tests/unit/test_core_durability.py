@@ -1,4 +1,4 @@
-"""The core's durability hooks (issue 7): the change log, restore, catch-up after a restart, the GC
+"""The core's durability hooks (docs/protocol.md): the change log, restore, catch-up after a restart, the GC
 floor that keeps the catch-up log, snapshot-read expiry, and the session-move rule.
 
 Servers are driven by hand with explicit clock readings, like ``test_server_replication``; the last

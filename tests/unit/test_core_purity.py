@@ -1,4 +1,4 @@
-"""The core is pure (DESIGN.md section 3, the h11 / aioquic model): no I/O, no clock, no randomness.
+"""The core is pure (docs/design.md, "A pure core, two drivers"): no I/O, no clock, no randomness.
 
 Every module of ``okapikv.core`` is parsed and its imports checked, including imports nested in
 functions and ``if TYPE_CHECKING`` blocks; then ``okapikv.core.server`` (which pulls in the whole
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from import_graph import call_name
 
 import okapikv.core
 
@@ -31,14 +32,6 @@ def core_modules() -> list[tuple[str, Path]]:
     return modules
 
 
-def _call_name(function: ast.expr) -> str | None:
-    if isinstance(function, ast.Name):
-        return function.id
-    if isinstance(function, ast.Attribute):
-        return function.attr
-    return None
-
-
 def imported_names(path: Path) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -46,8 +39,9 @@ def imported_names(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module)
-        elif isinstance(node, ast.Call) and _call_name(node.func) in ("__import__", "import_module"):
-            names.update(arg.value for arg in node.args[:1] if isinstance(arg, ast.Constant))
+        elif isinstance(node, ast.Call) and call_name(node.func) in ("__import__", "import_module"):
+            names.update(arg.value for arg in node.args[:1]
+                         if isinstance(arg, ast.Constant) and isinstance(arg.value, str))
     return names
 
 

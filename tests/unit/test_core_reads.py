@@ -34,14 +34,12 @@ T0 = 1_000_000
 TOP = (1 << 64,)
 
 
+def admit(request_id: int, session: Session, now_us: int, problem: str | None) -> list[Effect] | None:
+    return None  # every session is taken (the server's admission: ``test_server_clock_offset.py``)
+
+
 def make(partitions: int = 1, **limits: int) -> tuple[PartitionState, SnapshotReads]:
     state = PartitionState(CoreConfig(0, 0, 1, partitions, **limits))  # type: ignore[arg-type]
-    admitted: list[int] = []
-
-    def admit(request_id: int, session: Session, now_us: int, problem: str | None) -> list[Effect] | None:
-        admitted.append(request_id)
-        return None
-
     return state, SnapshotReads(state, catch_up=CatchUp(state, stable_moves=True), admit=admit)
 
 
@@ -143,12 +141,14 @@ def test_a_silent_partition_fails_the_read_and_a_talking_one_only_at_the_deadlin
 
 
 def test_a_slice_waits_while_repairing_and_is_too_old_below_the_horizon() -> None:
-    state, reads = make(2)
+    state = PartitionState(CoreConfig(0, 0, 1, 2))
+    catch_up = CatchUp(state, stable_moves=True)
+    reads = SnapshotReads(state, catch_up=catch_up, admit=admit)
     coordinator = ServerId(0, 1)
     slice_message = TxSlice(coordinator, 7, (pack(5),), (b"k",))
-    reads._catch_up.repair = Repairing((), {1: 1}, (0,))
+    catch_up.repair = Repairing((), {1: 1}, (0,))
     assert reads.on_slice(slice_message, T0) == WaitForClock(T0 + REPAIR_POLL_US, "repair")
-    reads._catch_up.repair = None
+    catch_up.repair = None
     state.horizon = (pack(6),)
     assert reads.on_slice(slice_message, T0) == [Send(coordinator, SliceReply(state.id, 7, (), too_old=True))]
     state.horizon = (pack(5),)

@@ -13,7 +13,8 @@ import grpc.aio
 
 from okapikv.cluster.connections import ConnectionSettings
 from okapikv.core.messages import Heartbeat, ServerId
-from okapikv.server.links import IncomingLinks, OutgoingLink
+from okapikv.server.inbound import SequenceTable
+from okapikv.server.links import OutgoingLink
 from okapikv.server.liveness import LinkLiveness, LivenessSettings, Verdict
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
@@ -110,7 +111,7 @@ class SilentReceiver:
     never closes, as if the network dropped every packet. Later connections answer normally."""
 
     def __init__(self, answer_first: int) -> None:
-        self.links = IncomingLinks()
+        self.links = SequenceTable()
         self.handled: list[int] = []
         self.connections = 0
         self.connected_at: list[float] = []

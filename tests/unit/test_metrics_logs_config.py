@@ -1,4 +1,4 @@
-"""Unit tests of issue 8 that need no network: latency histograms, the metrics collector,
+"""Observability and config tests that need no network: latency histograms, the metrics collector,
 single-line log events, and the config's ``[tls]``, ``metrics_port`` and ``peer_address``."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.core.messages import PutRequest, Session
+from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.logs import ServerLogFormatter
-from okapikv.server.metrics import LagSamples, LatencyHistograms, registry_for
+from okapikv.server.metrics import registry_for
 from okapikv.server.node import PartitionNode
 from okapikv.tls import ClientTls, TlsConfig, client_tls_from_args
 
@@ -31,8 +32,8 @@ def test_histogram_buckets_are_inclusive_upper_bounds() -> None:
     assert histograms.quantile_s("get", 0.5) == 0.01
     assert histograms.quantile_s("get", 1.0) == float("inf")
     assert histograms.quantile_s("put", 0.5) is None
-    summary = histograms.summary()["get"]
-    assert summary["count"] == 5 and summary["p50_ms"] == 10.0 and summary["p99_ms"] is None
+    summary = histograms.figures()["get"]
+    assert summary.count == 5 and summary.p50_ms == 10.0 and summary.p99_ms is None
 
 
 def test_lag_samples_count_each_remote_dcs_lag_in_tenths_of_a_ms_rounded_up() -> None:
@@ -52,7 +53,7 @@ def test_collector_reads_the_core_at_scrape_time() -> None:
     before = _samples(generate_latest(registry).decode())
     assert ("okapi_operations_total", ()) not in before
     for index in range(3):
-        node._run_core([PutRequest(index + 1, b"k%d" % index, b"v", Session((0,), 0))])
+        node.run_core([PutRequest(index + 1, b"k%d" % index, b"v", Session((0,), 0))])
     node.latency.observe("put", 0.002)
     after = _samples(generate_latest(registry).decode())
     labels = (("dc", "solo"), ("partition", "0"))
@@ -76,7 +77,7 @@ def test_clock_offset_refusals_are_counted_exported_and_logged_at_most_once_per_
     hour_ahead = pack(node.clock.now_us() + 3_600_000_000)
     with caplog.at_level(logging.WARNING, logger="okapikv.server"):
         for index in range(3):
-            node._run_core([PutRequest(index + 1, b"k", b"v", Session((0,), hour_ahead))])
+            node.run_core([PutRequest(index + 1, b"k", b"v", Session((0,), hour_ahead))])
     assert isinstance(node.core.last_clock_offset, tuple)
     lines = [record.getMessage() for record in caplog.records if "CLOCK OFFSET EXCEEDED" in record.getMessage()]
     assert len(lines) == 1, lines  # the next report waits for CLOCK_LOG_INTERVAL_S

@@ -1,4 +1,4 @@
-"""The `okapi` command's own surface (issue 17, items 7-9): version, `python -m okapikv`, the
+"""The `okapi` command's own surface: version, `python -m okapikv`, the
 license, usage on a bad flag, help for every flag, and hints that only name flags that exist."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from okapikv.cli import build_parser, main
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "src" / "okapikv"
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]")
-#: Flags of other programs that okapikv's strings name: redis-server's (``bench.redis_ref``) and
-#: redis-benchmark's (``bench.resp``).
+#: Flags of other programs that okapikv's strings name: redis-server's (``bench.engine.redis_ref``) and
+#: redis-benchmark's (``bench.suites.resp``).
 EXTERNAL_FLAGS = {"--port", "--bind", "--save", "--appendonly", "--protected-mode", "--daemonize", "--loglevel",
                   "--csv"}
 
@@ -87,7 +87,7 @@ def test_every_flag_has_one_line_of_help(command: str) -> None:
         if not action.option_strings or action.help == argparse.SUPPRESS:
             continue
         assert action.help, f"okapi {command} {action.option_strings[0]} has no help"
-        if command == "bench":  # the details are in the README's Benchmarks section
+        if command == "bench":  # the details are in docs/benchmarks.md
             assert len(action.help) <= 110 and "\n" not in action.help, (
                 f"okapi bench {action.option_strings[0]}: help longer than a line ({len(action.help)} characters)")
 

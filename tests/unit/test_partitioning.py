@@ -24,7 +24,7 @@ def test_one_partition_holds_everything() -> None:
 
 
 def test_is_crc32_mod_n() -> None:
-    # The same function everywhere (DESIGN.md section 1): pin it, so a change is deliberate.
+    # The same function everywhere (docs/protocol.md, "Deployment and notation"): pin it, so a change is deliberate.
     assert partition_of(b"user:1", 32) == zlib.crc32(b"user:1") % 32
     assert partition_of(b"hello", 7) == 907060870 % 7
 

@@ -1,4 +1,4 @@
-"""Each protocol's rules in isolation (DESIGN.md section 1; Okapi sections 3.1-3.3 and 5).
+"""Each protocol's rules in isolation (docs/protocol.md; Okapi sections 3.1-3.3 and 5).
 
 The DC of the protocol under test is 1 of 3, so "local" and "remote" entries are both exercised.
 """

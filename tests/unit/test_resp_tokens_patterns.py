@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from okapikv.core.messages import Session
 from okapikv.resp import replies
-from okapikv.resp.commands import _decode_cursor, _encode_cursor
+from okapikv.resp.cursors import TABLE_BASE, CursorTable
 from okapikv.resp.glob import compile_pattern
 from okapikv.resp.replies import Error, Simple
 from okapikv.resp.tokens import TokenError, decode_token, encode_token
@@ -98,18 +98,37 @@ def test_a_pattern_of_many_stars_cannot_make_a_match_run_away() -> None:
 
 @given(st.binary(min_size=1, max_size=1024))
 def test_a_cursor_names_its_key_and_scan_goes_on_right_after_it(key: bytes) -> None:
-    cursor = _encode_cursor(key)
+    table = CursorTable()
+    cursor = table.encode(key)
     assert cursor.isdigit() and cursor != b"0"
-    assert _decode_cursor(cursor, 1024) == key + b"\x00"
+    assert 0 < int(cursor) < 2**63  # a signed or unsigned 64-bit integer in every client
+    assert table.decode(cursor) == key + b"\x00"
 
 
-@pytest.mark.parametrize("cursor", [b"abc", b"-1", b"007", b"1", b"255", b"9" * 4000])
+@given(st.binary(min_size=1, max_size=7))
+def test_a_short_keys_cursor_is_valid_on_any_server(key: bytes) -> None:
+    assert CursorTable().decode(CursorTable().encode(key)) == key + b"\x00"
+
+
+def test_a_long_keys_cursor_expires_once_its_entry_is_pushed_out() -> None:
+    table = CursorTable(capacity=2)
+    first = table.encode(b"a-long-key-0")
+    assert table.decode(first) == b"a-long-key-0\x00"
+    table.encode(b"a-long-key-1")
+    table.encode(b"a-long-key-2")
+    expired = table.decode(first)
+    assert isinstance(expired, str) and "expired" in expired
+    assert isinstance(CursorTable().decode(table.encode(b"another-long-key")), str)  # another server's
+
+
+@pytest.mark.parametrize("cursor", [b"abc", b"-1", b"007", b"1", b"255", b"9" * 4000, str(2**63).encode()])
 def test_a_cursor_no_scan_returned_is_refused(cursor: bytes) -> None:
-    assert _decode_cursor(cursor, 1024) is None
+    assert CursorTable().decode(cursor) is None
 
 
 def test_cursor_zero_starts_at_the_first_key() -> None:
-    assert _decode_cursor(b"0", 1024) == b""
+    assert CursorTable().decode(b"0") == b""
+    assert int(CursorTable().encode(b"\xff" * 7)) < TABLE_BASE
 
 
 # ---------------------------------------------------------------- replies

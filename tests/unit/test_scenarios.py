@@ -1,4 +1,4 @@
-"""Protocol scenarios on the in-memory harness (issue 2, item 3): causality, convergence, clock skew,
+"""Protocol scenarios on the in-memory harness: causality, convergence, clock skew,
 and when remote updates become visible under each protocol."""
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
+from okapikv.core.timestamps import EPOCH_UNIX_US
+from okapikv.server.clock import ServerClock
 
 
 class Times:

@@ -1,17 +1,18 @@
 """The receiver half of the peer link protocol: resent messages are skipped, gaps refused, and a
-restarted sender (new incarnation) starts its numbering over."""
+restarted sender (new incarnation) starts its numbering over. Then the sender against a fake
+receiver, and admission control (``okapikv.server.admission``) on a fake clock."""
 
 from __future__ import annotations
 
 from okapikv.core.messages import ServerId
-from okapikv.server.links import IncomingLinks
+from okapikv.server.inbound import SequenceTable
 
 A = ServerId(0, 0)
 B = ServerId(1, 0)
 
 
 def test_in_order_batches_are_admitted_whole() -> None:
-    links = IncomingLinks()
+    links = SequenceTable()
     assert links.admit(A, 7, 1, 3) == 0
     assert links.handled(A, 7, 1, 3) == 3
     assert links.admit(A, 7, 4, 2) == 0
@@ -19,7 +20,7 @@ def test_in_order_batches_are_admitted_whole() -> None:
 
 
 def test_a_resent_tail_is_skipped() -> None:
-    links = IncomingLinks()
+    links = SequenceTable()
     links.handled(A, 7, 1, 5)
     assert links.admit(A, 7, 3, 6) == 3  # 3, 4, 5 already handled; 6, 7, 8 are new
     assert links.handled(A, 7, 3, 6) == 8
@@ -28,13 +29,13 @@ def test_a_resent_tail_is_skipped() -> None:
 
 
 def test_a_gap_is_refused() -> None:
-    links = IncomingLinks()
+    links = SequenceTable()
     links.handled(A, 7, 1, 5)
     assert links.admit(A, 7, 7, 1) is None
 
 
 def test_a_new_incarnation_starts_over_and_sources_are_independent() -> None:
-    links = IncomingLinks()
+    links = SequenceTable()
     links.handled(A, 7, 1, 50)
     assert links.admit(A, 8, 1, 2) == 0
     assert links.handled(A, 8, 1, 2) == 2
@@ -64,7 +65,7 @@ class FakeReceiver(pb_grpc.PeerServicer):
     die after one batch, before acknowledging it."""
 
     def __init__(self, break_streams: int) -> None:
-        self.links = IncomingLinks()
+        self.links = SequenceTable()
         self.handled: list[int] = []
         self.arrival: list[float] = []
         self.break_streams = break_streams
@@ -171,7 +172,7 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
     assert node.oversized_dropped == 1
 
 
-# ---------------------------------------------------------------- admission control (PartitionNode.backlogged)
+# ---------------------------------------------------------------- admission control (Admission.backlogged)
 
 
 def test_backlog_counts_only_what_is_due_on_a_working_link() -> None:
@@ -193,36 +194,43 @@ def test_backlog_counts_only_what_is_due_on_a_working_link() -> None:
     asyncio.run(scenario())
 
 
+class StubLink:
+    """What admission reads of a link: its backlog and when it was last acknowledged."""
+
+    def __init__(self, backlog_s: float = 0.0, last_ack_at: float = 0.0) -> None:
+        self.backlog = backlog_s
+        self.last_ack_at = last_ack_at
+
+    def backlog_s(self, now: float) -> float:
+        return self.backlog
+
+
+class FakeClock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stuck() -> None:
-    from okapikv.cluster.config import local_cluster
-    from okapikv.server import node as node_module
-    from okapikv.server.node import PartitionNode
+    from okapikv.server import admission as admission_module
+    from okapikv.server.admission import Admission
 
-    class StubLink:
-        def __init__(self, backlog_s: float, last_ack_at: float) -> None:
-            self.backlog = backlog_s
-            self.last_ack_at = last_ack_at
-
-        def backlog_s(self, now: float) -> float:
-            return self.backlog
-
-    async def scenario() -> None:
-        config = local_cluster(dcs=("a", "b"), partitions=1, wan="off", base_port=45100)
-        server = PartitionNode(config, 0, 0)
-        server._loop = asyncio.get_running_loop()
-        assert not server.backlogged()  # no links yet
-        now = server._loop.time()
-        link = StubLink(0.01, last_ack_at=now)
-        server._links[ServerId(1, 0)] = link  # type: ignore[assignment]
-        assert not server.backlogged()
-        link.backlog = node_module.ADMISSION_LAG_S + 0.01
-        assert server.backlogged()
-        link.backlog = 5.0  # far behind but still acknowledging: slow, so still held
-        assert server.backlogged()
-        link.last_ack_at = now - node_module.ADMISSION_GIVE_UP_S - 0.1  # no ack for a while: stuck
-        assert not server.backlogged()
-
-    asyncio.run(scenario())
+    clock = FakeClock()
+    links: dict[ServerId, StubLink] = {}
+    admission = Admission(links, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0), time=clock)
+    assert not admission.backlogged()  # no links yet
+    now = clock.now
+    link = StubLink(0.01, last_ack_at=now)
+    links[ServerId(1, 0)] = link
+    assert not admission.backlogged()
+    link.backlog = admission_module.ADMISSION_LAG_S + 0.01
+    assert admission.backlogged()
+    link.backlog = 5.0  # far behind but still acknowledging: slow, so still held
+    assert admission.backlogged()
+    link.last_ack_at = now - admission_module.ADMISSION_GIVE_UP_S - 0.1  # no ack for a while: stuck
+    assert not admission.backlogged()
 
 
 def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late() -> None:
@@ -232,35 +240,84 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
 
     from okapikv.cluster.config import local_cluster
     from okapikv.core.timestamps import pack
-    from okapikv.server import node as node_module
-    from okapikv.server.node import PartitionNode, _visibility_bounds_us
+    from okapikv.server import admission as admission_module
+    from okapikv.server.node import PartitionNode
 
-    class StubLink:
-        last_ack_at = 0.0
-
-        def backlog_s(self, now: float) -> float:
-            return 0.0
-
-    async def scenario(bounded: bool) -> None:
+    def scenario(bounded: bool) -> None:
         config = dataclasses.replace(local_cluster(dcs=("a", "b", "c"), partitions=1, wan=0.0, base_port=45200),
                                      wan_ms=((0.0, 10.0, 40.0), (10.0, 0.0, 20.0), (40.0, 20.0, 0.0)),
                                      bounded_visibility=bounded)
         # From a to c: through b (10 + 20) or directly and back (40 + 0): the slowest path, 40 ms,
         # plus ADMISSION_VISIBILITY_PERIODS (1.5) stabilization periods of 5 ms: below the bound.
-        assert node_module.ADMISSION_VISIBILITY_PERIODS == 1.5
-        assert _visibility_bounds_us(config, 2) == (47_500, 57_500, 0)  # from b: through a, 10 + 40
-        server = PartitionNode(config, 2, 0)
-        server._loop = asyncio.get_running_loop()
-        link = StubLink()
-        link.last_ack_at = server._loop.time()
-        server._links[ServerId(0, 0)] = link  # type: ignore[assignment]
+        assert admission_module.ADMISSION_VISIBILITY_PERIODS == 1.5
+        assert admission_module.visibility_bounds_us(config, 2) == (47_500, 57_500, 0)  # from b: through a, 10 + 40
+        server = PartitionNode(config, 2, 0)  # its admission, as the node sets it up
+        clock = FakeClock()
+        admission = server.admission
+        admission.time = clock
+        server._links[ServerId(0, 0)] = StubLink(last_ack_at=clock.now)  # type: ignore[assignment]
         now_us = server.clock.now_us()
         server.core.stable = (pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
-        assert not server.backlogged()  # both remote DCs within their bounds
+        assert not admission.backlogged()  # both remote DCs within their bounds
         server.core.stable = (pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
-        assert server.backlogged() is bounded  # DC a 12.5 ms past its threshold
-        server.core.stable = (pack(now_us - 60_000 - node_module.VISIBILITY_GIVE_UP_US), pack(now_us), pack(now_us))
-        assert not server.backlogged()  # a whole second late: cut off, not slow; writes go on
+        assert admission.backlogged() is bounded  # DC a 12.5 ms past its threshold
+        server.core.stable = (pack(now_us - 60_000 - admission_module.VISIBILITY_GIVE_UP_US), pack(now_us),
+                              pack(now_us))
+        assert not admission.backlogged()  # a whole second late: cut off, not slow; writes go on
 
-    asyncio.run(scenario(True))
-    asyncio.run(scenario(False))
+    scenario(True)
+    scenario(False)
+
+
+def test_a_held_connection_waits_at_most_the_admission_bound_and_counts_once() -> None:
+    """The native port's callbacks (``Admission.hold``): a wait begins once (one count), holds
+    until ``ADMISSION_MAX_WAIT_S`` has passed, then lets the work through; the next wait counts anew."""
+    from okapikv.server.admission import ADMISSION_MAX_WAIT_S, Admission
+
+    clock = FakeClock()
+    admission = Admission({}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (), time=clock)
+    since = admission.hold(None)
+    assert since == clock.now and admission.waits == 1
+    clock.now += ADMISSION_MAX_WAIT_S / 2
+    assert admission.hold(since) == since and admission.waits == 1  # still waiting, not counted again
+    clock.now += ADMISSION_MAX_WAIT_S / 2
+    assert admission.hold(since) is None  # waited long enough: go ahead
+    assert admission.hold(None) == clock.now and admission.waits == 2
+
+
+def test_an_awaited_wait_ends_when_replication_catches_up_or_at_the_bound() -> None:
+    """The gRPC and RESP ports' wait (``Admission.wait``): it looks again every retry and returns
+    at the first look that finds the backlog gone, and after ``ADMISSION_MAX_WAIT_S`` while it stays."""
+    from okapikv.server import admission as admission_module
+    from okapikv.server.admission import ADMISSION_MAX_WAIT_S, Admission
+
+    class ClearingLink(StubLink):
+        """Behind for the first ``looks`` looks, then caught up."""
+
+        def __init__(self, looks: int, last_ack_at: float) -> None:
+            super().__init__(admission_module.ADMISSION_LAG_S + 1, last_ack_at)
+            self.looks_left = looks
+            self.looks = 0
+
+        def backlog_s(self, now: float) -> float:
+            self.looks += 1
+            self.looks_left -= 1
+            return self.backlog if self.looks_left >= 0 else 0.0
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        stuck = StubLink(admission_module.ADMISSION_LAG_S + 1, last_ack_at=loop.time() + 60)
+        admission = Admission({ServerId(1, 0): stuck}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0),
+                              time=loop.time)
+        assert admission.backlogged()
+        started = loop.time()
+        await admission.wait()  # never clears: waits out the bound
+        assert loop.time() - started >= ADMISSION_MAX_WAIT_S and admission.waits == 1
+        clearing = ClearingLink(2, last_ack_at=loop.time() + 60)
+        admission = Admission({ServerId(1, 0): clearing}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0),
+                              time=loop.time)
+        assert admission.backlogged()  # look 1
+        await admission.wait()  # look 2: still behind; look 3: caught up, so it returns
+        assert clearing.looks == 3 and admission.waits == 1
+
+    asyncio.run(scenario())

@@ -1,4 +1,4 @@
-"""Replication, heartbeats, stabilization and waits of the partition server (DESIGN.md section 1).
+"""Replication, heartbeats, stabilization and waits of the partition server (docs/protocol.md).
 
 Servers are driven directly (``handle`` / ``on_timer`` with explicit clock readings) and messages
 between them are carried by hand, so each test can look at the exact effects one step produces.

@@ -1,4 +1,4 @@
-"""PUT / SWAP / DELETE / GET / SCAN / RO-TX semantics in one DC (DESIGN.md section 2).
+"""PUT / SWAP / DELETE / GET / SCAN / RO-TX semantics in one DC (docs/protocol.md, "Operations").
 
 Partitions are wired by hand (``tests/handwired.py``): every slice and reply is delivered at
 once, and a parked request is resumed by advancing time to the earliest deadline. Every test runs

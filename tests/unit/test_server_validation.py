@@ -1,4 +1,4 @@
-"""A refused request changes nothing (DESIGN.md section 2, service limits).
+"""A refused request changes nothing (docs/protocol.md, "Operations").
 
 Empty keys, keys over 1 KiB, values over 1 MiB, a session vector of the wrong length, a read
 transaction naming too many keys and a negative scan limit are answered with one

@@ -1,4 +1,4 @@
-"""`okapi status` fits the terminal it is drawn on (issue 17, item 2): at 80 columns every line fits
+"""`okapi status` fits the terminal it is drawn on: at 80 columns every line fits
 and every server's state (up / DOWN) is visible; on a wide terminal each DC's lag has its column."""
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def test_recover_loads_a_core_and_restarts_its_clock_at_the_bound(tmp_path: Path
     store.close()
 
 
-# ====================================================================== integrity (issue 16)
+# ====================================================================== integrity
 
 
 def local_and_remote(count: int) -> list[Change]:

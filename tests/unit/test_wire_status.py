@@ -1,13 +1,14 @@
 """The one mapping between the core's error codes and gRPC status codes (``okapikv.wire.status``):
-the values on the wire are the gRPC names, every code maps to the status of its name, and the
-servicers and the clients judge an error by it."""
+the values on the wire are the gRPC names, every code maps to the status of its name (what the
+servicers abort a unary call with), and a client reading that status back (``status.name``) judges
+the same name as one reading the Pipeline stream's ``Error.code``."""
 
 from __future__ import annotations
 
 import grpc
 import pytest
 
-from okapikv.client.retry import RetryableError, classify
+from okapikv.client.retry import Failure
 from okapikv.core.messages import OVERLOADED, ErrorCode
 from okapikv.errors import ClockOffsetExceeded, InvalidArgument, OkapiError, SnapshotTooOld
 from okapikv.wire.status import GRPC_STATUS, grpc_status
@@ -34,9 +35,15 @@ def test_a_name_that_is_no_code_is_unknown(name: str) -> None:
     (ErrorCode.ABORTED, "start over", SnapshotTooOld),
     (ErrorCode.INVALID_ARGUMENT, "key must not be empty", InvalidArgument),
     (ErrorCode.OUT_OF_RANGE, "ahead", ClockOffsetExceeded),
-    (ErrorCode.UNAVAILABLE, "repairing", RetryableError),
-    (ErrorCode.RESOURCE_EXHAUSTED, f"{OVERLOADED}retry later", RetryableError),
+    (ErrorCode.UNAVAILABLE, "repairing", None),
+    (ErrorCode.RESOURCE_EXHAUSTED, f"{OVERLOADED}retry later", None),
     (ErrorCode.FAILED_PRECONDITION, "wrong partition", OkapiError),
 ])
-def test_clients_judge_a_core_refusal_by_its_status(code: ErrorCode, message: str, expected: type) -> None:
-    assert type(classify(grpc_status(code), message)) is expected
+def test_clients_judge_a_core_refusal_the_same_on_both_paths(code: ErrorCode, message: str,
+                                                             expected: type | None) -> None:
+    for name in (code, grpc_status(code).name):  # the Pipeline stream's Error.code; a unary call's status
+        failure = Failure(name, message)
+        if expected is None:
+            assert failure.retryable
+        else:
+            assert not failure.retryable and type(failure.final_error()) is expected

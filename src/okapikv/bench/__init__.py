@@ -1,17 +1,13 @@
 """Benchmarks: YCSB A-F and the Okapi paper's workloads against okapikv (and Redis, as reference).
 
-Modules, in the order data flows:
-- ``generators``: YCSB's key/operation generators (scrambled zipfian, latest, uniform), key format;
-- ``keyspace``: which record lives on which partition (RO-TX over exactly p partitions);
-- ``workloads``: workload descriptions and each session's next operation;
-- ``targets``: the systems driven (okapi client, redis-py, an in-memory ceiling);
-- ``driver`` / ``worker`` / ``messages``: spawned load processes (the pool and its conversation),
-  each running many asyncio sessions in a closed loop, recording latency histograms;
-- ``progress``: the live progress bar (time left, live throughput);
-- ``clusters`` / ``redis_ref``: starting, discovering and reading the stats of what is measured;
-- ``visibility``: the remote update visibility probe;
-- ``metrics`` / ``results``: histograms, server stats deltas, waits, traffic, CPU -> run records;
-- ``suites``: the custom run, the course suite and the paper suite;
-- ``report`` / ``plots``: results.json, CSVs, PNGs, report.md;
-- ``cli``: `okapi bench`.
+Two layers and the command that joins them:
+
+- ``engine``: how anything is measured (starting systems, workloads, the load generators, results,
+  the report and plots); it knows no suite;
+- ``suites``: what `okapi bench --suite ...` measures (custom, course, paper, scaling, resp, fast
+  and its acceptance targets), each on top of the engine;
+- ``cli``: `okapi bench`, the command line into options, a suite, and the outputs.
+
+Needs the ``bench`` extra (``pip install '.[bench]'``: matplotlib, hdrhistogram, redis-py); the
+servers, the clients and `okapi up` do not.
 """

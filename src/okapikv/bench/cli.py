@@ -1,13 +1,17 @@
 """`okapi bench`: turn the parsed command line into ``BenchOptions``, run the suite, write outputs.
 
 The arguments themselves are defined in ``okapikv.cli._add_bench`` (the command's documented
-interface); this module only interprets them.
+interface); this module only interprets them. It is the one place that knows both the engine and
+the suites (``suites.registry``).
+
+The plots and latency histograms need the ``bench`` extra (matplotlib, hdrhistogram), which a
+server install leaves out: ``run_bench`` checks for it first and says what to install.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import importlib
 import os
 import shlex
 import sys
@@ -22,18 +26,28 @@ from typing import Any
 # variable once, at import (set later, it left the handlers on and logged "skipping fork() handlers").
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from okapikv.bench.awake import cpus_kept_busy  # noqa: E402
-from okapikv.bench.driver import BenchError, WorkerPool, default_processes
-from okapikv.bench.progress import ProgressUI
-from okapikv.bench.report import write_outputs
-from okapikv.bench.results import Results
-from okapikv.bench.suites import MEMORY, SUITES, VARIANTS, Bench, BenchOptions, planned_runs, protocol_of
-from okapikv.bench.workloads import YCSB
+from okapikv.bench.engine.errors import BenchError  # noqa: E402
+from okapikv.bench.engine.harness import open_bench  # noqa: E402
+from okapikv.bench.engine.options import LEAN_WORKLOADS, MEMORY, BenchOptions  # noqa: E402
+from okapikv.bench.engine.results import Results  # noqa: E402
+from okapikv.bench.engine.systems import parse_systems  # noqa: E402
+from okapikv.bench.engine.workloads import YCSB  # noqa: E402
+from okapikv.bench.suites.registry import SUITES, planned_runs, write_outputs  # noqa: E402
 
-DEFAULT_PROTOCOLS = {
-    None: "okapi", "course": "okapi", "paper": "okapi,cure,gentlerain", "fast": "okapi", "scaling": "okapi",
-    "resp": "okapi",
-}
+#: The modules of the ``bench`` extra (pyproject.toml) that `okapi bench` cannot run without.
+EXTRA_MODULES = ("matplotlib", "hdrh")
+EXTRA_HINT = "pip install '.[bench]' in the repository"
+
+
+def missing_extra() -> list[str]:
+    """The modules of the ``bench`` extra that cannot be imported here."""
+    missing = []
+    for name in EXTRA_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
 
 
 def _int_list(text: str, what: str) -> tuple[int, ...]:
@@ -48,15 +62,8 @@ def _int_list(text: str, what: str) -> tuple[int, ...]:
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
     """Validate and resolve the command line; ``ValueError`` with a clear message otherwise."""
-    from okapikv.core.protocols import protocol_names
-
     suite = getattr(args, "suite", None)
-    protocols_text = args.protocols if args.protocols is not None else DEFAULT_PROTOCOLS[suite]
-    protocols = tuple(name.strip() for name in protocols_text.split(",") if name.strip())
-    unknown = [name for name in protocols if protocol_of(name)[0] not in protocol_names()]
-    if unknown or not protocols:
-        known = ", ".join(protocol_names() + sorted(VARIANTS))
-        raise ValueError(f"unknown protocol(s) {', '.join(unknown) or '(none)'}; choose from {known}")
+    systems = parse_systems(args.protocols if args.protocols is not None else SUITES[suite].default_protocols)
     workload = args.workload.lower()
     if workload not in ("rotx", MEMORY) and workload not in YCSB:
         raise ValueError(f"unknown workload {args.workload!r}: choose one of a-f, rotx or memory")
@@ -87,7 +94,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
     if workload == "rotx" and suite is None and args.rotx_partitions > partitions:
         raise ValueError(f"--rotx-partitions {args.rotx_partitions} needs --partitions of at least that")
     options = BenchOptions(
-        suite=suite, workload=workload, protocols=protocols, clients=clients, clients_given=args.clients is not None,
+        suite=suite, workload=workload, systems=systems, clients=clients, clients_given=args.clients is not None,
         duration_s=args.duration_s, warmup_s=args.warmup_s, dcs=dcs, partitions=partitions,
         partitions_given=args.partitions is not None, clock_skew_ms=args.clock_skew_ms,
         rotx_partitions=args.rotx_partitions, write_ratio=args.write_ratio, records=args.records,
@@ -108,11 +115,6 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
     return options.scaled()
 
 
-#: The YCSB workloads of single-key GET and SWAP only (what ``okapikv.bench.lean`` sends; D needs its
-#: inserts acknowledged before its "latest" reads can pick them).
-LEAN_WORKLOADS = ("a", "b", "c")
-
-
 #: What a ``--quick`` run is, said in its output and its report: short windows and few clients on a
 #: small load, to check that every part of a suite runs; its figures (which system leads, by how
 #: much) are noise, not measurements.
@@ -120,18 +122,18 @@ QUICK_NOTE = ("--quick is a smoke test: short windows, few clients and a small l
               "its figures are not measurements (run without --quick to compare systems)")
 
 
-def _completed_runs(results: Results) -> int:
-    return sum(len(series.runs) for series in results.series.values())
-
-
 def _config(options: BenchOptions) -> dict[str, Any]:
-    config = {field.name: getattr(options, field.name) for field in dataclasses.fields(options)}
-    config["out"] = str(options.out)
+    config = options.to_config()
     config["command"] = "okapi " + " ".join(shlex.quote(part) for part in sys.argv[1:]) if sys.argv else "okapi bench"
     return config
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    missing = missing_extra()
+    if missing:
+        print(f"okapi bench: the bench extra is not installed (no {', '.join(missing)}): {EXTRA_HINT}",
+              file=sys.stderr)
+        return 2
     try:
         options = options_from_args(args)
     except ValueError as error:
@@ -141,28 +143,23 @@ def run_bench(args: argparse.Namespace) -> int:
     if options.quick:
         results.note(QUICK_NOTE)
     started = time.monotonic()
-    processes = options.processes or default_processes(max(options.clients + (1_000,)))
     interrupted = False
-    with (cpus_kept_busy(options.keep_cpus_busy), WorkerPool(processes) as pool,
-          ProgressUI(planned_runs(options), enabled=options.progress) as ui):
-        bench = Bench(options, results, ui, pool)
+    with open_bench(options, results, planned_runs(options)) as bench:
         if options.quick:
-            ui.message(f"okapi bench: {QUICK_NOTE}", style="yellow")
+            bench.ui.message(f"okapi bench: {QUICK_NOTE}", style="yellow")
         try:
-            SUITES[options.suite](bench)
+            SUITES[options.suite].run(bench)
         except KeyboardInterrupt:
             interrupted = True
-            results.note(f"interrupted (Ctrl-C): partial results, {_completed_runs(results)} run(s) completed")
+            results.note(f"interrupted (Ctrl-C): partial results, {results.completed_runs()} run(s) completed")
         except BenchError as error:
             bench.failures += 1
             results.note(f"aborted: {error}")
-            ui.message(f"aborted: {error}", style="red")
-        finally:
-            bench.close()
+            bench.ui.message(f"aborted: {error}", style="red")
     results.timings["total_s"] = round(time.monotonic() - started, 2)
     files = write_outputs(results.to_dict(), options.out)
     if interrupted:
-        print(f"okapi bench: interrupted; kept the {_completed_runs(results)} run(s) that completed", file=sys.stderr)
+        print(f"okapi bench: interrupted; kept the {results.completed_runs()} run(s) that completed", file=sys.stderr)
     print(f"okapi bench: wrote {options.out}/results.json, report.md, {len(files['csv'])} CSV and "
           f"{len(files['png'])} PNG files in {time.monotonic() - started:.1f} s")
     if interrupted:

@@ -1,4 +1,4 @@
-"""Operation histories and the consistency checkers that judge them (DESIGN.md section 3).
+"""Operation histories and the consistency checkers that judge them (docs/testing.md, "The checkers").
 
 - ``history``: the JSON-lines format every run records (simulator, real cluster, fuzzer).
 - ``causal``: causal consistency under last-writer-wins (Bouajjani et al. POPL 2017 bad patterns),

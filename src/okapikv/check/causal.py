@@ -5,7 +5,7 @@ operation is an event of its session (process). Session order ``po`` orders a pr
 operations; read-from ``rf`` links a write to every operation that returned its value (histories are
 differentiated, so a value names its write); causal order ``co = (po ∪ rf)+``. A GET, the read half
 of a SWAP, a PUT/DELETE that reports ``found = false``, a RO-TX and a SCAN are reads; a RO-TX or SCAN
-is one event that reads several keys at once (an atomic snapshot, DESIGN.md section 2).
+is one event that reads several keys at once (an atomic snapshot, docs/protocol.md, "Snapshot reads").
 
 The store resolves concurrent writes last-writer-wins by ``(timestamp, source DC)`` (section 1), and
 the history records both, so the arbitration order ``arb`` is known instead of guessed. The bad
@@ -623,7 +623,7 @@ class _SessionState:
 
     Maintained during the sweep in O(1) per operation: the newest arbitration position a session
     wrote (``own``) and read (``read``) per key, and for every other session the latest of its writes
-    this session read from (``seen``). Queries about other sessions' writes and reads before a given
+    the session read from (``seen``). Queries about other sessions' writes and reads before a given
     point use per-(session, key) prefix maxima, built on the first violation.
     """
 
@@ -709,7 +709,7 @@ class _SessionState:
             violation.session, violation.session_via = "WritesFollowReads", read[1]
 
     def _classify_remote(self, sweep: _Sweep, violation: Violation, p: int, key: str, threshold: int) -> None:
-        """One read-from hop: a session whose write this session read had written (monotonic writes)
+        """One read-from hop: a session whose write the violating session read had written (monotonic writes)
         or read (writes follow reads) a newer version before that write. O(sessions seen): done for
         the first ``REMOTE_CLASSIFICATIONS`` violations only (a broken store produces thousands)."""
         self.remote_classified += 1

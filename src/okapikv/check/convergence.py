@@ -1,4 +1,4 @@
-"""Convergence at quiescence (DESIGN.md section 1: last-writer-wins, "all DCs converge").
+"""Convergence at quiescence (docs/protocol.md, "Replication and heartbeats": last-writer-wins, replicas converge).
 
 After the run stops writing and every update has been replicated and become stable, the recorder
 reads every written key in every DC (operations marked ``final``). Each key must then read the same

@@ -1,4 +1,4 @@
-"""Per-key linearizability of single-DC histories (DESIGN.md section 2: with one DC every single-key
+"""Per-key linearizability of single-DC histories (docs/protocol.md, "Operations": with one DC every single-key
 operation is linearizable, because one partition server serializes a key).
 
 Linearizability is local (Herlihy & Wing 1990): a history is linearizable iff its restriction to each
@@ -12,7 +12,7 @@ whether a value existed and sets it; SWAP returns the old value (or null) and se
 DELETE returns whether a value existed and removes it. An operation of unknown outcome (``info``)
 may take effect at any point after its invocation or never: it gets a return at infinity and any
 output. Failed operations had no effect and are left out. SCAN and RO-TX are not checked here (a
-RO-TX is a causal snapshot, not a linearizable read, DESIGN.md section 1).
+RO-TX is a causal snapshot, not a linearizable read, docs/protocol.md, "Snapshot reads").
 """
 
 from __future__ import annotations

@@ -19,19 +19,21 @@ session as it is when the request is issued, and each reply's session is merged 
 reply arrives. Operations of one client that overlap in time are concurrent in the causal sense;
 operations awaited one after the other are causally ordered, which is what sessions guarantee.
 
-Failures: a lost server or stream fails the operations in flight with a retryable error; the retry
-loop (``retry.py``) backs off and tries again on a fresh stream until ``timeout_s`` has passed since
-the operation started, then raises ``Unavailable``. A server that accepts an operation and never
-answers it is caught by the pipeline's deadline watchdog (or the unary call's deadline): also
-``Unavailable`` after ``timeout_s``.
+Failures: a lost server or stream fails the operations in flight with a ``retry.Failure``; what
+follows is the policy's decision (``okapikv.client.policy``: back off and try again on a fresh
+stream until ``timeout_s`` has passed since the operation started, then ``Unavailable``; raise a
+refusal at once), which this client carries out with coroutines. A server that accepts an
+operation and never answers it is caught by the pipeline's deadline watchdog (or the unary call's
+deadline): also ``Unavailable`` after ``timeout_s``.
 
 Failover (``fallback``, the rules in ``failover.py``): the connections, shared by a client and its
-forks, move as a whole. The first session whose operation finds the DC unreachable for
-``failover_after_s`` moves them (``_Connections.fail_over``) to the first other DC that answers and
-can adopt that session; every connection change is a new ``generation``. Each session remembers the
-generation (and DC) it belongs to, and its next operation on newer connections first has the new DC
-adopt it (``AsyncClient._adopt``): a session whose writes the new DC still lacks gets
-``FailoverTimeout`` after ``failover_wait_s``, at each operation, until they arrive there.
+forks (``okapikv.client.connections``), move as a whole. The first session whose operation finds
+the DC unreachable for ``failover_after_s`` moves them (``_Connections.fail_over``) to the first
+other DC that answers and can adopt that session; every connection change is a new
+``generation``. Each session remembers the generation (and DC) it belongs to, and its next
+operation on newer connections first has the new DC adopt it (``AsyncClient._adopt``): a session
+whose writes the new DC still lacks gets ``FailoverTimeout`` after ``failover_wait_s``, at each
+operation, until they arrive there.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -46,25 +49,30 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from okapikv.client import failover
 from okapikv.client import operations as ops
-from okapikv.client.native import AsyncNativeCall, GrpcCall
+from okapikv.client.connections import Connections
+from okapikv.client.failover import Move, Moved
+from okapikv.client.native import AsyncNativeCall, GrpcCall, failure_of
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
+from okapikv.client.policy import Policy
 from okapikv.client.retry import (
+    BROKEN,
     CHANNEL_OPTIONS,
+    DEADLINE_EXCEEDED,
     DEFAULT_BACKOFF,
+    Attempts,
     Backoff,
-    RetryableError,
-    classify,
-    unavailable,
+    FailOver,
+    Failure,
+    Send,
+    Wait,
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld, Unavailable
+from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
-from okapikv.wire.status import grpc_status
 
 T = TypeVar("T")
 
@@ -89,7 +97,7 @@ class _Pipeline:
     the call hands each ``ResultBatch`` to ``on_batch``, which resolves the futures.
 
     A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
-    ``RetryableError`` and the link opens a new pipeline for the next operation.
+    ``retry.Failure`` and the link opens a new pipeline for the next operation.
 
     Deadlines: rather than one event-loop timer per operation (each costs a heap push and pop, a
     noticeable share of a pipelined operation's client CPU), a single watchdog timer sweeps the
@@ -250,7 +258,7 @@ class _Pipeline:
                 self._flush_scheduled = True
                 self._loop.call_soon(self._flush)
 
-    def on_failure(self, failure: RetryableError) -> None:
+    def on_failure(self, failure: Failure) -> None:
         self._fail(failure)
 
     def _fail(self, failure: BaseException) -> None:
@@ -321,38 +329,22 @@ class _ServerLink:
         await self.channel.close()
 
 
-class _Connections:
-    """Everything a client and its forks share: the topology and one link per server of the DC."""
+class _Connections(Connections[_ServerLink]):
+    """The links an ``AsyncClient`` and its forks share (``okapikv.client.connections``)."""
 
-    def __init__(self, address: str, timeout_s: float, pipeline: bool, max_batch: int, backoff: Backoff,
-                 tls: ClientTls | None = None, native: bool = True, fallback: Sequence[str] = (),
-                 failover_after_s: float = 2.0, failover_wait_s: float = 10.0) -> None:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+    def __init__(self, policy: Policy, pipeline: bool, max_batch: int, tls: ClientTls | None = None,
+                 native: bool = True) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
-        failover.check_parameters(failover_after_s, failover_wait_s)
-        self.bootstrap_address = address
-        self.addresses = [address, *(a for a in fallback if a != address)]
-        self.failover_after_s = failover_after_s
-        self.failover_wait_s = failover_wait_s
-        #: incremented at each move to another DC: a session of an older generation must be adopted
-        self.generation = 0
-        self._retired: list[_ServerLink] = []
-        self.timeout_s = timeout_s
+        super().__init__(policy)
         self.use_pipeline = pipeline
         self.max_batch = max_batch
-        self.backoff = backoff
         self.tls = tls
         self.native = native
         # How often pipelines look for operations past their deadline: 5% of the timeout, so a
         # timeout fires at most 5% late, within [10 ms, 1 s].
-        self.tick_s = min(max(timeout_s / 20, 0.01), 1.0)
-        self.topology: Topology | None = None
-        self.links: list[_ServerLink] = []
+        self.tick_s = min(max(policy.timeout_s / 20, 0.01), 1.0)
         self._lock = asyncio.Lock()
-        self._coordinators = itertools.count()
-        self.closed = False
 
     async def connect(self) -> Topology:
         async with self._lock:
@@ -360,124 +352,96 @@ class _Connections:
                 raise OkapiError("the client was closed")
             if self.topology is not None:
                 return self.topology
-            bootstrap = _ServerLink(self.bootstrap_address, self.max_batch, 0, self.tick_s, self.tls)
+            address = self.policy.addresses[0]
+            bootstrap = self._probe(address)
             try:
                 info = await retry_async(
-                    lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
-                    what="ClusterInfo", address=self.bootstrap_address, timeout_s=self.timeout_s,
-                    backoff=self.backoff)
+                    self.policy, "ClusterInfo", address,
+                    lambda timeout_s: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=timeout_s))
             finally:
                 await bootstrap.close()
-            topology = Topology.from_cluster_info(info, self.bootstrap_address)
-            self._install(topology)
+            topology = Topology.from_cluster_info(info, address)
+            self.install(topology, self._open)
             return topology
 
-    def _install(self, topology: Topology) -> None:
-        by_address: dict[str, _ServerLink] = {}
-        for address in topology.addresses:
-            if address not in by_address:
-                by_address[address] = _ServerLink(address, self.max_batch, topology.batch_budget_bytes,
-                                                  self.tick_s, self.tls, self.native, self.timeout_s)
-        self._retired.extend(self.links)
-        self.links = [by_address[address] for address in topology.addresses]
-        self.topology = topology
+    def _open(self, topology: Topology, address: str) -> _ServerLink:
+        return _ServerLink(address, self.max_batch, topology.batch_budget_bytes, self.tick_s, self.tls,
+                           self.native, self.policy.timeout_s)
+
+    def _probe(self, address: str) -> _ServerLink:
+        """A link for a few RPCs (ClusterInfo, AdoptSession), no pipeline."""
+        return _ServerLink(address, self.max_batch, 0, self.tick_s, self.tls)
 
     async def fail_over(self, generation: int, state: SessionState, from_dc: int) -> pb.Session | None:
         """Move to the first other DC that answers and adopts ``state`` (a session of DC
         ``from_dc``): its adopted session. None when the connections moved since ``generation``
         already (another session moved them: the caller has the new DC adopt its session). Raises
-        ``Unavailable`` when no other DC answers, ``FailoverTimeout`` when those that answer lack
-        some of the session's writes after ``failover_wait_s`` (the connections then stay)."""
+        what the move raises (``failover.Move``: ``Unavailable`` when no other DC answers,
+        ``FailoverTimeout`` when those that answer lack some of the session's writes after
+        ``failover_wait_s``); the connections then stay."""
         async with self._lock:
-            current = self.topology
-            if self.closed or current is None:
-                raise OkapiError("the client was closed")
-            if self.generation != generation:
+            current = self.departing(generation)
+            if current is None:
                 return None
-            lagging: list[str] = []
-            for address in self.addresses:
-                link = _ServerLink(address, self.max_batch, 0, self.tick_s, self.tls)
-                try:
-                    info = await link.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=self.failover_wait_s)
-                    topology = Topology.from_cluster_info(info, address)
-                    if not failover.candidate(topology, current, address):
-                        continue
-                    adopted = await self.adopt(link.stub, state, from_dc, current)
-                except grpc.aio.AioRpcError:
-                    continue
-                finally:
-                    await link.close()
-                if isinstance(adopted, str):
-                    lagging.append(f"DC {topology.dc_name} {adopted}")
-                    continue
-                self._install(topology)
-                self.generation += 1
-                return adopted
-            raise failover.no_dc(current.dc_name, lagging, self.failover_wait_s, self.addresses)
+            loop = asyncio.get_running_loop()
+            moved = await self._carry_out(self.policy.move(current, state, from_dc, loop.time()))
+            self.move(moved.topology, self._open)
+            return moved.session
 
-    async def adopt(self, stub: Any, state: SessionState, from_dc: int, current: Topology) -> pb.Session | str:
-        """Ask a DC (``stub``) until it has every dependency of ``state``: its session, or how far it lags."""
+    async def adopt(self, topology: Topology, state: SessionState, from_dc: int) -> pb.Session:
+        """Have the DC of ``topology`` (where the links are) adopt ``state``, a session of DC ``from_dc``."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.failover_wait_s
-        request = failover.adopt_request(state, from_dc)
-        lacks, attempts = "did not answer", itertools.count(1)
-        while (remaining := deadline - loop.time()) > 0:
-            try:
-                adopted = failover.outcome(await stub.AdoptSession(request, timeout=remaining), current)
-            except grpc.aio.AioRpcError as error:
-                adopted = f"did not answer ({error.code().name})"
-            if not isinstance(adopted, str):
-                return adopted
-            lacks = adopted
-            await asyncio.sleep(min(self.backoff.delay_s(next(attempts)), max(deadline - loop.time(), 0.0)))
-        return lacks
+        return (await self._carry_out(self.policy.adoption(topology, state, from_dc, loop.time()))).session
 
-    def coordinator_start(self) -> int:
-        """Spread SCAN coordination over the DC's servers, round robin."""
-        return next(self._coordinators) % len(self.links)
+    async def _carry_out(self, move: Move) -> Moved:
+        """Do what ``move`` says until it is done: its RPCs over the links in use, or over links to
+        the other servers it asks (``probe``), closed at the end."""
+        loop = asyncio.get_running_loop()
+        probes: dict[str, _ServerLink] = {}
+        try:
+            while True:
+                action = move.next(loop.time())
+                if isinstance(action, Moved | OkapiError):
+                    break
+                if isinstance(action, Wait):
+                    await asyncio.sleep(action.delay_s)
+                    continue
+                stub = self.probe(action.address, probes, self._probe).stub
+                try:
+                    reply = await getattr(stub, action.method)(action.request, timeout=action.timeout_s)
+                except grpc.aio.AioRpcError as error:
+                    reply = failure_of(error)
+                move.answer(reply, loop.time())
+        finally:
+            await asyncio.gather(*(probe.close() for probe in probes.values()))
+        if isinstance(action, OkapiError):
+            raise action
+        return action
 
     async def close(self) -> None:
         if self.closed:
             return
-        self.closed = True
-        links, self.links = self.links, []
-        for link in dict.fromkeys([*links, *self._retired]):
+        for link in self.shut():
             await link.close()
 
 
-async def retry_async(attempt: Callable[[float], Awaitable[T]], *, what: str, address: str,
-                      timeout_s: float, backoff: Backoff = DEFAULT_BACKOFF) -> T:
-    """Run ``attempt(remaining_s)`` until it succeeds, a final error occurs, or ``timeout_s`` passes
-    (``address`` names the server in the error message)."""
+async def retry_async(policy: Policy, what: str, address: str, call: Callable[[float], Awaitable[T]]) -> T:
+    """``call(timeout_s)``, one RPC to ``address`` (ClusterInfo, Stats), retried as the policy says."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    last: Exception | None = None
-    for number in itertools.count():
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise unavailable(what, address, timeout_s, last)
+    attempts = policy.attempts(what, (address,), started=loop.time(), fails_over=False)
+    decision: Send | Wait | OkapiError | FailOver = Send(0, 0.0, policy.timeout_s)
+    while isinstance(decision, Send):
         try:
-            return await attempt(remaining)
+            return await call(decision.timeout_s)
         except grpc.aio.AioRpcError as error:
-            if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise unavailable(what, address, timeout_s, last) from error
-            failure = classify(error.code(), error.details() or "")
-            if not isinstance(failure, RetryableError):
-                raise failure from error
-            last = failure
-        except RetryableError as error:
-            last = error
-        except TimeoutError as error:
-            raise unavailable(what, address, timeout_s, last) from error
+            decision = attempts.judge(failure_of(error), loop.time())
         except OSError as error:
-            last = error
-        delay = backoff.delay_s(number + 1)
-        remaining = deadline - loop.time()
-        if delay >= remaining:
-            await asyncio.sleep(max(remaining, 0.0))
-            raise unavailable(what, address, timeout_s, last)
-        await asyncio.sleep(delay)
-    raise AssertionError("unreachable")
+            decision = attempts.judge(Failure(BROKEN, str(error)), loop.time())
+        if isinstance(decision, Wait):
+            await asyncio.sleep(decision.delay_s)
+            decision = attempts.next(loop.time())
+    assert isinstance(decision, OkapiError), "an RPC does not fail over"
+    raise decision
 
 
 def _unwrap(result: pb.Result, kind: OperationKind) -> Any:
@@ -485,7 +449,7 @@ def _unwrap(result: pb.Result, kind: OperationKind) -> Any:
     if which == kind.field:
         return getattr(result, which)
     if which == "error":
-        raise classify(grpc_status(result.error.code), result.error.message)
+        raise Failure(result.error.code, result.error.message)
     raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
 
@@ -513,14 +477,14 @@ class AsyncClient:
                  max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF,
                  tls: ClientTls | None = None, native: bool = True, fallback: Sequence[str] = (),
                  failover_after_s: float = 2.0, failover_wait_s: float = 10.0) -> None:
-        self._connections = _Connections(address, timeout_s, pipeline, max_batch, backoff, tls, native,
-                                         fallback, failover_after_s, failover_wait_s)
+        policy = Policy(address, fallback, timeout_s=timeout_s, backoff=backoff, failover_after_s=failover_after_s,
+                        failover_wait_s=failover_wait_s, rng=random.Random())
+        self._connections = _Connections(policy, pipeline, max_batch, tls, native)
         self._owner = True
         self._state: SessionState | None = None
-        #: the connections' generation and the DC this session belongs to (see ``_adopt``)
+        #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation = 0
         self._dc = 0
-        self._bind_invoke()
         self._closed = False
         #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
         #: the first); with concurrent writes on one client, whichever completed last
@@ -569,7 +533,6 @@ class AsyncClient:
             SessionState(topology.num_dcs) if topology is not None else None)
         fork._generation = self._connections.generation
         fork._dc = topology.dc if topology is not None else 0
-        fork._bind_invoke()
         return fork
 
     # ------------------------------------------------------------------ introspection
@@ -601,16 +564,15 @@ class AsyncClient:
         """The counters of the server of ``partition`` in this DC (the server's JSON, parsed)."""
         await self._ready()
         link = self._connections.links[partition]
-        reply = await retry_async(lambda remaining: link.stub.Stats(pb.StatsRequest(), timeout=remaining),
-                                  what="Stats", address=link.address, timeout_s=self._connections.timeout_s,
-                                  backoff=self._connections.backoff)
+        reply = await retry_async(self._connections.policy, "Stats", link.address,
+                                  lambda timeout_s: link.stub.Stats(pb.StatsRequest(), timeout=timeout_s))
         parsed: dict[str, Any] = json.loads(reply.json) if reply.json else {}
         return parsed
 
     # ------------------------------------------------------------------ operations
 
     async def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
         state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes), False)
@@ -723,16 +685,12 @@ class AsyncClient:
         return state
 
     async def _adopt(self, state: SessionState) -> None:
-        """Have the DC the connections moved to adopt this session (another session moved them):
+        """Have the DC the connections moved to (another session moved them) adopt the session:
         ``FailoverTimeout`` while that DC lacks some of its writes."""
         connections = self._connections
         generation, topology = connections.generation, connections.topology
         assert topology is not None
-        adopted = await connections.adopt(connections.links[0].stub, state, self._dc, topology)
-        if isinstance(adopted, str):
-            raise failover.no_dc(topology.dc_names[self._dc], [f"DC {topology.dc_name} {adopted}"],
-                                 connections.failover_wait_s, connections.addresses)
-        self._moved(state, adopted, generation, topology.dc)
+        self._moved(state, await connections.adopt(topology, state, self._dc), generation, topology.dc)
 
     def _moved(self, state: SessionState, adopted: pb.Session, generation: int, dc: int) -> None:
         state.replace(adopted)
@@ -743,67 +701,40 @@ class AsyncClient:
         assert topology is not None
         return topology.partition_of(key)
 
-    async def _invoke_failing_over(self, kind: OperationKind, request: Any, start: int, rotate: bool,
-                                   timeout_s: float | None = None) -> Any:
-        """``_invoke`` with fallback DCs (it replaces it on such clients, see ``_bind_invoke``): move
-        to another DC after ``failover_after_s`` of unavailability and send the operation there, with
-        the moved session."""
+    async def _fail_over(self, generation: int) -> None:
+        """The DC of ``generation`` did not answer for ``failover_after_s``: move the connections
+        (``_Connections.fail_over``) unless they moved since, and have their DC adopt the session."""
         connections = self._connections
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + (connections.timeout_s if timeout_s is None else timeout_s)
-        while True:
-            generation = connections.generation
-            try:
-                return await AsyncClient._invoke(self, kind, request, start, rotate,
-                                                 max(min(deadline - loop.time(), connections.failover_after_s), 0.001))
-            except Unavailable:
-                if loop.time() >= deadline:
-                    raise
-            state = self._state
-            assert state is not None
-            if generation == self._generation:  # else the session was adopted meanwhile: resend it
-                topology = connections.topology
-                adopted = await connections.fail_over(generation, state, self._dc)
-                if adopted is None:
-                    await self._adopt(state)
-                else:
-                    assert connections.topology is not None and connections.topology is not topology
-                    self._moved(state, adopted, connections.generation, connections.topology.dc)
-            elif self._generation != connections.generation:
-                await self._adopt(state)
-            request = kind.with_session(request, state.message())
+        state = self._state
+        assert state is not None
+        if generation == self._generation:
+            adopted = await connections.fail_over(generation, state, self._dc)
+            if adopted is not None:
+                assert connections.topology is not None
+                self._moved(state, adopted, connections.generation, connections.topology.dc)
+                return
+        if self._generation != connections.generation:
+            await self._adopt(state)
 
-    def _bind_invoke(self) -> None:
-        """Clients with fallback DCs send through ``_invoke_failing_over``; the others keep
-        ``_invoke``, whose one await per operation is all the hot path pays."""
-        if len(self._connections.addresses) > 1:
-            self._invoke = self._invoke_failing_over  # type: ignore[method-assign]
+    async def _invoke(self, kind: OperationKind, request: Any, start: int, rotate: bool) -> Any:
+        """Send one operation to ``links[start]`` and, after a failure, do what the policy says
+        (``retry.Attempts``: send again after a backoff, to the next server if ``rotate``: any
+        server of the DC can coordinate RO-TX and SCAN; fail over; raise).
 
-    async def _invoke(self, kind: OperationKind, request: Any, start: int, rotate: bool,
-                      timeout_s: float | None = None) -> Any:
-        """Send one operation to ``links[start]`` (to the next server on each retry if ``rotate``:
-        any server of the DC can coordinate RO-TX and SCAN), retrying until ``timeout_s`` (the
-        client's by default).
-
-        This is ``retry_async`` written out without closures: it runs once per operation, and an
-        operation of a busy benchmark should cost the client as little as possible.
+        The first attempt asks the policy nothing but how long it may take (``Policy.window_s``),
+        and the decisions are made only after a failure: this runs once per operation, and an
+        operation of a busy benchmark should cost the client as little as possible (one await).
         """
         connections = self._connections
         links = connections.links
         loop = asyncio.get_running_loop()
-        if timeout_s is None:
-            timeout_s = connections.timeout_s
-        deadline = loop.time() + timeout_s
-        remaining = timeout_s
-        last: Exception | None = None
-        number = 0
+        started = loop.time()
+        remaining = connections.policy.window_s
+        deadline = started + remaining
+        link = links[start]
+        generation = connections.generation
+        attempts: Attempts | None = None
         while True:
-            link = links[(start + number) % len(links)] if rotate else links[start]
-            if number:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise unavailable(kind.method, link.address, timeout_s, last)
-            number += 1
             try:
                 if connections.use_pipeline:
                     # One attempt over the link's pipeline, failed with TimeoutError after
@@ -818,24 +749,30 @@ class AsyncClient:
                     return _unwrap(result, kind)
                 return await kind.unary(link.stub, request, remaining)
             except grpc.aio.AioRpcError as error:
-                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise unavailable(kind.method, link.address, timeout_s, last) from error
-                failure = classify(error.code(), error.details() or "")
-                if not isinstance(failure, RetryableError):
-                    raise failure from error
-                last = failure
-            except RetryableError as error:
-                last = error
-            except TimeoutError as error:
-                raise unavailable(kind.method, link.address, timeout_s, last) from error
+                failure = failure_of(error)
+            except Failure as error:
+                failure = error
+            except TimeoutError:
+                failure = Failure(DEADLINE_EXCEEDED, "no reply before the deadline")
             except OSError as error:
-                last = error
-            delay = connections.backoff.delay_s(number)
-            remaining = deadline - loop.time()
-            if delay >= remaining:
-                await asyncio.sleep(max(remaining, 0.0))
-                raise unavailable(kind.method, link.address, timeout_s, last)
-            await asyncio.sleep(delay)
+                failure = Failure(BROKEN, str(error))
+            if attempts is None:
+                attempts = connections.policy.attempts(kind.method, [each.address for each in links],
+                                                       started=started, start=start, rotate=rotate,
+                                                       writes=kind.writes)
+            decision = attempts.judge(failure, loop.time())
+            if isinstance(decision, Wait):
+                await asyncio.sleep(decision.delay_s)
+                decision = attempts.next(loop.time())
+            if isinstance(decision, FailOver):
+                await self._fail_over(generation)
+                assert self._state is not None
+                request = kind.with_session(request, self._state.message())
+                links, generation = connections.links, connections.generation
+                decision = attempts.moved(loop.time(), [each.address for each in links])
+            if isinstance(decision, OkapiError):
+                raise decision
+            link, deadline, remaining = links[decision.server], decision.deadline, decision.timeout_s
 
 
 __all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]

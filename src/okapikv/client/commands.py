@@ -1,6 +1,6 @@
 """The line protocol of ``okapi client``: parsing commands and formatting results, with no I/O.
 
-The format is the course service's (``seeds/kvstore-service.md``), which its fuzzer and YCSB driver
+The format is the course service's (the README's table, "Using it"), which its fuzzer and YCSB driver
 read back byte for byte, so it is exact: one command per input line, keywords upper case and
 case-sensitive, words separated by ASCII whitespace; one result per command in input order::
 

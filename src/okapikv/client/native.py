@@ -32,7 +32,7 @@ import grpc
 import grpc.aio
 from google.protobuf.message import DecodeError
 
-from okapikv.client.retry import RetryableError
+from okapikv.client.retry import Failure
 from okapikv.tcp import CLIENT_KEEPALIVE_S, CLIENT_USER_TIMEOUT_S, set_liveness_options
 from okapikv.tls import ClientTls, client_ssl_context
 from okapikv.wire import okapikv_pb2 as pb
@@ -76,16 +76,25 @@ class Receiver(Protocol):
 
     def on_batch(self, batch: pb.ResultBatch) -> None: ...
 
-    def on_failure(self, failure: RetryableError) -> None: ...
+    def on_failure(self, failure: Failure) -> None: ...
 
 
-def _as_retryable(error: BaseException, doing: str) -> RetryableError:
-    """Whatever ended a call, as the retryable error that fails its operations."""
-    if isinstance(error, RetryableError):
+def failure_of(error: grpc.RpcError, *, sent: bool = True) -> Failure:
+    """A failed gRPC call (of either gRPC API) as the ``Failure`` the policy judges."""
+    code = error.code() or grpc.StatusCode.UNKNOWN
+    failure = Failure(code.name, error.details() or "", sent=sent)
+    failure.__cause__ = error
+    return failure
+
+
+def _as_failure(error: BaseException, doing: str) -> Failure:
+    """Whatever ended a call, as the (retryable) failure of its operations."""
+    if isinstance(error, Failure):
         return error
-    if isinstance(error, grpc.aio.AioRpcError):
-        return RetryableError(error.code(), error.details() or "stream failed")
-    return RetryableError(grpc.StatusCode.UNAVAILABLE, f"{doing} failed: {error!r}")
+    if isinstance(error, grpc.aio.AioRpcError):  # a stream that broke, whatever its status: retried
+        failure = Failure(error.code().name, error.details() or "stream failed")
+        return failure if failure.retryable else Failure("UNAVAILABLE", f"{doing} failed: {failure}")
+    return Failure("UNAVAILABLE", f"{doing} failed: {error!r}")
 
 
 class _FrameProtocol(asyncio.Protocol):
@@ -116,7 +125,7 @@ class _FrameProtocol(asyncio.Protocol):
     def _stop(self, reason: str) -> None:
         if not self.failed:
             self.failed = True
-            self.receiver.on_failure(RetryableError(grpc.StatusCode.UNAVAILABLE, reason))
+            self.receiver.on_failure(Failure("UNAVAILABLE", reason))
         if self.transport is not None:
             self.transport.close()
 
@@ -172,7 +181,7 @@ class AsyncNativeCall:
             return
         error = task.exception()
         if error is not None:
-            self._receiver.on_failure(_as_retryable(error, "opening the connection"))
+            self._receiver.on_failure(_as_failure(error, "opening the connection"))
             return
         self.ready = True
         self._receiver.on_ready()
@@ -235,21 +244,20 @@ class GrpcCall:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
-            self._receiver.on_failure(_as_retryable(error, "stream write"))
+            self._receiver.on_failure(_as_failure(error, "stream write"))
 
     async def _read_loop(self) -> None:
         try:
             while True:
                 batch = await self._call.read()
                 if batch is grpc.aio.EOF:
-                    self._receiver.on_failure(RetryableError(grpc.StatusCode.UNAVAILABLE,
-                                                             "the server closed the stream"))
+                    self._receiver.on_failure(Failure("UNAVAILABLE", "the server closed the stream"))
                     return
                 self._receiver.on_batch(batch)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a broken stream must fail its operations, whatever broke it
-            self._receiver.on_failure(_as_retryable(error, "stream read"))
+            self._receiver.on_failure(_as_failure(error, "stream read"))
 
     def cancel(self) -> None:
         self._call.cancel()
@@ -264,17 +272,16 @@ class GrpcCall:
 class SyncNativeCall:
     """One blocking native connection carrying one operation at a time (see the module doc).
 
-    Failures raise ``error_type(code, details, sent=...)``, the blocking client's ``StreamError``:
-    ``sent`` is False when the operation certainly did not reach the server (the connection failed
-    before the whole frame was written: a server never acts on part of a frame).
+    Failures raise a ``Failure`` whose ``sent`` is False when the operation certainly did not reach
+    the server (the connection failed before the whole frame was written: a server never acts on
+    part of a frame).
     """
 
-    def __init__(self, host: str, port: int, tls: ClientTls | None, timeout_s: float, error_type: Any) -> None:
-        self._error_type = error_type
+    def __init__(self, host: str, port: int, tls: ClientTls | None, timeout_s: float) -> None:
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder()
         self._pending: deque[pb.Result] = deque()
-        self.failure: Any = None
+        self.failure: Failure | None = None
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -282,8 +289,8 @@ class SyncNativeCall:
             if tls is not None:
                 sock = client_ssl_context(tls).wrap_socket(sock, server_hostname=tls.server_name or host)
         except OSError as error:
-            raise error_type(grpc.StatusCode.UNAVAILABLE, f"cannot connect to the native port {host}:{port}: "
-                             f"{error}", sent=False) from None
+            raise Failure("UNAVAILABLE", f"cannot connect to the native port {host}:{port}: {error}",
+                          sent=False) from None
         self._socket = sock
         self._preamble = MAGIC
 
@@ -291,10 +298,10 @@ class SyncNativeCall:
     def failed(self) -> bool:
         return self.failure is not None
 
-    def _fail(self, code: grpc.StatusCode, details: str, *, sent: bool) -> Any:
+    def _fail(self, code: str, details: str, *, sent: bool) -> Failure:
         self.close()
-        self.failure = self._error_type(code, details)
-        return self._error_type(code, details, sent=sent)
+        self.failure = Failure(code, details)
+        return Failure(code, details, sent=sent)
 
     def call(self, kind: Any, request: bytes, timeout_s: float) -> pb.Result:
         """Send one operation (``kind``: an ``operations.OperationKind``) and wait for its result."""
@@ -303,7 +310,7 @@ class SyncNativeCall:
         if self.failure is not None:
             raise self.failure.with_sent(False)
         if self._closed_by_server():  # then this operation can never have reached it
-            raise self._fail(grpc.StatusCode.UNAVAILABLE, "the server closed the connection", sent=False)
+            raise self._fail("UNAVAILABLE", "the server closed the connection", sent=False)
         data = self._preamble + encode_frame(element)
         self._preamble = b""
         sock = self._socket
@@ -312,7 +319,7 @@ class SyncNativeCall:
             sock.settimeout(max(timeout_s, 0.001))
             sock.sendall(data)
         except OSError as error:
-            raise self._fail(grpc.StatusCode.UNAVAILABLE, f"native connection broke: {error}", sent=False) from None
+            raise self._fail("UNAVAILABLE", f"native connection broke: {error}", sent=False) from None
         while True:
             while self._pending:
                 result = self._pending.popleft()
@@ -321,18 +328,18 @@ class SyncNativeCall:
                 # else: the result of an operation that timed out earlier
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "no reply before the deadline", sent=True)
+                raise self._fail("DEADLINE_EXCEEDED", "no reply before the deadline", sent=True)
             try:
                 sock.settimeout(remaining)
                 data = sock.recv(1 << 16)
             except TimeoutError:
-                raise self._fail(grpc.StatusCode.DEADLINE_EXCEEDED, "no reply before the deadline",
+                raise self._fail("DEADLINE_EXCEEDED", "no reply before the deadline",
                                  sent=True) from None
             except OSError as error:
-                raise self._fail(grpc.StatusCode.UNAVAILABLE, f"native connection broke: {error}",
+                raise self._fail("UNAVAILABLE", f"native connection broke: {error}",
                                  sent=True) from None
             if not data:
-                raise self._fail(grpc.StatusCode.UNAVAILABLE, "the server closed the connection", sent=True)
+                raise self._fail("UNAVAILABLE", "the server closed the connection", sent=True)
             self._absorb(data, sent=True)
 
     def _absorb(self, data: bytes, *, sent: bool) -> None:
@@ -340,11 +347,11 @@ class SyncNativeCall:
         try:
             batches = [pb.ResultBatch.FromString(frame) for frame in self._decoder.feed(data)]
         except (FrameError, DecodeError) as error:
-            raise self._fail(grpc.StatusCode.UNAVAILABLE, f"undecodable reply: {error}", sent=sent) from None
+            raise self._fail("UNAVAILABLE", f"undecodable reply: {error}", sent=sent) from None
         for batch in batches:
             reason = _refusal(batch)
             if reason is not None:
-                raise self._fail(grpc.StatusCode.UNAVAILABLE, f"the server refused the connection: {reason}",
+                raise self._fail("UNAVAILABLE", f"the server refused the connection: {reason}",
                                  sent=sent)
             self._pending.extend(batch.results)
 

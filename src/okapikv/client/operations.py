@@ -3,8 +3,8 @@
 Both clients speak the same protocol over different gRPC flavours (grpc.aio with pipelining, plain
 sync stubs for low one-at-a-time latency). Everything that does not depend on the flavour lives here
 so the two can never disagree: key coercion, request construction with the causal session, decoding
-of replies, and the merge of each reply's session into the client's ``ClientSession`` (DESIGN.md
-section 1, "Per client session": every request carries the session, every reply returns one that
+of replies, and the merge of each reply's session into the client's ``ClientSession`` (docs/protocol.md,
+"Sessions": every request carries the session, every reply returns one that
 the client merges entry-wise with max, so the session never moves backwards).
 """
 

@@ -46,6 +46,7 @@ import contextlib
 import io
 import itertools
 import os
+import random
 import socket
 import sys
 import threading
@@ -110,6 +111,7 @@ def wait_for_listener(address: str, wait_s: float, notices: TextIO | None = None
     """Whether ``address`` accepts connections, trying with backoff for up to ``wait_s`` seconds
     (0: one try). ``notices`` (a terminal) is told what the client waits for."""
     deadline = time.monotonic() + wait_s
+    jitter = random.Random()
     for attempt in itertools.count(1):
         if not refuses_connections(address):
             return True
@@ -120,7 +122,7 @@ def wait_for_listener(address: str, wait_s: float, notices: TextIO | None = None
             notices.write(f"okapi client: waiting for a server to listen at {address} (connection refused; "
                           f"up to {wait_s:g} s, Ctrl-C to give up)\n")
             notices.flush()
-        time.sleep(min(DEFAULT_BACKOFF.delay_s(attempt), remaining))
+        time.sleep(min(DEFAULT_BACKOFF.delay_s(attempt, jitter), remaining))
     raise AssertionError("unreachable")
 
 

@@ -11,15 +11,19 @@ thread that finds the connection busy (another thread sharing the client), and w
 would then cross two more threads. Concurrent callers should use ``AsyncClient`` (and ``fork()``
 it per session).
 
-Everything else (requests, session merging, error mapping, backoff, routing) is shared with the async
-client through ``operations``, ``retry`` and ``topology``.
+Everything else (requests, session merging, routing) is shared with the async client through
+``operations`` and ``topology``, and every decision after a failure (retry after a backoff, fail
+over, raise) is the policy's (``okapikv.client.policy``): this client carries them out with blocking
+calls and sleeps.
 
 A ``Client`` may be shared by threads (gRPC channels are thread-safe), but its session is one causal
 session: give each logical client its own ``Client`` or ``fork()``.
 
-Failover (``fallback``): the rules and what the clients share are in ``okapikv.client.failover``;
-this client moves its own channels, to the first other DC that answers and has every write its
-session depends on, or raises ``FailoverTimeout`` and stays with its DC.
+A client and its forks share their connections (``okapikv.client.connections``), as an
+``AsyncClient`` and its forks do: with ``fallback``, the first session that finds the DC
+unreachable for ``failover_after_s`` moves them to the first other DC that answers and has every
+write that session depends on (``okapikv.client.failover``), or raises ``FailoverTimeout`` and
+they stay; every other session is adopted by the new DC at its next operation.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import itertools
 import json
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -34,51 +39,30 @@ from typing import Any, TypeVar
 
 import grpc
 
-from okapikv.client import failover
 from okapikv.client import operations as ops
-from okapikv.client.native import SyncNativeCall
+from okapikv.client.connections import Connections
+from okapikv.client.failover import Move, Moved
+from okapikv.client.native import SyncNativeCall, failure_of
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
+from okapikv.client.policy import Policy
 from okapikv.client.retry import (
+    BROKEN,
     CHANNEL_OPTIONS,
     DEFAULT_BACKOFF,
-    MAYBE_APPLIED_CODES,
+    Attempts,
     Backoff,
-    RetryableError,
-    classify,
-    never_sent,
-    unavailable,
+    FailOver,
+    Failure,
+    Wait,
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
-from okapikv.errors import OkapiError, OutcomeUnknown, ProtocolMismatch, SnapshotTooOld, Unavailable
+from okapikv.errors import OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
-from okapikv.wire.status import grpc_status
 
 T = TypeVar("T")
-
-
-class StreamError(grpc.RpcError):  # type: ignore[misc]
-    """A failure of an operation sent over a ``Pipeline`` stream, shaped like the failure of a unary
-    call (``code()``, ``details()``), so the retry rules treat both alike. ``sent`` is False when
-    the operation certainly never left the client (gRPC had not taken it from the stream's request
-    iterator when the stream failed): a write may then be retried even ``at_most_once``."""
-
-    def __init__(self, code: grpc.StatusCode, details: str, *, sent: bool = True) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code = code
-        self._details = details
-        self.sent = sent
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-    def with_sent(self, sent: bool) -> StreamError:
-        return StreamError(self._code, self._details, sent=sent)
 
 
 _END = object()  # ends a stream's request iterator
@@ -97,19 +81,19 @@ class _SyncStream:
     on with its timeout. A result whose id is not the caller's belongs to an operation that timed
     out earlier and is dropped. A failed stream is not reused: the next operation opens a new one.
     Whether a failed operation may have reached the server is known exactly: it did not if gRPC
-    never took it from the request iterator (``StreamError.sent``), as when a server was stopped
+    never took it from the request iterator (``Failure.sent``), as when a server was stopped
     between two operations, which ends its open streams.
     """
 
     def __init__(self, stub: pb_grpc.KeyValueStub) -> None:
         self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._results: queue.SimpleQueue[pb.Result | StreamError] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[pb.Result | Failure] = queue.SimpleQueue()
         self._taken = 0  # id of the last operation gRPC took from the request iterator
         self._ids = itertools.count(1)
         # ``failure`` is set, and requests enqueued, under this lock: an operation enqueued on a
         # stream that has not failed yet may be sent; one that finds it failed never is.
         self._lock = threading.Lock()
-        self.failure: StreamError | None = None
+        self.failure: Failure | None = None
         self._call = stub.Pipeline(self._outgoing())
         threading.Thread(target=self._read, name="okapi-stream-reader", daemon=True).start()
 
@@ -126,19 +110,19 @@ class _SyncStream:
             yield batch
 
     def _read(self) -> None:
-        failure: StreamError
+        failure: Failure
         try:
             for batch in self._call:
                 for result in batch.results:
                     self._results.put(result)
-            failure = StreamError(grpc.StatusCode.UNAVAILABLE, "the server closed the stream")
+            failure = Failure("UNAVAILABLE", "the server closed the stream")
         except grpc.RpcError as error:
-            failure = StreamError(error.code() or grpc.StatusCode.UNKNOWN, error.details() or "stream failed")
+            failure = failure_of(error)
         except Exception as error:  # noqa: BLE001 - whatever broke the stream fails the waiting caller
-            failure = StreamError(grpc.StatusCode.UNAVAILABLE, f"stream read failed: {error!r}")
+            failure = Failure("UNAVAILABLE", f"stream read failed: {error!r}")
         self._fail(failure)
 
-    def _fail(self, failure: StreamError) -> None:
+    def _fail(self, failure: Failure) -> None:
         with self._lock:
             if self.failure is None:
                 self.failure = failure
@@ -148,13 +132,13 @@ class _SyncStream:
         self._requests.put(_END)
 
     def call(self, kind: OperationKind, request: ops.Request, timeout_s: float) -> pb.Result:
-        """Send one operation and wait for its result. Raises ``StreamError`` when the stream has
+        """Send one operation and wait for its result. Raises ``Failure`` when the stream has
         failed (``sent`` False if before it took the operation) or ``timeout_s`` passes."""
         operation_id = next(self._ids)
         batch = pb.OperationBatch.FromString(kind.operation(operation_id, request))
         with self._lock:
             if self.failure is None and not self._call.is_active():  # gRPC knows before our reader
-                self.failure = StreamError(grpc.StatusCode.UNAVAILABLE, "the stream has ended")
+                self.failure = Failure("UNAVAILABLE", "the stream has ended")
             if self.failure is not None:
                 raise self.failure.with_sent(False)
             self._requests.put(batch)
@@ -164,14 +148,14 @@ class _SyncStream:
                 item = self._results.get(timeout=max(deadline - time.monotonic(), 0.0))
             except queue.Empty:
                 self.close()
-                raise StreamError(grpc.StatusCode.DEADLINE_EXCEEDED, "no reply before the deadline") from None
-            if isinstance(item, StreamError):
+                raise Failure("DEADLINE_EXCEEDED", "no reply before the deadline") from None
+            if isinstance(item, Failure):
                 raise item.with_sent(self._taken >= operation_id)
             if item.id == operation_id:
                 return item
 
     def close(self) -> None:
-        self._fail(StreamError(grpc.StatusCode.CANCELLED, "the client closed the stream"))
+        self._fail(Failure("CANCELLED", "the client closed the stream"))
         self._call.cancel()
 
 
@@ -198,12 +182,11 @@ class _SyncLink:
         try:
             info = self.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=timeout_s)
         except grpc.RpcError as error:  # nothing was sent yet: the operation may be retried
-            raise StreamError(error.code() or grpc.StatusCode.UNKNOWN, error.details() or "ClusterInfo failed",
-                              sent=False) from None
+            raise failure_of(error, sent=False) from None
         if not info.native_port:
             return _SyncStream(self.stub)
         host = self.address.rpartition(":")[0].strip("[]")
-        return SyncNativeCall(host, info.native_port, self._tls, timeout_s, StreamError)
+        return SyncNativeCall(host, info.native_port, self._tls, timeout_s)
 
     def call(self, kind: OperationKind, request: Any, timeout_s: float) -> Any:
         """One attempt of operation ``kind``: over the stream when it is free (one operation at a time
@@ -221,7 +204,7 @@ class _SyncLink:
         if which == kind.field:
             return getattr(result, which)
         if which == "error":
-            raise StreamError(grpc_status(result.error.code), result.error.message)
+            raise Failure(result.error.code, result.error.message)
         raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
     def close(self) -> None:
@@ -230,47 +213,107 @@ class _SyncLink:
         self.channel.close()
 
 
-def retry_sync(attempt: Callable[[float], T], *, what: str, address: str | Callable[[int], str],
-               timeout_s: float, backoff: Backoff = DEFAULT_BACKOFF, at_most_once: bool = False) -> T:
-    """Blocking twin of ``aio.retry_async``: retry ``attempt(remaining_s)`` until ``timeout_s``.
-
-    ``at_most_once`` (a write of a client asked to apply writes at most once): retry only after a
-    failure that proves the request was never sent (``retry.never_sent``); after any other failure
-    the write may have been applied, and ``OutcomeUnknown`` is raised instead of trying again."""
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    for number in itertools.count():
-        remaining = deadline - time.monotonic()
-        current = address(number) if callable(address) else address
-        if remaining <= 0:
-            raise unavailable(what, current, timeout_s, last)
+def _retrying(policy: Policy, what: str, addresses: Sequence[str], attempt: Callable[[int, float], T], *,
+              start: int = 0, rotate: bool = False, writes: bool = False,
+              fail_over: Callable[[], Sequence[str]] | None = None) -> T:
+    """``attempt(server, timeout_s)`` (a call to ``addresses[server]``) until it succeeds, and
+    after each failure what the policy says (``retry.Attempts``): the same again after a backoff,
+    ``fail_over()`` (an operation of a client with fallback DCs: move the session, return the
+    servers of its new DC), or raise. Every RPC and operation of this client goes through it (a
+    move's own calls are the move's: ``_Connections._carry_out``)."""
+    started = time.monotonic()
+    server, timeout_s = start, policy.window_s if fail_over is not None else policy.timeout_s
+    attempts: Attempts | None = None
+    while True:
         try:
-            return attempt(remaining)
+            return attempt(server, timeout_s)
         except grpc.RpcError as error:
-            code: grpc.StatusCode = error.code()
-            details: str = error.details() or ""
-            if (at_most_once and code in MAYBE_APPLIED_CODES and not never_sent(code, details)
-                    and getattr(error, "sent", True)):
-                raise OutcomeUnknown(f"{what} via {current}: {code.name}: {details}; the write may or may not "
-                                     "have taken effect (not retried: at most once)") from error
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise unavailable(what, current, timeout_s, last) from error
-            failure = classify(code, details)
-            if not isinstance(failure, RetryableError):
-                raise failure from error
-            last = failure
+            failure = failure_of(error)
+        except Failure as error:
+            failure = error
         except OSError as error:
-            if at_most_once:
-                raise OutcomeUnknown(f"{what} via {current}: {error}; the write may or may not have taken "
-                                     "effect (not retried: at most once)") from error
-            last = error
-        delay = backoff.delay_s(number + 1)
-        remaining = deadline - time.monotonic()
-        if delay >= remaining:
-            time.sleep(max(remaining, 0.0))
-            raise unavailable(what, current, timeout_s, last)
-        time.sleep(delay)
-    raise AssertionError("unreachable")
+            failure = Failure(BROKEN, str(error))
+        if attempts is None:
+            attempts = policy.attempts(what, addresses, started=started, start=start, rotate=rotate, writes=writes,
+                                       fails_over=fail_over is not None)
+        decision = attempts.judge(failure, time.monotonic())
+        if isinstance(decision, Wait):
+            time.sleep(decision.delay_s)
+            decision = attempts.next(time.monotonic())
+        if isinstance(decision, FailOver):
+            assert fail_over is not None
+            decision = attempts.moved(time.monotonic(), fail_over())
+        if isinstance(decision, OkapiError):
+            raise decision
+        server, timeout_s = decision.server, decision.timeout_s
+
+
+class _Connections(Connections[_SyncLink]):
+    """The links a ``Client`` and its forks share (``okapikv.client.connections``)."""
+
+    def __init__(self, policy: Policy, tls: ClientTls | None, pipeline: bool, native: bool) -> None:
+        super().__init__(policy)
+        self.tls = tls
+        self._pipeline = pipeline
+        self._native = native
+        self._lock = threading.Lock()  # held by the session moving the links
+
+    def connect(self) -> None:
+        """Learn the topology from the client's address (retrying until the timeout) and link up."""
+        bootstrap = self._probe(self.policy.addresses[0])
+        try:
+            info = _retrying(self.policy, "ClusterInfo", [bootstrap.address], lambda _, timeout_s:
+                             bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=timeout_s))
+        finally:
+            bootstrap.close()
+        self.install(Topology.from_cluster_info(info, bootstrap.address), self._open)
+
+    def _open(self, topology: Topology, address: str) -> _SyncLink:
+        return _SyncLink(address, self.tls, stream=self._pipeline, native=self._native)
+
+    def _probe(self, address: str) -> _SyncLink:
+        return _SyncLink(address, self.tls)
+
+    def fail_over(self, generation: int, state: SessionState, from_dc: int) -> pb.Session | None:
+        """As ``AsyncClient``'s connections do (``aio._Connections.fail_over``), blocking: move to
+        the first other DC that adopts ``state`` and return its session, None if another session
+        moved the links since ``generation``."""
+        with self._lock:
+            current = self.departing(generation)
+            if current is None:
+                return None
+            moved = self._carry_out(self.policy.move(current, state, from_dc, time.monotonic()))
+            self.move(moved.topology, self._open)
+            return moved.session
+
+    def adopt(self, topology: Topology, state: SessionState, from_dc: int) -> pb.Session:
+        """Have the DC of ``topology`` (where the links are) adopt ``state``, a session of DC ``from_dc``."""
+        return self._carry_out(self.policy.adoption(topology, state, from_dc, time.monotonic())).session
+
+    def _carry_out(self, move: Move) -> Moved:
+        """Pump ``move`` with blocking calls over the links in use (or probes, closed after)."""
+        probes: dict[str, _SyncLink] = {}
+        try:
+            while not isinstance(action := move.next(time.monotonic()), Moved | OkapiError):
+                if isinstance(action, Wait):
+                    time.sleep(action.delay_s)
+                    continue
+                link = self.probe(action.address, probes, self._probe)
+                try:
+                    reply = getattr(link.stub, action.method)(action.request, timeout=action.timeout_s)
+                except grpc.RpcError as error:
+                    reply = failure_of(error)
+                move.answer(reply, time.monotonic())
+        finally:
+            for probe in probes.values():
+                probe.close()
+        if isinstance(action, OkapiError):
+            raise action
+        return action
+
+    def close(self) -> None:
+        for link in self.shut():
+            link.close()
 
 
 class Client:
@@ -280,46 +323,57 @@ class Client:
     until ``timeout_s``) and then routes each key to its partition's server directly. Use it as a
     context manager, or call ``close()``. ``tls`` (``okapikv.tls.ClientTls``): connect over TLS, as
     for ``AsyncClient``. ``at_most_once``: never retry a PUT, SWAP or DELETE that may have reached
-    its server (``retry.never_sent``), raise ``OutcomeUnknown`` instead (default: retry, which may
-    apply a write twice; see ``okapikv.client.retry``). ``pipeline=False``: unary calls only (one
-    HTTP/2 stream per operation; slower, kept for comparison and for servers without Pipeline).
-    ``native=False``: never use the servers' native ports (gRPC streams only).
+    its server (``retry.Failure.maybe_applied``), raise ``OutcomeUnknown`` instead (default: retry,
+    which may apply a write twice; see ``okapikv.client.retry``). ``pipeline=False``: unary calls
+    only (one HTTP/2 stream per operation; slower, kept for comparison and for servers without
+    Pipeline). ``native=False``: never use the servers' native ports (gRPC streams only).
     """
 
     def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF,
                  tls: ClientTls | None = None, fallback: Sequence[str] = (), failover_after_s: float = 2.0,
                  failover_wait_s: float = 10.0, at_most_once: bool = False, pipeline: bool = True,
                  native: bool = True) -> None:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be positive, not {timeout_s}")
-        failover.check_parameters(failover_after_s, failover_wait_s)
-        self.timeout_s = timeout_s
-        self.at_most_once = at_most_once
-        self._pipeline = pipeline
-        self._native = native
-        self._backoff = backoff
-        self._tls = tls
-        self._addresses = [address, *(a for a in fallback if a != address)]
-        self.failover_after_s = failover_after_s
-        self.failover_wait_s = failover_wait_s
-        self._retired: list[_SyncLink] = []
-        bootstrap = _SyncLink(address, tls)
-        try:
-            info = retry_sync(lambda remaining: bootstrap.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=remaining),
-                              what="ClusterInfo", address=address, timeout_s=timeout_s, backoff=backoff)
-        finally:
-            bootstrap.close()
-        self._topology = Topology.from_cluster_info(info, address)
-        by_address = {a: _SyncLink(a, tls, stream=pipeline, native=native)
-                      for a in dict.fromkeys(self._topology.addresses)}
-        self._links = [by_address[a] for a in self._topology.addresses]
-        self._state = SessionState(self._topology.num_dcs)
+        self._policy = Policy(address, fallback, timeout_s=timeout_s, backoff=backoff,
+                              failover_after_s=failover_after_s, failover_wait_s=failover_wait_s,
+                              at_most_once=at_most_once, rng=random.Random())
+        self._connections = _Connections(self._policy, tls, pipeline, native)
+        self._connections.connect()
         self._owner = True
+        self._join()
+
+    def _join(self) -> None:
+        """Start a fresh session in the DC of the connections."""
+        topology = self.topology
+        self._state = SessionState(topology.num_dcs)
+        #: the connections' generation and the DC the session belongs to (see ``_adopt``)
+        self._generation, self._dc = self._connections.generation, topology.dc
         self._closed = False
-        self._coordinators = itertools.count()
         #: the server's timestamp of the last PUT, SWAP or DELETE this client completed (None before
         #: the first): with the DC, the write's last-writer-wins rank (``okapi client --timestamps``)
         self.last_write_timestamp: int | None = None
+
+    # ------------------------------------------------------------------ settings
+
+    @property
+    def timeout_s(self) -> float:
+        return self._policy.timeout_s
+
+    @timeout_s.setter
+    def timeout_s(self, timeout_s: float) -> None:
+        """The bound of this client's operations from now on (its forks keep theirs)."""
+        self._policy = self._policy.with_timeout(timeout_s)
+
+    @property
+    def at_most_once(self) -> bool:
+        return self._policy.at_most_once
+
+    @property
+    def failover_after_s(self) -> float:
+        return self._policy.failover_after_s
+
+    @property
+    def failover_wait_s(self) -> float:
+        return self._policy.failover_wait_s
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -330,39 +384,29 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """Close the channels (for forks too, if this client created them)."""
+        """Close this client. Closing the client that created the connections closes them for every
+        fork too; closing a fork only retires its session."""
         if self._closed:
             return
         self._closed = True
         if self._owner:
-            for link in dict.fromkeys([*self._links, *self._retired]):
-                link.close()
+            self._connections.close()
 
     def fork(self) -> Client:
-        """A new client with a fresh causal session over the same channels."""
+        """A new client with a fresh causal session over the same connections, which it follows
+        to another DC when a session of theirs moves them (``okapikv.client.connections``)."""
         fork = Client.__new__(Client)
-        fork.timeout_s = self.timeout_s
-        fork.at_most_once = self.at_most_once
-        fork._pipeline = self._pipeline
-        fork._native = self._native
-        fork._backoff = self._backoff
-        fork._topology = self._topology
-        fork._links = self._links
-        fork._state = SessionState(self._topology.num_dcs)
+        fork._policy = self._policy
+        fork._connections = self._connections
         fork._owner = False
-        fork._closed = False
-        fork._coordinators = self._coordinators
-        fork._tls = self._tls
-        fork._addresses = self._addresses
-        fork.failover_after_s = self.failover_after_s
-        fork.failover_wait_s = self.failover_wait_s
-        fork._retired = []
-        fork.last_write_timestamp = None
+        fork._join()
         return fork
 
     @property
     def topology(self) -> Topology:
-        return self._topology
+        topology = self._connections.topology
+        assert topology is not None, "a Client connects when it is made"
+        return topology
 
     @property
     def session(self) -> Session:
@@ -370,38 +414,46 @@ class Client:
 
     def stats(self, partition: int = 0) -> dict[str, Any]:
         """The counters of the server of ``partition`` in this DC (the server's JSON, parsed)."""
-        link = self._links[partition]
-        reply = retry_sync(lambda remaining: link.stub.Stats(pb.StatsRequest(), timeout=remaining),
-                           what="Stats", address=link.address, timeout_s=self.timeout_s, backoff=self._backoff)
+        link = self._connections.links[partition]
+        reply = _retrying(self._policy, "Stats", [link.address],
+                          lambda _, timeout_s: link.stub.Stats(pb.StatsRequest(), timeout=timeout_s))
         parsed: dict[str, Any] = json.loads(reply.json) if reply.json else {}
         return parsed
 
     # ------------------------------------------------------------------ operations
 
     def get(self, key: KeyLike) -> bytes | None:
-        """The value of ``key`` visible to this session, or None if it has none (missing or deleted)."""
+        """The value of ``key`` visible to the session, or None if it has none (missing or deleted)."""
         key_bytes = ops.to_bytes(key)
-        reply = self._on_key(ops.GET, key_bytes, ops.get_request(key_bytes, self._state.wire()))
+        state = self._ready()
+        reply = self._call(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes))
         return ops.decode_get(reply)
 
     def put(self, key: KeyLike, value: KeyLike) -> bool:
         """Write ``value``; True if the key had a visible value before."""
         key_bytes = ops.to_bytes(key)
-        reply = self._on_key(ops.PUT, key_bytes, ops.put_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        request_value = ops.to_bytes(value)
+        state = self._ready()
+        reply = self._call(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
+                           self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
     def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
         """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
         key_bytes = ops.to_bytes(key)
-        reply = self._on_key(ops.SWAP, key_bytes, ops.swap_request(key_bytes, ops.to_bytes(value), self._state.wire()))
+        request_value = ops.to_bytes(value)
+        state = self._ready()
+        reply = self._call(ops.SWAP, ops.swap_request(key_bytes, request_value, state.wire()),
+                           self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
 
     def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
         key_bytes = ops.to_bytes(key)
-        reply = self._on_key(ops.DELETE, key_bytes, ops.delete_request(key_bytes, self._state.wire()))
+        state = self._ready()
+        reply = self._call(ops.DELETE, ops.delete_request(key_bytes, state.wire()), self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
@@ -413,11 +465,11 @@ class Client:
         first page's snapshot; a page that finds the snapshot gone starts the scan over, at most
         ``operations.SCAN_RESTARTS`` times, then raises ``SnapshotTooOld``."""
         pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit)
-        coordinator = next(self._coordinators) % len(self._links)
+        coordinator = self._connections.coordinator_start()
         items: list[tuple[bytes, bytes]] = []
         while not pager.done:
             try:
-                reply = self._on_coordinator(ops.SCAN, coordinator, pager.request(self._state.wire()))
+                reply = self._call(ops.SCAN, pager.request(self._ready().wire()), coordinator, rotate=True)
             except SnapshotTooOld:
                 if not pager.restart():
                     raise
@@ -432,136 +484,77 @@ class Client:
         the first page's snapshot, which the servers hold for ``snapshot_lease_ms`` after each page:
         a caller slower than that gets ``SnapshotTooOld`` (no start over: pairs were handed out)."""
         pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit, restarts=0)
-        coordinator = next(self._coordinators) % len(self._links)
+        coordinator = self._connections.coordinator_start()
         while not pager.done:
-            reply = self._on_coordinator(ops.SCAN, coordinator, pager.request(self._state.wire()))
+            reply = self._call(ops.SCAN, pager.request(self._ready().wire()), coordinator, rotate=True)
             yield from pager.take(reply)
 
     def read_tx(self, keys: Iterable[KeyLike]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent) from one causally consistent snapshot, in order."""
-        ordered, unique = ops.unique_keys(keys, self._topology.max_read_keys)
+        state = self._ready()
+        ordered, unique = ops.unique_keys(keys, self.topology.max_read_keys)
         if not unique:
             return []
-        reply = self._on_coordinator(ops.READ_TX, self._topology.partition_of(unique[0]),
-                                     ops.read_tx_request(unique, self._state.wire()))
+        reply = self._call(ops.READ_TX, ops.read_tx_request(unique, state.wire()), self._partition(unique[0]),
+                           rotate=True)
         return ops.decode_read_tx(reply, ordered, unique)
 
     # ------------------------------------------------------------------ plumbing
 
-    def _on_key(self, kind: OperationKind, key: bytes, request: ops.Request) -> Any:
-        if self._closed:
+    def _partition(self, key: bytes) -> int:
+        return self.topology.partition_of(key)
+
+    def _ready(self) -> SessionState:
+        """The session, adopted first by the DC the connections moved to if another session moved
+        them (``FailoverTimeout`` while that DC lacks some of its writes)."""
+        if self._closed or self._connections.closed:
             raise OkapiError("the client was closed")
+        if self._generation != self._connections.generation:
+            self._adopt()
+        return self._state
 
-        def run(timeout_s: float, request: ops.Request) -> Any:
-            link = self._links[self._topology.partition_of(key)]
-            return retry_sync(lambda remaining: link.call(kind, request, remaining), what=kind.method,
-                              address=link.address, timeout_s=timeout_s, backoff=self._backoff,
-                              at_most_once=self.at_most_once and kind.writes)
+    def _call(self, kind: OperationKind, request: ops.Request, start: int, *, rotate: bool = False) -> Any:
+        """Send one operation to the server of partition ``start`` (to the next server after each
+        failure if ``rotate``: any server of the DC coordinates RO-TX and SCAN), as ``_retrying``
+        says; merge the reply's session."""
+        connections = self._connections
+        links, generation = connections.links, connections.generation
 
-        reply = self._with_failover(run, kind, request)
-        self._state.merge(reply.session)
-        return reply
+        def attempt(server: int, timeout_s: float) -> Any:
+            return links[server].call(kind, request, timeout_s)
 
-    def _on_coordinator(self, kind: OperationKind, start: int, request: ops.Request) -> Any:
-        """Any server of the DC can coordinate; after a failure, try the next one."""
-        if self._closed:
-            raise OkapiError("the client was closed")
+        def fail_over() -> Sequence[str]:
+            nonlocal request, links, generation
+            self._fail_over(generation)
+            request = kind.with_session(request, self._state.message())
+            links, generation = connections.links, connections.generation
+            return self.topology.addresses
 
-        def run(timeout_s: float, request: ops.Request) -> Any:
-            links = self._links
-            attempts = itertools.count()
-
-            def attempt(remaining: float) -> Any:
-                link = links[(start + next(attempts)) % len(links)]
-                return link.call(kind, request, remaining)
-
-            return retry_sync(attempt, what=kind.method,
-                              address=lambda number: links[(start + number) % len(links)].address,
-                              timeout_s=timeout_s, backoff=self._backoff)
-
-        reply = self._with_failover(run, kind, request)
+        reply = _retrying(self._policy, kind.method, self.topology.addresses, attempt, start=start,
+                          rotate=rotate, writes=kind.writes, fail_over=fail_over)
         self._state.merge(reply.session)
         return reply
 
     # ------------------------------------------------------------------ failover
 
-    def _with_failover(self, run: Callable[[float, ops.Request], Any], kind: OperationKind,
-                       request: ops.Request) -> Any:
-        """``run(timeout_s, request)`` in the current DC; with fallback DCs, after
-        ``failover_after_s`` of unavailability move the session to another DC (``_fail_over``) and
-        run ``request`` there, with the moved session."""
-        if len(self._addresses) == 1:
-            return run(self.timeout_s, request)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return run(max(min(remaining, self.failover_after_s), 0.001), request)
-            except Unavailable:
-                if deadline - time.monotonic() <= 0:
-                    raise
-                self._fail_over()
-                request = kind.with_session(request, self._state.message())
+    def _fail_over(self, generation: int) -> None:
+        """The DC of ``generation`` did not answer for ``failover_after_s``: move the connections
+        (``_Connections.fail_over``) unless they moved since, and have their DC adopt the session."""
+        connections = self._connections
+        if generation == self._generation:
+            adopted = connections.fail_over(generation, self._state, self._dc)
+            if adopted is not None:
+                self._moved(adopted, connections.generation, self.topology)
+                return
+        if self._generation != connections.generation:
+            self._adopt()
 
-    def _fail_over(self) -> None:
-        """Move the session to the first other DC that answers and has every dependency of the
-        session (``AdoptSession``). Raises ``Unavailable`` when no other DC answers, and
-        ``FailoverTimeout`` when the ones that answer still lack some of the session's writes after
-        ``failover_wait_s``."""
-        current = self._topology
-        lagging: list[str] = []
-        for address in self._addresses:
-            link = _SyncLink(address, self._tls)
-            try:
-                info = link.stub.ClusterInfo(pb.ClusterInfoRequest(), timeout=self.failover_wait_s)
-            except grpc.RpcError:
-                link.close()
-                continue
-            topology = Topology.from_cluster_info(info, address)
-            try:
-                other = failover.candidate(topology, current, address)
-            except ProtocolMismatch:
-                link.close()
-                raise
-            if not other:
-                link.close()
-                continue
-            try:
-                adopted = self._adopt(link, current)
-            finally:
-                link.close()
-            if isinstance(adopted, str):
-                lagging.append(f"DC {topology.dc_name} {adopted}")
-                continue
-            self._switch(topology, adopted)
-            return
-        raise failover.no_dc(current.dc_name, lagging, self.failover_wait_s, self._addresses)
+    def _adopt(self) -> None:
+        """Have the DC the connections moved to (another session moved them) adopt the session."""
+        connections = self._connections
+        generation, topology = connections.generation, self.topology
+        self._moved(connections.adopt(topology, self._state, self._dc), generation, topology)
 
-    def _adopt(self, link: _SyncLink, current: Topology) -> pb.Session | str:
-        """Ask the new DC until it has the session's dependencies: its session, or how far it lags."""
-        deadline = time.monotonic() + self.failover_wait_s
-        request = failover.adopt_request(self._state, current.dc)
-        behind = ""
-        for number in itertools.count(1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return behind or "did not answer"
-            try:
-                reply = link.stub.AdoptSession(request, timeout=remaining)
-            except grpc.RpcError as error:
-                behind = f"did not answer ({error.code().name})"
-            else:
-                adopted = failover.outcome(reply, current)
-                if not isinstance(adopted, str):
-                    return adopted
-                behind = adopted
-            time.sleep(min(self._backoff.delay_s(number), max(deadline - time.monotonic(), 0.0)))
-        raise AssertionError("unreachable")
-
-    def _switch(self, topology: Topology, session: pb.Session) -> None:
-        by_address = {a: _SyncLink(a, self._tls, stream=self._pipeline, native=self._native)
-                      for a in dict.fromkeys(topology.addresses)}
-        self._retired.extend(self._links)
-        self._links = [by_address[a] for a in topology.addresses]
-        self._topology = topology
-        self._state.replace(session)
+    def _moved(self, adopted: pb.Session, generation: int, topology: Topology) -> None:
+        self._state.replace(adopted)
+        self._generation, self._dc = generation, topology.dc

@@ -3,7 +3,7 @@
 A client is given one address (any server of the DC it should use). It asks that server for
 ``ClusterInfo`` and from then on talks directly to every server of the DC: single-key operations go
 to the server of ``partition_of(key)`` (the one place that serializes the key), RO-TX and SCAN to any
-server of the DC, which coordinates the snapshot read (DESIGN.md section 1, "RO-TX").
+server of the DC, which coordinates the snapshot read (docs/protocol.md, "Snapshot reads").
 """
 
 from __future__ import annotations

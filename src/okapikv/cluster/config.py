@@ -39,7 +39,7 @@ links only, e.g. on a private network; required with ``[tls] client_auth = false
 pipeline over gRPC; see ``okapikv.wire.frames``), ``resp = false`` (serve no Redis-protocol port),
 ``bounded_visibility = true`` (Okapi: servers
 hold client batches while remote updates take longer than the UST bound to become visible, a bound
-computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.node.PartitionNode.backlogged``)
+computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.admission``)
 a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``), a
 ``[reads]`` section (the bounds on snapshot reads, ``okapikv.cluster.reads``) and a ``[tls]``
 section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config file's

@@ -14,7 +14,7 @@ same folder, removed when the launcher exits). An `okapi up` that fails (ports o
 use, a server that does not start) so leaves the running cluster findable, and a second cluster
 started beside a running one says where its own config is.
 On Linux the servers are also told to exit if the launcher dies without cleaning up
-(``PR_SET_PDEATHSIG``), so a killed launcher leaves no orphans holding the ports.
+(``PR_SET_PDEATHSIG``, ``okapikv.lifetime``), so a killed launcher leaves no orphans holding the ports.
 
 Data: each server keeps its store in ``DATA_DIR/<dc>-p<n>`` (``--data-dir``; by default
 ``./okapi-data``, or ``$OKAPI_HOME/okapi-data`` when ``OKAPI_HOME`` is set, so a cluster and its data
@@ -38,13 +38,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +58,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
@@ -136,11 +135,6 @@ def busy_addresses(config: ClusterConfig) -> list[str]:
     return busy
 
 
-def _exit_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 DEFAULT_DATA_DIR = "okapi-data"
 
 
@@ -171,10 +165,9 @@ def start_server(
             command.append("--repair")
     if log_format:
         command += ["--log-format", log_format]
-    preexec = _exit_with_parent if sys.platform.startswith("linux") else None
-    environment = dict(os.environ)
+    environment = child_environment()  # the server ends with this process (okapikv.lifetime)
     environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment)
 
 
 def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
@@ -239,6 +232,31 @@ def _report_deaths(children: list[Child]) -> int:
     return alive
 
 
+class StopFlag:
+    """Set by the SIGINT / SIGTERM handler, polled by the supervising loop.
+
+    Not a ``threading.Event``: a signal handler runs in the main thread between two bytecodes, and
+    one that arrives while the main thread is inside ``Event.wait`` (holding the event's lock) would
+    block forever in ``Event.set`` on that same lock, and ``okapi up`` would never stop."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s`` (a signal's handler runs during the sleep); whether it is set."""
+        if not self._set:
+            time.sleep(timeout_s)
+        return self._set
+
+
 def run_up(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
@@ -256,7 +274,7 @@ def run_up(args: argparse.Namespace) -> int:
     # The servers start from a private copy: the default config changes only once they are ready.
     path = config.dump(okapi_home() / f"cluster.{os.getpid()}.toml")
 
-    stop = threading.Event()
+    stop = StopFlag()
 
     def on_signal(signal_number: int, frame: FrameType | None) -> None:
         stop.set()
@@ -293,7 +311,7 @@ def run_up(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
 
 
-def _supervise(config: ClusterConfig, children: list[Child], stop: threading.Event, private: Path) -> int:
+def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path) -> int:
     def startup_problem() -> str | None:
         if stop.is_set():
             return "interrupted"

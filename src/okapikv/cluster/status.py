@@ -35,6 +35,7 @@ from okapikv.cluster.config import ClusterConfig, load_default_cluster
 from okapikv.tls import ClientTls, client_tls_from_args, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.stats import NodeSnapshot, from_json, to_document
 
 TIMEOUT_S = 2.0
 DEFAULT_WATCH_S = 1.0
@@ -85,37 +86,31 @@ def resolve_topology(args: argparse.Namespace) -> Topology:
     return topology_from_config(load_default_cluster("--connect HOST:PORT or --config FILE"), tls)
 
 
-def _sum_links(links: dict[str, dict[str, Any]], *names: str) -> int:
-    return sum(int(link.get(name, 0)) for link in links.values() for name in names)
-
-
-def summarize(stats: dict[str, Any], dcs: tuple[str, ...]) -> dict[str, Any]:
-    """The figures `okapi status` shows, from one server's Stats document."""
-    core = stats.get("core", {})
-    operations: dict[str, int] = core.get("operations", {})
-    waits: dict[str, dict[str, Any]] = core.get("waits", {})
-    links: dict[str, dict[str, Any]] = stats.get("links", {})
+def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
+    """The figures `okapi status` shows, from one server's Stats snapshot (``okapikv.wire.stats``)."""
+    core = snapshot.core
+    links = snapshot.links
+    waits = core.waits
     return {
-        "protocol": stats.get("protocol"),
-        "cluster_id": stats.get("cluster_id"),
-        "clock_skew_ms": stats.get("clock_skew_us", 0) / 1000,
-        "keys": stats.get("keys"),
-        "versions": stats.get("versions"),
-        "versions_collected": stats.get("versions_collected"),
-        "parked": stats.get("parked"),
-        "stable_lag_ms": dict(zip(dcs, stats.get("stable_lag_ms", []), strict=False)),
-        "operations": operations,
-        "operations_total": sum(operations.values()),
-        "waits": {reason: {"count": w.get("count", 0), "total_ms": w.get("total_us", 0) / 1000}
-                  for reason, w in waits.items()},
-        "waits_total": sum(int(w.get("count", 0)) for w in waits.values()),
-        "wait_ms_total": sum(w.get("total_us", 0) for w in waits.values()) / 1000,
-        "latency": stats.get("latency", {}),
-        "queue_messages": _sum_links(links, "queued", "unacked"),
-        "queue_bytes": _sum_links(links, "queued_bytes", "unacked_bytes"),
-        "links_down": sorted(label for label, link in links.items() if not link.get("connected")),
-        "replication_metadata_bytes": core.get("replication_metadata_bytes", 0),
-        "stabilization_bytes": core.get("stabilization_bytes", 0),
+        "protocol": snapshot.identity.protocol,
+        "cluster_id": snapshot.identity.cluster_id,
+        "clock_skew_ms": snapshot.clock.clock_skew_us / 1000,
+        "keys": snapshot.store.keys,
+        "versions": snapshot.store.versions,
+        "versions_collected": snapshot.store.versions_collected,
+        "parked": snapshot.requests.parked,
+        "stable_lag_ms": dict(zip(dcs, snapshot.stabilization.stable_lag_ms, strict=False)),
+        "operations": dict(core.operations),
+        "operations_total": sum(core.operations.values()),
+        "waits": {reason: {"count": w.count, "total_ms": w.total_us / 1000} for reason, w in waits.items()},
+        "waits_total": sum(w.count for w in waits.values()),
+        "wait_ms_total": sum(w.total_us for w in waits.values()) / 1000,
+        "latency": to_document(snapshot.latency),
+        "queue_messages": sum(link.queued + link.unacked for link in links.values()),
+        "queue_bytes": sum(link.queued_bytes + link.unacked_bytes for link in links.values()),
+        "links_down": sorted(label for label, link in links.items() if not link.connected),
+        "replication_metadata_bytes": core.counters.get("replication_metadata_bytes", 0),
+        "stabilization_bytes": core.counters.get("stabilization_bytes", 0),
     }
 
 
@@ -125,11 +120,14 @@ def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
     with open_channel(address, tls) as channel:
         stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
         try:
-            stats = json.loads(stub.Stats(pb.StatsRequest(), timeout=TIMEOUT_S).json)
+            snapshot = from_json(stub.Stats(pb.StatsRequest(), timeout=TIMEOUT_S).json)
         except grpc.RpcError as error:
             record.update(reachable=False, error=f"{error.code().name}: {error.details()}")
             return record
-    record.update(reachable=True, **summarize(stats, dcs))
+        except ValueError as error:  # not a Stats document (json.JSONDecodeError is a ValueError)
+            record.update(reachable=False, error=f"unreadable Stats: {error}")
+            return record
+    record.update(reachable=True, **summarize(snapshot, dcs))
     return record
 
 

@@ -1,6 +1,6 @@
 """Which partition holds a key: a stable hash of the key bytes, the same in every DC and process.
 
-docs/protocol.md, "Operations": server p(n, m) holds partition n of DC m, and every DC splits the keyspace the
+docs/protocol.md, "Deployment and notation": p(n, m) holds partition n of DC m; every DC splits the keyspace the
 same way, so the replicas of a key are exactly the servers p(n, i) for every DC i.
 
 Invariants (tested in ``tests/unit/test_partitioning.py``): the result is in ``0..N-1``; it depends

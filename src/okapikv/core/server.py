@@ -1,4 +1,4 @@
-"""The partition server p(n, m) as a pure state machine (docs/protocol.md, "Operations").
+"""The partition server p(n, m) as a pure state machine (docs/protocol.md, "Operations"; docs/design.md).
 
 ``handle(message, now_us)`` and ``on_timer(now_us)`` return effects (``Send`` to a peer, ``Respond``
 to a client); ``next_deadline()`` says when ``on_timer`` must run next. ``now_us`` is the server's

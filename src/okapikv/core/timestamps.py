@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: Physical parts count microseconds from 2025-01-01 00:00 UTC: 48 bits of microseconds since
+#: 1970 would not fit, since the epoch they hold about 8.9 years (until late 2033). Every server of
+#: a cluster uses this one epoch.
+EPOCH_UNIX_US = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
 LOGICAL_BITS = 16
 LOGICAL_MASK = (1 << LOGICAL_BITS) - 1
 PHYSICAL_MAX = (1 << 48) - 1

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from okapikv import __version__
 from okapikv.resp import replies
+from okapikv.resp.cursors import CursorTable
 from okapikv.resp.glob import compile_pattern
 from okapikv.resp.operations import CommandError, SessionOperations
 from okapikv.resp.replies import Simple, Value
@@ -160,7 +161,7 @@ class Executor:
     def __init__(self, operations: SessionOperations, facts: ServerFacts, connection_id: int, peer: str,
                  local: str, *, stable_lag_ms: Callable[[], list[float | None]],
                  connected_clients: Callable[[], int], adopt_wait_s: float, max_key_bytes: int,
-                 max_read_keys: int) -> None:
+                 max_read_keys: int, cursors: CursorTable) -> None:
         self.operations = operations
         self.facts = facts
         self.id = connection_id
@@ -179,6 +180,7 @@ class Executor:
         self._max_key = b"\xff" * max_key_bytes
         self._max_key_bytes = max_key_bytes
         self._max_read_keys = max_read_keys
+        self._cursors = cursors
         self._handlers: dict[bytes, Callable[[list[bytes]], Awaitable[bytes]]] = {
             name: getattr(self, "_" + spec.name.replace(".", "_")) for name, spec in COMMANDS.items()
         }
@@ -244,9 +246,11 @@ class Executor:
     # ------------------------------------------------------------------ ranges
 
     async def _scan(self, args: list[bytes]) -> bytes:
-        start = _decode_cursor(args[1], self._max_key_bytes)
+        start = self._cursors.decode(args[1])
         if start is None:
             return replies.error("ERR invalid cursor")
+        if isinstance(start, str):
+            return replies.error(f"ERR {start}")
         count, pattern, type_name = SCAN_DEFAULT_COUNT, None, None
         options = args[2:]
         if len(options) % 2:
@@ -271,7 +275,7 @@ class Executor:
             start = max(start, pattern.prefix)
             end = pattern.prefix + b"\xff" * (self._max_key_bytes - len(pattern.prefix))
         items = await self.operations.scan(start, end, count)
-        cursor = b"0" if len(items) < count else _encode_cursor(items[-1][0])
+        cursor = b"0" if len(items) < count else self._cursors.encode(items[-1][0])
         keys = [key for key, _ in items if pattern is None or pattern.matches(key)]
         if type_name is not None and type_name != b"string":
             keys = []  # every okapikv value is a string
@@ -567,26 +571,6 @@ def _valid_name(name: bytes) -> bool:
 def _command_info(spec: Spec) -> list[Value]:
     flags: list[Value] = [Simple(flag) for flag in spec.flags]
     return [spec.name, spec.arity, flags, spec.first_key, spec.last_key, spec.step, [], [], [], []]
-
-
-def _encode_cursor(last_key: bytes) -> bytes:
-    """A SCAN cursor naming ``last_key``: the decimal digits of the number whose big-endian bytes
-    are 0x01 and the key (the leading byte keeps the key's leading zero bytes)."""
-    return str(int.from_bytes(b"\x01" + last_key, "big")).encode()
-
-
-def _decode_cursor(cursor: bytes, max_key_bytes: int) -> bytes | None:
-    """Where the SCAN after ``cursor`` starts (the smallest key above the cursor's key; the empty
-    key for cursor 0), or None for a cursor no SCAN returned."""
-    if cursor == b"0":
-        return b""
-    if not cursor.isdigit() or cursor[:1] == b"0" or len(cursor) > 3 * (max_key_bytes + 1):
-        return None
-    number = int(cursor)
-    raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
-    if raw[:1] != b"\x01" or not 1 < len(raw) <= max_key_bytes + 1:
-        return None
-    return raw[1:] + b"\x00"
 
 
 __all__ = ["COMMANDS", "REFUSED", "SET_REFUSED", "Executor", "ServerFacts"]

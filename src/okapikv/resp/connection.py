@@ -16,8 +16,9 @@ of connecting and one idle for ``idle_timeout_ms`` (the ``[connections]`` settin
 Flow control: while the transport's buffer is above its high-water mark (``pause_writing``) the
 worker runs nothing, and once ``max_queued_commands`` wait the connection stops reading, so a
 client that sends without reading is pushed back by TCP instead of growing the server's memory.
-Replication comes first: while ``PartitionNode.backlogged`` holds client work (the native port's
-admission control) a connection waits as a native batch would, at most ``ADMISSION_MAX_WAIT_S``.
+Replication comes first: while the server's admission control holds client work
+(``okapikv.server.admission``, the policy every port calls) a connection waits before it runs
+what it received, as a native batch would.
 """
 
 from __future__ import annotations
@@ -26,17 +27,16 @@ import asyncio
 import logging
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, cast
+from collections.abc import Sized
+from typing import Protocol, cast
 
 from okapikv.resp import replies
 from okapikv.resp.commands import Executor
+from okapikv.resp.limits import RespLimits
 from okapikv.resp.parser import make_parser
 from okapikv.server.budgets import BUDGET, ConnectionInput
-from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S
+from okapikv.server.node import PartitionNode
 from okapikv.tcp import set_liveness_options
-
-if TYPE_CHECKING:
-    from okapikv.resp.service import RespService
 
 log = logging.getLogger("okapikv.server")
 
@@ -55,8 +55,30 @@ def _address(value: object) -> str:
     return str(value)
 
 
+class Host(Protocol):
+    """What a connection needs of its port (``okapikv.resp.service.RespService``)."""
+
+    @property
+    def node(self) -> PartitionNode: ...
+
+    @property
+    def limits(self) -> RespLimits: ...
+
+    @property
+    def prefer_hiredis(self) -> bool: ...
+
+    @property
+    def connections(self) -> Sized: ...
+
+    def register(self, connection: RespConnection) -> int: ...
+
+    def unregister(self, connection: RespConnection) -> None: ...
+
+    def executor(self, connection_id: int, peer: str, local: str) -> Executor: ...
+
+
 class RespConnection(asyncio.Protocol):
-    def __init__(self, service: RespService) -> None:
+    def __init__(self, service: Host) -> None:
         self._service = service
         self._limits = service.limits
         self._parser = make_parser(service.limits, prefer_hiredis=service.prefer_hiredis)
@@ -194,15 +216,10 @@ class RespConnection(asyncio.Protocol):
             self._worker = None
 
     async def _admit(self) -> None:
-        """Wait while replication lags (``PartitionNode.backlogged``), at most ``ADMISSION_MAX_WAIT_S``."""
-        node = self._service.node
-        if not node.backlogged():
-            return
-        node.admission_waits += 1
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ADMISSION_MAX_WAIT_S
-        while node.backlogged() and loop.time() < deadline:
-            await asyncio.sleep(ADMISSION_RETRY_S)
+        """Wait while replication lags (``okapikv.server.admission``)."""
+        admission = self._service.node.admission
+        if admission.backlogged():
+            await admission.wait()
 
     def _drain_and_close(self) -> None:
         """Close once the error reply is out (module docstring, ``DRAIN_S``): half-close now, drop

@@ -2,7 +2,7 @@
 
 A Redis client is untrusted input: each buffer the port keeps has a bound and each wait a deadline,
 so that no connection can make a server allocate without limit or hold state forever
-(README, "The Redis protocol port"):
+(docs/resp.md, "Limits"):
 
 - ``max_bulk_bytes``: one bulk string of a request. A request carries keys and values only, so
   nothing longer than the cluster's value limit can be valid; a longer one is refused from its

@@ -16,7 +16,7 @@ neither routing nor cluster mode):
   core, through ``PartitionNode.call``, the path the gRPC servicers use; the core coordinates
   snapshot reads over the DC's partitions itself (RO-TX and SCAN slices);
 - a single-key operation on a key of another partition: forwarded to that partition's server by the
-  server's own client (``okapikv.client.aio.AsyncClient``, a fork that continues this session),
+  server's own client (``okapikv.client.aio.AsyncClient``, a fork that continues the session),
   over the native port, with the client's retries (at-least-once, as for any client).
 
 ``export`` and ``adopt`` move the session between connections and DCs as a token

@@ -22,9 +22,9 @@ import ssl
 import time
 
 from okapikv.client.aio import AsyncClient
-from okapikv.core.timestamps import physical_of
 from okapikv.resp.commands import Executor, ServerFacts
 from okapikv.resp.connection import RespConnection
+from okapikv.resp.cursors import CursorTable
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.operations import SessionOperations
 from okapikv.server.node import PartitionNode
@@ -49,6 +49,7 @@ class RespService:
         self._forwarder: AsyncClient | None = None
         self._forwarder_lock = asyncio.Lock()
         self._server: asyncio.Server | None = None
+        self.cursors = CursorTable()  # SCAN cursors of long keys, shared by this port's connections
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
         """Listen on ``host:port`` (0: any free port); the port listened on."""
@@ -80,7 +81,8 @@ class RespService:
         operations = SessionOperations(self.node, self.forwarder)
         return Executor(operations, self.facts, connection_id, peer, local, stable_lag_ms=self.stable_lag_ms,
                         connected_clients=lambda: len(self.connections), adopt_wait_s=self.limits.adopt_wait_s,
-                        max_key_bytes=self.node.config.max_key_bytes, max_read_keys=self.node.core.config.max_read_keys)
+                        max_key_bytes=self.node.config.max_key_bytes, max_read_keys=self.node.core.config.max_read_keys,
+                        cursors=self.cursors)
 
     @property
     def facts(self) -> ServerFacts:
@@ -116,5 +118,4 @@ class RespService:
     def stable_lag_ms(self) -> list[float | None]:
         """How far this server's stable vector lags its clock, per DC (INFO replication)."""
         node = self.node
-        now_us = node.clock.now_us()
-        return [None if entry == 0 else round((now_us - physical_of(entry)) / 1000, 3) for entry in node.core.stable]
+        return list(node.stable_lag_ms(node.clock.now_us()))

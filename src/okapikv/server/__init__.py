@@ -4,13 +4,20 @@ This package is the only place that does network I/O. The core decides; the driv
 clock, hands messages to the core, and carries out the effects it returns (answer a client, send a
 peer message), and calls the core's timer when its deadline comes.
 
-Modules:
+Modules, each importing only those listed before it (no import circles):
 - ``clock``: the physical clock the core sees (wall clock + injected skew, never backwards);
-- ``node``: the driver proper (request ids, reply routing, timer, effect dispatch);
-- ``links``: FIFO peer links with WAN-delay emulation, acknowledgements and reconnection;
-- ``pipeline``: the per-stream result batching of the Pipeline RPC;
-- ``servicers``: the gRPC services KeyValue and Peer;
-- ``metrics``: the Prometheus endpoint (a collector reading the core at scrape time, latency
-  histograms); ``logs``: single-line text/JSON log events labelled with the server;
+- ``liveness``: when an outgoing link's connection is dead though no error says so;
+- ``links``: outgoing FIFO peer links with WAN-delay emulation, acknowledgements and reconnection;
+- ``admission``: the one admission policy (client work waits while replication lags) every port calls;
+- ``budgets``: the input budget and connection deadlines shared by the stream ports;
+- ``instruments``: latency histograms and visibility-lag samples the driver updates as it runs;
+- ``pipeline``: the per-stream result batching of the Pipeline RPC and the native port;
+- ``node``: the driver proper (request ids, reply routing, timer, effect dispatch, durability) and
+  its typed snapshot (``okapikv.wire.stats``);
+- ``inbound``: the receiving side of the peer links (dedupe, the core, durable and coalesced acks);
+- ``native`` and ``servicers``: the native port and the gRPC services KeyValue and Peer, thin
+  adapters over the node, ``inbound`` and ``admission``;
+- ``metrics``: the Prometheus endpoint (a collector rendering the node's snapshot at scrape time);
+  ``logs``: single-line text/JSON log events labelled with the server; ``faults``: fault injection;
 - ``app``: the gRPC server, health checking and signal handling; ``main``: `okapi server`.
 """

@@ -41,6 +41,7 @@ from okapikv.cluster.config import ClusterConfig, split_address
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
 from okapikv.server import faults
+from okapikv.server.inbound import PeerIntake
 from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.native import start_native
 from okapikv.server.node import PartitionNode
@@ -112,7 +113,7 @@ async def _start_metrics(node: PartitionNode, port: int) -> MetricsServer | None
     return metrics
 
 
-async def _start_native(node: PartitionNode) -> asyncio.Server | None:
+async def _start_native(node: PartitionNode, intake: PeerIntake) -> asyncio.Server | None:
     """The native port (None with ``native = false``); sets ``node.native_port`` for ClusterInfo."""
     config = node.config
     if not config.native:
@@ -123,7 +124,7 @@ async def _start_native(node: PartitionNode) -> asyncio.Server | None:
     if config.tls is not None:
         context = tls_support.server_ssl_context(config.tls, require_client_auth=config.tls.client_auth)
     try:
-        listener = await start_native(node, host, port, context)
+        listener = await start_native(node, intake, host, port, context)
     except OSError as error:
         raise BindError(f"cannot serve the native port on {host}:{port}: {error.strerror or error}") from None
     node.native_port = listener.sockets[0].getsockname()[1]
@@ -170,9 +171,10 @@ async def serve(
     # With ``data_dir`` this recovers the store (``okapikv.storage.DataDirError`` if it cannot).
     node = PartitionNode(config, dc, partition, peer_credentials=peer_credentials, data_dir=data_dir, repair=repair,
                          integrity=integrity, disk_reserve_bytes=disk_reserve_bytes)
+    intake = PeerIntake(node)  # every incoming peer link, whichever port carries it
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_KeyValueServicer_to_server(KeyValueServicer(node), server)  # type: ignore[no-untyped-call]
-    pb_grpc.add_PeerServicer_to_server(PeerServicer(node), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_PeerServicer_to_server(PeerServicer(intake), server)  # type: ignore[no-untyped-call]
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     faults.register(server, node)  # only with OKAPI_FAULT_INJECTION=1 (tests)
@@ -192,7 +194,7 @@ async def serve(
     native: asyncio.Server | None = None
     resp: RespService | None = None
     try:
-        native = await _start_native(node)
+        native = await _start_native(node, intake)
         resp = await _start_resp(node, durable=data_dir is not None)
         metrics = await _start_metrics(node, server_config.metrics_port if metrics_port is None else metrics_port)
     except BindError:

@@ -32,6 +32,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from okapikv.wire.stats import InputFigures
+
 log = logging.getLogger("okapikv.server")
 
 #: Reasons a connection is closed by the guard (the keys of ``InputGuard.closed``).
@@ -211,7 +213,7 @@ class InputGuard:
             self._timer.cancel()
             self._timer = None
 
-    def stats(self) -> dict[str, object]:
+    def figures(self) -> InputFigures:
+        """The guard's part of the server's snapshot (``okapikv.wire.stats``)."""
         budget = self.budget
-        return {"connections": len(self.connections), "partial_bytes": budget.in_use,
-                "partial_bytes_peak": budget.peak, "budget_bytes": budget.limit, "closed": dict(self.closed)}
+        return InputFigures(len(self.connections), budget.in_use, budget.peak, budget.limit, dict(self.closed))

@@ -3,8 +3,8 @@ never stopped.
 
 Timestamps pack physical microseconds into 48 bits (``okapikv.core.timestamps``), which hold about
 8.9 years. Microseconds since 1970 do not fit (and would overflow the 64-bit wire fields once
-shifted), so the cluster counts from ``EPOCH_UNIX_US`` (2025-01-01 00:00 UTC): valid until late
-2033. Every server of a cluster must use the same epoch, which is why it is a constant here.
+shifted), so the cluster counts from ``okapikv.core.timestamps.EPOCH_UNIX_US`` (2025-01-01 00:00
+UTC): valid until late 2033.
 
 The skew models an imperfectly synchronized clock (the paper's clock-skew experiments): each server
 adds its configured offset.
@@ -28,7 +28,8 @@ import logging
 import time
 from collections.abc import Callable
 
-EPOCH_UNIX_US = 1_735_689_600_000_000  # 2025-01-01T00:00:00Z
+from okapikv.core.timestamps import EPOCH_UNIX_US
+
 #: Backward steps at least this large are logged (smaller ones are ordinary NTP slews and jitter).
 STEP_LOG_US = 1_000_000
 

@@ -1,6 +1,6 @@
 """Peer links: one FIFO, reliable, WAN-delayed stream of peer messages per destination server.
 
-The protocol assumes links between servers are FIFO and reliable while up (DESIGN.md section 1):
+The protocol assumes FIFO links, reliable while up (docs/protocol.md, "Replication and heartbeats"):
 a replica sets ``vv[i]`` to the timestamp of the last update it received from DC i and takes it as
 proof that every earlier update from i is installed. A lost or reordered message would break that
 silently, so each link:
@@ -10,7 +10,7 @@ silently, so each link:
   below the message-size limit);
 - numbers messages (per sender incarnation) and keeps each one until the receiver acknowledges it;
   after a broken stream it reconnects with backoff and resends the unacknowledged tail, and the
-  receiver skips numbers it already handled (``IncomingLinks``). Messages queued while the
+  receiver skips numbers it already handled (``okapikv.server.inbound``). Messages queued while the
   destination is down wait in the queue, so servers may start in any order;
 - notices a connection that went silent (a network cut that drops packets without a reset):
   ``okapikv.server.liveness`` watches the acknowledgements, probes a silent receiver and declares
@@ -50,6 +50,7 @@ from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import encode_batch
 from okapikv.wire.frames import PEER_MAGIC, FrameDecoder, encode_frame
+from okapikv.wire.stats import LinkFigures
 
 LINK_METHOD = "/okapikv.Peer/Link"
 CLUSTER_INFO_METHOD = "/okapikv.KeyValue/ClusterInfo"
@@ -212,7 +213,7 @@ class OutgoingLink:
         """How long the oldest message that is due (its emulated WAN delay over) has waited to be
         sent and acknowledged: how far the destination is behind this server. 0 while the link is
         held or not connected: a cut or unreachable DC must never slow local clients down (nor one
-        that stopped acknowledging: see ``PartitionNode.backlogged``)."""
+        that stopped acknowledging: see ``okapikv.server.admission``)."""
         if self.held or not self.connected:
             return 0.0
         if self._unacked:
@@ -222,6 +223,15 @@ class OutgoingLink:
         else:
             return 0.0
         return max(0.0, now - oldest)
+
+    def figures(self, peer_dc: str) -> LinkFigures:
+        """This link's part of the node's snapshot (``okapikv.wire.stats``); ``peer_dc``: the
+        destination DC's name."""
+        stats = self.stats
+        return LinkFigures(self.address, self.delay_s * 1000, self.connected, len(self._queue), len(self._unacked),
+                           self.queued_bytes, self.unacked_bytes, stats.sent_messages, stats.sent_batches,
+                           stats.resent_messages, stats.connects, stats.failures, stats.probes, stats.dead,
+                           peer_dc, self.destination.partition)
 
     def hold(self, held: bool) -> None:
         """Fault injection: while held, the link sends nothing (messages keep queuing, in order)
@@ -458,35 +468,3 @@ class OutgoingLink:
         if run:
             yield run
 
-
-class IncomingLinks:
-    """Receiver half of the link protocol: which message numbers of each sender were handled.
-
-    A sender resends its unacknowledged tail after a reconnect, so a batch may start with messages
-    this server already handed to its core: those are skipped. A new incarnation (the sender
-    restarted) starts its numbering over.
-    """
-
-    def __init__(self) -> None:
-        self._handled: dict[ServerId, tuple[int, int]] = {}  # source -> (incarnation, last handled)
-
-    def admit(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int | None:
-        """How many leading messages of the batch to skip, or None if the batch leaves a gap
-        (messages missing before it: the stream must be restarted so the sender resends)."""
-        known = self._handled.get(source)
-        last = known[1] if known is not None and known[0] == incarnation else 0
-        if known is None or known[0] != incarnation:
-            last = first_sequence - 1  # first contact with this incarnation: start where it starts
-        if first_sequence > last + 1:
-            return None
-        skip = min(count, last + 1 - first_sequence)
-        return skip
-
-    def handled(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int:
-        """Record that the batch was handled; returns the number to acknowledge."""
-        known = self._handled.get(source)
-        last = first_sequence + count - 1
-        if known is not None and known[0] == incarnation:
-            last = max(last, known[1])
-        self._handled[source] = (incarnation, last)
-        return last

@@ -1,6 +1,6 @@
 """When an outgoing peer link's connection is dead though no error says so (a silent cut).
 
-The protocol needs links that are reliable while up (README, "Peer links"; docs/protocol.md): a
+The protocol needs links that are reliable while up (docs/protocol.md, "Replication and heartbeats"): a
 message is kept until the receiver acknowledges it and resent on a new connection after a break.
 That only helps if a break is noticed. A cut that drops packets without a reset (a failed switch, a
 black-holing firewall) leaves the TCP connection "established": the sender's writes sit in its
@@ -9,7 +9,7 @@ for the next retransmission, up to about the cut's own length later (up to 120 s
 ``vv[m]`` for the cut DC stops moving and remote visibility stalls.
 
 So the sender watches its acknowledgements (``LinkAck``, which the receiver sends every
-``IncomingLink.ACK_INTERVAL_S`` while messages arrive):
+``InboundLink.ACK_INTERVAL_S`` while messages arrive):
 
 - while it waits for an answer (messages written and not yet acknowledged, or a probe sent) and has
   heard nothing for ``probe_s``, it sends a probe: a ``PeerBatch`` with no messages, which the
@@ -19,7 +19,7 @@ So the sender watches its acknowledgements (``LinkAck``, which the receiver send
   connection is found before the next message has to wait for it;
 - waiting with nothing heard for ``ack_timeout_s``: the connection is dead. The link closes it,
   reconnects with its backoff and resends the unacknowledged tail; the receiver's numbering skips
-  what it already handled (``links.IncomingLinks``), so declaring a live connection dead costs a
+  what it already handled (``okapikv.server.inbound``), so declaring a live connection dead costs a
   reconnect and a resend, never a lost or duplicated message.
 
 False positives under load: anything the peer sends counts (an acknowledgement that does not move

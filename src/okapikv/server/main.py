@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from okapikv.cluster.config import ClusterConfig
+from okapikv.lifetime import exit_with_parent
 from okapikv.server.app import BindError, run, serve
 from okapikv.server.logs import LOG_FORMATS, configure_logging
 from okapikv.storage import DataDamagedError, DataDirError
@@ -25,6 +26,7 @@ EXIT_DATA_DAMAGED = 4
 
 
 def run_server(args: argparse.Namespace) -> int:
+    exit_with_parent()  # a server a launcher started ends with it (okapikv.lifetime)
     try:
         config = ClusterConfig.load(args.config)
         dc = config.dc_index(args.dc)

@@ -37,10 +37,11 @@ from typing import cast
 from google.protobuf.message import DecodeError
 
 from okapikv.core.messages import ErrorCode
+from okapikv.server.admission import ADMISSION_RETRY_S
 from okapikv.server.budgets import BUDGET, ConnectionInput
-from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
+from okapikv.server.inbound import InboundLink, LinkRefused, PeerIntake
+from okapikv.server.node import PartitionNode
 from okapikv.server.pipeline import PipelineSink
-from okapikv.server.servicers import IncomingLink, LinkRefused
 from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
@@ -49,11 +50,13 @@ log = logging.getLogger("okapikv.server")
 
 
 class NativeConnection(asyncio.Protocol):
-    def __init__(self, node: PartitionNode) -> None:
+    def __init__(self, node: PartitionNode, intake: PeerIntake) -> None:
         self._node = node
+        self._intake = intake
+        self._admission = node.admission
         self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True,
                                      preambles=(MAGIC, PEER_MAGIC))
-        self._incoming: IncomingLink | None = None  # a peer link (PEER_MAGIC)
+        self._incoming: InboundLink | None = None  # a peer link (PEER_MAGIC)
         self._sink = PipelineSink(on_ready=self._on_ready)
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
@@ -96,8 +99,8 @@ class NativeConnection(asyncio.Protocol):
         self._take_operations()
 
     def _receive_peer_batches(self, frames: list[bytes]) -> None:
-        """A peer link (``links.NativeLinkCall``): ``IncomingLink`` does what the ``Peer.Link``
-        RPC does; a refusal closes the connection (the sender logs it and reconnects)."""
+        """A peer link (``links.NativeLinkCall``), handled by an ``InboundLink`` as the ``Peer.Link``
+        RPC's are; a refusal closes the connection (the sender logs it and reconnects)."""
         transport = self._transport
         assert transport is not None
         if self._incoming is None:
@@ -105,7 +108,7 @@ class NativeConnection(asyncio.Protocol):
             if tls is not None and not tls.client_auth:  # no certificate was demanded of this caller
                 self._refuse("peer links need a certificate: use the peer listener", reply=False)
                 return
-            self._incoming = IncomingLink(self._node, self._peer)
+            self._incoming = self._intake.open(self._peer)
         now = asyncio.get_running_loop().time()
         for frame in frames:
             try:
@@ -125,13 +128,9 @@ class NativeConnection(asyncio.Protocol):
         """Hand the received batches to the node until the sink is full (then stop reading)."""
         frames = self._frames
         sink = self._sink
-        node = self._node
-        if frames and node.backlogged():  # replication first (PartitionNode.backlogged)
-            now = asyncio.get_running_loop().time()
-            if self._held_since is None:
-                self._held_since = now
-                node.admission_waits += 1
-            if now - self._held_since < ADMISSION_MAX_WAIT_S:
+        if frames and self._admission.backlogged():  # replication first (``okapikv.server.admission``)
+            self._held_since = self._admission.hold(self._held_since)
+            if self._held_since is not None:
                 self._pause_reading()
                 if not self._retry_scheduled:
                     self._retry_scheduled = True
@@ -226,7 +225,9 @@ class NativeConnection(asyncio.Protocol):
         self._transport = None
 
 
-async def start_native(node: PartitionNode, host: str, port: int, ssl_context: ssl.SSLContext | None) -> asyncio.Server:
-    """Listen on ``host:port`` (port 0: any free port) and serve native connections."""
+async def start_native(node: PartitionNode, intake: PeerIntake, host: str, port: int,
+                       ssl_context: ssl.SSLContext | None) -> asyncio.Server:
+    """Listen on ``host:port`` (port 0: any free port) and serve native connections; peer links
+    go to ``intake`` (the node's, shared with the ``Peer.Link`` RPC)."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: NativeConnection(node), host, port, ssl=ssl_context)
+    return await loop.create_server(lambda: NativeConnection(node, intake), host, port, ssl=ssl_context)

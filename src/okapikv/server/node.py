@@ -3,7 +3,8 @@
 Everything the core does happens through three entry points, all called from the event loop (so
 the core is never entered concurrently):
 
-- ``handle`` / ``handle_batch`` for client requests and incoming peer batches;
+- ``call`` / ``submit_operations`` for client requests (unary calls, Pipeline and native batches)
+  and ``run_core`` for incoming peer messages (``okapikv.server.inbound``);
 - ``on_timer`` when the core's ``next_deadline()`` comes (heartbeats, stabilization, GC, parked
   requests waiting for the clock). The timer is one ``call_later`` handle, re-armed after every
   firing and moved earlier whenever a request parks;
@@ -19,14 +20,20 @@ Durability (``data_dir``, ``okapikv.storage``): the core's changes after every c
 committer, and the call's effects wait in ``_held``, in order, until the commit group they need is
 durable (``_carry_out``): a reply, a replicated update or a report never reveals a version a crash
 could lose, and never carries a local timestamp above the persisted clock bound. Peer-link
-acknowledgements wait the same way (``_durable_ack``): a sender forgets a message only once what it
-carried is on disk here. Without a data directory effects are carried out at once (in memory).
+acknowledgements wait the same way (``okapikv.server.inbound.PeerIntake.durable_ack``): a sender
+forgets a message only once what it carried is on disk here. Without a data directory effects are
+carried out at once (in memory).
 On start the node recovers the directory and asks every replica for what it missed
 (``PartitionServer.start_catch_up``) before any other message of this incarnation leaves. Damaged
 data stops the start with a one-line error (``okapikv.storage.recovery``); in repair mode
 (``repair``) the directory is rebuilt from the replicas instead, and the core refuses client
 requests until the repair ends. On a full disk (``okapikv.storage.space``) client writes are refused
 with RESOURCE_EXHAUSTED and peer links from other DCs are refused (they resend later) while reads go on.
+
+Client work waits while replication lags (``admission``: one ``Admission`` policy that every port
+calls). What the node reports is one typed snapshot (``snapshot``, ``okapikv.wire.stats``), rendered
+by the Stats RPC, the Prometheus collector and `okapi status`; the instruments it updates as it runs
+(latency histograms, lag samples) are ``okapikv.server.instruments``.
 
 Clocks (docs/operations.md, "Clocks: the maximum offset"): the core refuses or holds back what
 reaches more than the maximum clock offset past this server's clock and counts it; the node logs
@@ -38,8 +45,8 @@ the clock than the offset plus the bound's lead: the clock stepped back since th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
-import json
 import logging
 import math
 import os
@@ -72,11 +79,13 @@ from okapikv.core.messages import (
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer, Repair
-from okapikv.core.timestamps import pack, physical_of
+from okapikv.core.stats import ServerStats
+from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
+from okapikv.server.admission import Admission, visibility_bounds_us
 from okapikv.server.budgets import InputGuard, InputLimits
-from okapikv.server.clock import EPOCH_UNIX_US, ServerClock
-from okapikv.server.links import IncomingLinks, OutgoingLink
-from okapikv.server.metrics import LagSamples, LatencyHistograms
+from okapikv.server.clock import ServerClock
+from okapikv.server.instruments import LagSamples, LatencyHistograms
+from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
@@ -90,49 +99,29 @@ from okapikv.wire.convert import (
     encode_peer_message,
     frame_peer_message,
     operation_request,
-    peer_message_from_pb,
+)
+from okapikv.wire.stats import (
+    ClockFigures,
+    CoreFigures,
+    DriverFigures,
+    NodeSnapshot,
+    RecoveredFigures,
+    RequestFigures,
+    ServerIdentity,
+    StabilizationFigures,
+    StorageFigures,
+    StoreFigures,
+    WaitFigures,
+    copy_fields,
+    to_json,
 )
 
 log = logging.getLogger("okapikv.server")
 
 #: Exit status of a server whose storage failed: it cannot make writes durable, so it stops.
 EXIT_STORAGE_FAILURE = 3
-#: Client batches wait while a working peer link is further behind than this (``backlogged``); it
-#: exceeds the receivers' acknowledgement interval (``servicers.IncomingLink.ACK_INTERVAL_S``, 50 ms).
-ADMISSION_LAG_S = 0.075
-#: ... unless the link has had no acknowledgement for this long: that replica is stuck (stopped, not
-#: yet known to be dead), not slow, and local writes must not wait for it.
-ADMISSION_GIVE_UP_S = 1.0
-#: How often a waiting client batch looks again, and the longest it waits: on a machine so starved
-#: that links lag even without client load (12 servers on 2 cores), holding batches until the lag
-#: clears stalled clients for up to a second (PUT p99 946 ms, half the throughput).
-ADMISSION_RETRY_S = 0.001
-ADMISSION_MAX_WAIT_S = 0.02
-
-#: ``bounded_visibility`` holds client batches once a remote DC's newest visible update here is older
-#: than the UST path plus this many stabilization periods (``_visibility_bounds_us``): 1.5 periods
-#: below the bound the benchmark holds Okapi to (3 periods, ``okapikv.bench.fast``), the margin for
-#: the control's own reaction (the lag goes on rising for a few ms after batches are held). 3 DCs x 1
-#: partition at saturation on 2 cores, lag p99 against the bound: holding at the bound, 2-6 ms over
-#: (13.2-14.1k PUT/s); at 2 periods, -1 .. +1 ms (11.5-12.7k); at 1.5, 0.3-3 ms under (10.2-12.0k).
-#: Past the threshold by more than VISIBILITY_GIVE_UP_US, a DC is cut, not slow.
-ADMISSION_VISIBILITY_PERIODS = 1.5
-VISIBILITY_GIVE_UP_US = 1_000_000
 #: At most one warning per this many seconds about inputs the maximum clock offset held off.
 CLOCK_LOG_INTERVAL_S = 10.0
-
-
-def _visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
-    """Per DC i, how old the newest visible update of i may be at DC ``dc`` under Okapi's UST
-    (section 3.3): it reaches every DC k, k's knowledge of it reaches ``dc``, plus
-    ``ADMISSION_VISIBILITY_PERIODS`` stabilization periods; 0 for ``dc`` itself."""
-    wan = config.wan_ms
-    dcs = range(len(config.dcs))
-    return tuple(
-        0 if source == dc else round(1000 * (max(wan[source][k] + wan[k][dc] for k in dcs)
-                                             + ADMISSION_VISIBILITY_PERIODS * config.stabilization_interval_ms))
-        for source in dcs
-    )
 
 
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
@@ -175,9 +164,11 @@ class PartitionNode:
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ClientReply] | PipelineEntry] = {}
         self._links: dict[ServerId, OutgoingLink] = {}
-        self._visibility_bounds_us = (_visibility_bounds_us(config, dc)
-                                      if config.bounded_visibility and self.core.protocol.uses_usv else ())
-        self._incoming = IncomingLinks()
+        # Client work waits while replication lags (``okapikv.server.admission``).
+        self.admission = Admission(
+            self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
+            bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
+            else ())
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline_us = 0
         self._last_sent: object = None
@@ -195,14 +186,13 @@ class PartitionNode:
         self._storage: SqliteStore | None = None
         self._committer: GroupCommitter | None = None
         self._held: deque[tuple[int, list[Effect]]] = deque()
-        self._unsynced_acks: dict[ServerId, deque[tuple[int, int, int]]] = {}
-        self._durable_acks: dict[ServerId, tuple[int, int]] = {}
-        self.recovered: dict[str, Any] = {}
+        self.recovered: RecoveredFigures | None = None
         self._space: DiskSpace | None = None
         self._repair_plan: Repair | None = None
         self._repair_logged = True
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._fresh_start = False  # an empty data directory, started without --repair
+        self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
         self.native_connections = 0  # accepted on the native port, ever
@@ -210,7 +200,6 @@ class PartitionNode:
         self.resp_port = 0  # set by the app once the RESP port listens (0: none; okapikv.resp)
         self.resp_connections = 0  # accepted on the RESP port, ever
         self.resp_refused = 0  # of them, closed for breaking the protocol or a bound
-        self.admission_waits = 0  # client batches that waited for replication to catch up
         limits = config.connections
         # Shared by every stream port of this server (``okapikv.server.budgets``).
         self.input_guard = InputGuard(InputLimits(limits.input_budget_bytes, limits.frame_timeout_ms / 1000,
@@ -237,8 +226,7 @@ class PartitionNode:
             now_us=self.clock.now_us())
         self._storage = store
         self._space = space
-        self.recovered = {"versions": recovered.versions, "keys": recovered.keys,
-                          "clock_bound_us": recovered.clock_bound_us}
+        self.recovered = RecoveredFigures(recovered.versions, recovered.keys, recovered.clock_bound_us)
         if store.migrated_versions is not None:
             log.warning("%s: migrated %s to data format 2: %d version(s) checksummed as they stood", self.label,
                         store.path, store.migrated_versions, extra={"event": "data_migrated"})
@@ -252,8 +240,8 @@ class PartitionNode:
             return
         self._repair_plan = recovered.repair
         self._repair_logged = False
-        self.recovered.update(repair=recovered.damage, salvaged_local=recovered.salvaged,
-                              moved_aside=[str(path) for path in recovered.moved_aside])
+        self.recovered = dataclasses.replace(self.recovered, repair=recovered.damage, salvaged_local=recovered.salvaged,
+                                             moved_aside=tuple(str(path) for path in recovered.moved_aside))
         moved = ""
         if recovered.moved_aside:
             moved = f"; damaged files moved aside: {', '.join(map(str, recovered.moved_aside))}"
@@ -288,10 +276,15 @@ class PartitionNode:
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
+        self.admission.time = self._loop.time  # the links' clock
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=self._space)
             self._committer.open(self.core.hlc, self.clock.now_us())
+        # What a replica holds of this DC at or above this clock reading was announced by this
+        # incarnation (its first heartbeats can reach a replica before that replica answers the
+        # catch-up request): only what lies below it can be a lost earlier incarnation's.
+        self._started_us = self.clock.now_us()
         self._carry_out(self.core.start_catch_up(self._repair_plan))
         self._repair_plan = None
         self._arm_timer()
@@ -331,7 +324,7 @@ class PartitionNode:
         self._waiting[request_id] = future
         started = time.perf_counter()
         try:
-            self._run_core((request,))
+            self.run_core((request,))
             return await future
         finally:
             if self._waiting.pop(request_id, None) is not None and isinstance(request, ReadTxRequest | ScanRequest):
@@ -370,7 +363,7 @@ class PartitionNode:
         self.client_requests += len(requests)
         self.pipeline_batches += 1
         if requests:
-            self._run_core(requests)
+            self.run_core(requests)
 
     def _stream_closed(self, sink: PipelineSink) -> None:
         """A Pipeline stream or native connection is gone: its snapshot reads still running have no
@@ -390,47 +383,6 @@ class PartitionNode:
             log.info("%s: dropped %d snapshot read(s) whose client went away", self.label, dropped,
                      extra={"event": "reads_abandoned", "count": dropped})
 
-    def backlogged(self) -> bool:
-        """Whether new client batches should wait: some peer link that works (connected, not cut)
-        has a message that has been due for more than ``ADMISSION_LAG_S`` without being sent and
-        acknowledged, i.e. a replica is falling behind this server.
-
-        Why: a server takes client batches as fast as they come, and on a saturated machine the
-        replication and stabilization messages then wait behind them without bound: 3 DCs on 2
-        cores at ~10k PUT/s had replication queues growing 368 -> 551 messages over 5 s and remote
-        visibility p99 of 250-640 ms against UST bounds of 88-118 ms; with this, 8.6k PUT/s, queues
-        flat (275 -> 298) and p99 160-205 ms. Holding client intake while a replica lags makes the
-        accepted write rate the rate replication sustains. A link that is down or cut, or whose
-        replica has acknowledged nothing for ``ADMISSION_GIVE_UP_S``, never holds anything back:
-        writes stay available during a partition and queue for the DC that is away. (Judging
-        "stuck" by how far behind a link is instead let a merely slow replica pass the limit under
-        sustained overload and switched the control off for good.)"""
-        links = self._links
-        if not links:
-            return False
-        assert self._loop is not None
-        now = self._loop.time()
-        if any(now - link.last_ack_at >= ADMISSION_GIVE_UP_S for link in links.values()):
-            return False  # a replica is stuck or away: local writes never wait for it
-        if any(link.backlog_s(now) > ADMISSION_LAG_S for link in links.values()):
-            return True
-        return self._visibility_behind()
-
-    def _visibility_behind(self) -> bool:
-        """Whether some remote DC's newest visible update here is older than Okapi's bound for it
-        (``_visibility_bounds_us``) but not by more than ``VISIBILITY_GIVE_UP_S`` (beyond that it is
-        a cut, not load: the USV waits for every DC)."""
-        bounds = self._visibility_bounds_us
-        if not bounds:
-            return False
-        now_us = self.clock.now_us()
-        for entry, bound in zip(self.core.stable, bounds, strict=True):
-            if bound:
-                lag = now_us - physical_of(entry)
-                if bound < lag < bound + VISIBILITY_GIVE_UP_US:
-                    return True
-        return False
-
     def _disk_full(self, request: ClientRequest) -> str | None:
         """Why a write is refused on a full disk (``okapikv.storage.space``), or None."""
         committer = self._committer
@@ -439,14 +391,6 @@ class PartitionNode:
         assert self._space is not None
         return (f"disk full: {self._space.directory} has less than the {self._space.reserve_bytes} bytes this server "
                 "keeps free; the write was not applied (reads still work)")
-
-    def refuses_peer_batch(self, source_dc: int) -> str | None:
-        """Why an incoming peer batch is refused now, or None: on a full disk, batches from other DCs
-        (replicated versions need space; the sender resends once the link is accepted again)."""
-        committer = self._committer
-        if committer is None or not committer.disk_full or source_dc == self.id.dc:
-            return None
-        return "disk full: replication to this server is paused until space is freed"
 
     def _misrouted(self, request: ClientRequest) -> str | None:
         """Single-key requests must reach the key's partition: a misrouted write would land where
@@ -460,51 +404,9 @@ class PartitionNode:
         address = self.config.server(self.id.dc, owner).address
         return f"key belongs to partition {owner} ({address}); this server is partition {self.id.partition}"
 
-    # ================================================================ peer messages
-
-    def on_peer_batch(self, batch: pb.PeerBatch) -> int | None:
-        """Hand an incoming PeerBatch to the core in order; returns the sequence number to
-        acknowledge, or None if the batch leaves a gap (the stream must restart)."""
-        source = ServerId(batch.source.dc, batch.source.partition)
-        messages = batch.messages
-        count = len(messages)
-        skip = self._incoming.admit(source, batch.incarnation, batch.first_sequence, count)
-        if skip is None:
-            return None
-        converted: list[Message] = []
-        for index in range(skip, count):
-            try:
-                message = peer_message_from_pb(messages[index], source)
-            except Exception:  # a malformed message must not stall the link with endless resends
-                self.handler_errors += 1
-                log.exception("%s: dropped a malformed message from %s", self.label, source)
-                continue
-            if message is not None:
-                converted.append(message)
-        self.peer_batches_received += 1
-        self.peer_messages_received += len(converted)
-        if converted:
-            self._run_core(converted)
-        handled = self._incoming.handled(source, batch.incarnation, batch.first_sequence, count)
-        return self._durable_ack(source, batch.incarnation, handled)
-
-    def _durable_ack(self, source: ServerId, incarnation: int, handled: int) -> int:
-        """The highest message number of ``source`` whose content is durable here (what may be
-        acknowledged: the sender then forgets it). Without storage, everything handled."""
-        committer = self._committer
-        if committer is None:
-            return handled
-        pending = self._unsynced_acks.setdefault(source, deque())
-        pending.append((committer.required, incarnation, handled))
-        while pending and pending[0][0] <= committer.durable:
-            _, acked_incarnation, sequence = pending.popleft()
-            self._durable_acks[source] = (acked_incarnation, sequence)
-        acked = self._durable_acks.get(source)
-        return acked[1] if acked is not None and acked[0] == incarnation else 0
-
     # ================================================================ core calls and effects
 
-    def _run_core(self, messages: Sequence[Message]) -> None:
+    def run_core(self, messages: Sequence[Message]) -> None:
         now_us = self.clock.now_us()
         core = self.core
         try:
@@ -698,9 +600,12 @@ class PartitionNode:
             log.exception("%s: the core failed in on_timer", self.label)
         else:
             self._carry_out(effects)
-        if self._fresh_start and (self.core.stats.replica_knows_clock or not self.core.catching_up):
+        known = self.core.stats.replica_knows_clock
+        if known and physical_of(known) >= self._started_us:
+            known = 0  # this incarnation's own heartbeat
+        if self._fresh_start and (known or not self.core.catching_up):
             self._fresh_start = False
-            if self.core.stats.replica_knows_clock:
+            if known:
                 log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
                           "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
                           "(docs/operations.md)", self.label,
@@ -722,87 +627,64 @@ class PartitionNode:
 
     # ================================================================ introspection
 
-    def links(self) -> dict[ServerId, OutgoingLink]:
-        """The outgoing peer links opened so far (read by the metrics collector)."""
-        return self._links
+    @property
+    def committer(self) -> GroupCommitter | None:
+        """The group committer once started with a data directory (``okapikv.storage``), else None."""
+        return self._committer
 
-    def stats(self) -> dict[str, Any]:
+    @property
+    def waiting_replies(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def admission_waits(self) -> int:
+        return self.admission.waits
+
+    def stable_lag_ms(self, now_us: int) -> tuple[float | None, ...]:
+        """How far the stable vector trails this server's clock, per DC (None: nothing known yet)."""
+        return tuple(None if entry == 0 else round((now_us - physical_of(entry)) / 1000, 3)
+                     for entry in self.core.stable)
+
+    def snapshot(self) -> NodeSnapshot:
+        """Everything this server reports, now (``okapikv.wire.stats``: the Stats RPC, the
+        Prometheus collector and `okapi status` render it)."""
         core = self.core
+        config = self.config
         now_us = self.clock.now_us()
-        lag_ms: list[float | None] = [
-            None if entry == 0 else round((now_us - physical_of(entry)) / 1000, 3) for entry in core.stable
-        ]
-        return {
-            "cluster_id": self.config.cluster_id,
-            "protocol": self.config.protocol,
-            "dc": self.config.dcs[self.id.dc],
-            "dc_index": self.id.dc,
-            "partition": self.id.partition,
-            "address": self.server_config.address,
-            "clock_us": now_us,
-            "clock_unix_us": now_us + EPOCH_UNIX_US,
-            "clock_skew_us": self.clock.skew_us,
-            "hlc": core.hlc,
-            "hlc_ahead_us": physical_of(core.hlc) - now_us,
-            "max_clock_offset_us": core.config.max_clock_offset_us,
-            "clock_ahead_at_start_us": self.clock_ahead_at_start_us,
-            "vv": list(core.vv),
-            "stable": list(core.stable),
-            "gsv": list(core.gsv),
-            "horizon": list(core.horizon),
-            "stable_lag_ms": lag_ms,
-            "stable_lag_samples": self.lag_samples.snapshot(),
-            "parked": core.parked_count,
-            "pending_reads": core.pending_reads,
-            "snapshot_leases": core.snapshot_leases,
-            "keys": len(core.store),
-            "catching_up": [self.config.dcs[dc] for dc in core.catching_up],
-            "repairing": core.repairing,
-            "repair_waiting": [self.config.dcs[dc] for dc in core.repair_waiting],
-            "storage": None if self._committer is None else {
-                **self._committer.stats(), "held_effect_groups": len(self._held), "recovered": self.recovered,
-            },
-            "versions": core.store.version_count,
-            "versions_collected": core.store.collected_count,
-            "latency": self.latency.summary(),
-            "core": core.stats.as_dict(),
-            "driver": {
-                "client_requests": self.client_requests,
-                "pipeline_batches": self.pipeline_batches,
-                "waiting_replies": len(self._waiting),
-                "peer_batches_received": self.peer_batches_received,
-                "peer_messages_received": self.peer_messages_received,
-                "handler_errors": self.handler_errors,
-                "oversized_dropped": self.oversized_dropped,
-                "native_port": self.native_port,
-                "native_connections": self.native_connections,
-                "native_refused": self.native_refused,
-                "resp_port": self.resp_port,
-                "resp_connections": self.resp_connections,
-                "resp_refused": self.resp_refused,
-                "admission_waits": self.admission_waits,
-            },
-            "input": self.input_guard.stats(),
-            "links": {
-                link.label: {
-                    "address": link.address,
-                    "delay_ms": link.delay_s * 1000,
-                    "connected": link.connected,
-                    "queued": link.queued,
-                    "unacked": link.unacked,
-                    "queued_bytes": link.queued_bytes,
-                    "unacked_bytes": link.unacked_bytes,
-                    "sent_messages": link.stats.sent_messages,
-                    "sent_batches": link.stats.sent_batches,
-                    "resent_messages": link.stats.resent_messages,
-                    "connects": link.stats.connects,
-                    "failures": link.stats.failures,
-                    "probes": link.stats.probes,
-                    "dead": link.stats.dead,
-                }
-                for link in self._links.values()
-            },
-        }
+        names = config.dcs
+        committer = self._committer
+        return NodeSnapshot(
+            identity=ServerIdentity(config.cluster_id, config.protocol, names[self.id.dc], self.id.dc,
+                                    self.id.partition, self.server_config.address),
+            clock=ClockFigures(now_us, now_us + EPOCH_UNIX_US, self.clock.skew_us, core.hlc,
+                               physical_of(core.hlc) - now_us, core.config.max_clock_offset_us,
+                               self.clock_ahead_at_start_us),
+            stabilization=StabilizationFigures(
+                tuple(core.vv), tuple(core.stable), tuple(core.gsv), tuple(core.horizon), self.stable_lag_ms(now_us),
+                tuple(self.lag_samples.snapshot()), tuple(names[dc] for dc in core.catching_up), core.repairing,
+                tuple(names[dc] for dc in core.repair_waiting)),
+            requests=RequestFigures(core.parked_count, core.pending_reads, core.snapshot_leases),
+            store=StoreFigures(len(core.store), core.store.version_count, core.store.collected_count),
+            storage=None if committer is None else StorageFigures(
+                **committer.stats(), held_effect_groups=len(self._held), recovered=self.recovered),  # type: ignore[arg-type]
+            latency=self.latency.figures(),
+            core=_core_figures(core.stats),
+            driver=copy_fields(DriverFigures, self),
+            input=self.input_guard.figures(),
+            links={link.label: link.figures(names[destination.dc])
+                   for destination, link in sorted(self._links.items())},
+        )
 
     def stats_json(self) -> str:
-        return json.dumps(self.stats(), separators=(",", ":"))
+        """The Stats RPC's document (``okapikv.wire.stats.to_json``)."""
+        return to_json(self.snapshot())
+
+
+def _core_figures(stats: ServerStats) -> CoreFigures:
+    """The core's counters: operations, waits, and every other integer field of ``ServerStats``
+    under its own name (a counter the core gains appears without an edit here)."""
+    counters = {item.name: value for item in dataclasses.fields(stats)
+                if type(value := getattr(stats, item.name)) is int}
+    waits = {reason: WaitFigures(wait.count, wait.total_us, wait.max_us, wait.mean_us)
+             for reason, wait in stats.waits.items()}
+    return CoreFigures(dict(stats.operations), waits, counters)

@@ -1,5 +1,9 @@
 """The gRPC services of a partition server: KeyValue (clients) and Peer (other servers).
 
+Both are adapters: KeyValue's calls and Pipeline streams go to the node (``PartitionNode.call``,
+``submit_operations``) once admission control lets them (``okapikv.server.admission``); Peer's
+links go to the node's ``PeerIntake`` (``okapikv.server.inbound``), as the native port's do.
+
 Failure policy: a request the core refuses (empty or oversized key, oversized value, bad session)
 is answered with its status (INVALID_ARGUMENT) and changes nothing; any unexpected exception in a
 handler is logged with its traceback and answered INTERNAL, and the server keeps serving. gRPC
@@ -18,9 +22,10 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from okapikv.core.messages import ClientReply, ErrorReply
+from okapikv.core.messages import ClientReply, ClientRequest, ErrorReply
 from okapikv.core.session import adopt
-from okapikv.server.node import ADMISSION_MAX_WAIT_S, ADMISSION_RETRY_S, PartitionNode
+from okapikv.server.inbound import LinkRefused, PeerIntake
+from okapikv.server.node import PartitionNode
 from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
@@ -60,10 +65,18 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
     def __init__(self, node: PartitionNode) -> None:
         self.node = node
         self.num_dcs = node.num_dcs
+        self._admission = node.admission
+
+    async def _call(self, request: ClientRequest) -> ClientReply:
+        """Run one request once admission control lets it (``okapikv.server.admission``)."""
+        admission = self._admission
+        if admission.backlogged():
+            await admission.wait()
+        return await self.node.call(request)
 
     @guarded
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.GetResponse:
-        reply = await self.node.call(convert.get_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.get_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.GetResponse()
         convert.fill_get(response, reply)  # type: ignore[arg-type]
@@ -71,7 +84,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     @guarded
     async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.PutResponse:
-        reply = await self.node.call(convert.put_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.put_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.PutResponse()
         convert.fill_write(response, reply)  # type: ignore[arg-type]
@@ -79,7 +92,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     @guarded
     async def Swap(self, request: pb.SwapRequest, context: grpc.aio.ServicerContext) -> pb.SwapResponse:
-        reply = await self.node.call(convert.swap_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.swap_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.SwapResponse()
         convert.fill_swap(response, reply)  # type: ignore[arg-type]
@@ -87,7 +100,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     @guarded
     async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
-        reply = await self.node.call(convert.delete_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.delete_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.DeleteResponse()
         convert.fill_write(response, reply)  # type: ignore[arg-type]
@@ -95,7 +108,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     @guarded
     async def Scan(self, request: pb.ScanRequest, context: grpc.aio.ServicerContext) -> pb.ScanResponse:
-        reply = await self.node.call(convert.scan_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.scan_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.ScanResponse()
         convert.fill_scan(response, reply)  # type: ignore[arg-type]
@@ -103,7 +116,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     @guarded
     async def ReadTx(self, request: pb.ReadTxRequest, context: grpc.aio.ServicerContext) -> pb.ReadTxResponse:
-        reply = await self.node.call(convert.read_tx_request(request, self.node.next_request_id(), self.num_dcs))
+        reply = await self._call(convert.read_tx_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.ReadTxResponse()
         convert.fill_read_tx(response, reply)  # type: ignore[arg-type]
@@ -169,14 +182,11 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
 
     async def _read_operations(self, request_iterator: AsyncIterator[pb.OperationBatch], sink: PipelineSink) -> None:
         node = self.node
+        admission = self._admission
         try:
             async for batch in request_iterator:
-                if node.backlogged():  # replication first (PartitionNode.backlogged), for a while
-                    node.admission_waits += 1
-                    for _ in range(round(ADMISSION_MAX_WAIT_S / ADMISSION_RETRY_S)):
-                        await asyncio.sleep(ADMISSION_RETRY_S)
-                        if not node.backlogged():
-                            break
+                if admission.backlogged():  # replication first (``okapikv.server.admission``)
+                    await admission.wait()
                 node.submit_operations(batch, sink)
                 await sink.wait_for_room()
         except asyncio.CancelledError:
@@ -190,79 +200,17 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
             sink.finish_reading()
 
 
-class LinkRefused(Exception):
-    """An incoming peer link must end: ``code`` names the gRPC status it ends with."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class IncomingLink:
-    """One incoming peer link, whatever carries it (the ``Peer.Link`` RPC or the native port):
-    check the cluster and the source, hand each batch to the core in order, say when to acknowledge.
-
-    Acknowledgements only let the sender forget messages it would otherwise resend after a broken
-    stream, so they are coalesced (every ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each
-    write costs far more than the few bytes it carries, and links carry a heartbeat every few
-    milliseconds. A batch with no messages is the sender's liveness probe and is acknowledged at
-    once.
-    """
-
-    ACK_INTERVAL_S = 0.05
-    ACK_MESSAGES = 4096
-
-    def __init__(self, node: PartitionNode, peer: str) -> None:
-        self.node = node
-        self.peer = peer
-        self._last_ack_time = 0.0
-        self._unacknowledged = 0
-
-    def accept(self, batch: pb.PeerBatch, now: float) -> int | None:
-        """Handle ``batch``; the sequence number to acknowledge now, or None. Raises ``LinkRefused``."""
-        node = self.node
-        config = node.config
-        if batch.cluster_id != config.cluster_id:
-            log.warning("%s: refused a peer link from cluster %r (this is %r)",
-                        node.label, batch.cluster_id, config.cluster_id,
-                        extra={"event": "peer_refused", "peer": self.peer, "reason": "cluster id"})
-            raise LinkRefused(grpc.StatusCode.PERMISSION_DENIED,
-                              f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}")
-        source = batch.source
-        if not (source.dc < len(config.dcs) and source.partition < config.partitions) or (
-            source.dc == node.id.dc and source.partition == node.id.partition
-        ):
-            raise LinkRefused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
-        refusal = node.refuses_peer_batch(source.dc)
-        if refusal is not None:
-            raise LinkRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, refusal)
-        try:
-            acknowledged = node.on_peer_batch(batch)
-        except Exception:
-            log.exception("%s: failed on a peer batch", node.label)
-            raise LinkRefused(grpc.StatusCode.INTERNAL, "failed on a peer batch") from None
-        if acknowledged is None:
-            raise LinkRefused(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
-        self._unacknowledged += len(batch.messages)
-        if (self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S
-                or not batch.messages):  # a probe (``okapikv.server.liveness``): answer at once
-            self._last_ack_time = now
-            self._unacknowledged = 0
-            return acknowledged
-        return None
-
-
 class PeerServicer(pb_grpc.PeerServicer):
-    """Incoming peer links over gRPC (``IncomingLink`` does the work).
+    """Incoming peer links over gRPC (an ``InboundLink`` each, ``okapikv.server.inbound``).
 
     Who may link: with TLS on, only a caller that presented a certificate our CA signed (the
     handshake already refused any other certificate; this refuses a caller with none, which the
     client port lets in when ``client_auth = false``). Then only a batch of our own cluster id.
     """
 
-    def __init__(self, node: PartitionNode) -> None:
-        self.node = node
+    def __init__(self, intake: PeerIntake) -> None:
+        self.intake = intake
+        self.node = intake.node
 
     async def Link(
         self, request_iterator: AsyncIterator[pb.PeerBatch], context: grpc.aio.ServicerContext
@@ -273,7 +221,7 @@ class PeerServicer(pb_grpc.PeerServicer):
             log.warning("%s: refused a peer link from %s without a client certificate", node.label, context.peer(),
                         extra={"event": "peer_refused", "peer": context.peer(), "reason": "no certificate"})
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "peer links need a certificate (mutual TLS)")
-        link = IncomingLink(node, context.peer())
+        link = self.intake.open(context.peer())
         async for batch in request_iterator:
             try:
                 acknowledged = link.accept(batch, loop.time())

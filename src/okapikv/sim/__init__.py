@@ -1,4 +1,4 @@
-"""Deterministic simulation of the protocol core (DESIGN.md section 3; TigerBeetle VOPR, turmoil).
+"""Deterministic simulation of the protocol core (docs/testing.md, "The simulator"; VOPR, turmoil).
 
 The production partition servers run under virtual time: seeded network delays and partitions,
 per-server clocks with offsets, drift and steps, crashes (kill -9, then a restart from what was

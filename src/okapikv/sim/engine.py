@@ -7,7 +7,7 @@ module only carries out their effects:
 
 - every server has its own ``ClockModel``; ``handle``/``on_timer`` get that server's clock reading,
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
-- links between servers are FIFO and reliable (DESIGN.md section 1): each message gets a delay
+- links are FIFO and reliable (docs/protocol.md, "Replication and heartbeats"): each message gets a delay
   (WAN matrix plus jitter between DCs, 0.1-0.5 ms inside a DC) but is never delivered before an
   earlier message of the same link;
 - clients are closed-loop sessions (``ClientSession``) attached to one DC, talking to the partition

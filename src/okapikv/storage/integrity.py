@@ -22,8 +22,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from okapikv.core.timestamps import physical_of
-from okapikv.server.clock import EPOCH_UNIX_US
+from okapikv.core.timestamps import EPOCH_UNIX_US, physical_of
 from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
 
 # stored timestamp (signed), source DC, value length (-1: tombstone), key length, dv length

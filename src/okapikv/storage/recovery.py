@@ -1,6 +1,6 @@
 """Recovery: load a data directory into a fresh protocol core, or rebuild it from the replicas.
 
-What comes back (and why it is enough, DESIGN.md section 1 and ``okapikv.core.server``):
+What comes back (and why it is enough, docs/protocol.md, "Catch-up and repair", and ``okapikv.core.server``):
 
 - every stored version, each verified against its checksum: each acknowledged write was durable
   before its reply left, and each replicated update before the link message carrying it was

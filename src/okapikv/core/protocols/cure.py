@@ -1,4 +1,4 @@
-"""Cure (baseline, docs/protocol.md "Cure"): physical clocks and full dependency vectors.
+"""Cure (baseline, docs/protocol.md, "Cure"): physical clocks and full dependency vectors.
 
 - PUT waits until the physical clock exceeds every entry of the client's dependency vector.
 - Replication carries the whole vector: 4 + 8 + 8 * (M - 1) bytes (28 with 3 DCs).

@@ -1,6 +1,6 @@
 """Eventual consistency: the same store with stabilization and dependency metadata switched off.
 
-It exists only to measure the cost of causality (the benchmarks' baseline): every version is visible at once,
+It exists to measure the cost of causality (docs/benchmarks.md, the fast suite): every version is visible at once,
 snapshots read the newest version of every key, PUT never waits and never tracks dependencies.
 Replicas still converge (last writer wins by hybrid timestamp), but no causal guarantee holds.
 

@@ -1,4 +1,4 @@
-"""GentleRain (baseline, docs/protocol.md "GentleRain"): physical clocks and one scalar of metadata.
+"""GentleRain (baseline, docs/protocol.md, "GentleRain"): physical clocks and one scalar of metadata.
 
 - PUT waits until the physical clock exceeds the client's dependency time.
 - Replication carries 12 bytes (source DC, timestamp).

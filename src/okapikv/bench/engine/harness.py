@@ -1,0 +1,271 @@
+"""The harness: starts the systems under test and runs the phases every suite is made of.
+
+``open_bench`` sets up one invocation (the ``--keep-cpus-busy`` spinners, the load processes, the
+progress view, one event loop) and yields the ``Bench`` that suites drive:
+
+- ``start(system, ...)``: a fresh local cluster for an okapikv system (or the one ``--connect``
+  names), a throwaway redis-server for Redis; stopped afterwards whatever happens;
+- ``load``: the YCSB load phase (every record once), then a wait until remote DCs see it;
+- ``measure``: one measured run, recorded as a ``Run`` in a series (server stats and CPU read at the
+  window's edges); ``copy_into`` reuses a run in another series;
+- ``visibility``: the remote update visibility probe per DC pair;
+- ``guarded``: one system's part of a suite, whose failure is noted while the suite goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from okapikv.bench.engine.adapters import TargetSpec
+from okapikv.bench.engine.busy_cpus import cpus_kept_busy
+from okapikv.bench.engine.clusters import RunningCluster, connect, start_local
+from okapikv.bench.engine.driver import WorkerPool, default_processes
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.generators import format_key
+from okapikv.bench.engine.messages import RunSpec
+from okapikv.bench.engine.options import BenchOptions
+from okapikv.bench.engine.proc import total_cpu_seconds
+from okapikv.bench.engine.progress import ProgressUI
+from okapikv.bench.engine.records import run_record
+from okapikv.bench.engine.redis_ref import LocalRedis
+from okapikv.bench.engine.results import Results, Run
+from okapikv.bench.engine.systems import System
+from okapikv.bench.engine.visibility import measure_visibility, summarize, wait_until_visible
+from okapikv.bench.engine.workloads import WorkloadConfig
+
+LOAD_SESSIONS = 32
+LOAD_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class SystemUnderTest:
+    """A started system: how to drive it, and what is needed to read its stats and CPU."""
+
+    system: System
+    label: str  # what its runs are recorded as: ``system.name``, or a suite's label ("okapi over gRPC")
+    target: TargetSpec
+    cluster: RunningCluster | None
+    pids: tuple[int, ...]
+    dcs: int
+    partitions: int
+    clock_skew_ms: float
+
+
+class Bench:
+    """State shared by the runs of one invocation: options, results, load processes, progress."""
+
+    def __init__(self, options: BenchOptions, results: Results, ui: ProgressUI, pool: WorkerPool) -> None:
+        self.options = options
+        self.results = results
+        self.ui = ui
+        self.pool = pool
+        self.failures = 0
+        # One event loop for every async step of the parent (visibility probes, replication
+        # checks): grpc.aio binds to the first loop it sees, so asyncio.run per step would break.
+        self.runner = asyncio.Runner()
+
+    def close(self) -> None:
+        self.runner.close()
+
+    # ------------------------------------------------------------------ systems
+
+    @contextlib.contextmanager
+    def start(self, system: System, dcs: tuple[str, ...] = ("local",), partitions: int = 1,
+              skew_ms: float = 0.0) -> Iterator[SystemUnderTest]:
+        """``system`` running, for the length of the ``with``: Redis ignores the cluster shape."""
+        if not system.is_okapikv:
+            with LocalRedis() as server:
+                target = TargetSpec("redis", (server.address,), self.options.timeout_s)
+                yield SystemUnderTest(system, system.name, target, None, (server.pid,) if server.pid else (), 1, 1, 0.0)
+            return
+        options = self.options
+        started = time.monotonic()
+        if options.connect:
+            cluster = connect(options.connect, options.timeout_s)
+            system = System(cluster.protocol)
+        else:
+            self.ui.message(f"starting {system.name}: {len(dcs)} DC x {partitions} partition(s), skew {skew_ms:g} ms, "
+                            f"wan {options.wan}")
+            cluster = start_local(protocol=system.protocol, dcs=dcs, partitions=partitions, wan=options.wan,
+                                  clock_skew_ms=skew_ms, settings=system.settings())
+        self.results.add_time("cluster_start_s", time.monotonic() - started)
+        try:
+            yield SystemUnderTest(
+                system=system, label=system.name,
+                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only),
+                cluster=cluster, pids=tuple(cluster.pids()), dcs=cluster.num_dcs, partitions=cluster.partitions,
+                clock_skew_ms=cluster.clock_skew_ms if not options.connect else 0.0,
+            )
+        finally:
+            cluster.stop()
+
+    # ------------------------------------------------------------------ phases
+
+    def workload(self, name: str, sut: SystemUnderTest, **overrides: Any) -> WorkloadConfig:
+        o = self.options
+        values: dict[str, Any] = {
+            "name": name, "records": o.records, "key_bytes": o.key_bytes, "value_bytes": o.value_bytes,
+            "num_partitions": sut.partitions, "rotx_partitions": min(o.rotx_partitions, sut.partitions),
+            "write_ratio": o.write_ratio, "seed": o.seed,
+        }
+        values.update(overrides)
+        return WorkloadConfig(**values)
+
+    def load(self, sut: SystemUnderTest, sessions: int = LOAD_SESSIONS, records: int | None = None) -> float:
+        """Insert every record once (the YCSB load phase; ``records``: other than ``--records``),
+        then wait until remote DCs see it. Returns the seconds the inserts took."""
+        started = time.monotonic()
+        workload = self.workload("a", sut) if records is None else self.workload("a", sut, records=records)
+        spec = RunSpec(sut.target, workload, clients=min(sessions, workload.records), warmup_s=0.0,
+                       duration_s=LOAD_TIMEOUT_S, phase="load", seed=self.options.seed)
+        callback = self.ui.start_count(f"load {sut.label} {workload.records} records", workload.records)
+        outcome = self.pool.run(spec, processes=self._processes(spec.clients), on_progress=callback)
+        errors = sum(sum(worker.errors.values()) for worker in outcome.workers)
+        loaded = sum(worker.completed for worker in outcome.workers)
+        elapsed = time.monotonic() - started
+        self.ui.finish_run(f"  loaded {loaded} records into {sut.label} in {elapsed:.1f} s ({loaded / elapsed:,.0f}/s)"
+                           + (f" ({errors} errors)" if errors else ""), counted=False)
+        if errors:
+            last = next((w.last_error for w in outcome.workers if w.last_error), "")
+            raise BenchError(f"load phase of {sut.label}: {errors} of {workload.records} writes failed: {last}")
+        if sut.system.is_okapikv and sut.dcs > 1 and sut.cluster is not None:
+            keys = [format_key(index, workload.key_bytes)
+                    for index in range(max(0, workload.records - spec.clients), workload.records)]
+            missing = self.runner.run(wait_until_visible(sut.cluster.dc_addresses(), keys, deadline_s=30.0,
+                                                         timeout_s=self.options.timeout_s))
+            if missing:
+                self.results.note(f"{sut.label}: {missing} loaded keys still invisible in a remote DC after 30 s")
+        self.results.add_time("load_s", time.monotonic() - started)
+        return elapsed
+
+    def _processes(self, clients: int) -> int:
+        return max(1, min(clients, self.options.processes or default_processes(clients)))
+
+    def measure(
+        self,
+        sut: SystemUnderTest,
+        workload: WorkloadConfig,
+        clients: int,
+        *,
+        series: str,
+        kind: str,
+        title: str,
+        processes: int | None = None,
+        load: str | None = None,
+    ) -> Run | None:
+        """One measured run, appended to ``series``; None (and a note) when it failed. ``processes``
+        overrides the number of load processes (default: ``--processes`` or one per core), ``load``
+        the load generator (``--load``; ``lean`` drives an okapi cluster from one process)."""
+        o = self.options
+        lean = (load or o.load) == "lean" and sut.target.kind == "okapi"
+        target = replace(sut.target, kind="lean") if lean else sut.target
+        spec = RunSpec(target, workload, clients, warmup_s=o.warmup_s, duration_s=o.duration_s,
+                       max_ops_per_session=max(10_000, int(o.duration_s * 100_000)), seed=o.seed)
+        captured: dict[str, Any] = {}
+
+        def at_start() -> None:
+            captured["cpu_before"] = total_cpu_seconds(sut.pids)
+            captured["stats_before"] = sut.cluster.fetch_stats() if sut.cluster else {}
+
+        def at_end() -> None:
+            captured["cpu_after"] = total_cpu_seconds(sut.pids)
+            captured["stats_after"] = sut.cluster.fetch_stats() if sut.cluster else {}
+
+        label = f"{sut.label} {workload.label} c={clients}" + (" lean" if lean else "")
+        if workload.name == "rotx":
+            label += f" p={workload.rotx_partitions}"
+            if workload.write_ratio is not None:
+                label += f" w={workload.write_ratio:g}"
+        callback = self.ui.start_run(label, o.warmup_s + o.duration_s)
+        started = time.monotonic()
+        try:
+            outcome = self.pool.run(spec, processes=1 if lean else processes or self._processes(clients),
+                                    on_progress=callback,
+                                    at_measure_start=at_start, at_measure_end=at_end)
+        except BenchError as error:
+            self.failures += 1
+            self.results.note(f"{series}: {label} failed: {error}")
+            self.ui.finish_run(f"  FAILED {label}: {str(error).splitlines()[0]}", style="red")
+            return None
+        outcome.stats_before = captured.get("stats_before", {})
+        outcome.stats_after = captured.get("stats_after", {})
+        before, after = captured.get("cpu_before"), captured.get("cpu_after")
+        server_cpu = after - before if before is not None and after is not None else None
+        run = run_record(outcome, system=sut.label, dcs=sut.dcs, partitions=sut.partitions,
+                         clock_skew_ms=sut.clock_skew_ms, load="lean" if lean else "client", server_cpu_s=server_cpu)
+        self.results.add_time("runs_s", time.monotonic() - started)
+        self.results.series_for(series, kind, title).runs.append(run)
+        self.ui.finish_run("  " + describe(run))
+        return run
+
+    def copy_into(self, run: Run | None, series: str, kind: str, title: str) -> None:
+        """Reuse an identical measurement in another series (e.g. the 1-client point of a sweep)."""
+        if run is not None:
+            self.results.series_for(series, kind, title).runs.append(run)
+
+    def visibility(self, sut: SystemUnderTest) -> None:
+        if sut.cluster is None or sut.dcs < 2:
+            return
+        o = self.options
+        samples = o.visibility_samples or (10 if o.quick else 200)
+        started = time.monotonic()
+        self.ui.message(f"  visibility probe: {samples} samples per DC pair")
+        pairs = self.runner.run(measure_visibility(
+            sut.cluster.dc_addresses(), sut.cluster.dc_names, samples=samples,
+            deadline_s=10.0 if o.quick else 120.0, timeout_s=o.timeout_s,
+        ))
+        summaries = self.results.visibility[sut.label] = [summarize(pair) for pair in pairs]
+        for summary in summaries:
+            self.ui.message(f"    {summary.source}->{summary.destination}: mean {summary.mean_ms:.1f} ms, "
+                            f"p99 {summary.p99_ms:.1f} ms ({summary.count} samples, {summary.timeouts} timeouts)")
+        self.results.add_time("visibility_s", time.monotonic() - started)
+
+    def guarded(self, what: str, body: Callable[[], None]) -> None:
+        """Run one system's part of a suite; a failure is noted and the suite goes on."""
+        try:
+            body()
+        except (BenchError, OSError, ValueError) as error:
+            self.failures += 1
+            self.results.note(f"{what} failed: {error}")
+            self.ui.message(f"{what} failed: {error}", style="red")
+
+
+@contextlib.contextmanager
+def open_bench(options: BenchOptions, results: Results, planned_runs: int) -> Iterator[Bench]:
+    """The harness of one invocation: the ``--keep-cpus-busy`` spinners (``engine.busy_cpus``), the
+    load processes (enough for the largest ``--clients``), the progress view and the event loop."""
+    processes = options.processes or default_processes(max(options.clients + (1_000,)))
+    with (cpus_kept_busy(options.keep_cpus_busy), WorkerPool(processes) as pool,
+          ProgressUI(planned_runs, enabled=options.progress) as ui):
+        bench = Bench(options, results, ui, pool)
+        try:
+            yield bench
+        finally:
+            bench.close()
+
+
+def describe(run: Run) -> str:
+    """One line per run for the log."""
+    parts = [f"{run.system:<10} {run.workload:<7} c={run.clients:<3}"]
+    if run.rotx_partitions:
+        parts.append(f"p={run.rotx_partitions}")
+    if run.write_ratio is not None:
+        parts.append(f"w={run.write_ratio:g}")
+    if run.load == "lean":
+        parts.append("lean")
+    parts.append(f"{run.throughput_ops_s:>9,.0f} ops/s")
+    for kind, latency in sorted(run.latency_us.items()):
+        parts.append(f"{kind} {latency.mean_us / 1000:.2f}/{latency.p99_us / 1000:.2f} ms")
+    for kind in ("write", "rotx"):
+        wait = (run.waits or {}).get(kind)
+        if wait and wait.waits:
+            parts.append(f"{kind}-wait {wait.probability:.0%} x {wait.mean_us / 1000:.1f} ms")
+    errors = sum(run.errors.values())
+    if errors:
+        parts.append(f"{errors} errors")
+    return " ".join(parts)

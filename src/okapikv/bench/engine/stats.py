@@ -1,0 +1,96 @@
+"""The servers' side of a run: their counters over the measured window and the figures derived.
+
+Waits (the paper's central measurement) and metadata bytes come from each server's Stats RPC: the
+parent reads every server before and after the measured window and keeps the difference, so the
+load phase and warm-up do not count. Wait reasons are the core's: ``tx_*`` are waits of a RO-TX or
+SCAN (Cure's per-slice clock wait, GentleRain's coordinator stable-time wait), the others are waits
+of a write (``put_dependency``, ``clock_tick``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from okapikv.bench.engine.results import TrafficSummary, WaitSummary
+
+
+def _number(value: object) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return value
+
+
+def _diff(after: Mapping[str, Any], before: Mapping[str, Any]) -> dict[str, Any]:
+    """``after - before`` for every numeric leaf (nested dicts recursively); missing before = 0."""
+    result: dict[str, Any] = {}
+    for key, value in after.items():
+        previous = before.get(key) if isinstance(before, Mapping) else None
+        if isinstance(value, Mapping):
+            result[key] = _diff(value, previous if isinstance(previous, Mapping) else {})
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            result[key] = value - _number(previous)
+    return result
+
+
+def _add_into(total: dict[str, Any], part: Mapping[str, Any]) -> None:
+    for key, value in part.items():
+        if isinstance(value, Mapping):
+            _add_into(total.setdefault(key, {}), value)
+        elif isinstance(value, int | float):
+            total[key] = total.get(key, 0) + value
+
+
+def stats_delta(after: Mapping[str, Mapping[str, Any]], before: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Sum over servers of (after - before) of every counter. Keys are server addresses."""
+    total: dict[str, Any] = {}
+    for address, stats in after.items():
+        _add_into(total, _diff(stats, before.get(address, {})))
+    # Means and maxima are not additive: drop them, they are recomputed from totals.
+    for wait in total.get("waits", {}).values():
+        if isinstance(wait, dict):
+            wait.pop("mean_us", None)
+            wait.pop("max_us", None)
+    return total
+
+
+def is_read_wait(reason: str) -> bool:
+    """``tx_*`` reasons are waits of a snapshot read (RO-TX or SCAN); the rest are write waits."""
+    return reason.startswith("tx")
+
+
+def summarize_waits(delta: Mapping[str, Any]) -> dict[str, WaitSummary]:
+    operations = delta.get("operations", {})
+    waits = delta.get("waits", {})
+    write_ops = int(sum(_number(operations.get(kind)) for kind in ("put", "swap", "delete")))
+    read_ops = int(sum(_number(operations.get(kind)) for kind in ("read_tx", "scan")))
+    result: dict[str, WaitSummary] = {}
+    for label, ops, wanted in (("write", write_ops, False), ("rotx", read_ops, True)):
+        chosen = {reason: w for reason, w in waits.items() if is_read_wait(reason) == wanted}
+        count = int(sum(_number(w.get("count")) for w in chosen.values()))
+        total_us = sum(_number(w.get("total_us")) for w in chosen.values())
+        result[label] = WaitSummary(
+            operations=ops,
+            waits=count,
+            probability=round(min(1.0, count / ops), 6) if ops else 0.0,
+            mean_us=round(total_us / count, 1) if count else 0.0,
+            total_us=total_us,
+            reasons={reason: int(_number(w.get("count"))) for reason, w in chosen.items()},
+        )
+    return result
+
+
+def summarize_traffic(delta: Mapping[str, Any], window_s: float) -> TrafficSummary:
+    sent = _number(delta.get("replicated_updates_sent"))
+    metadata = _number(delta.get("replication_metadata_bytes"))
+    payload = _number(delta.get("replication_payload_bytes"))
+    window = max(window_s, 1e-9)
+    return TrafficSummary(
+        updates_replicated=int(sent),
+        metadata_bytes_per_update=round(metadata / sent, 2) if sent else 0.0,
+        payload_bytes_per_update=round(payload / sent, 2) if sent else 0.0,
+        replication_bytes_per_s=round((metadata + payload) / window, 1),
+        stabilization_bytes_per_s=round(_number(delta.get("stabilization_bytes")) / window, 1),
+        heartbeat_bytes_per_s=round(_number(delta.get("heartbeat_bytes")) / window, 1),
+        stabilization_messages_per_s=round(_number(delta.get("stabilization_messages_sent")) / window, 1),
+    )

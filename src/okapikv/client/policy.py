@@ -1,0 +1,86 @@
+"""The client's decisions, apart from its I/O: where an operation goes and what a failure means.
+
+Both clients (``sync.py``, blocking; ``aio.py``, asyncio) are drivers of this policy: they send,
+wait and move as it says, and it never sends, sleeps, reads a clock or touches asyncio. It is given
+the time (``now``, seconds on the driver's clock), every failure as a ``retry.Failure`` and every
+reply of a move, and answers with decisions as values:
+
+- routing: an operation on a key goes to its partition's server of the client's DC
+  (``Topology.partition_of``), a RO-TX or SCAN to any server of the DC, the next one after each
+  failure (``retry.Attempts``, ``rotate``), and after ``failover_after_s`` of a DC not answering to
+  the first fallback DC that can adopt the session (``failover.Move``);
+- judging an attempt that failed (``retry.Attempts.judge``): retry after a backoff with jitter
+  (``retry.Backoff``, drawn from the seeded ``rng`` the client passes in) within ``timeout_s``,
+  fail over, or raise (a refusal the same request would meet again, ``OutcomeUnknown`` for a
+  write that may have been applied by a client that applies writes at most once, ``Unavailable``
+  or ``Overloaded`` at the timeout);
+- adopting a session in another DC (``failover.Move``): at most ``failover_wait_s`` of waiting for
+  the DC to have every write the session depends on, else ``FailoverTimeout``.
+
+A ``Policy`` is one client's settings; the objects it makes hold one operation's (or one move's)
+state, so a test drives them with a fake clock and a seeded random source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from random import Random
+
+from okapikv.client.failover import Move, adopt_request
+from okapikv.client.operations import SessionState
+from okapikv.client.retry import DEFAULT_BACKOFF, Attempts, Backoff
+from okapikv.client.topology import Topology
+
+
+class Policy:
+    """One client's settings: its ``addresses`` (the server it was given, then its fallback
+    servers in other DCs), ``timeout_s`` per operation, ``backoff``, ``failover_after_s``,
+    ``failover_wait_s``, ``at_most_once`` (writes) and the random source of its jitter."""
+
+    __slots__ = ("addresses", "timeout_s", "backoff", "failover_after_s", "failover_wait_s", "at_most_once",
+                 "rng", "window_s")
+
+    def __init__(self, address: str, fallback: Sequence[str] = (), *, timeout_s: float = 30.0,
+                 backoff: Backoff = DEFAULT_BACKOFF, failover_after_s: float = 2.0, failover_wait_s: float = 10.0,
+                 at_most_once: bool = False, rng: Random) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, not {timeout_s}")
+        if failover_after_s <= 0 or failover_wait_s <= 0:
+            raise ValueError("failover_after_s and failover_wait_s must be positive")
+        self.addresses: tuple[str, ...] = (address, *(a for a in fallback if a != address))
+        self.timeout_s = timeout_s
+        self.backoff = backoff
+        self.failover_after_s = failover_after_s
+        self.failover_wait_s = failover_wait_s
+        self.at_most_once = at_most_once
+        self.rng = rng
+        #: how long an operation's first attempt may take: the timeout, or with fallback DCs as long
+        #: as the DC may stay silent before the session moves (what ``Attempts`` allows it too)
+        self.window_s = min(timeout_s, failover_after_s) if self.fails_over else timeout_s
+
+    @property
+    def fails_over(self) -> bool:
+        return len(self.addresses) > 1
+
+    def with_timeout(self, timeout_s: float) -> Policy:
+        return Policy(self.addresses[0], self.addresses[1:], timeout_s=timeout_s, backoff=self.backoff,
+                      failover_after_s=self.failover_after_s, failover_wait_s=self.failover_wait_s,
+                      at_most_once=self.at_most_once, rng=self.rng)
+
+    def attempts(self, what: str, addresses: Sequence[str], *, started: float, start: int = 0,
+                 rotate: bool = False, writes: bool = False, fails_over: bool = True) -> Attempts:
+        """The decisions of an operation (``fails_over``: one that may move to a fallback DC; RPCs
+        such as ClusterInfo and Stats do not) begun at ``started`` whose first attempt failed."""
+        return Attempts(what, addresses, started=started, timeout_s=self.timeout_s, backoff=self.backoff,
+                        rng=self.rng, start=start, rotate=rotate, at_most_once=self.at_most_once and writes,
+                        after_s=self.failover_after_s if fails_over and self.fails_over else None)
+
+    def move(self, current: Topology, state: SessionState, from_dc: int, now: float) -> Move:
+        """Moving ``state`` (a session of DC ``from_dc``) away from the DC of ``current``."""
+        return Move(self.addresses, current, adopt_request(state, from_dc), from_dc=from_dc,
+                    wait_s=self.failover_wait_s, backoff=self.backoff, rng=self.rng, now=now)
+
+    def adoption(self, topology: Topology, state: SessionState, from_dc: int, now: float) -> Move:
+        """Having the DC of ``topology`` (where the client's connections moved) adopt ``state``."""
+        return Move(self.addresses, topology, adopt_request(state, from_dc), from_dc=from_dc,
+                    wait_s=self.failover_wait_s, backoff=self.backoff, rng=self.rng, now=now, adopter=topology)

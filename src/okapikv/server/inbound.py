@@ -1,0 +1,193 @@
+"""The receiving side of the peer links: numbered batches in, the core fed in order, acknowledgements out.
+
+The protocol needs links that are FIFO and reliable while up (docs/protocol.md, "Replication and
+heartbeats"): a replica takes ``vv[i]`` as proof that every earlier update of DC i is installed.
+The sender (``okapikv.server.links.OutgoingLink``) numbers its messages per incarnation, keeps each
+until it is acknowledged and resends the unacknowledged tail after a broken connection. Here, for
+every batch (``InboundLink.accept``):
+
+- who sent it: this cluster's id, a known server other than this one; on a full disk
+  (``okapikv.storage.space``) batches from other DCs are refused, since their versions need space
+  (the link ends and the sender resends once it is accepted again);
+- what is new: messages of that sender incarnation already handled are skipped (a resent tail),
+  and a batch that leaves a gap is refused, so the stream restarts and the sender resends
+  (``SequenceTable``); a new incarnation (the sender restarted) starts its numbering over;
+- the core gets the new messages in one call (``PartitionNode.run_core``); a malformed message is
+  dropped and logged (a handler error), not refused, which would only bring it back forever;
+- what to acknowledge: only messages whose content is durable here (``PeerIntake.durable_ack``),
+  because the sender forgets what is acknowledged and a crash loses what is not on disk. Without a
+  data directory everything handled is acknowledged;
+- when: acknowledgements only let the sender forget messages, so they are coalesced (every
+  ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each write costs far more than the few bytes it
+  carries, and links carry a heartbeat every few milliseconds. A batch with no messages is the
+  sender's liveness probe (``okapikv.server.liveness``) and is acknowledged at once.
+
+What the node keeps for all its incoming links (the numbering, the acknowledgements waiting to be
+durable) is one ``PeerIntake``; each connection is one ``InboundLink``. The two transports that
+carry links are thin adapters: the native port (``okapikv.server.native``) and the ``Peer.Link``
+RPC (``okapikv.server.servicers.PeerServicer``) check who may link by their own means (with TLS, a
+client certificate), decode frames, and write the acknowledgements this returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+
+import grpc
+
+from okapikv.core.messages import Message, ServerId
+from okapikv.server.node import PartitionNode
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.convert import peer_message_from_pb
+
+log = logging.getLogger("okapikv.server")
+
+
+class LinkRefused(Exception):
+    """An incoming peer link must end: ``code`` names the gRPC status it ends with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class SequenceTable:
+    """Which message numbers of each sender were handled (per sender incarnation).
+
+    A sender resends its unacknowledged tail after a reconnect, so a batch may start with messages
+    this server already handed to its core: those are skipped. A new incarnation (the sender
+    restarted) starts its numbering over.
+    """
+
+    def __init__(self) -> None:
+        self._handled: dict[ServerId, tuple[int, int]] = {}  # source -> (incarnation, last handled)
+
+    def admit(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int | None:
+        """How many leading messages of the batch to skip, or None if the batch leaves a gap
+        (messages missing before it: the stream must be restarted so the sender resends)."""
+        known = self._handled.get(source)
+        last = known[1] if known is not None and known[0] == incarnation else 0
+        if known is None or known[0] != incarnation:
+            last = first_sequence - 1  # first contact with this incarnation: start where it starts
+        if first_sequence > last + 1:
+            return None
+        skip = min(count, last + 1 - first_sequence)
+        return skip
+
+    def handled(self, source: ServerId, incarnation: int, first_sequence: int, count: int) -> int:
+        """Record that the batch was handled; returns the number to acknowledge."""
+        known = self._handled.get(source)
+        last = first_sequence + count - 1
+        if known is not None and known[0] == incarnation:
+            last = max(last, known[1])
+        self._handled[source] = (incarnation, last)
+        return last
+
+
+class PeerIntake:
+    """What one node keeps for all its incoming peer links (module docstring); one per node, shared
+    by every transport, so a sender that reconnects over another one is still deduplicated."""
+
+    def __init__(self, node: PartitionNode) -> None:
+        self.node = node
+        self.sequences = SequenceTable()
+        # per source: (commit group needed, incarnation, last handled), oldest first
+        self._unsynced_acks: dict[ServerId, deque[tuple[int, int, int]]] = {}
+        self._durable_acks: dict[ServerId, tuple[int, int]] = {}  # source -> (incarnation, durable up to)
+
+    def open(self, peer: str) -> InboundLink:
+        """An incoming link from ``peer`` (its address, for the logs)."""
+        return InboundLink(self, peer)
+
+    def receive(self, batch: pb.PeerBatch) -> int | None:
+        """Hand the new messages of ``batch`` to the core in order; the number to acknowledge, or
+        None if the batch leaves a gap (the stream must restart)."""
+        node = self.node
+        source = ServerId(batch.source.dc, batch.source.partition)
+        messages = batch.messages
+        count = len(messages)
+        sequences = self.sequences
+        skip = sequences.admit(source, batch.incarnation, batch.first_sequence, count)
+        if skip is None:
+            return None
+        converted: list[Message] = []
+        for index in range(skip, count):
+            try:
+                message = peer_message_from_pb(messages[index], source)
+            except Exception:  # a malformed message must not stall the link with endless resends
+                node.handler_errors += 1
+                log.exception("%s: dropped a malformed message from %s", node.label, source)
+                continue
+            if message is not None:
+                converted.append(message)
+        node.peer_batches_received += 1
+        node.peer_messages_received += len(converted)
+        if converted:
+            node.run_core(converted)
+        handled = sequences.handled(source, batch.incarnation, batch.first_sequence, count)
+        return self.durable_ack(source, batch.incarnation, handled)
+
+    def durable_ack(self, source: ServerId, incarnation: int, handled: int) -> int:
+        """The highest message number of ``source`` whose content is durable here (what may be
+        acknowledged: the sender then forgets it). Without storage, everything handled."""
+        committer = self.node.committer
+        if committer is None:
+            return handled
+        pending = self._unsynced_acks.setdefault(source, deque())
+        pending.append((committer.required, incarnation, handled))
+        while pending and pending[0][0] <= committer.durable:
+            _, acked_incarnation, sequence = pending.popleft()
+            self._durable_acks[source] = (acked_incarnation, sequence)
+        acked = self._durable_acks.get(source)
+        return acked[1] if acked is not None and acked[0] == incarnation else 0
+
+
+class InboundLink:
+    """One incoming peer link, whatever carries it: check each batch, hand it to the node's
+    ``PeerIntake``, say when to acknowledge (module docstring)."""
+
+    ACK_INTERVAL_S = 0.05
+    ACK_MESSAGES = 4096
+
+    def __init__(self, intake: PeerIntake, peer: str) -> None:
+        self.intake = intake
+        self.peer = peer
+        self._last_ack_time = 0.0
+        self._unacknowledged = 0
+
+    def accept(self, batch: pb.PeerBatch, now: float) -> int | None:
+        """Handle ``batch`` (``now``: the event loop's time); the sequence number to acknowledge
+        now, or None. Raises ``LinkRefused``."""
+        node = self.intake.node
+        config = node.config
+        if batch.cluster_id != config.cluster_id:
+            log.warning("%s: refused a peer link from cluster %r (this is %r)",
+                        node.label, batch.cluster_id, config.cluster_id,
+                        extra={"event": "peer_refused", "peer": self.peer, "reason": "cluster id"})
+            raise LinkRefused(grpc.StatusCode.PERMISSION_DENIED,
+                              f"this server belongs to cluster {config.cluster_id!r}, not {batch.cluster_id!r}")
+        source = batch.source
+        if not (source.dc < len(config.dcs) and source.partition < config.partitions) or (
+            source.dc == node.id.dc and source.partition == node.id.partition
+        ):
+            raise LinkRefused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
+        committer = node.committer
+        if committer is not None and committer.disk_full and source.dc != node.id.dc:
+            raise LinkRefused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              "disk full: replication to this server is paused until space is freed")
+        try:
+            acknowledged = self.intake.receive(batch)
+        except Exception:
+            log.exception("%s: failed on a peer batch", node.label)
+            raise LinkRefused(grpc.StatusCode.INTERNAL, "failed on a peer batch") from None
+        if acknowledged is None:
+            raise LinkRefused(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
+        self._unacknowledged += len(batch.messages)
+        if (self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S
+                or not batch.messages):  # a probe (``okapikv.server.liveness``): answer at once
+            self._last_ack_time = now
+            self._unacknowledged = 0
+            return acknowledged
+        return None
