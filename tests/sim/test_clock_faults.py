@@ -36,7 +36,7 @@ def run(action: str, factory: type[PartitionServer] = PartitionServer) -> tuple[
 
 
 def hlc_ahead_us(simulation: Simulation, index: int) -> int:
-    return physical_of(simulation.world.servers[index].clock) - simulation.world.read_clock(index)
+    return physical_of(simulation.world.servers[index].hlc) - simulation.world.read_clock(index)
 
 
 def test_a_clock_an_hour_ahead_drags_no_other_hlc_and_only_its_own_writes_are_held_back() -> None:

@@ -74,9 +74,9 @@ def test_a_restart_floor_above_the_clock_is_no_drag() -> None:
     world.crash(0)
     old = world.servers[0]
     world.restart(0, clock_step_us=-2 * OFFSET_US)  # restored above the old clock: its HLC is ahead
-    assert invariants.floors[0] == physical_of(old.clock + 1) + DRAG_SLACK_US
+    assert invariants.floors[0] == physical_of(old.hlc + 1) + DRAG_SLACK_US
     world.advance(50 * MS)
-    assert physical_of(world.servers[0].clock) > world.read_clock(0) + OFFSET_US and invariants.anomalies == []
+    assert physical_of(world.servers[0].hlc) > world.read_clock(0) + OFFSET_US and invariants.anomalies == []
 
 
 def test_a_stable_vector_that_moves_back_or_runs_ahead_is_reported() -> None:

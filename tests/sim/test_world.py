@@ -136,7 +136,7 @@ def test_a_crash_keeps_what_peers_sent_and_loses_the_requests_and_the_restart_ca
     assert world.clients.lost_requests == 1  # type: ignore[attr-defined]
     new = world.restart(1)
     assert new is world.servers[1] is not old and world.retired == [old] and not world.down[1]
-    assert physical_of(new.clock) >= physical_of(old.clock) and new.catching_up == (0,)
+    assert physical_of(new.hlc) >= physical_of(old.hlc) and new.catching_up == (0,)
     assert world.network.unacked[1] == {} and deliveries(world, ReplicateBatch)[0][2] is kept
     world.advance(100 * MS)
     reply = Caller(world, 1).get(b"k")
@@ -160,7 +160,7 @@ def test_a_restart_may_take_a_server_the_caller_restored() -> None:
     Caller(world, 0).put(b"k", b"v")
     world.crash(0)
     mine = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=1))
-    mine.restore((), vv=(pack(world.now),), stable=(0,), gsv=(0,), horizon=(0,), clock_floor=pack(world.now))
+    mine.restore((), vv=(pack(world.now),), stable=(0,), gsv=(0,), horizon=(0,), hlc_floor=pack(world.now))
     assert world.restart(0, server=mine) is mine and not mine.store.versions(b"k")
 
 

@@ -143,9 +143,9 @@ class TestChangeLog:
         restored = make(num_dcs=2)
         store = replay(log)
         restored.restore(every_version(store), vv=last.vv,
-                         stable=last.stable, gsv=last.gsv, horizon=last.horizon, clock_floor=pack(T0 + 1))
+                         stable=last.stable, gsv=last.gsv, horizon=last.horizon, hlc_floor=pack(T0 + 1))
         assert chains(restored.store) == chains(original.store)
-        assert restored.clock >= pack(T0 + 1) > issued
+        assert restored.hlc >= pack(T0 + 1) > issued
         # The clock is behind the floor (a crash right after the bound was written): still above.
         reply = restored.handle(PutRequest(99, b"k0", b"new", fresh()), T0 - 500)[0]
         assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
@@ -154,7 +154,7 @@ class TestChangeLog:
 
     def test_restore_refuses_vectors_of_another_cluster_size(self) -> None:
         with pytest.raises(ValueError, match="entries"):
-            make(num_dcs=2).restore([], vv=(0,), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), clock_floor=0)
+            make(num_dcs=2).restore([], vv=(0,), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=0)
 
 
 # ====================================================================== catch-up
@@ -182,7 +182,7 @@ class TestCatchUp:
         batches = [s.message for s in effects if isinstance(s.message, ReplicateBatch)]
         sent = [u.timestamp for batch in batches for u in batch.updates]
         assert sent == stamps[1:]  # local versions only, above ``after``, in timestamp order
-        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock, pack(T0 + 50))
+        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.hlc, pack(T0 + 50))
         assert all(s.destination == ServerId(1, 0) for s in effects)
 
     def test_a_restarted_requester_is_asked_back_but_not_a_replica_that_asked_back(self) -> None:
@@ -217,7 +217,7 @@ class TestCatchUp:
         request = sends(server.start_catch_up())[0].message
         assert isinstance(request, CatchUpRequest)
         server.handle(CatchUpReply(ServerId(1, 0), request.request_id, pack(5), pack(T0 + 900)), T0)
-        assert server.clock >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
+        assert server.hlc >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
         reply = server.handle(PutRequest(1, b"k", b"v", fresh()), T0)[0]
         assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
         assert reply.reply.timestamp > pack(T0 + 900)  # never a timestamp the replica already holds
@@ -227,7 +227,7 @@ class TestCatchUp:
         assert server.handle(CatchUpRequest(ServerId(1, 1), 1, 0, True), T0) == []
         assert server.handle(CatchUpReply(ServerId(0, 1), 1, pack(5)), T0) == []
         assert server.handle(ReplicaProgress(ServerId(1, 1), (pack(9), 0)), T0) == []
-        assert server.vv == [0, 0] and server._peer_progress == {}
+        assert server.vv == [0, 0] and server.gc._peer_progress == {}
 
 
 # ====================================================================== GC keeps the catch-up log
@@ -314,7 +314,7 @@ def test_a_slice_reply_for_the_previous_incarnation_is_not_taken_for_a_new_read(
     stale = SliceReply(peer, first[0].tx_id, (ReadItem(old_key, b"old snapshot", pack(5), 0, None),))
     new = PartitionServer(config)
     # the floor a durable driver persists is above the clock and the time it last saw (group_commit)
-    new.restore((), vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon, clock_floor=pack(T0 + 1))
+    new.restore((), vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon, hlc_floor=pack(T0 + 1))
     now = T0 + 1_000
     slices = [s.message for s in sends(new.handle(ReadTxRequest(2, (new_key,), fresh(1)), now))]
     assert len(slices) == 1 and isinstance(slices[0], TxSlice) and slices[0].tx_id > first[0].tx_id
@@ -396,7 +396,7 @@ def crash_and_restart(world: World, server_id: ServerId) -> PartitionServer:
     new = DiskServer(old.config)
     last = old.last
     new.restore(every_version(replay(old.disk)), vv=last.vv,
-                stable=last.stable, gsv=last.gsv, horizon=last.horizon, clock_floor=old.clock + 1)
+                stable=last.stable, gsv=last.gsv, horizon=last.horizon, hlc_floor=old.hlc + 1)
     new.disk = old.disk
     return world.restart(index, server=new)
 
@@ -459,15 +459,15 @@ def test_a_get_is_unaffected_by_tracking() -> None:
 
 
 def lose_disk_and_repair(world: World, server_id: ServerId, salvaged: tuple[tuple[bytes, Version], ...] = (),
-                         clock_floor: int = 0, clock_step_us: int = 0) -> PartitionServer:
-    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``clock_floor``), on a machine
+                         hlc_floor: int = 0, clock_step_us: int = 0) -> PartitionServer:
+    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``hlc_floor``), on a machine
     whose clock is ``clock_step_us`` off, then a restart in repair mode (``okapikv.storage.recovery``
     restores nothing and passes ``Repair``)."""
     index = world.index(server_id)
     world.crash(index)
     new = DiskServer(world.servers[index].config)
     zeros = (0,) * new.num_dcs
-    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=clock_floor)
+    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, hlc_floor=hlc_floor)
     return world.restart(index, server=new, repair=Repair(salvaged), clock_step_us=clock_step_us)
 
 
@@ -498,7 +498,7 @@ class TestRepair:
         assert isinstance(refused[0], Respond) and isinstance(refused[0].reply, ErrorReply)
         assert refused[0].reply.code == "UNAVAILABLE" and "repairing" in refused[0].reply.message
         world.run_until(lambda: repaired.repairing != "fetching", 3_000_000)
-        assert repaired.clock >= newest  # as soon as every replica answered
+        assert repaired.hlc >= newest  # as soon as every replica answered
         world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert repaired.stats.repair_local_received > 0
         assert [value(mine.get(b"m%d" % index)) for index in range(5)] == [None, b"v1", b"v2", b"v3", b"v4"]
@@ -521,7 +521,7 @@ class TestRepair:
         world.network.cut_link(0, 1)
         writer.put(b"only-c", b"2")  # reaches DC 2, waits for DC 1 in the link queue that dies
         world.advance(100_000)
-        repaired = lose_disk_and_repair(world, ServerId(0, 0), clock_floor=pack(world.now))
+        repaired = lose_disk_and_repair(world, ServerId(0, 0), hlc_floor=pack(world.now))
         world.network.repair_link(0, 1)
         world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert [v.value for v in repaired.store.versions(b"only-c")] == [b"2"]
@@ -541,7 +541,7 @@ class TestRepair:
         crashed = world.server(ServerId(0, 0))
         assert isinstance(crashed, DiskServer)
         salvaged = tuple((key, version) for key, version, inserted in crashed.disk if inserted)
-        repaired = lose_disk_and_repair(world, ServerId(0, 0), salvaged, clock_floor=pack(world.now))
+        repaired = lose_disk_and_repair(world, ServerId(0, 0), salvaged, hlc_floor=pack(world.now))
         world.network.repair_link(0, 1)
         world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert repaired.stats.repair_local_kept == 1  # "stranded"; "replicated" came back from DC 1
@@ -565,7 +565,7 @@ class TestRepair:
                    if not isinstance(s.message, Heartbeat)]
         assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
         batch = effects[0].message
-        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
+        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.hlc >= pack(T0 - 10)
         assert server.repairing == "settling"
         server.on_timer(T0 + 1)
         assert server.repairing is None

@@ -42,7 +42,8 @@ from okapikv.core.messages import (
     VvReport,
 )
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import SCAN_EXAMINE_FACTOR, PartitionServer
+from okapikv.core.reads import SCAN_EXAMINE_FACTOR
+from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import pack
 from okapikv.sim.caller import Caller
 from okapikv.sim.world import World

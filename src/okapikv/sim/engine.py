@@ -196,7 +196,7 @@ class Simulation:
         # maximum offset of it (its writes then carry ``held_until_us``).
         world = self.world
         cap = pack(min(clock.read(world.now) for clock in world.clocks) + self.invariants.offset_us)
-        self.write_target = max(min(server.clock, cap) for server in world.servers)
+        self.write_target = max(min(server.hlc, cap) for server in world.servers)
         world.at(world.now, self._poll_quiescence)
 
     def _quiescent(self) -> bool:

@@ -68,7 +68,7 @@ class Invariants:
         self.report("DuplicateRequest", f"{self.world.name(index)} answered request {reply.request_id} again")
 
     def restarted(self, index: int, old: PartitionServer) -> None:
-        self.floors[index] = physical_of(old.clock + 1) + DRAG_SLACK_US
+        self.floors[index] = physical_of(old.hlc + 1) + DRAG_SLACK_US
 
     def heartbeat(self, index: int, heartbeat: Heartbeat) -> None:
         """After a heartbeat, vv[i] must stay below every update from that replica still in flight."""
@@ -93,7 +93,7 @@ class Invariants:
         if self.dragged[index]:
             return
         self.dragged[index] = True
-        hlc = self.world.servers[index].clock
+        hlc = self.world.servers[index].hlc
         cause = f"handling a {type(message).__name__}" if message is not None else "its timer"
         ahead_ms = (physical_of(hlc) - now_us) / 1000
         self.report("ClockDragged", f"{self.world.name(index)}'s HLC {physical_of(hlc)} is "

@@ -85,7 +85,7 @@ class Visibility:
         recorder = self.recorder
         now = self.world.now
         for source_dc, queue in pending.items():
-            while queue and visible(queue[0][0], current):
+            while queue and visible(version=queue[0][0], stable=current):
                 _, written_at, op, sampled = queue.popleft()
                 if sampled:
                     self.samples.setdefault((source_dc, server.dc), []).append(now - written_at)

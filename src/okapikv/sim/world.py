@@ -590,11 +590,11 @@ class World(Events):
             new = self.factory(old.config)
             if repair is not None:
                 zeros = (0,) * old.num_dcs
-                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=0)
+                new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, hlc_floor=0)
             else:
                 new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
                             vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
-                            clock_floor=old.clock + 1)
+                            hlc_floor=old.hlc + 1)
         if repair is not None:
             self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
         self.retired.append(old)
