@@ -19,14 +19,15 @@ from okapikv.core.messages import PutRequest, Session
 from okapikv.core.stats import ServerStats
 from okapikv.server.metrics import CORE_COUNTERS, registry_for
 from okapikv.server.node import PartitionNode
+from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.wire.stats import counter, exported, from_json, gauge, to_document
 
 TOP_LEVEL = {
     "cluster_id", "protocol", "dc", "dc_index", "partition", "address", "clock_us", "clock_unix_us", "clock_skew_us",
     "hlc", "hlc_ahead_us", "max_clock_offset_us", "clock_ahead_at_start_us", "vv", "stable", "gsv", "horizon",
     "stable_lag_ms", "stable_lag_samples", "parked", "pending_reads", "snapshot_leases", "keys", "catching_up",
-    "repairing", "repair_waiting", "storage", "versions", "versions_collected", "latency", "core", "driver", "input",
-    "links",
+    "repairing", "repair_waiting", "storage", "versions", "versions_collected", "latency", "core", "driver", "wire",
+    "input", "links",
 }
 DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
@@ -92,6 +93,7 @@ def test_the_stats_document_keeps_its_keys(tmp_path: Path) -> None:
         assert set(document["driver"]) == DRIVER
         assert document["links"] and all(set(link) == LINK for link in document["links"].values())
         assert set(document["input"]) == INPUT
+        assert set(document["wire"]) == set(PeerWireBytes.__slots__)
         assert set(document["latency"]["put"]) == LATENCY
         core = document["core"]
         counters = {f.name for f in dataclasses.fields(ServerStats)}

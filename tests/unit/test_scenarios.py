@@ -218,3 +218,31 @@ def test_okapi_put_after_remote_read_carries_dependency() -> None:
             assert value(reader.get(b"a")) == b"from-0"
             return
     pytest.fail("b never became visible in DC 2")
+
+
+def _stalls(world: World) -> tuple[int, int, int]:
+    """Snapshot reads answered, how many of them stalled, and their stall in total (us)."""
+    servers = world.servers
+    return (sum(server.stats.snapshot_reads_finished for server in servers),
+            sum(server.stats.snapshot_read_stalls for server in servers),
+            sum(server.stats.snapshot_read_stall_us for server in servers))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_rotx_stall_is_counted_once_per_transaction_for_its_longest_wait(protocol: str) -> None:
+    """Figure 4c/d per transaction, through whole servers: Okapi's RO-TX never stalls; Cure's, over
+    a partition 50 ms behind the coordinator, stalls once for about the skew, its slice's wait
+    carried back to the coordinator in the slice reply; GentleRain's waits at the coordinator."""
+    world, slow_key, fast_key = _skewed(protocol, 50)
+    client = Caller(world, 0)
+    client.put(fast_key, b"1")
+    before = _stalls(world)
+    client.read_tx([fast_key, slow_key])
+    finished, stalls, stall_us = (after - first for after, first in zip(_stalls(world), before, strict=True))
+    assert finished == 1
+    if protocol == "okapi":
+        assert (stalls, stall_us) == (0, 0)
+    else:
+        assert stalls == 1
+        assert 0.8 * client.last_latency_us <= stall_us <= client.last_latency_us, (stall_us, client.last_latency_us)
+        assert stall_us >= (40 * MS if protocol == "cure" else 10 * MS)

@@ -65,6 +65,7 @@ PEER_MESSAGES: list[PeerMessage] = [
     SliceReply(SOURCE, 14, (ReadItem(b"a", b"1", 9, 0, (9, 0, 0)), ReadItem(b"b", None, 0, 2, None)), False),
     SliceReply(SOURCE, 15, (), True),
     SliceReply(SOURCE, 16, (ReadItem(b"a", b"1", 9, 0, None),), False, b"a"),  # a scan slice cut short
+    SliceReply(SOURCE, 17, (ReadItem(b"a", b"1", 9, 0, None),), False, None, 0, 4_321),  # a slice that waited
     Restarted(SOURCE),
 ]
 

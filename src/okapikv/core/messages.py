@@ -421,7 +421,10 @@ class SliceReply:
     this is the last key it examined: the partition's keys above it are not covered.
     ``clock_ahead_us`` (not 0) means the partition refused the slice: the snapshot reaches that far
     ahead of its clock, beyond the maximum clock offset (serving it would raise its HLC there, or
-    wait that long); the coordinator fails the read with the clock-offset error."""
+    wait that long); the coordinator fails the read with the clock-offset error.
+    ``waited_us``: how long the slice was parked at the partition before it was served (Cure's
+    clock wait, 0 for a slice served at once): the coordinator takes the maximum over a read's
+    slices as the transaction's stall (the paper's Figure 4c/d, ``SnapshotReads``)."""
 
     source: ServerId
     tx_id: int
@@ -429,6 +432,7 @@ class SliceReply:
     too_old: bool = False
     last_key: bytes | None = None
     clock_ahead_us: int = 0
+    waited_us: int = 0
 
 
 @message

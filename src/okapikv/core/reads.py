@@ -102,7 +102,7 @@ class _Read:
     0.75 (timeit, 2026-12-01, this 2-core VM)."""
 
     __slots__ = ("request", "since_us", "cost", "attempts", "tx_id", "snapshot", "owed", "items", "last_keys",
-                 "sent_us")
+                 "sent_us", "started_us", "slice_wait_us")
 
     def __init__(self, request: ReadTxRequest | ScanRequest, since_us: int, cost: int) -> None:
         self.request = request
@@ -114,7 +114,9 @@ class _Read:
         self.owed: dict[int, TxSlice | ScanSlice] = {}  # partition -> its slice, not answered yet
         self.items: list[ReadItem] = []
         self.last_keys: list[bytes] = []  # of the scan slices that stopped early
-        self.sent_us = 0  # when the current attempt's slices left
+        self.sent_us = 0  # when the current attempt's slices left (or were last re-sent)
+        self.started_us = 0  # when the current attempt began: what came before it was a stall
+        self.slice_wait_us = 0  # the longest a slice of the current attempt was parked (``SliceReply.waited_us``)
 
 
 class SnapshotReads:
@@ -266,7 +268,8 @@ class SnapshotReads:
         if read.items or read.last_keys:  # a retry: forget the abandoned attempt's answers
             read.items = []
             read.last_keys = []
-        read.sent_us = now_us
+        read.sent_us = read.started_us = now_us
+        read.slice_wait_us = 0
         self._pending[tx_id] = read
         dc = state.dc
         here = state.id.partition
@@ -300,6 +303,8 @@ class SnapshotReads:
             self._end_attempt(read)
             return self._retry(read, now_us)
         del read.owed[source.partition]
+        if reply.waited_us > read.slice_wait_us:
+            read.slice_wait_us = reply.waited_us
         read.items.extend(reply.items)
         if reply.last_key is not None:
             read.last_keys.append(reply.last_key)
@@ -375,6 +380,7 @@ class SnapshotReads:
 
     def _finish_read(self, read: _Read, now_us: int) -> list[Effect]:
         self._drop(read)
+        self._count_stall(read)
         request = read.request
         if isinstance(request, ReadTxRequest):
             by_key = {item.key: item.value for item in read.items}
@@ -418,6 +424,19 @@ class SnapshotReads:
         resume = boundary + b"\x00"
         return [Respond(ScanReply(request.request_id, pairs, session, resume,
                                   SnapshotRef(self.state.dc, read.snapshot)))]
+
+    def _count_stall(self, read: _Read) -> None:
+        """Count the read's stall, once per transaction (the paper's Figure 4c/d: the probability that
+        a transaction is stalled before being served and the stall's duration): the time before its
+        last attempt began (a snapshot wait at the coordinator, GentleRain's; retries) plus the
+        longest any of that attempt's slices was parked at its partition (Cure's clock wait): the
+        slices wait in parallel, so the transaction waits for the longest one."""
+        stall_us = read.started_us - read.since_us + read.slice_wait_us
+        stats = self.state.stats
+        stats.snapshot_reads_finished += 1
+        if stall_us > 0:
+            stats.snapshot_read_stalls += 1
+            stats.snapshot_read_stall_us += stall_us
 
     def _session_after(self, request: ReadTxRequest | ScanRequest, items: Iterable[ReadItem]) -> Session:
         """The client's session after reading ``items``: their dependencies merged in."""
@@ -480,7 +499,9 @@ class SnapshotReads:
 
     # ---------------------------------------------------------------- a partition's slice
 
-    def on_slice(self, message: TxSlice | ScanSlice, now_us: int) -> list[Effect] | Wait:
+    def on_slice(self, message: TxSlice | ScanSlice, now_us: int, waited_us: int = 0) -> list[Effect] | Wait:
+        """Serve a slice, or say what it waits for; ``waited_us``: how long it has been parked
+        already (``PartitionServer`` resumes it with that), which its reply carries."""
         state = self.state
         if self._catch_up.repair is not None:  # the store may still lack what the snapshot reads
             return WaitForClock(now_us + REPAIR_POLL_US, "repair")
@@ -509,7 +530,7 @@ class SnapshotReads:
         if isinstance(message, TxSlice):
             for key in message.keys:
                 items.append(read_item(key, newest(key, in_snapshot)))
-            return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us)
+            return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, waited_us=waited_us)
         config = state.config
         limit = self.page_cap(message.limit)
         budget = max(config.max_scan_bytes // config.num_partitions, 1)
@@ -529,7 +550,8 @@ class SnapshotReads:
                 items.append(read_item(key, version))
                 size += len(key) + len(value) + SCAN_ITEM_OVERHEAD_BYTES
                 full = len(items) >= limit or size >= budget
-        return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, last_key=last_key)
+        return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, last_key=last_key,
+                                 waited_us=waited_us)
 
     def _refuse_slice(self, message: TxSlice | ScanSlice, timestamp: int, now_us: int) -> list[Effect]:
         """A slice whose snapshot reaches past the ceiling (or would wait that long): serving it
@@ -552,10 +574,10 @@ class SnapshotReads:
 
     def _slice_reply(
         self, message: TxSlice | ScanSlice, items: tuple[ReadItem, ...], *, too_old: bool, now_us: int,
-        last_key: bytes | None = None,
+        last_key: bytes | None = None, waited_us: int = 0,
     ) -> list[Effect]:
         state = self.state
-        reply = SliceReply(state.id, message.tx_id, items, too_old, last_key)
+        reply = SliceReply(state.id, message.tx_id, items, too_old, last_key, waited_us=waited_us)
         if message.source == state.id:
             return self.on_slice_reply(reply, now_us)
         return [Send(message.source, reply)]

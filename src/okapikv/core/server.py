@@ -338,7 +338,11 @@ class PartitionServer(PartitionState):
                 still.append(parked)
         self.parked = still
         for parked in ready:
-            outcome = self._handlers[type(parked.message)](parked.message, now_us)
+            message = parked.message
+            if type(message) is TxSlice or type(message) is ScanSlice:  # its reply says how long it waited
+                outcome = self.reads.on_slice(message, now_us, now_us - parked.since_us)
+            else:
+                outcome = self._handlers[type(message)](message, now_us)
             if isinstance(outcome, list):
                 self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
                 effects.extend(outcome)

@@ -52,6 +52,11 @@ class ServerStats:
     stabilization_bytes: int = 0
     gc_bytes: int = 0
     snapshot_retries: int = 0
+    # per transaction (RO-TX or SCAN page) answered: how many stalled, and for how long in total
+    # (``SnapshotReads._count_stall``: the coordinator's wait plus the longest slice's)
+    snapshot_reads_finished: int = 0
+    snapshot_read_stalls: int = 0
+    snapshot_read_stall_us: int = 0
     rejected_requests: int = 0
     catch_up_requests_sent: int = 0
     catch_up_updates_sent: int = 0
@@ -94,6 +99,9 @@ class ServerStats:
             "stabilization_bytes": self.stabilization_bytes,
             "gc_bytes": self.gc_bytes,
             "snapshot_retries": self.snapshot_retries,
+            "snapshot_reads_finished": self.snapshot_reads_finished,
+            "snapshot_read_stalls": self.snapshot_read_stalls,
+            "snapshot_read_stall_us": self.snapshot_read_stall_us,
             "rejected_requests": self.rejected_requests,
             "catch_up_requests_sent": self.catch_up_requests_sent,
             "catch_up_updates_sent": self.catch_up_updates_sent,

@@ -87,6 +87,7 @@ from okapikv.server.clock import ServerClock
 from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
+from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
 from okapikv.storage.recovery import open_and_recover, repair_finished
@@ -97,6 +98,7 @@ from okapikv.wire.convert import (
     approximate_size,
     batch_header,
     encode_peer_message,
+    encode_replicate_batch,
     frame_peer_message,
     operation_request,
 )
@@ -112,6 +114,7 @@ from okapikv.wire.stats import (
     StorageFigures,
     StoreFigures,
     WaitFigures,
+    WireFigures,
     copy_fields,
     to_json,
 )
@@ -173,6 +176,9 @@ class PartitionNode:
         self._timer_deadline_us = 0
         self._last_sent: object = None
         self._last_frames: list[tuple[bytes, int]] = []
+        self._last_measured: tuple[int, ...] = ()
+        self._encoded_update_bytes = 0  # of the replication batch ``_encode`` last encoded
+        self.wire_bytes = PeerWireBytes()
         self._max_frame_bytes = config.max_message_bytes - MESSAGE_OVERHEAD_BYTES
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client_requests = 0
@@ -509,8 +515,12 @@ class PartitionNode:
     def _send(self, destination: ServerId, message: PeerMessage) -> None:
         if message is not self._last_sent:
             # The same replication batch goes to every other DC: encode it once.
+            self._encoded_update_bytes = 0
             self._last_frames = self._encode(message)
             self._last_sent = message
+            self._last_measured = PeerWireBytes.measure(
+                message, sum([len(frame) for frame, _ in self._last_frames]), self._encoded_update_bytes)
+        self.wire_bytes.add(self._last_measured)
         link = self._links.get(destination)
         if link is None:
             link = self._open_link(destination)
@@ -526,6 +536,10 @@ class PartitionNode:
         size = approximate_size(message)
         limit = self._max_frame_bytes
         if size <= limit:
+            if isinstance(message, ReplicateBatch):
+                encoded, update_bytes = encode_replicate_batch(message)
+                self._encoded_update_bytes += update_bytes
+                return [(frame_peer_message(encoded), size)]
             return [(frame_peer_message(encode_peer_message(message)), size)]
         if isinstance(message, ReplicateBatch) and len(message.updates) > 1:
             half = len(message.updates) // 2
@@ -670,6 +684,7 @@ class PartitionNode:
             latency=self.latency.figures(),
             core=_core_figures(core.stats),
             driver=copy_fields(DriverFigures, self),
+            wire=copy_fields(WireFigures, self.wire_bytes),
             input=self.input_guard.figures(),
             links={link.label: link.figures(names[destination.dc])
                    for destination, link in sorted(self._links.items())},

@@ -377,6 +377,7 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         if message.last_key is not None:
             reply.last_key = message.last_key
         reply.clock_ahead_us = message.clock_ahead_us
+        reply.waited_us = message.waited_us
         _fill_items(reply, message.items)
     elif isinstance(message, TxSlice):
         tx = result.tx_slice
@@ -423,6 +424,22 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
 def encode_peer_message(message: PeerMessage) -> bytes:
     encoded: bytes = peer_message_to_pb(message).SerializeToString()
     return encoded
+
+
+def encode_replicate_batch(message: ReplicateBatch) -> tuple[bytes, int]:
+    """A replication batch serialized as ``encode_peer_message`` does, and the bytes its updates
+    take in it (each ``Update`` with its field tag and length; the rest is the batch's piggybacked
+    GSV and framing): what the stream carries per update is measured from this, not assumed
+    (``okapikv.server.wire_bytes``)."""
+    result = peer_message_to_pb(message)
+    encoded: bytes = result.SerializeToString()
+    batch = result.replicate
+    other = 0
+    if batch.HasField("gsv"):
+        size = batch.gsv.ByteSize()
+        other = 1 + len(encode_varint(size)) + size
+    updates_bytes: int = batch.ByteSize() - other
+    return encoded, updates_bytes
 
 
 def approximate_size(message: PeerMessage) -> int:
@@ -514,7 +531,8 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
             )
             for i in reply.items
         )
-        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None, reply.clock_ahead_us)
+        return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None, reply.clock_ahead_us,
+                          reply.waited_us)
     if kind == "tx_slice":
         tx = message.tx_slice
         return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))

@@ -401,18 +401,20 @@ class ReadItem(_message.Message):
     def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., source_dc: _Optional[int] = ..., dv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class SliceReply(_message.Message):
-    __slots__ = ("tx_id", "items", "too_old", "last_key", "clock_ahead_us")
+    __slots__ = ("tx_id", "items", "too_old", "last_key", "clock_ahead_us", "waited_us")
     TX_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     TOO_OLD_FIELD_NUMBER: _ClassVar[int]
     LAST_KEY_FIELD_NUMBER: _ClassVar[int]
     CLOCK_AHEAD_US_FIELD_NUMBER: _ClassVar[int]
+    WAITED_US_FIELD_NUMBER: _ClassVar[int]
     tx_id: int
     items: _containers.RepeatedCompositeFieldContainer[ReadItem]
     too_old: bool
     last_key: bytes
     clock_ahead_us: int
-    def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ..., last_key: _Optional[bytes] = ..., clock_ahead_us: _Optional[int] = ...) -> None: ...
+    waited_us: int
+    def __init__(self, tx_id: _Optional[int] = ..., items: _Optional[_Iterable[_Union[ReadItem, _Mapping]]] = ..., too_old: _Optional[bool] = ..., last_key: _Optional[bytes] = ..., clock_ahead_us: _Optional[int] = ..., waited_us: _Optional[int] = ...) -> None: ...
 
 class Restarted(_message.Message):
     __slots__ = ()

@@ -200,6 +200,23 @@ class DriverFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class WireFigures:
+    """Bytes handed to the peer links by kind, each destination counted (``okapikv.server.wire_bytes``):
+    replication frames, their updates, the keys and values in them and the bytes of their
+    ``Update`` messages; heartbeats; stabilization; snapshot-read slices; recovery."""
+
+    replication_wire_bytes: Annotated[int, counter("Bytes of replication frames sent to peers.")]
+    replication_wire_updates: Annotated[int, counter("Updates in the replication frames sent to peers.")]
+    replication_wire_payload_bytes: Annotated[int, counter("Key and value bytes of the updates sent to peers.")]
+    replication_wire_update_bytes: Annotated[int, counter(
+        "Bytes of the Update messages in replication frames (the rest: the batch's GSV and framing).")]
+    heartbeat_wire_bytes: Annotated[int, counter("Bytes of heartbeat frames sent to peers.")]
+    stabilization_wire_bytes: Annotated[int, counter("Bytes of stabilization frames sent to peers.")]
+    read_wire_bytes: Annotated[int, counter("Bytes of snapshot-read slices and replies sent to peers.")]
+    recovery_wire_bytes: Annotated[int, counter("Bytes of catch-up, repair and progress frames sent to peers.")]
+
+
+@dataclass(frozen=True, slots=True)
 class InputFigures:
     """The input guard (``okapikv.server.budgets``)."""
 
@@ -283,6 +300,7 @@ class NodeSnapshot:
     latency: Mapping[str, LatencyFigures]
     core: CoreFigures
     driver: DriverFigures
+    wire: WireFigures
     input: InputFigures
     links: Mapping[str, LinkFigures]
 
