@@ -198,6 +198,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (rotx)")
     p.add_argument("--write-ratio", type=float, default=None,
                    help="rotx: probability an operation is a PUT (default: alternate RO-TX and PUT)")
+    p.add_argument("--max-sessions", type=int, default=None,
+                   help="paper suite: the most sessions the peak-throughput search doubles to (default 1024; quick 8)")
+    p.add_argument("--latency-cap-ms", type=float, default=None,
+                   help="paper suite: the peak search stops once mean latency passes this (default 250)")
     p.add_argument("--records", type=int, default=10_000, help="records loaded before measuring")
     p.add_argument("--key-bytes", type=int, default=8, help="key size (zero-padded decimal, so order = insertion)")
     p.add_argument("--value-bytes", type=int, default=8, help="value size")

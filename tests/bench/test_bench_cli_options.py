@@ -32,6 +32,11 @@ def test_quick_scales_windows_and_records_down() -> None:
     assert plan.partitions == 2 and plan.skew_ms == 10.0 and plan.scale_levels == (1, 2)
     full = _paper_plan(_options("--suite", "paper", "--partitions", "8", "--clock-skew-ms", "5"))
     assert full.rotx_levels == (1, 2, 4, 8) and full.skew_ms == 5.0 and full.scale_levels == tuple(range(1, 9))
+    # the peak search: quick doubles once on the RO-TX sweep and measures one step elsewhere
+    assert (plan.rotx_rule.start, plan.rotx_rule.max_sessions, plan.rule.max_sessions) == (4, 8, 4)
+    assert (full.rotx_rule.start, full.rotx_rule.max_sessions, full.rule.max_sessions) == (8, 1024, 1024)
+    capped = _paper_plan(_options("--suite", "paper", "--max-sessions", "64", "--latency-cap-ms", "80"))
+    assert capped.rotx_rule.max_sessions == capped.rule.max_sessions == 64 and capped.rule.latency_cap_ms == 80.0
     assert planned_runs(_options("--suite", "course", "--quick", "--no-redis")) == 6 + 3 * 3
 
 
@@ -43,6 +48,8 @@ def test_quick_scales_windows_and_records_down() -> None:
     (("--workload", "rotx", "--partitions", "1", "--rotx-partitions", "2"), "--rotx-partitions"),
     (("--records", "100000000"), "--key-bytes"),
     (("--wan", "far"), "--wan"),
+    (("--max-sessions", "0"), "--max-sessions"),
+    (("--latency-cap-ms", "0"), "--latency-cap-ms"),
     (("--workload", "memory", "--partitions", "2"), "one partition"),
     (("--workload", "memory", "--dcs", "a,b"), "one DC"),
     (("--workload", "memory", "--connect", "127.0.0.1:7100"), "no --connect"),

@@ -84,3 +84,58 @@ def test_cpu_time_of_a_live_process() -> None:
     assert own is not None and own > 0
     assert process_cpu_seconds(2**22 + 12345) is None  # no such process
     assert total_cpu_seconds([]) is None
+
+
+def test_per_transaction_stalls_sit_beside_the_per_slice_waits() -> None:
+    """Two servers coordinated 100 RO-TXs over 2 partitions: 30 slices waited (per slice 30%), but
+    they belonged to 20 transactions (per transaction 20%), each counted for its longest wait."""
+    before = {"a": _server(0, 0, {}, snapshot_reads_finished=10, snapshot_read_stalls=1, snapshot_read_stall_us=10),
+              "b": _server(0, 0, {})}
+    after = {"a": _server(0, 60, {"tx_clock": (20, 60_000)}, snapshot_reads_finished=70, snapshot_read_stalls=13,
+                          snapshot_read_stall_us=40_010),
+             "b": _server(0, 40, {"tx_clock": (10, 30_000)}, snapshot_reads_finished=40, snapshot_read_stalls=8,
+                          snapshot_read_stall_us=20_000)}
+    waits = summarize_waits(stats_delta(after, before))
+    assert waits["rotx"].probability == pytest.approx(0.3) and waits["rotx"].mean_us == pytest.approx(3000.0)
+    per_tx = waits["rotx_tx"]
+    assert (per_tx.operations, per_tx.waits) == (100, 20)
+    assert per_tx.probability == pytest.approx(0.2) and per_tx.mean_us == pytest.approx(3000.0)
+    # servers without the counters (results of other builds) have no per-transaction figure
+    assert "rotx_tx" not in summarize_waits(stats_delta({"a": _server(0, 5, {})}, {}))
+
+
+def test_metadata_and_bytes_per_operation_come_from_the_wire_counters() -> None:
+    core = {"replicated_updates_sent": 100, "replication_metadata_bytes": 1200, "replication_payload_bytes": 1600}
+    wire = {"replication_wire_updates": 100, "replication_wire_bytes": 5000, "replication_wire_payload_bytes": 1600,
+            "replication_wire_update_bytes": 3300, "stabilization_wire_bytes": 4000, "heartbeat_wire_bytes": 1000,
+            "read_wire_bytes": 700}
+    traffic = summarize_traffic(core, 1.0, wire, operations=50)
+    assert traffic.metadata_bytes_per_update == 12.0  # the paper's formula, from the core
+    assert traffic.wire_metadata_bytes_per_update == 17.0  # (3300 - 1600) / 100, measured
+    assert traffic.wire_batch_bytes_per_update == 17.0  # (5000 - 3300) / 100
+    assert traffic.wire_replication_bytes_per_op == 100.0 and traffic.wire_stabilization_bytes_per_op == 100.0
+    assert traffic.wire_total_bytes_per_op == 200.0 and traffic.wire_read_bytes_per_op == 14.0
+    bare = summarize_traffic(core, 1.0)
+    assert bare.wire_metadata_bytes_per_update is None and bare.wire_total_bytes_per_op is None
+
+
+def test_server_cpu_per_operation_net_of_the_idle_background() -> None:
+    from okapikv.bench.engine.records import net_cpu_us_per_op
+
+    # 3 CPU-seconds in a 2 s window with 0.5 idle cores: 2 s of it served the 1,000 operations
+    assert net_cpu_us_per_op(3.0, 0.5, 2.0, 1000) == 2000.0
+    assert net_cpu_us_per_op(0.5, 0.5, 2.0, 1000) == 0.0  # timers starved by the load: never below zero
+    assert net_cpu_us_per_op(3.0, None, 2.0, 1000) is None and net_cpu_us_per_op(3.0, 0.5, 2.0, 0) is None
+
+
+def test_visibility_per_destination_pools_its_sources_and_measures_their_spread() -> None:
+    from okapikv.bench.engine.visibility import by_destination
+
+    pairs = [("oregon", "ireland", [60.0, 61.0, 62.0]), ("virginia", "ireland", [40.0, 41.0, 42.0]),
+             ("ireland", "oregon", [70.0, 71.0, 72.0]), ("virginia", "oregon", [71.0, 72.0, 73.0]),
+             ("oregon", "virginia", [])]
+    ireland, oregon, virginia = by_destination(pairs)
+    assert (ireland.destination, ireland.count, ireland.p50_ms) == ("ireland", 6, 42.0)
+    assert ireland.source_p50_ms == {"oregon": 61.0, "virginia": 41.0} and ireland.source_spread_ms == 20.0
+    assert oregon.count == 6 and oregon.source_spread_ms == 1.0  # one mode
+    assert (virginia.count, virginia.source_p50_ms, virginia.source_spread_ms) == (0, {}, 0.0)

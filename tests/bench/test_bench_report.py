@@ -82,7 +82,7 @@ def synthetic_results() -> dict[str, Any]:
 EXPECTED_PLOTS = {
     "single_client.png", "throughput_vs_clients.png", "latency_vs_clients.png", "latency_vs_throughput.png",
     "rotx_sweep.png", "waits_vs_rotx_partitions.png", "rotx_latency_vs_throughput.png", "write_ratio.png",
-    "scalability.png", "visibility_cdf.png", "metadata.png",
+    "scalability.png", "visibility_cdf.png", "visibility_by_destination.png", "metadata.png",
 }
 
 

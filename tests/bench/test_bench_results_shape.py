@@ -34,7 +34,7 @@ RUN_KEYS = ("system", "workload", "clients", "processes", "dcs", "partitions", "
             "write_ratio", "load", "records", "duration_s", "warmup_s", "operations", "throughput_ops_s", "errors",
             "last_error", "latency_us", "cpu", "waits", "traffic", "server_operations")
 TOP_KEYS = ("okapikv_version", "started_at", "elapsed_s", "config", "machine", "series", "visibility", "memory",
-            "fast", "resp", "notes", "timings_s")
+            "fast", "resp", "paper", "notes", "timings_s")
 
 
 def _saved(path: Path) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def test_every_committed_suite_is_there() -> None:
 def test_committed_results_round_trip(path: Path) -> None:
     saved = _saved(path)
     again = Results.from_dict(saved).to_dict()
-    assert again == {"visibility": {}, "memory": [], "fast": {}, "resp": [], **saved}
+    assert again == {"visibility": {}, "memory": [], "fast": {}, "resp": [], "paper": {}, **saved}
     assert [key for key in again if key != "files"] == list(TOP_KEYS)
 
 

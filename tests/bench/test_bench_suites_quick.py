@@ -141,7 +141,36 @@ def _check_paper(results: dict[str, Any]) -> None:
     for pairs in results["visibility"].values():
         assert len(pairs) == 6 and all(pair["count"] > 0 for pair in pairs)
     assert {"rotx_sweep.png", "waits_vs_rotx_partitions.png", "write_ratio.png", "scalability.png",
-            "visibility_cdf.png", "metadata.png"} <= set(results["files"]["png"])
+            "visibility_cdf.png", "visibility_by_destination.png", "metadata.png"} <= set(results["files"]["png"])
+    _check_paper_figures(results, by_system)
+
+
+def _check_paper_figures(results: dict[str, Any], by_system: dict[str, list[dict[str, Any]]]) -> None:
+    """The paper's own figures (``suites.paper_figures``): a peak per point found by the session
+    search (quick: 4 then 8 sessions on the RO-TX sweep), per-transaction stalls beside the
+    per-slice ones, visibility per destination, metadata measured on the wire, bytes per operation."""
+    paper = results["paper"]
+    rotx_peaks = [peak for peak in paper["peaks"] if peak["series"] == "paper-rotx-partitions"]
+    assert {(peak["system"], peak["rotx_partitions"]) for peak in rotx_peaks} == {
+        (system, p) for system in by_system for p in (1, 2)}
+    for peak in rotx_peaks:
+        assert [step[0] for step in peak["steps"]][:1] == [4] and peak["sessions"] in (4, 8), peak
+        assert peak["rotx_mean_ms"] is not None and peak["put_mean_ms"] is not None, peak
+    sessions_runs = _runs(results, "paper-rotx-partitions-sessions")
+    assert {run["clients"] for run in sessions_runs} >= {4}
+    stalls = {(row["system"], row["rotx_partitions"]): row for row in paper["stalls"]}
+    assert all(row["tx_probability"] == 0 for (system, _), row in stalls.items() if system == "okapi")
+    assert all(row["tx_probability"] is not None and row["slice_probability"] is not None for row in stalls.values())
+    assert stalls[("gentlerain", 1)]["tx_probability"] > 0.5
+    for system, destinations in paper["visibility"].items():
+        assert len(destinations) == 3 and all(row["count"] > 0 for row in destinations), system
+    metadata = {row["system"]: row for row in paper["metadata"]}
+    # measured on the wire: Cure's dependency vector makes its updates the heaviest
+    assert metadata["cure"]["wire_bytes"] > metadata["okapi"]["wire_bytes"] > 0
+    assert abs(metadata["okapi"]["wire_bytes"] - metadata["gentlerain"]["wire_bytes"]) < 2
+    assert {row["system"] for row in paper["communication"]} == set(by_system)
+    assert all(row["total_bytes_per_op"] for row in paper["communication"])
+    assert set(paper["idle_cores"]) == set(by_system)
 
 
 @pytest.mark.slow

@@ -85,6 +85,11 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raise ValueError("--duration-s must be positive and --warmup-s not negative")
     if args.clock_skew_ms is not None and args.clock_skew_ms < 0:
         raise ValueError("--clock-skew-ms must not be negative")
+    max_sessions, latency_cap_ms = getattr(args, "max_sessions", None), getattr(args, "latency_cap_ms", None)
+    if max_sessions is not None and max_sessions < 1:
+        raise ValueError("--max-sessions must be at least 1")
+    if latency_cap_ms is not None and latency_cap_ms <= 0:
+        raise ValueError("--latency-cap-ms must be positive")
     wan: str | float = args.wan
     if wan not in ("realistic", "off"):
         try:
@@ -102,7 +107,7 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         out=Path(args.out), processes=args.processes, wan=wan, seed=args.seed, timeout_s=args.timeout_s,
         visibility_samples=args.visibility_samples, redis=not args.no_redis, progress=not args.no_progress,
         keep_cpus_busy=getattr(args, "keep_cpus_busy", False), grpc_only=getattr(args, "grpc_only", False),
-        load=getattr(args, "load", "client"),
+        load=getattr(args, "load", "client"), max_sessions=max_sessions, latency_cap_ms=latency_cap_ms,
     )
     if options.load == "lean" and (options.grpc_only or suite not in (None, "scaling")
                                    or (suite is None and workload not in LEAN_WORKLOADS)):

@@ -8,6 +8,7 @@ progress view, one event loop) and yields the ``Bench`` that suites drive:
 - ``load``: the YCSB load phase (every record once), then a wait until remote DCs see it;
 - ``measure``: one measured run, recorded as a ``Run`` in a series (server stats and CPU read at the
   window's edges); ``copy_into`` reuses a run in another series;
+- ``idle_cpu``: the servers' CPU with no client, subtracted from a run's CPU per operation;
 - ``visibility``: the remote update visibility probe per DC pair;
 - ``guarded``: one system's part of a suite, whose failure is noted while the suite goes on.
 """
@@ -157,10 +158,13 @@ class Bench:
         title: str,
         processes: int | None = None,
         load: str | None = None,
+        idle_cores: float | None = None,
     ) -> Run | None:
         """One measured run, appended to ``series``; None (and a note) when it failed. ``processes``
         overrides the number of load processes (default: ``--processes`` or one per core), ``load``
-        the load generator (``--load``; ``lean`` drives an okapi cluster from one process)."""
+        the load generator (``--load``; ``lean`` drives an okapi cluster from one process);
+        ``idle_cores``: the servers' idle CPU (``idle_cpu``), subtracted in the run's net CPU per
+        operation."""
         o = self.options
         lean = (load or o.load) == "lean" and sut.target.kind == "okapi"
         target = replace(sut.target, kind="lean") if lean else sut.target
@@ -197,11 +201,27 @@ class Bench:
         before, after = captured.get("cpu_before"), captured.get("cpu_after")
         server_cpu = after - before if before is not None and after is not None else None
         run = run_record(outcome, system=sut.label, dcs=sut.dcs, partitions=sut.partitions,
-                         clock_skew_ms=sut.clock_skew_ms, load="lean" if lean else "client", server_cpu_s=server_cpu)
+                         clock_skew_ms=sut.clock_skew_ms, load="lean" if lean else "client", server_cpu_s=server_cpu,
+                         idle_cores=idle_cores)
         self.results.add_time("runs_s", time.monotonic() - started)
         self.results.series_for(series, kind, title).runs.append(run)
         self.ui.finish_run("  " + describe(run))
         return run
+
+    def idle_cpu(self, sut: SystemUnderTest, seconds: float) -> float | None:
+        """The servers' CPU (cores) while no client runs, over ``seconds``: their timers'
+        background (heartbeats, stabilization rounds), which a run's net CPU per operation leaves
+        out. None where the servers' CPU cannot be read (``--connect`` to remote servers)."""
+        before = total_cpu_seconds(sut.pids)
+        started = time.monotonic()
+        time.sleep(seconds)
+        after = total_cpu_seconds(sut.pids)
+        elapsed = time.monotonic() - started
+        if before is None or after is None or elapsed <= 0:
+            return None
+        cores = round((after - before) / elapsed, 3)
+        self.ui.message(f"  {sut.label} idle: {cores:.2f} cores over {elapsed:.1f} s")
+        return cores
 
     def copy_into(self, run: Run | None, series: str, kind: str, title: str) -> None:
         """Reuse an identical measurement in another series (e.g. the 1-client point of a sweep)."""

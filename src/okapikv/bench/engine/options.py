@@ -54,6 +54,8 @@ class BenchOptions:
     keep_cpus_busy: bool = False
     grpc_only: bool = False
     load: str = "client"  # okapi load generator: client (async client sessions) | lean (engine.lean)
+    max_sessions: int | None = None  # the paper suite's peak search: most sessions (engine.peak)
+    latency_cap_ms: float | None = None  # ... and the mean latency it stops at
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""

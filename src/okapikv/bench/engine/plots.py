@@ -233,10 +233,10 @@ def rotx_sweep(results: dict[str, Any], out: Path) -> str | None:
     for system, runs in _by_system(series[0]["runs"]).items():
         peak = _peak(runs, "rotx_partitions")
         drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: r["throughput_ops_s"], system,
-                       color=_color(system))
+                       color=_color(system), annotate=lambda r: f"{r['clients']}s")
         drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _latency(r, "rotx"), system,
                        color=_color(system))
-    _finish(axes[0], "Peak throughput (Fig. 4a)", "partitions per RO-TX", "throughput (ops/s)")
+    _finish(axes[0], "Peak throughput (Fig. 4a; labels: sessions)", "partitions per RO-TX", "throughput (ops/s)")
     _finish(axes[1], "RO-TX mean latency (Fig. 4b)", "partitions per RO-TX", "latency (ms)")
     return _save_drawn(figure, drawn, out, "rotx_sweep.png")
 
@@ -249,12 +249,21 @@ def waits_vs_rotx_partitions(results: dict[str, Any], out: Path) -> str | None:
     drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
         peak = _peak(runs, "rotx_partitions")
+        per_transaction = any((run.get("waits") or {}).get("rotx_tx") for run in peak)
+        if per_transaction:
+            drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"],
+                           lambda r: _wait(r, "rotx_tx", "probability"), f"{system} RO-TX per tx",
+                           color=_color(system), linewidth=2.5)
+            drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx_tx", "mean_us"),
+                           f"{system} RO-TX per tx", color=_color(system), linewidth=2.5)
         drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "probability"),
-                       f"{system} RO-TX", color=_color(system))
+                       f"{system} RO-TX" + (" per slice" if per_transaction else ""), color=_color(system),
+                       linestyle=":" if per_transaction else "-")
         drawn |= _line(axes[0], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "probability"),
                        f"{system} PUT", color=_color(system), linestyle="--", marker="s")
         drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "rotx", "mean_us"),
-                       f"{system} RO-TX", color=_color(system))
+                       f"{system} RO-TX" + (" per slice" if per_transaction else ""), color=_color(system),
+                       linestyle=":" if per_transaction else "-")
         drawn |= _line(axes[1], peak, lambda r: r["rotx_partitions"], lambda r: _wait(r, "write", "mean_us"),
                        f"{system} PUT", color=_color(system), linestyle="--", marker="s")
     _finish(axes[0], "Probability of blocking (Fig. 4c)", "partitions per RO-TX", "probability")
@@ -263,7 +272,9 @@ def waits_vs_rotx_partitions(results: dict[str, Any], out: Path) -> str | None:
 
 
 def rotx_latency_vs_throughput(results: dict[str, Any], out: Path) -> str | None:
-    series = _series_of_kind(results, "rotx_partitions")
+    """Figure 5: RO-TX latency against throughput per p, from every step of the peak searches (or,
+    in results without them, the sweep's own runs)."""
+    series = _series_of_kind(results, "rotx_partitions_sessions") or _series_of_kind(results, "rotx_partitions")
     if not series:
         return None
     runs = series[0]["runs"]
@@ -307,12 +318,12 @@ def scalability(results: dict[str, Any], out: Path) -> str | None:
     drawn = False
     for system, runs in _by_system(series[0]["runs"]).items():
         drawn |= _line(axes[0], runs, lambda r: r["partitions"], lambda r: r["throughput_ops_s"], system,
-                       color=_color(system))
+                       color=_color(system), annotate=lambda r: f"{r['clients']}s")
         drawn |= _line(axes[1], runs, lambda r: r["partitions"], lambda r: _latency(r, "rotx"), system,
                        color=_color(system))
         drawn |= _line(axes[2], runs, lambda r: r["partitions"], lambda r: _latency(r, "put"), system,
                        color=_color(system))
-    _finish(axes[0], "Throughput (Fig. 3a)", "partitions per DC", "throughput (ops/s)")
+    _finish(axes[0], "Peak throughput (Fig. 3a; labels: sessions)", "partitions per DC", "throughput (ops/s)")
     _finish(axes[1], "RO-TX mean latency (Fig. 3b)", "partitions per DC", "latency (ms)")
     _finish(axes[2], "PUT mean latency (Fig. 3c)", "partitions per DC", "latency (ms)")
     return _save_drawn(figure, drawn, out, "scalability.png")
@@ -359,8 +370,33 @@ def visibility_cdf(results: dict[str, Any], out: Path) -> str | None:
         if values:
             combined.plot(values, [(i + 1) / len(values) for i in range(len(values))], label=system,
                           color=_color(system))
-    _finish(combined, "All pairs (Fig. 6)", "visibility latency (ms)", "CDF")
+    _finish(combined, "All pairs pooled (the claim is per destination)", "visibility latency (ms)", "CDF")
     return _save(figure, out, "visibility_cdf.png")
+
+
+def visibility_by_destination(results: dict[str, Any], out: Path) -> str | None:
+    """One panel per destination DC: each system's CDF with its sources pooled (thick), and each
+    source's alone (thin, same colour): the paper's claim is per destination (bimodal where the
+    latency depends on the source, ``engine.visibility.by_destination``)."""
+    visibility = {system: pairs for system, pairs in results.get("visibility", {}).items() if pairs}
+    destinations = list(dict.fromkeys(pair["destination"] for pairs in visibility.values() for pair in pairs))
+    if not destinations:
+        return None
+    figure, axes = _subplots(len(destinations), width=4.2)
+    for axis, destination in zip(axes, destinations, strict=True):
+        for system, pairs in visibility.items():
+            mine = [pair for pair in pairs if pair["destination"] == destination]
+            pooled = sorted(v for pair in mine for v in pair.get("samples_ms", []))
+            if pooled:
+                axis.plot(pooled, [(i + 1) / len(pooled) for i in range(len(pooled))], label=f"{system} (pooled)",
+                          color=_color(system), linewidth=2)
+            for pair in mine:
+                values = sorted(pair.get("samples_ms", []))
+                if values:
+                    axis.plot(values, [(i + 1) / len(values) for i in range(len(values))], color=_color(system),
+                              linewidth=0.8, alpha=0.5, linestyle=":")
+        _finish(axis, f"at {destination} (dotted: one source DC each)", "visibility latency (ms)", "CDF")
+    return _save(figure, out, "visibility_by_destination.png")
 
 
 def metadata(results: dict[str, Any], out: Path) -> str | None:
@@ -378,9 +414,23 @@ def metadata(results: dict[str, Any], out: Path) -> str | None:
     drawn = False
     if "bars" in panels:
         axis = axes[panels.index("bars")]
-        per_update = [max(run["traffic"]["metadata_bytes_per_update"] for run in runs if run["system"] == system)
-                      for system in systems]
-        axis.bar(systems, per_update, color=[_color(system) for system in systems])
+        bars = (("metadata_bytes_per_update", "paper's formula", 1.0),
+                ("wire_metadata_bytes_per_update", "on the wire", 0.7),
+                ("wire_batch_bytes_per_update", "+ batch share", 0.4))
+        width = 0.8 / len(bars)
+        for index, (name, label, alpha) in enumerate(bars):
+            heights = [max((run["traffic"].get(name) or 0.0) for run in runs if run["system"] == system)
+                       for system in systems]
+            bottoms = [0.0] * len(systems)
+            if name == "wire_batch_bytes_per_update":  # stacked on the wire figure
+                bottoms = [max((run["traffic"].get("wire_metadata_bytes_per_update") or 0.0)
+                               for run in runs if run["system"] == system) for system in systems]
+                index = 1
+            if any(heights):
+                axis.bar([position + index * width for position in range(len(systems))], heights, width,
+                         bottom=bottoms, label=label, alpha=alpha, color=[_color(system) for system in systems])
+        axis.set_xticks([position + width / 2 for position in range(len(systems))])
+        axis.set_xticklabels(systems)
         _finish(axis, "Replication metadata per update", "system", "bytes")
         drawn = True
     if "traffic" in panels:
@@ -408,6 +458,7 @@ FIGURES: tuple[Callable[[dict[str, Any], Path], str | None], ...] = (
     scalability,
     scaling_peaks,
     visibility_cdf,
+    visibility_by_destination,
     metadata,
 )
 

@@ -20,6 +20,20 @@ def _core(stats: dict[str, Any]) -> dict[str, Any]:
     return {address: server.get("core", server) for address, server in stats.items()}
 
 
+def _wire(stats: dict[str, Any]) -> dict[str, Any]:
+    """The bytes each server handed its peer links (the Stats JSON's ``wire``; absent: none)."""
+    return {address: server.get("wire", {}) for address, server in stats.items()}
+
+
+def net_cpu_us_per_op(server_cpu_s: float | None, idle_cores: float | None, window_s: float,
+                      operations: int) -> float | None:
+    """Server CPU per operation net of the idle background (timers: heartbeats, stabilization),
+    the idle cores measured on the same servers before the load; never below zero."""
+    if server_cpu_s is None or idle_cores is None or not operations:
+        return None
+    return round(max(0.0, server_cpu_s - idle_cores * window_s) * 1e6 / operations, 1)
+
+
 def run_record(
     outcome: RunOutcome,
     *,
@@ -29,6 +43,7 @@ def run_record(
     clock_skew_ms: float,
     load: str,
     server_cpu_s: float | None,
+    idle_cores: float | None = None,
 ) -> Run:
     """One run: throughput, latency per operation, waits, traffic, CPU. ``system`` is its label."""
     spec = outcome.spec
@@ -42,6 +57,7 @@ def run_record(
         for kind, count in worker.errors.items():
             errors[kind] = errors.get(kind, 0) + count
     delta = stats_delta(_core(outcome.stats_after), _core(outcome.stats_before)) if outcome.stats_after else {}
+    wire = stats_delta(_wire(outcome.stats_after), _wire(outcome.stats_before)) if outcome.stats_after else {}
     client_cpu_s = sum(worker.cpu_s for worker in workers)
     rotx = spec.workload.name == "rotx"
     return Run(
@@ -70,8 +86,10 @@ def run_record(
             server_cores=None if server_cpu_s is None or window_s <= 0 else round(server_cpu_s / window_s, 3),
             server_cpu_us_per_op=None if server_cpu_s is None or not operations
             else round(server_cpu_s * 1e6 / operations, 1),
+            server_idle_cores=idle_cores,
+            server_net_cpu_us_per_op=net_cpu_us_per_op(server_cpu_s, idle_cores, window_s, operations),
         ),
         waits=summarize_waits(delta) if delta else None,
-        traffic=summarize_traffic(delta, window_s) if delta else None,
+        traffic=summarize_traffic(delta, window_s, wire, operations) if delta else None,
         server_operations=delta.get("operations", {}) if delta else None,
     )

@@ -141,24 +141,35 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
+#: Series whose runs differ in cluster shape or workload parameters (their tables show them):
+#: the paper suite's figures, and every step of their peak searches (``*_sessions``).
+SWEPT_KINDS = ("rotx_partitions", "write_ratio", "partitions", "rotx_partitions_sessions",
+               "write_ratio_sessions", "partitions_sessions")
+
+
 def series_table(series: dict[str, Any]) -> list[str]:
     runs = series.get("runs", [])
     kinds = [kind for kind in _kinds(runs) if kind != "all"] or ["all"]
     header = ["system", "workload", "clients"]
     kind = series.get("kind")
-    if kind in ("rotx_partitions", "write_ratio", "partitions"):
+    swept = kind in SWEPT_KINDS
+    if swept:
         header += ["partitions", "p", "w"]
     elif len({run.get("partitions") for run in runs}) > 1:  # e.g. the fast suite's 1 -> 2 partitions
         header.append("partitions")
     header += ["ops/s"] + [f"{k} mean/p50/p99/p999 ms" for k in kinds]
     has_waits = any(run.get("waits") for run in runs)
+    per_transaction = any((run.get("waits") or {}).get("rotx_tx") for run in runs)
     if has_waits:
         header += ["PUT wait P / mean ms", "RO-TX/SCAN wait P / mean ms"]
+        if per_transaction:
+            header[-1] = "RO-TX/SCAN wait per slice P / mean ms"
+            header.append("per transaction P / mean ms")
     header += ["server / client CPU cores", "errors"]
     rows: list[list[str]] = []
     for run in runs:
         row = [str(run.get("system")), str(run.get("workload")), _fmt(run.get("clients"))]
-        if kind in ("rotx_partitions", "write_ratio", "partitions"):
+        if swept:
             ratio = run.get("write_ratio")
             row += [_fmt(run.get("partitions")), _fmt(run.get("rotx_partitions")),
                     "alt" if ratio is None else f"{ratio:g}"]
@@ -170,7 +181,7 @@ def series_table(series: dict[str, Any]) -> list[str]:
             row.append("-" if not latency or not latency.get("count") else
                        "/".join(_ms(latency.get(field)) for field in LATENCY_FIELDS))
         if has_waits:
-            for wait_kind in ("write", "rotx"):
+            for wait_kind in ("write", "rotx", "rotx_tx") if per_transaction else ("write", "rotx"):
                 wait = run.get("waits", {}).get(wait_kind)
                 row.append("-" if not wait or not wait.get("operations") else
                            f"{wait['probability']:.1%} / {wait['mean_us'] / 1000:.2f}")

@@ -11,9 +11,10 @@ be regenerated from a saved results.json, and anything that fills a ``Results`` 
 source other than the load generator) gets the same outputs.
 
 The shape: top-level keys in the order of ``Results.to_dict``; a run is its fields in order, with
-``load``, ``waits``, ``traffic`` and ``server_operations`` left out when absent. Two sections belong
+``load``, ``waits``, ``traffic`` and ``server_operations`` left out when absent. Three sections belong
 to one suite each and are stored as that suite serializes them: ``fast``
-(``okapikv.bench.suites.fast_figures.FastFigures``) and ``resp`` (``okapikv.bench.suites.resp``).
+(``okapikv.bench.suites.fast_figures.FastFigures``), ``resp`` (``okapikv.bench.suites.resp``) and
+``paper`` (``okapikv.bench.suites.paper_figures``).
 This module imports nothing else of the benchmark: it is the data model the other stages share.
 """
 
@@ -85,8 +86,9 @@ class WaitSummary:
     """How often operations of one kind blocked, and for how long on average when they did.
 
     ``probability`` = waits / operations of that kind. For Cure a RO-TX over p partitions can wait
-    on each of its p slices, so the read figure counts slice waits per transaction: it is the
-    probability for p = 1 and an upper bound (capped at 1) beyond.
+    on each of its p slices, so the ``rotx`` figure counts slice waits per transaction: it is the
+    probability for p = 1 and an upper bound (capped at 1) beyond. ``rotx_tx`` counts each
+    transaction once, stalled or not, for its longest wait (the paper's Figure 4c/d).
     """
 
     operations: int
@@ -108,6 +110,13 @@ class TrafficSummary:
     stabilization_bytes_per_s: float
     heartbeat_bytes_per_s: float
     stabilization_messages_per_s: float
+    # measured on the peer links (``okapikv.server.wire_bytes``); None where a run has no such figure
+    wire_metadata_bytes_per_update: float | None = None  # an update's Update message minus key and value
+    wire_batch_bytes_per_update: float | None = None  # its share of its batch's GSV and framing
+    wire_replication_bytes_per_op: float | None = None  # per client operation of the window
+    wire_stabilization_bytes_per_op: float | None = None  # stabilization and heartbeats
+    wire_total_bytes_per_op: float | None = None  # the two together: the paper's communication cost
+    wire_read_bytes_per_op: float | None = None  # slices of snapshot reads inside a DC
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +128,18 @@ class Cpu:
     server_s: float | None
     server_cores: float | None
     server_cpu_us_per_op: float | None
+    server_idle_cores: float | None = None  # the same servers idle, measured before the load
+    server_net_cpu_us_per_op: float | None = None  # server CPU per operation less that idle background
 
 
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
 _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations")
+#: Figures of a run's CPU and traffic that are left out when absent (a run that has no idle
+#: measurement or no wire counters, and files written before them, read and write back alike).
+_FIGURES_OMITTED_WHEN_ABSENT = frozenset({
+    "server_idle_cores", "server_net_cpu_us_per_op", "wire_metadata_bytes_per_update",
+    "wire_batch_bytes_per_update", "wire_replication_bytes_per_op", "wire_stabilization_bytes_per_op",
+    "wire_total_bytes_per_op", "wire_read_bytes_per_op"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,6 +177,9 @@ class Run:
             if value is None and item.name in _OMITTED_WHEN_ABSENT:
                 continue
             data[item.name] = plain(value)
+            if item.name in ("cpu", "traffic") and value is not None:
+                data[item.name] = {key: figure for key, figure in data[item.name].items()
+                                   if figure is not None or key not in _FIGURES_OMITTED_WHEN_ABSENT}
         return data
 
     @classmethod
@@ -259,6 +279,7 @@ class Results:
     memory: list[MemoryRow] = field(default_factory=list)  # --workload memory, one row per system
     fast: dict[str, Any] = field(default_factory=dict)  # --suite fast, serialized (module docstring)
     resp: list[dict[str, Any]] = field(default_factory=list)  # --suite resp, serialized
+    paper: dict[str, Any] = field(default_factory=dict)  # --suite paper's summary (``suites.paper_figures``)
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds by phase
     okapikv_version: str = field(default_factory=_version)
@@ -295,6 +316,7 @@ class Results:
             "memory": [plain(row) for row in self.memory],
             "fast": self.fast,
             "resp": self.resp,
+            "paper": self.paper,
             "notes": self.notes,
             "timings_s": self.timings,
         }
@@ -312,6 +334,7 @@ class Results:
             memory=[_build(MemoryRow, row) for row in data.get("memory", [])],
             fast=data.get("fast", {}),
             resp=data.get("resp", []),
+            paper=data.get("paper", {}),
             notes=data.get("notes", []),
             timings=data.get("timings_s", {}),
             okapikv_version=data["okapikv_version"],

@@ -5,6 +5,12 @@ parent reads every server before and after the measured window and keeps the dif
 load phase and warm-up do not count. Wait reasons are the core's: ``tx_*`` are waits of a RO-TX or
 SCAN (Cure's per-slice clock wait, GentleRain's coordinator stable-time wait), the others are waits
 of a write (``put_dependency``, ``clock_tick``).
+
+Two figures of a snapshot read's waits: per slice (``rotx``: every parked slice counts, so a RO-TX
+over p partitions can count p times) and per transaction (``rotx_tx``, the paper's Figure 4c/d:
+the coordinator counts a read once, stalled for its snapshot wait plus its longest slice's,
+``okapikv.core.reads.SnapshotReads._count_stall``). Traffic has the core's metadata formula beside
+what the peer links really carried (the Stats document's ``wire``, ``okapikv.server.wire_bytes``).
 """
 
 from __future__ import annotations
@@ -77,14 +83,46 @@ def summarize_waits(delta: Mapping[str, Any]) -> dict[str, WaitSummary]:
             total_us=total_us,
             reasons={reason: int(_number(w.get("count"))) for reason, w in chosen.items()},
         )
+    finished = int(_number(delta.get("snapshot_reads_finished")))
+    stalls = int(_number(delta.get("snapshot_read_stalls")))
+    stall_us = _number(delta.get("snapshot_read_stall_us"))
+    if finished or "snapshot_reads_finished" in delta:
+        result["rotx_tx"] = WaitSummary(
+            operations=finished, waits=stalls,
+            probability=round(min(1.0, stalls / finished), 6) if finished else 0.0,
+            mean_us=round(stall_us / stalls, 1) if stalls else 0.0, total_us=stall_us, reasons={},
+        )
     return result
 
 
-def summarize_traffic(delta: Mapping[str, Any], window_s: float) -> TrafficSummary:
+def _per(value: float, count: float) -> float | None:
+    return round(value / count, 2) if count else None
+
+
+def summarize_traffic(delta: Mapping[str, Any], window_s: float, wire: Mapping[str, Any] | None = None,
+                      operations: int = 0) -> TrafficSummary:
+    """The window's traffic: the core's formula figures (``delta``) and, with ``wire`` (the delta
+    of the servers' ``wire`` counters), what the links carried, per update and per client
+    operation (``operations`` in the window)."""
     sent = _number(delta.get("replicated_updates_sent"))
     metadata = _number(delta.get("replication_metadata_bytes"))
     payload = _number(delta.get("replication_payload_bytes"))
     window = max(window_s, 1e-9)
+    measured: dict[str, float | None] = {}
+    if wire:
+        updates = _number(wire.get("replication_wire_updates"))
+        replication = _number(wire.get("replication_wire_bytes"))
+        update_bytes = _number(wire.get("replication_wire_update_bytes"))
+        wire_payload = _number(wire.get("replication_wire_payload_bytes"))
+        stabilization = _number(wire.get("stabilization_wire_bytes")) + _number(wire.get("heartbeat_wire_bytes"))
+        measured = {
+            "wire_metadata_bytes_per_update": _per(update_bytes - wire_payload, updates),
+            "wire_batch_bytes_per_update": _per(replication - update_bytes, updates),
+            "wire_replication_bytes_per_op": _per(replication, operations),
+            "wire_stabilization_bytes_per_op": _per(stabilization, operations),
+            "wire_total_bytes_per_op": _per(replication + stabilization, operations),
+            "wire_read_bytes_per_op": _per(_number(wire.get("read_wire_bytes")), operations),
+        }
     return TrafficSummary(
         updates_replicated=int(sent),
         metadata_bytes_per_update=round(metadata / sent, 2) if sent else 0.0,
@@ -93,4 +131,5 @@ def summarize_traffic(delta: Mapping[str, Any], window_s: float) -> TrafficSumma
         stabilization_bytes_per_s=round(_number(delta.get("stabilization_bytes")) / window, 1),
         heartbeat_bytes_per_s=round(_number(delta.get("heartbeat_bytes")) / window, 1),
         stabilization_messages_per_s=round(_number(delta.get("stabilization_messages_sent")) / window, 1),
+        **measured,
     )

@@ -1,4 +1,5 @@
-"""Remote update visibility latency per ordered DC pair (Okapi, section 5: Figure 6's CDF).
+"""Remote update visibility latency per ordered DC pair (Okapi, section 5: Figure 6's CDF), and
+per destination DC with its sources pooled (``by_destination``, as the paper states the claim).
 
 A probe writes a unique key in DC i and polls it from a fresh session in DC j until the value
 appears; the sample is the time from the PUT's acknowledgement to the first read that sees it.
@@ -24,6 +25,7 @@ import contextlib
 import itertools
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +65,47 @@ def summarize(pair: PairSamples) -> VisibilityPair:
         max_ms=round(values[-1], 3) if values else 0.0,
         samples_ms=[round(value, 3) for value in pair.samples_ms],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationVisibility:
+    """Visibility at one destination DC, its sources pooled (the paper states its CDF claim per
+    destination: Okapi's and Cure's are bimodal, one mode per source DC, because an update's
+    visibility at DC R depends on its source's delay to R; GentleRain's is unimodal, as it depends
+    on R's delay to its furthest DC). ``source_p50_ms``: the median from each source;
+    ``source_spread_ms``: the largest minus the smallest of them, the distance between the modes
+    (near 0: one mode)."""
+
+    destination: str
+    count: int
+    mean_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    source_p50_ms: dict[str, float]
+    source_spread_ms: float
+
+
+def by_destination(pairs: Iterable[tuple[str, str, Sequence[float]]]) -> list[DestinationVisibility]:
+    """Per destination DC (in order of first appearance), from (source, destination, samples ms)."""
+    pooled: dict[str, list[float]] = {}
+    medians: dict[str, dict[str, float]] = {}
+    for source, destination, samples in pairs:
+        pooled.setdefault(destination, []).extend(samples)
+        if samples:
+            medians.setdefault(destination, {})[source] = round(percentile(sorted(samples), 0.5), 3)
+    result = []
+    for destination, values in pooled.items():
+        values.sort()
+        mine = medians.get(destination, {})
+        result.append(DestinationVisibility(
+            destination=destination, count=len(values),
+            mean_ms=round(sum(values) / len(values), 3) if values else 0.0,
+            p50_ms=round(percentile(values, 0.5), 3), p90_ms=round(percentile(values, 0.9), 3),
+            p99_ms=round(percentile(values, 0.99), 3), source_p50_ms=mine,
+            source_spread_ms=round(max(mine.values()) - min(mine.values()), 3) if mine else 0.0,
+        ))
+    return result
 
 
 async def _probe_once(writer: Any, reader: Any, key: bytes, value: bytes, poll_interval_s: float,

@@ -3,19 +3,39 @@
 For each protocol under a clock skew (10 ms unless ``--clock-skew-ms`` says otherwise) and the
 emulated WAN between the paper's three regions: RO-TX over p = 1, 2, 4 .. N partitions (Figures 4,
 5), the write-ratio sweep, scalability over 1 .. N partitions (Figure 3), remote update visibility
-per DC pair (Figure 6), and replication/stabilization traffic.
+per DC pair and per destination DC (Figure 6), replication metadata and communication per
+operation.
+
+Every point of every sweep is a peak-throughput search (``engine.peak``): the closed-loop sessions
+double from ``sessions_start`` until throughput grows less than 5%, the mean latency passes
+``--latency-cap-ms`` or the sessions reach ``--max-sessions``; the point's figure is the peak, with
+the sessions it took (the paper reports each system's peak, and blocking systems need more
+sessions to reach it). Every step is kept (``*-sessions`` series: Figure 5's latency against
+throughput); the peaks form the figures' series. Each cluster's idle CPU is measured before its
+first run and subtracted from its runs' CPU per operation. ``suites.paper_figures`` summarizes the
+results as the paper states its claims.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
-from okapikv.bench.engine.harness import Bench
+from okapikv.bench.engine.harness import Bench, SystemUnderTest
 from okapikv.bench.engine.options import BenchOptions
+from okapikv.bench.engine.peak import Peak, PeakRule, find_peak
 from okapikv.bench.engine.results import Run
 from okapikv.bench.engine.systems import PAPER_DCS, System
+from okapikv.bench.engine.workloads import WorkloadConfig
+from okapikv.bench.suites import paper_figures
 
 PAPER_SKEW_MS = 10.0
+MAX_SESSIONS = 1024
+QUICK_MAX_SESSIONS = 8
+LATENCY_CAP_MS = 250.0
+IDLE_S = 3.0
+QUICK_IDLE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +46,10 @@ class PaperPlan:
     rotx_levels: tuple[int, ...]
     write_ratios: tuple[float, ...]
     scale_levels: tuple[int, ...]
-    clients: tuple[int, ...]
-    fixed_clients: int
     scale_rotx: int
+    rotx_rule: PeakRule  # the RO-TX-over-p sweep's peak search (Figures 4 and 5)
+    rule: PeakRule  # the write-ratio and scalability sweeps' (quick: one step)
+    idle_s: float
 
 
 def paper_plan(o: BenchOptions) -> PaperPlan:
@@ -36,21 +57,66 @@ def paper_plan(o: BenchOptions) -> PaperPlan:
     rotx_levels = tuple(sorted({p for p in (1, 2, 4, 8, 16, 32) if p <= partitions} | {partitions}))
     write_ratios = (0.1, 0.9) if o.quick else (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)
     scale_levels = (1, partitions) if o.quick else tuple(range(1, partitions + 1))
-    default_clients = (12,) if o.quick else (6, 24, 48)
-    clients = tuple(sorted(set(o.clients))) if o.clients_given else default_clients
-    fixed = clients[len(clients) // 2]
+    start = min(o.clients) if o.clients_given else (4 if o.quick else 8)
+    cap = o.max_sessions or (QUICK_MAX_SESSIONS if o.quick else MAX_SESSIONS)
+    latency_cap = o.latency_cap_ms or LATENCY_CAP_MS
+    rotx_rule = PeakRule(min(start, cap), cap, latency_cap)
+    # --quick checks the search on the RO-TX sweep; elsewhere it measures one step
+    rule = PeakRule(rotx_rule.start, rotx_rule.start if o.quick else cap, latency_cap)
     return PaperPlan(
         dcs=o.dcs or PAPER_DCS, partitions=partitions,
         skew_ms=o.clock_skew_ms if o.clock_skew_ms is not None else PAPER_SKEW_MS,
-        rotx_levels=rotx_levels, write_ratios=write_ratios, scale_levels=scale_levels, clients=clients,
-        fixed_clients=fixed, scale_rotx=min(o.rotx_partitions, 2),
+        rotx_levels=rotx_levels, write_ratios=write_ratios, scale_levels=scale_levels,
+        scale_rotx=min(o.rotx_partitions, 2), rotx_rule=rotx_rule, rule=rule,
+        idle_s=QUICK_IDLE_S if o.quick else IDLE_S,
     )
+
+
+def _steps(rule: PeakRule) -> int:
+    """The most steps a search makes (a progress estimate; most stop earlier)."""
+    return int(math.log2(rule.max_sessions / rule.start)) + 1
 
 
 def planned(options: BenchOptions) -> int:
     plan = paper_plan(options)
-    per_system = len(plan.rotx_levels) * len(plan.clients) + len(plan.write_ratios) + len(plan.scale_levels) - 1
-    return len(options.systems) * per_system
+    rotx = len(plan.rotx_levels) * min(_steps(plan.rotx_rule), 4)
+    other = (len(plan.write_ratios) + len(plan.scale_levels) - 1) * min(_steps(plan.rule), 4)
+    return len(options.systems) * (rotx + other)
+
+
+def _mean_latency_ms(run: Run) -> float:
+    """The mean over every operation of the run (the peak search's latency cap applies to it)."""
+    summaries = [summary for summary in run.latency_us.values() if summary.count]
+    count = sum(summary.count for summary in summaries)
+    return sum(summary.mean_us * summary.count for summary in summaries) / count / 1000 if count else 0.0
+
+
+class _Sweeps:
+    """The suite's peak searches: each step recorded in a ``*-sessions`` series, the peak in the
+    figure's series, and the search itself (``paper_figures.peak_record``) in ``peaks``."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+        self.peaks: list[dict[str, Any]] = []
+
+    def search(self, sut: SystemUnderTest, workload: WorkloadConfig, rule: PeakRule, *, series: str, kind: str,
+               title: str, idle_cores: float | None) -> Run | None:
+        bench = self.bench
+
+        def measure(sessions: int) -> tuple[float, float, Run] | None:
+            run = bench.measure(sut, workload, sessions, series=f"{series}-sessions", kind=f"{kind}_sessions",
+                                title=f"{title}: every step of the peak search", idle_cores=idle_cores)
+            return None if run is None else (run.throughput_ops_s, _mean_latency_ms(run), run)
+
+        found: Peak[Run] = find_peak(measure, rule)
+        peak = found.peak
+        if peak is None:
+            return None
+        bench.copy_into(peak.run, series, kind, title)
+        self.peaks.append(paper_figures.peak_record(series, found, rule))
+        bench.ui.message(f"  peak {sut.label}: {peak.throughput_ops_s:,.0f} ops/s at {peak.sessions} sessions "
+                         f"(stopped: {found.stopped_by})")
+        return peak.run
 
 
 def run(bench: Bench) -> None:
@@ -58,34 +124,41 @@ def run(bench: Bench) -> None:
     plan = paper_plan(o)
     bench.results.config["paper_plan"] = {
         "dcs": list(plan.dcs), "partitions": plan.partitions, "clock_skew_ms": plan.skew_ms,
+        "clock_skew_model": getattr(o, "clock_skew_model", None) or "dc-major spread over [0, X] ms",
         "rotx_partitions": list(plan.rotx_levels), "write_ratios": list(plan.write_ratios),
-        "scalability_partitions": list(plan.scale_levels), "clients": list(plan.clients),
-        "fixed_clients": plan.fixed_clients,
+        "scalability_partitions": list(plan.scale_levels),
+        "peak_search": {"start_sessions": plan.rotx_rule.start, "max_sessions": plan.rotx_rule.max_sessions,
+                        "other_sweeps_max_sessions": plan.rule.max_sessions,
+                        "latency_cap_ms": plan.rotx_rule.latency_cap_ms, "growth": plan.rotx_rule.growth},
+        "idle_s": plan.idle_s,
     }
     if o.connect:
         bench.results.note("--connect: protocols and partition counts are the running cluster's; "
                            "the scalability sweep needs fresh clusters and is skipped")
-    rotx_title = "RO-TX over p partitions + PUT (paper, Figures 4 and 5)"
-    write_title = "Write-ratio sweep: PUT with probability w, else RO-TX (paper, write intensity)"
-    scale_title = "Scalability: 2-partition RO-TX + PUT over 1..N partitions (paper, Figure 3)"
+    sweeps = _Sweeps(bench)
+    idle: dict[str, dict[str, float | None]] = {}
+    rotx_title = "RO-TX over p partitions + PUT, peak throughput (paper, Figures 4 and 5)"
+    write_title = "Write-ratio sweep: PUT with probability w, else RO-TX, peak throughput (paper, write intensity)"
+    scale_title = "Scalability: 2-partition RO-TX + PUT over 1..N partitions, peak throughput (paper, Figure 3)"
     for system in o.systems:
         def main_cluster(system: System = system) -> None:
             with bench.start(system, plan.dcs, plan.partitions, plan.skew_ms) as sut:
                 bench.load(sut)
+                idle_cores = idle.setdefault(sut.label, {})[str(sut.partitions)] = bench.idle_cpu(sut, plan.idle_s)
                 scale_point: Run | None = None
                 for p in plan.rotx_levels:
                     if p > sut.partitions:
                         continue
-                    for clients in plan.clients:
-                        run = bench.measure(sut, bench.workload("rotx", sut, rotx_partitions=p, write_ratio=None),
-                                            clients, series="paper-rotx-partitions", kind="rotx_partitions",
-                                            title=rotx_title)
-                        if p == min(plan.scale_rotx, sut.partitions) and clients == plan.fixed_clients:
-                            scale_point = run
+                    workload = bench.workload("rotx", sut, rotx_partitions=p, write_ratio=None)
+                    peak = sweeps.search(sut, workload, plan.rotx_rule, series="paper-rotx-partitions",
+                                         kind="rotx_partitions", title=rotx_title, idle_cores=idle_cores)
+                    if p == min(plan.scale_rotx, sut.partitions):
+                        scale_point = peak
                 for ratio in plan.write_ratios:
-                    bench.measure(sut, bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, sut.partitions),
-                                                      write_ratio=ratio),
-                                  plan.fixed_clients, series="paper-write-ratio", kind="write_ratio", title=write_title)
+                    workload = bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, sut.partitions),
+                                              write_ratio=ratio)
+                    sweeps.search(sut, workload, plan.rule, series="paper-write-ratio", kind="write_ratio",
+                                  title=write_title, idle_cores=idle_cores)
                 if not o.connect:
                     bench.copy_into(scale_point, "paper-scalability", "partitions", scale_title)
                 bench.visibility(sut)
@@ -99,10 +172,13 @@ def run(bench: Bench) -> None:
             def scale_cluster(system: System = system, partitions: int = partitions) -> None:
                 with bench.start(system, plan.dcs, partitions, plan.skew_ms) as sut:
                     bench.load(sut)
-                    bench.measure(sut, bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, partitions),
-                                                      write_ratio=None),
-                                  plan.fixed_clients, series="paper-scalability", kind="partitions", title=scale_title)
+                    idle_cores = idle.setdefault(sut.label, {})[str(partitions)] = bench.idle_cpu(sut, plan.idle_s)
+                    workload = bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, partitions),
+                                              write_ratio=None)
+                    sweeps.search(sut, workload, plan.rule, series="paper-scalability", kind="partitions",
+                                  title=scale_title, idle_cores=idle_cores)
             bench.guarded(f"scalability with {partitions} partition(s) on {system.name}", scale_cluster)
     series = bench.results.series.get("paper-scalability")
     if series:
         series.runs.sort(key=lambda run: (run.system, run.partitions))
+    bench.results.paper = paper_figures.summarize(bench.results, sweeps.peaks, idle)

@@ -14,7 +14,7 @@ from typing import Any
 from okapikv.bench.engine import report
 from okapikv.bench.engine.harness import Bench
 from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.suites import course, custom, fast, paper, resp, scaling
+from okapikv.bench.suites import course, custom, fast, paper, paper_figures, resp, scaling
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ SUITES: dict[str | None, Suite] = {
     "resp": Suite(resp.run, resp.planned),
 }
 #: The report sections of suites whose results have a section of their own.
-SECTIONS: tuple[report.Section, ...] = (fast.SECTION, resp.SECTION)
+SECTIONS: tuple[report.Section, ...] = (fast.SECTION, resp.SECTION, paper_figures.SECTION)
 
 
 def planned_runs(options: BenchOptions) -> int:

@@ -1,0 +1,214 @@
+"""The paper suite's summary, as the paper states its claims (Okapi, section 5), and its report
+section: results.json's ``paper`` (``Results.paper``), built from the runs by ``summarize``.
+
+- ``peaks``: every peak-throughput search (``engine.peak``): the point (p, w or partitions), the
+  peak, the sessions it took, RO-TX and PUT mean latency at it, why the search stopped, each step
+  (Figures 3a, 4a, 5), server CPU per operation gross and net of the idle background;
+- ``stalls``: at each system's peak per p, RO-TX waits per slice and per transaction (Figure 4c/d
+  is per transaction: ``okapikv.core.reads.SnapshotReads._count_stall``) and PUT waits;
+- ``visibility``: per destination DC, sources pooled, with the distance between the sources'
+  medians (``engine.visibility.by_destination``; the pooled-over-everything CDF is in the plots);
+- ``metadata``: per replicated update, the paper's formula beside what the links carried
+  (``okapikv.server.wire_bytes``);
+- ``communication``: per client operation, replication, stabilization (heartbeats included) and
+  their total, across the write-ratio sweep (the paper's communication comparison);
+- ``idle_cores``: each cluster's CPU with no client, per system and partitions per DC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from okapikv.bench.engine.peak import Peak, PeakRule
+from okapikv.bench.engine.report import Section, _fmt, _table
+from okapikv.bench.engine.results import Results, Run
+from okapikv.bench.engine.visibility import by_destination
+
+
+def _mean_ms(run: Run, kind: str) -> float | None:
+    summary = run.latency_us.get(kind)
+    return round(summary.mean_us / 1000, 3) if summary and summary.count else None
+
+
+def peak_record(series: str, found: Peak[Run], rule: PeakRule) -> dict[str, Any]:
+    """One search as ``peaks`` keeps it (module docstring)."""
+    peak = found.peak
+    assert peak is not None
+    run = peak.run
+    return {
+        "series": series, "system": run.system, "partitions": run.partitions,
+        "rotx_partitions": run.rotx_partitions, "write_ratio": run.write_ratio,
+        "sessions": peak.sessions, "throughput_ops_s": peak.throughput_ops_s,
+        "mean_latency_ms": round(peak.mean_latency_ms, 3),
+        "rotx_mean_ms": _mean_ms(run, "rotx"), "put_mean_ms": _mean_ms(run, "put"),
+        "stopped_by": found.stopped_by, "max_sessions": rule.max_sessions, "latency_cap_ms": rule.latency_cap_ms,
+        "server_cpu_us_per_op": run.cpu.server_cpu_us_per_op,
+        "server_net_cpu_us_per_op": run.cpu.server_net_cpu_us_per_op,
+        "steps": [[step.sessions, step.throughput_ops_s, round(step.mean_latency_ms, 3)] for step in found.steps],
+    }
+
+
+def _wait(run: Run, kind: str) -> tuple[float | None, float | None]:
+    wait = (run.waits or {}).get(kind)
+    if wait is None:
+        return None, None
+    return wait.probability, round(wait.mean_us / 1000, 3)
+
+
+def stall_rows(results: Results) -> list[dict[str, Any]]:
+    series = results.series.get("paper-rotx-partitions")
+    rows = []
+    for run in series.runs if series else []:
+        slice_p, slice_ms = _wait(run, "rotx")
+        tx_p, tx_ms = _wait(run, "rotx_tx")
+        put_p, put_ms = _wait(run, "write")
+        rows.append({"system": run.system, "rotx_partitions": run.rotx_partitions, "sessions": run.clients,
+                     "slice_probability": slice_p, "slice_mean_ms": slice_ms, "tx_probability": tx_p,
+                     "tx_mean_ms": tx_ms, "put_probability": put_p, "put_mean_ms": put_ms})
+    return rows
+
+
+def metadata_rows(results: Results) -> list[dict[str, Any]]:
+    """Per system, from its run that replicated the most updates."""
+    best: dict[str, Run] = {}
+    for series in results.series.values():
+        for run in series.runs:
+            traffic = run.traffic
+            if traffic is None or not traffic.updates_replicated:
+                continue
+            current = best.get(run.system)
+            if current is None or traffic.updates_replicated > (current.traffic.updates_replicated
+                                                                 if current.traffic else 0):
+                best[run.system] = run
+    rows = []
+    for system, run in best.items():
+        traffic = run.traffic
+        assert traffic is not None
+        rows.append({"system": system, "formula_bytes": traffic.metadata_bytes_per_update,
+                     "wire_bytes": traffic.wire_metadata_bytes_per_update,
+                     "wire_batch_bytes": traffic.wire_batch_bytes_per_update,
+                     "payload_bytes": traffic.payload_bytes_per_update, "updates": traffic.updates_replicated,
+                     "partitions": run.partitions, "write_ratio": run.write_ratio, "sessions": run.clients})
+    return rows
+
+
+def communication_rows(results: Results) -> list[dict[str, Any]]:
+    series = results.series.get("paper-write-ratio")
+    rows = []
+    for run in series.runs if series else []:
+        traffic = run.traffic
+        if traffic is None:
+            continue
+        rows.append({"system": run.system, "write_ratio": run.write_ratio, "sessions": run.clients,
+                     "replication_bytes_per_op": traffic.wire_replication_bytes_per_op,
+                     "stabilization_bytes_per_op": traffic.wire_stabilization_bytes_per_op,
+                     "total_bytes_per_op": traffic.wire_total_bytes_per_op,
+                     "read_bytes_per_op": traffic.wire_read_bytes_per_op})
+    return rows
+
+
+def summarize(results: Results, peaks: list[dict[str, Any]],
+              idle: dict[str, dict[str, float | None]]) -> dict[str, Any]:
+    visibility = {system: [asdict(row) for row in by_destination(
+        (pair.source, pair.destination, pair.samples_ms) for pair in pairs)]
+        for system, pairs in results.visibility.items()}
+    return {"peaks": peaks, "stalls": stall_rows(results), "visibility": visibility,
+            "metadata": metadata_rows(results), "communication": communication_rows(results), "idle_cores": idle}
+
+
+# ---------------------------------------------------------------------------------- the report
+
+
+def _point(peak: dict[str, Any]) -> str:
+    if peak["series"] == "paper-rotx-partitions":
+        return f"p = {peak['rotx_partitions']}"
+    if peak["series"] == "paper-write-ratio":
+        return f"w = {peak['write_ratio']:g}"
+    return f"{peak['partitions']} partition(s) per DC"
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def markdown(paper: dict[str, Any]) -> list[str]:
+    lines = ["## The paper's figures (peak throughput, per-transaction stalls, visibility per destination, "
+             "bytes on the wire)", "",
+             "Each point is a peak-throughput search: closed-loop sessions doubled until throughput grew < 5%, "
+             "the mean latency passed the cap or the sessions reached the cap (`stopped`). Server CPU per "
+             "operation is gross and net of the same servers' idle CPU, measured before the load.", ""]
+    rows = []
+    for peak in paper.get("peaks", []):
+        steps = ", ".join(f"{sessions}: {throughput:,.0f}" for sessions, throughput, _ in peak["steps"])
+        rows.append([peak["system"], _point(peak), _fmt(peak["throughput_ops_s"]), _fmt(peak["sessions"]),
+                     _fmt(peak["rotx_mean_ms"], 2), _fmt(peak["put_mean_ms"], 2), peak["stopped_by"],
+                     f"{_fmt(peak['server_cpu_us_per_op'])} / {_fmt(peak['server_net_cpu_us_per_op'])}", steps])
+    if rows:
+        lines += _table(["system", "point", "peak ops/s", "sessions", "RO-TX mean ms", "PUT mean ms", "stopped",
+                         "server CPU us/op gross / net", "steps (sessions: ops/s)"], rows)
+    idle = paper.get("idle_cores", {})
+    if idle:
+        lines += ["Idle servers (no client), cores: " + "; ".join(
+            f"{system} " + ", ".join(f"{partitions} partition(s) {_fmt(cores, 2)}" for partitions, cores in by.items())
+            for system, by in idle.items()), ""]
+    stalls = paper.get("stalls", [])
+    if stalls:
+        lines += ["### RO-TX stalls per transaction and per slice, at each peak (Figure 4c/d)", ""]
+        lines += _table(["system", "p", "sessions", "per transaction: P / mean ms", "per slice: P / mean ms",
+                         "PUT: P / mean ms"],
+                        [[row["system"], _fmt(row["rotx_partitions"]), _fmt(row["sessions"]),
+                          f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
+                          f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in stalls])
+    visibility = paper.get("visibility", {})
+    if visibility:
+        lines += ["### Remote update visibility per destination DC (sources pooled)", "",
+                  "`spread`: the largest minus the smallest of the sources' medians at that destination "
+                  "(two modes apart by about that much; near 0: one mode).", ""]
+        lines += _table(["system", "destination", "samples", "mean ms", "p50 ms", "p90 ms", "p99 ms",
+                         "median per source ms", "spread ms"],
+                        [[system, row["destination"], _fmt(row["count"]), _fmt(row["mean_ms"], 1),
+                          _fmt(row["p50_ms"], 1), _fmt(row["p90_ms"], 1), _fmt(row["p99_ms"], 1),
+                          ", ".join(f"{source} {value:.1f}" for source, value in row["source_p50_ms"].items()),
+                          _fmt(row["source_spread_ms"], 1)]
+                         for system, per in visibility.items() for row in per])
+    metadata = paper.get("metadata", [])
+    if metadata:
+        lines += ["### Replication metadata per update: the paper's formula and the bytes on the wire", "",
+                  "On the wire: an update's `Update` message minus its key and value (protobuf tags, lengths, "
+                  "varint timestamps, Cure's dependency vector); batch share: its batch's piggybacked GSV and "
+                  "framing over its updates.", ""]
+        lines += _table(["system", "formula B", "on the wire B", "+ batch share B", "key + value B", "updates"],
+                        [[row["system"], _fmt(row["formula_bytes"], 1), _fmt(row["wire_bytes"], 1),
+                          _fmt(row["wire_batch_bytes"], 1), _fmt(row["payload_bytes"], 1), _fmt(row["updates"])]
+                         for row in metadata])
+    communication = paper.get("communication", [])
+    if communication:
+        lines += ["### Communication per operation across the write ratio (bytes between servers)", "",
+                  "Replication and stabilization (heartbeats included) per client operation at each peak; "
+                  "total = the two (the paper's comparison); RO-TX slices inside a DC apart.", ""]
+        lines += _table(["system", "w", "replication B/op", "stabilization B/op", "total B/op", "RO-TX slices B/op"],
+                        [[row["system"], f"{row['write_ratio']:g}", _fmt(row["replication_bytes_per_op"], 1),
+                          _fmt(row["stabilization_bytes_per_op"], 1), _fmt(row["total_bytes_per_op"], 1),
+                          _fmt(row["read_bytes_per_op"], 1)] for row in communication])
+    return lines
+
+
+def csv_files(paper: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    files: dict[str, list[dict[str, Any]]] = {}
+    peaks = [{key: value for key, value in peak.items() if key != "steps"} for peak in paper.get("peaks", [])]
+    for name, rows in (("paper-peaks.csv", peaks), ("paper-stalls.csv", paper.get("stalls", [])),
+                       ("paper-metadata.csv", paper.get("metadata", [])),
+                       ("paper-communication.csv", paper.get("communication", []))):
+        if rows:
+            files[name] = rows
+    destinations = [{"system": system, **{k: v for k, v in row.items() if k != "source_p50_ms"},
+                     "source_p50_ms": "; ".join(f"{s}={v}" for s, v in row["source_p50_ms"].items())}
+                    for system, per in paper.get("visibility", {}).items() for row in per]
+    if destinations:
+        files["paper-visibility-by-destination.csv"] = destinations
+    return files
+
+
+SECTION = Section("paper", markdown, csv_files)
