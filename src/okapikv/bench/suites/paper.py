@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 from okapikv.bench.engine.harness import Bench, SystemUnderTest
 from okapikv.bench.engine.options import BenchOptions
@@ -84,39 +83,23 @@ def planned(options: BenchOptions) -> int:
     return len(options.systems) * (rotx + other)
 
 
-def _mean_latency_ms(run: Run) -> float:
-    """The mean over every operation of the run (the peak search's latency cap applies to it)."""
-    summaries = [summary for summary in run.latency_us.values() if summary.count]
-    count = sum(summary.count for summary in summaries)
-    return sum(summary.mean_us * summary.count for summary in summaries) / count / 1000 if count else 0.0
+def _search(bench: Bench, sut: SystemUnderTest, workload: WorkloadConfig, rule: PeakRule, *, series: str,
+            kind: str, title: str, idle_cores: float | None) -> Peak[Run] | None:
+    """One point's peak search: each step recorded in ``series``-sessions, the peak in ``series``."""
 
+    def measure(sessions: int) -> tuple[float, float, Run] | None:
+        run = bench.measure(sut, workload, sessions, series=f"{series}-sessions", kind=f"{kind}_sessions",
+                            title=f"{title}: every step of the peak search", idle_cores=idle_cores)
+        return None if run is None else (run.throughput_ops_s, paper_figures.mean_latency_ms(run), run)
 
-class _Sweeps:
-    """The suite's peak searches: each step recorded in a ``*-sessions`` series, the peak in the
-    figure's series, and the search itself (``paper_figures.peak_record``) in ``peaks``."""
-
-    def __init__(self, bench: Bench) -> None:
-        self.bench = bench
-        self.peaks: list[dict[str, Any]] = []
-
-    def search(self, sut: SystemUnderTest, workload: WorkloadConfig, rule: PeakRule, *, series: str, kind: str,
-               title: str, idle_cores: float | None) -> Run | None:
-        bench = self.bench
-
-        def measure(sessions: int) -> tuple[float, float, Run] | None:
-            run = bench.measure(sut, workload, sessions, series=f"{series}-sessions", kind=f"{kind}_sessions",
-                                title=f"{title}: every step of the peak search", idle_cores=idle_cores)
-            return None if run is None else (run.throughput_ops_s, _mean_latency_ms(run), run)
-
-        found: Peak[Run] = find_peak(measure, rule)
-        peak = found.peak
-        if peak is None:
-            return None
-        bench.copy_into(peak.run, series, kind, title)
-        self.peaks.append(paper_figures.peak_record(series, found, rule))
-        bench.ui.message(f"  peak {sut.label}: {peak.throughput_ops_s:,.0f} ops/s at {peak.sessions} sessions "
-                         f"(stopped: {found.stopped_by})")
-        return peak.run
+    found: Peak[Run] = find_peak(measure, rule)
+    peak = found.peak
+    if peak is None:
+        return None
+    bench.copy_into(peak.run, series, kind, title)
+    bench.ui.message(f"  peak {sut.label}: {peak.throughput_ops_s:,.0f} ops/s at {peak.sessions} sessions "
+                     f"(stopped: {found.stopped_by})")
+    return found
 
 
 def run(bench: Bench) -> None:
@@ -135,8 +118,6 @@ def run(bench: Bench) -> None:
     if o.connect:
         bench.results.note("--connect: protocols and partition counts are the running cluster's; "
                            "the scalability sweep needs fresh clusters and is skipped")
-    sweeps = _Sweeps(bench)
-    idle: dict[str, dict[str, float | None]] = {}
     rotx_title = "RO-TX over p partitions + PUT, peak throughput (paper, Figures 4 and 5)"
     write_title = "Write-ratio sweep: PUT with probability w, else RO-TX, peak throughput (paper, write intensity)"
     scale_title = "Scalability: 2-partition RO-TX + PUT over 1..N partitions, peak throughput (paper, Figure 3)"
@@ -144,23 +125,23 @@ def run(bench: Bench) -> None:
         def main_cluster(system: System = system) -> None:
             with bench.start(system, plan.dcs, plan.partitions, plan.skew_ms) as sut:
                 bench.load(sut)
-                idle_cores = idle.setdefault(sut.label, {})[str(sut.partitions)] = bench.idle_cpu(sut, plan.idle_s)
-                scale_point: Run | None = None
+                idle_cores = bench.idle_cpu(sut, plan.idle_s)
+                scale_point: Peak[Run] | None = None
                 for p in plan.rotx_levels:
                     if p > sut.partitions:
                         continue
                     workload = bench.workload("rotx", sut, rotx_partitions=p, write_ratio=None)
-                    peak = sweeps.search(sut, workload, plan.rotx_rule, series="paper-rotx-partitions",
+                    peak = _search(bench, sut, workload, plan.rotx_rule, series="paper-rotx-partitions",
                                          kind="rotx_partitions", title=rotx_title, idle_cores=idle_cores)
                     if p == min(plan.scale_rotx, sut.partitions):
                         scale_point = peak
                 for ratio in plan.write_ratios:
                     workload = bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, sut.partitions),
                                               write_ratio=ratio)
-                    sweeps.search(sut, workload, plan.rule, series="paper-write-ratio", kind="write_ratio",
+                    _search(bench, sut, workload, plan.rule, series="paper-write-ratio", kind="write_ratio",
                                   title=write_title, idle_cores=idle_cores)
-                if not o.connect:
-                    bench.copy_into(scale_point, "paper-scalability", "partitions", scale_title)
+                if not o.connect and scale_point is not None and scale_point.peak is not None:
+                    bench.copy_into(scale_point.peak.run, "paper-scalability", "partitions", scale_title)
                 bench.visibility(sut)
         bench.guarded(f"paper suite on {system.name}", main_cluster)
         if o.connect:
@@ -172,13 +153,13 @@ def run(bench: Bench) -> None:
             def scale_cluster(system: System = system, partitions: int = partitions) -> None:
                 with bench.start(system, plan.dcs, partitions, plan.skew_ms) as sut:
                     bench.load(sut)
-                    idle_cores = idle.setdefault(sut.label, {})[str(partitions)] = bench.idle_cpu(sut, plan.idle_s)
+                    idle_cores = bench.idle_cpu(sut, plan.idle_s)
                     workload = bench.workload("rotx", sut, rotx_partitions=min(plan.scale_rotx, partitions),
                                               write_ratio=None)
-                    sweeps.search(sut, workload, plan.rule, series="paper-scalability", kind="partitions",
+                    _search(bench, sut, workload, plan.rule, series="paper-scalability", kind="partitions",
                                   title=scale_title, idle_cores=idle_cores)
             bench.guarded(f"scalability with {partitions} partition(s) on {system.name}", scale_cluster)
     series = bench.results.series.get("paper-scalability")
     if series:
         series.runs.sort(key=lambda run: (run.system, run.partitions))
-    bench.results.paper = paper_figures.summarize(bench.results, sweeps.peaks, idle)
+    bench.results.paper = paper_figures.summarize(bench.results)

@@ -12,18 +12,24 @@ section: results.json's ``paper`` (``Results.paper``), built from the runs by ``
   (``okapikv.server.wire_bytes``);
 - ``communication``: per client operation, replication, stabilization (heartbeats included) and
   their total, across the write-ratio sweep (the paper's communication comparison);
-- ``idle_cores``: each cluster's CPU with no client, per system and partitions per DC.
+- ``idle_cores``: each cluster's CPU with no client, per system and partitions per DC;
+- ``claims``: the paper's claims judged on these results (``suites.paper_claims``).
+
+Everything derives from the runs (a search's peak is replayed from its recorded steps), so
+``summarize`` of a saved results.json gives its section again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from okapikv.bench.engine.peak import Peak, PeakRule
+from okapikv.bench.engine.peak import GROWTH, PeakRule, find_peak
 from okapikv.bench.engine.report import Section, _fmt, _table
 from okapikv.bench.engine.results import Results, Run
 from okapikv.bench.engine.visibility import by_destination
+from okapikv.bench.suites.paper_claims import Claim, claims, table
 
 
 def _mean_ms(run: Run, kind: str) -> float | None:
@@ -31,22 +37,82 @@ def _mean_ms(run: Run, kind: str) -> float | None:
     return round(summary.mean_us / 1000, 3) if summary and summary.count else None
 
 
-def peak_record(series: str, found: Peak[Run], rule: PeakRule) -> dict[str, Any]:
-    """One search as ``peaks`` keeps it (module docstring)."""
-    peak = found.peak
-    assert peak is not None
-    run = peak.run
-    return {
-        "series": series, "system": run.system, "partitions": run.partitions,
-        "rotx_partitions": run.rotx_partitions, "write_ratio": run.write_ratio,
-        "sessions": peak.sessions, "throughput_ops_s": peak.throughput_ops_s,
-        "mean_latency_ms": round(peak.mean_latency_ms, 3),
-        "rotx_mean_ms": _mean_ms(run, "rotx"), "put_mean_ms": _mean_ms(run, "put"),
-        "stopped_by": found.stopped_by, "max_sessions": rule.max_sessions, "latency_cap_ms": rule.latency_cap_ms,
-        "server_cpu_us_per_op": run.cpu.server_cpu_us_per_op,
-        "server_net_cpu_us_per_op": run.cpu.server_net_cpu_us_per_op,
-        "steps": [[step.sessions, step.throughput_ops_s, round(step.mean_latency_ms, 3)] for step in found.steps],
-    }
+def _point(run: Run) -> tuple[Any, ...]:
+    """What identifies a search's runs: system, cluster shape and workload parameters."""
+    return run.system, run.partitions, run.rotx_partitions, run.write_ratio, run.workload
+
+
+def rules(config: dict[str, Any]) -> tuple[PeakRule, PeakRule]:
+    """The RO-TX sweep's search rule and the other sweeps', as the run's config recorded them."""
+    search = config.get("paper_plan", {}).get("peak_search", {})
+    start, cap = int(search.get("start_sessions", 1)), int(search.get("max_sessions", 1))
+    latency, growth = float(search.get("latency_cap_ms", 1.0)), float(search.get("growth", GROWTH))
+    other = int(search.get("other_sweeps_max_sessions", cap))
+    return PeakRule(start, cap, latency, growth), PeakRule(start, max(start, other), latency, growth)
+
+
+def peaks(results: Results) -> list[dict[str, Any]]:
+    """Every point's search, replayed from its recorded steps (the ``*-sessions`` series, in the
+    order they ran) by the rule the config recorded: the peak, the sessions it took, why it stopped.
+    A pure function of the results, so a saved results.json gives the same summary."""
+    rotx_rule, other_rule = rules(results.config)
+    steps: dict[tuple[Any, ...], tuple[list[Run], PeakRule]] = {}
+    for name, series in results.series.items():
+        if name.endswith("-sessions"):
+            rule = rotx_rule if name == "paper-rotx-partitions-sessions" else other_rule
+            for run in series.runs:
+                steps.setdefault(_point(run), ([], rule))[0].append(run)
+    records = []
+    for name in ("paper-rotx-partitions", "paper-write-ratio", "paper-scalability"):
+        figure = results.series.get(name)
+        for peak_run in figure.runs if figure else []:
+            runs, rule = steps.get(_point(peak_run), ([peak_run], other_rule))
+            found = find_peak(_replay(runs), rule)
+            peak = found.peak
+            if peak is None:
+                continue
+            run = peak.run
+            records.append({
+                "series": name, "system": run.system, "partitions": run.partitions,
+                "rotx_partitions": run.rotx_partitions, "write_ratio": run.write_ratio,
+                "sessions": peak.sessions, "throughput_ops_s": peak.throughput_ops_s,
+                "mean_latency_ms": round(peak.mean_latency_ms, 3),
+                "rotx_mean_ms": _mean_ms(run, "rotx"), "put_mean_ms": _mean_ms(run, "put"),
+                "stopped_by": found.stopped_by, "max_sessions": rule.max_sessions,
+                "latency_cap_ms": rule.latency_cap_ms, "server_cpu_us_per_op": run.cpu.server_cpu_us_per_op,
+                "server_net_cpu_us_per_op": run.cpu.server_net_cpu_us_per_op,
+                "steps": [[step.sessions, step.throughput_ops_s, round(step.mean_latency_ms, 3)]
+                          for step in found.steps],
+            })
+    return records
+
+
+def _replay(runs: list[Run]) -> Callable[[int], tuple[float, float, Run] | None]:
+    """A measure function handing out the recorded steps in order (None past the last)."""
+    steps = iter(runs)
+
+    def measure(sessions: int) -> tuple[float, float, Run] | None:
+        run = next(steps, None)
+        return None if run is None else (run.throughput_ops_s, mean_latency_ms(run), run)
+
+    return measure
+
+
+def mean_latency_ms(run: Run) -> float:
+    """The mean over every operation of the run (the peak search's latency cap applies to it)."""
+    summaries = [summary for summary in run.latency_us.values() if summary.count]
+    count = sum(summary.count for summary in summaries)
+    return sum(summary.mean_us * summary.count for summary in summaries) / count / 1000 if count else 0.0
+
+
+def idle_cores(results: Results) -> dict[str, dict[str, float | None]]:
+    """Each cluster's idle CPU, from its runs (``Cpu.server_idle_cores``), by system and partitions."""
+    idle: dict[str, dict[str, float | None]] = {}
+    for series in results.series.values():
+        for run in series.runs:
+            if run.cpu.server_idle_cores is not None:
+                idle.setdefault(run.system, {})[str(run.partitions)] = run.cpu.server_idle_cores
+    return idle
 
 
 def _wait(run: Run, kind: str) -> tuple[float | None, float | None]:
@@ -108,19 +174,25 @@ def communication_rows(results: Results) -> list[dict[str, Any]]:
     return rows
 
 
-def summarize(results: Results, peaks: list[dict[str, Any]],
-              idle: dict[str, dict[str, float | None]]) -> dict[str, Any]:
+def summarize(results: Results) -> dict[str, Any]:
+    """The section (module docstring), from the results alone; ``claims`` judged on them."""
     visibility = {system: [asdict(row) for row in by_destination(
         (pair.source, pair.destination, pair.samples_ms) for pair in pairs)]
         for system, pairs in results.visibility.items()}
-    return {"peaks": peaks, "stalls": stall_rows(results), "visibility": visibility,
-            "metadata": metadata_rows(results), "communication": communication_rows(results), "idle_cores": idle}
+    section: dict[str, Any] = {
+        "peaks": peaks(results), "stalls": stall_rows(results), "visibility": visibility,
+        "metadata": metadata_rows(results), "communication": communication_rows(results),
+        "idle_cores": idle_cores(results)}
+    data = results.to_dict()
+    data["paper"] = section
+    section["claims"] = [asdict(claim) for claim in claims(data)]
+    return section
 
 
 # ---------------------------------------------------------------------------------- the report
 
 
-def _point(peak: dict[str, Any]) -> str:
+def _where(peak: dict[str, Any]) -> str:
     if peak["series"] == "paper-rotx-partitions":
         return f"p = {peak['rotx_partitions']}"
     if peak["series"] == "paper-write-ratio":
@@ -132,7 +204,8 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def markdown(paper: dict[str, Any]) -> list[str]:
+def markdown(paper: dict[str, Any]) -> list[str]:  # noqa: C901 - one table after another
+    """The section's report lines (the claims table, ``paper_claims``, is its own section)."""
     lines = ["## The paper's figures (peak throughput, per-transaction stalls, visibility per destination, "
              "bytes on the wire)", "",
              "Each point is a peak-throughput search: closed-loop sessions doubled until throughput grew < 5%, "
@@ -141,7 +214,7 @@ def markdown(paper: dict[str, Any]) -> list[str]:
     rows = []
     for peak in paper.get("peaks", []):
         steps = ", ".join(f"{sessions}: {throughput:,.0f}" for sessions, throughput, _ in peak["steps"])
-        rows.append([peak["system"], _point(peak), _fmt(peak["throughput_ops_s"]), _fmt(peak["sessions"]),
+        rows.append([peak["system"], _where(peak), _fmt(peak["throughput_ops_s"]), _fmt(peak["sessions"]),
                      _fmt(peak["rotx_mean_ms"], 2), _fmt(peak["put_mean_ms"], 2), peak["stopped_by"],
                      f"{_fmt(peak['server_cpu_us_per_op'])} / {_fmt(peak['server_net_cpu_us_per_op'])}", steps])
     if rows:
@@ -192,6 +265,10 @@ def markdown(paper: dict[str, Any]) -> list[str]:
                         [[row["system"], f"{row['write_ratio']:g}", _fmt(row["replication_bytes_per_op"], 1),
                           _fmt(row["stabilization_bytes_per_op"], 1), _fmt(row["total_bytes_per_op"], 1),
                           _fmt(row["read_bytes_per_op"], 1)] for row in communication])
+    judged = paper.get("claims", [])
+    if judged:
+        lines += ["### The paper's claims against these results (`okapikv.bench.suites.paper_claims`)", "",
+                  table(Claim(**claim) for claim in judged), ""]
     return lines
 
 
