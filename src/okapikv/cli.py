@@ -142,6 +142,10 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--clock-jumps", action="store_true",
                    help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
                         "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--silent-links", action="store_true",
+                   help="with --faults: replication links between DCs also go silent (drop everything without "
+                        "closing); each carries again only once its liveness check declares the connection dead "
+                        "and it reconnects and resends (use with --liveness-s)")
     p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
                    help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
                         "completes, every write becomes visible in every DC, within bounds)")

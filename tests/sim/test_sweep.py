@@ -1,5 +1,6 @@
 """The CI sweep: 20 seeds with faults (partitions, crashes, slow servers, clock steps and drift,
-10 ms clock skew) for each protocol, every history checked, the 0.25 s after the heal by the liveness
+10 ms clock skew, replication links between DCs gone silent: ``SimConfig.silent_links``) for each
+protocol, every history checked, the 0.25 s after the heal by the liveness
 checker too. Okapi and Cure also get the clock jumps (a clock an hour ahead, a restart with the clock
 an hour back or ahead: ``SimConfig.clock_jumps``); GentleRain does not: its RO-TX waits until the
 DC's stable time, the minimum of every clock, reaches the session's dependencies, so behind a clock
@@ -46,7 +47,7 @@ def _sweep(protocol: str, piggyback: bool, seeds: range, jumps: bool, plan: Faul
     for seed in seeds:
         config = SimConfig(seed=seed, protocol=protocol, num_partitions=3, num_clients=6, duration_s=0.5,
                            faults=True, clock_skew_ms=10, piggyback_usv=piggyback, rotx_partitions=1 + seed % 3,
-                           clock_jumps=jumps, liveness_s=0.25, fault_plan=plan or FaultPlan())
+                           clock_jumps=jumps, silent_links=True, liveness_s=0.25, fault_plan=plan or FaultPlan())
         outcome = run_simulation(config)
         operations += sum(outcome.result.operations.values())
         if not outcome.ok:

@@ -45,6 +45,7 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         faults=args.faults,
         clock_skew_ms=args.clock_skew_ms,
         clock_jumps=args.clock_jumps,
+        silent_links=args.silent_links,
         liveness_s=args.liveness_s,
     )
 

@@ -108,7 +108,8 @@ class Simulation:
         self.invariants = Invariants(world, max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                                      checking=config.invariants)
         self.visibility = Visibility(world, config, rng, self.clients, self.invariants, self.recorder)
-        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps)
+        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps,
+                               silent_links=config.silent_links)
         world.clients = self.clients
         world.watch(self.invariants)
         if config.visibility_sample or config.liveness_s or config.clock_jumps:
