@@ -26,6 +26,9 @@ With ``silent_links`` a directed replication link between two DCs goes *silent* 
 packets without a reset): it carries nothing, and after the fault's end only once the link's
 liveness check has found the connection dead and it has reconnected (``okapikv.sim.silent``).
 
+With ``large_scans`` (``scanners``) a *large scan* is a burst of whole-range SCANs at one DC
+(``okapikv.sim.scans``); they run until they complete, fail or give up, the heal included.
+
 Every fault is undone after its length or at the heal (``heal``), whichever comes first; after the
 heal no new fault strikes.
 """
@@ -37,6 +40,7 @@ from collections.abc import Callable
 
 from okapikv.core.server import Repair
 from okapikv.sim.config import FaultPlan
+from okapikv.sim.scans import Scanners
 from okapikv.sim.silent import LinkTimers, SilentLinks
 from okapikv.sim.world import World
 
@@ -45,12 +49,13 @@ JUMP_KINDS = ("clock_jump", "restart_clock_back", "restart_clock_ahead")
 
 class Nemesis:
     def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False,
-                 silent_links: bool = False) -> None:
+                 silent_links: bool = False, scanners: Scanners | None = None) -> None:
         self.world = world
         self.plan = plan
         self.rng = rng
         self.clock_jumps = clock_jumps
         self.silent_links = silent_links
+        self.scanners = scanners
         #: the network's silent links (``Network.silent``), made with the plan's link timers
         self.links = world.network.silent = SilentLinks(
             world.network,
@@ -69,6 +74,7 @@ class Nemesis:
         rng = self.rng
         mix = plan.kinds + (plan.jump_kinds if self.clock_jumps else ())
         mix += plan.silent_kinds if self.silent_links else ()
+        mix += plan.large_scan_kinds if self.scanners is not None else ()
         kinds = [k for k, w in mix if w > 0]
         weights = [w for _, w in mix if w > 0]
         at = start_us
@@ -101,6 +107,9 @@ class Nemesis:
             destination = (source + step * self.world.num_partitions) % servers
             length = int(rng.uniform(*plan.silent_link_ms) * 1000)
             return lambda: self.silent_link(source, destination, length)
+        if kind == "large_scan":
+            dc = rng.randrange(dcs)
+            return lambda: self.large_scan(dc)
         if kind == "pause":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
@@ -188,6 +197,14 @@ class Nemesis:
             self.links.heal(source, destination)
 
         self._timed(length_us, end)
+
+    def large_scan(self, dc: int) -> None:
+        """A burst of whole-range SCANs at DC ``dc`` (``okapikv.sim.scans``)."""
+        if self.healed or self.scanners is None:
+            return
+        count = self.plan.large_scan_burst
+        self.world.note(f"large scans: {count} whole-range SCANs at dc{dc}")
+        self.scanners.burst(dc, count, round(self.plan.large_scan_patience_ms * 1000))
 
     def pause(self, index: int, length_us: int) -> None:
         world = self.world

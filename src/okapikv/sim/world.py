@@ -192,6 +192,8 @@ class World(Events):
         self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [0] * count_servers
+        #: extra service time a message costs the server it reaches (``okapikv.sim.scans.ScanCost``)
+        self.work_us: Callable[[int, Message], int] | None = None
         self.busy_until = [0] * count_servers
         self.timer_at = [INFINITY] * count_servers
         self.timer_gen = [0] * count_servers
@@ -453,6 +455,7 @@ class World(Events):
         service_us = self.service_us
         timer_gen = self.timer_gen
         clients = self.clients
+        work_us = self.work_us
         events = 0
         while heap and not self.done:
             if until_us is not None and heap[0][0] > until_us:
@@ -461,8 +464,9 @@ class World(Events):
             self.now = at
             events += 1
             if kind == DELIVER:
-                if busy_until[target] > at or service_us[target]:
-                    start = max(at, busy_until[target]) + service_us[target]
+                extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
+                if busy_until[target] > at or service_us[target] or extra:
+                    start = max(at, busy_until[target]) + service_us[target] + extra
                     busy_until[target] = start
                     if start > at:
                         push(heap, (start, next(seq), PROCESS, target, payload))
