@@ -10,8 +10,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from broken_protocols import UnpagedScanServer
+from broken_protocols import DeafToGoneClientsServer, UnpagedScanServer
 
+from okapikv.check.anomalies import Anomaly
 from okapikv.check.report import check_history
 from okapikv.core.messages import ScanSlice, ServerId
 from okapikv.core.server import PartitionServer
@@ -52,7 +53,7 @@ def test_a_slice_costs_the_keys_its_page_may_examine_and_without_paging_its_whol
     assert slice_cost(world, None) == 3 * KEY_US  # the page's cap: 3 pairs, all keys hold values
     assert slice_cost(world, 1) == 1 * KEY_US
     unpaged, _ = stored(UnpagedScanServer)
-    partition_keys = sum(1 for _ in unpaged.servers[1].store.keys())
+    partition_keys = sum(1 for _ in unpaged.servers[1].store.keys_in_range(b"", b"\xff"))
     assert partition_keys > 10 and slice_cost(unpaged, None) == partition_keys * KEY_US
 
 
@@ -75,12 +76,17 @@ def test_a_paged_whole_range_scan_keeps_each_page_short_and_lets_a_get_through()
     assert len(page.items) == 200 and scanner.last_latency_us >= 100 * MS  # one partition's whole pass
 
 
-def test_a_scanner_that_gives_up_leaves_no_read_pending() -> None:
-    world, _ = stored(keys=200)
-    anomalies: list = []  # type: ignore[type-arg]
+def scanning(factory: type[PartitionServer] = PartitionServer) -> tuple[World, Scanners, list[Anomaly]]:
+    world, _ = stored(factory, keys=200)
+    anomalies: list[Anomaly] = []
     scanners = Scanners(world, random.Random(1), keys=[key_name(i) for i in range(200)], bound_us=2_000 * MS,
                         anomalies=anomalies)
     world.clients = ClientRouter(world.clients, scanners)
+    return world, scanners, anomalies
+
+
+def test_a_scanner_that_gives_up_leaves_no_read_pending() -> None:
+    world, scanners, anomalies = scanning()
     scanners.burst(0, 4, 30 * MS)
     world.advance(10 * MS)
     assert sum(server.reads.count for server in world.servers) > 0
@@ -90,6 +96,14 @@ def test_a_scanner_that_gives_up_leaves_no_read_pending() -> None:
     world.advance(100 * MS)
     scanners.finish()
     assert not anomalies, anomalies
+
+
+def test_a_server_that_keeps_reading_for_gone_clients_is_caught() -> None:
+    world, scanners, anomalies = scanning(DeafToGoneClientsServer)
+    scanners.burst(0, 4, 30 * MS)
+    world.advance(10 * MS)
+    scanners.finish()  # the end of the run: the scanners still running go away
+    assert {a.name for a in anomalies} == {"ReadsLeftPending"}, anomalies
 
 
 def test_the_sweep_with_large_scans_stays_live_and_catches_a_server_without_paging() -> None:

@@ -7,7 +7,8 @@ carries out their effects (the h11 / aioquic model: the core takes ``now_us`` an
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
 - its ``Send`` effects go on the ``Network`` (FIFO links with delays, cuts), its ``Respond`` effects
   back to the client that sent the request (``pending``);
-- a server may be *slow* (every message costs it ``service_us``; a backlog queues), *paused*
+- a server may be *slow* (every message costs it ``service_us``, and ``work_us`` what a message
+  costs beyond, e.g. a large scan's slice: ``okapikv.sim.scans``; a backlog queues), *paused*
   (SIGSTOP: messages queue in its inbox, timers wait; ``resume`` processes them with its state
   intact) or *crashed* (``crash``: kill -9; ``restart``: a new incarnation from what was durable).
 
