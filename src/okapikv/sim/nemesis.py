@@ -56,12 +56,15 @@ class Nemesis:
         self.clock_jumps = clock_jumps
         self.silent_links = silent_links
         self.scanners = scanners
-        #: the network's silent links (``Network.silent``), made with the plan's link timers
-        self.links = world.network.silent = SilentLinks(
+        #: the silent links, made with the plan's link timers; the network consults them (``Network.silent``)
+        #: once one may go silent
+        self.links = SilentLinks(
             world.network,
             LinkTimers(round(plan.link_probe_ms * 1000), round(plan.link_ack_timeout_ms * 1000),
                        (round(plan.link_backoff_ms[0] * 1000), round(plan.link_backoff_ms[1] * 1000))),
             note=world.note, name=world.name)
+        if silent_links:
+            world.network.silent = self.links
         self.healed = False  # every fault repaired; no new one strikes
         #: how to undo each fault still in force (each runs at most once)
         self.undo: list[Callable[[], None]] = []
@@ -188,6 +191,7 @@ class Nemesis:
         """The link from server ``source`` to ``destination`` (in another DC) goes silent for
         ``length_us`` (``okapikv.sim.silent``)."""
         world = self.world
+        world.network.silent = self.links
         if self.healed or not self.links.silence(source, destination):
             return
         world.note(f"silent link {world.name(source)}->{world.name(destination)} for {length_us / 1000:.0f} ms")
