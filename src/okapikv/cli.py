@@ -142,6 +142,16 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--clock-jumps", action="store_true",
                    help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
                         "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--silent-links", action="store_true",
+                   help="with --faults: replication links between DCs also go silent (drop everything without "
+                        "closing); each carries again only once its liveness check declares the connection dead "
+                        "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--large-scans", action="store_true",
+                   help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
+                        "each page must be answered, other clients' GETs must not starve, and no read may stay "
+                        "pending after the scanners finish or give up (use with --keys-per-partition 128)")
+    p.add_argument("--keys-per-partition", type=int, default=0, metavar="N",
+                   help="keys per partition (default 32)")
     p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
                    help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
                         "completes, every write becomes visible in every DC, within bounds)")

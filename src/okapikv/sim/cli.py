@@ -45,6 +45,9 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         faults=args.faults,
         clock_skew_ms=args.clock_skew_ms,
         clock_jumps=args.clock_jumps,
+        silent_links=args.silent_links,
+        large_scans=args.large_scans,
+        **({"keys_per_partition": args.keys_per_partition} if args.keys_per_partition else {}),
         liveness_s=args.liveness_s,
     )
 

@@ -39,6 +39,7 @@ from okapikv.sim.clients import Clients
 from okapikv.sim.config import SimConfig, dc_names
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
+from okapikv.sim.scans import ClientRouter, ScanCost, Scanners
 from okapikv.sim.visibility import Visibility
 from okapikv.sim.workload import Workload
 from okapikv.sim.world import START_US, FaultRecord, World
@@ -108,8 +109,14 @@ class Simulation:
         self.invariants = Invariants(world, max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                                      checking=config.invariants)
         self.visibility = Visibility(world, config, rng, self.clients, self.invariants, self.recorder)
-        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps)
-        world.clients = self.clients
+        self.scanners = Scanners(world, rng, keys=self.clients.workload.keys,
+                                 bound_us=round(config.liveness_operation_bound_ms * 1000),
+                                 anomalies=self.invariants.anomalies) if config.large_scans else None
+        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps,
+                               silent_links=config.silent_links, scanners=self.scanners)
+        world.clients = self.clients if self.scanners is None else ClientRouter(self.clients, self.scanners)
+        if self.scanners is not None:
+            world.work_us = ScanCost(world, config.fault_plan.scan_key_us)
         world.watch(self.invariants)
         if config.visibility_sample or config.liveness_s or config.clock_jumps:
             world.on_write = self.visibility.written
@@ -260,6 +267,8 @@ class Simulation:
         world = self.world
         if self.config.invariants:
             self.invariants.check_stability()
+        if self.scanners is not None:
+            self.scanners.finish()
         waits: dict[str, WaitStats] = {}
         waits_by_dc: dict[int, dict[str, WaitStats]] = {}
         server_operations: dict[int, Counter[str]] = {}

@@ -67,11 +67,17 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append(f"--clock-skew-ms {config.clock_skew_ms:g}")
     if config.clock_jumps:
         parts.append("--clock-jumps")
+    if config.silent_links:
+        parts.append("--silent-links")
+    if config.large_scans:
+        parts.append("--large-scans")
+    if config.keys_per_partition != SimConfig().keys_per_partition:
+        parts.append(f"--keys-per-partition {config.keys_per_partition}")
     if config.liveness_s:
         parts.append(f"--liveness-s {config.liveness_s:g}")
     command = " ".join(parts)
     cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
-                  "clock_skew_ms", "clock_jumps", "liveness_s"}
+                  "clock_skew_ms", "clock_jumps", "silent_links", "large_scans", "keys_per_partition", "liveness_s"}
     defaults = SimConfig()
     extra = {
         f.name: getattr(config, f.name)
@@ -113,6 +119,8 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         + (", faults" if c.faults else "")
         + (f", clock skew up to {c.clock_skew_ms:g} ms" if c.clock_skew_ms else "")
         + (", clock jumps" if c.clock_jumps else "")
+        + (", silent links" if c.silent_links else "")
+        + (", large scans" if c.large_scans else "")
         + (f", {c.liveness_s:g} s after the heal checked for liveness" if c.liveness_s else ""),
         f"simulated {result.simulated_us / 1e6:.3f} s ("
         + (f"quiescent {_ms(result.quiescent_us - result.fault_phase_end_us)} ms after the heal"

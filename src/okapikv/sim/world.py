@@ -7,7 +7,8 @@ carries out their effects (the h11 / aioquic model: the core takes ``now_us`` an
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
 - its ``Send`` effects go on the ``Network`` (FIFO links with delays, cuts), its ``Respond`` effects
   back to the client that sent the request (``pending``);
-- a server may be *slow* (every message costs it ``service_us``; a backlog queues), *paused*
+- a server may be *slow* (every message costs it ``service_us``, and ``work_us`` what a message
+  costs beyond, e.g. a large scan's slice: ``okapikv.sim.scans``; a backlog queues), *paused*
   (SIGSTOP: messages queue in its inbox, timers wait; ``resume`` processes them with its state
   intact) or *crashed* (``crash``: kill -9; ``restart``: a new incarnation from what was durable).
 
@@ -192,6 +193,8 @@ class World(Events):
         self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [0] * count_servers
+        #: extra service time a message costs the server it reaches (``okapikv.sim.scans.ScanCost``)
+        self.work_us: Callable[[int, Message], int] | None = None
         self.busy_until = [0] * count_servers
         self.timer_at = [INFINITY] * count_servers
         self.timer_gen = [0] * count_servers
@@ -453,6 +456,7 @@ class World(Events):
         service_us = self.service_us
         timer_gen = self.timer_gen
         clients = self.clients
+        work_us = self.work_us
         events = 0
         while heap and not self.done:
             if until_us is not None and heap[0][0] > until_us:
@@ -461,8 +465,9 @@ class World(Events):
             self.now = at
             events += 1
             if kind == DELIVER:
-                if busy_until[target] > at or service_us[target]:
-                    start = max(at, busy_until[target]) + service_us[target]
+                extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
+                if busy_until[target] > at or service_us[target] or extra:
+                    start = max(at, busy_until[target]) + service_us[target] + extra
                     busy_until[target] = start
                     if start > at:
                         push(heap, (start, next(seq), PROCESS, target, payload))
