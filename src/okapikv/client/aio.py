@@ -69,6 +69,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
+from okapikv.core.protocols import is_scalar
 from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
@@ -496,7 +497,7 @@ class AsyncClient:
         """Fetch the topology (retrying until ``timeout_s``); idempotent."""
         topology = await self._connections.connect()
         if self._state is None:
-            self._state = SessionState(topology.num_dcs)
+            self._state = SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol))
             self._generation, self._dc = self._connections.generation, topology.dc
         return topology
 
@@ -530,7 +531,7 @@ class AsyncClient:
         fork.last_write_timestamp = None
         topology = self._connections.topology
         fork._state = session if session is not None else (
-            SessionState(topology.num_dcs) if topology is not None else None)
+            SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol)) if topology is not None else None)
         fork._generation = self._connections.generation
         fork._dc = topology.dc if topology is not None else 0
         return fork

@@ -57,6 +57,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
+from okapikv.core.protocols import is_scalar
 from okapikv.errors import OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
@@ -344,7 +345,7 @@ class Client:
     def _join(self) -> None:
         """Start a fresh session in the DC of the connections."""
         topology = self.topology
-        self._state = SessionState(topology.num_dcs)
+        self._state = SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol))
         #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation, self._dc = self._connections.generation, topology.dc
         self._closed = False

@@ -56,6 +56,7 @@ from okapikv.core.messages import (
     Respond,
     Send,
     ServerId,
+    StableTimeReport,
     SwapReply,
     VvReport,
     WriteReply,
@@ -70,7 +71,7 @@ from okapikv.sim.network import Network
 START_US = 1_000_000
 #: handling these never moves a server's next deadline earlier (they park nothing), so the world
 #: skips re-arming the timer after them (a measurable saving: they are most messages)
-_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, GsvExchange})
+_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, StableTimeReport, GsvExchange})
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
