@@ -262,7 +262,7 @@ class World(Events):
         rng: random_module.Random,
         servers: list[PartitionServer],
         *,
-        skew_us: int,
+        offsets_us: Sequence[int],
         drift_ppm_max: float,
         wan_ms: Sequence[Sequence[float]],
         lan_us: tuple[int, int],
@@ -272,16 +272,19 @@ class World(Events):
         factory: ServerFactory,
         start_us: int = START_US,
     ) -> World:
-        """The simulation's world: clock offsets uniform in [0, ``skew_us``], drifts uniform within
-        ``drift_ppm_max``, and per-link extra delays between DCs uniform in [0, ``link_spread_ms``],
-        drawn from ``rng`` in that order; the same ``rng`` draws every delay of the run."""
+        """The simulation's world: each server's clock offset from ``offsets_us`` (drawn by the
+        caller under its skew model, ``okapikv.core.skew``), drifts uniform within ``drift_ppm_max``,
+        and per-link extra delays between DCs uniform in [0, ``link_spread_ms``], drawn from ``rng``
+        in that order; the same ``rng`` draws every delay of the run."""
+        if len(offsets_us) != len(servers):
+            raise ValueError(f"{len(offsets_us)} clock offsets for {len(servers)} servers")
         clocks = [
             ClockModel(
-                rng.randint(0, skew_us) if skew_us else 0,
+                offset_us,
                 rng.uniform(-drift_ppm_max, drift_ppm_max) if drift_ppm_max else 0.0,
                 start_us,
             )
-            for _ in servers
+            for offset_us in offsets_us
         ]
         count_servers = len(servers)
         partitions = count_servers // len(wan_ms)
