@@ -12,6 +12,7 @@ import pytest
 from okapikv.bench.cli import options_from_args
 from okapikv.bench.engine.results import Run
 from okapikv.cli import build_parser
+from okapikv.client.policy import COORDINATORS
 from okapikv.cluster.config import local_cluster
 from okapikv.core.skew import DC_MAJOR, HALF_NORMAL, SKEW_MODELS, UNIFORM, clock_offsets_us, max_skew_in_dc_us
 from okapikv.sim import SimConfig, Simulation
@@ -95,3 +96,9 @@ def test_okapi_bench_defaults_to_the_paper_like_model_and_records_it_with_each_r
     assert (chosen.clock_skew_model, chosen.coordinator) == (DC_MAJOR, "first-key")
     names = {field for field in Run.__dataclass_fields__}
     assert {"clock_skew_model", "max_dc_skew_ms", "coordinator"} <= names
+    # the command line offers the client's coordinators (spelled out there to keep `okapi` fast to start)
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["bench", "--coordinator", "random"])
+    for coordinator in COORDINATORS:
+        assert parser.parse_args(["bench", "--coordinator", coordinator]).coordinator == coordinator
