@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
+from okapikv.core.skew import SKEW_MODELS
 
 
 def wan_matrix_ms(num_dcs: int) -> tuple[tuple[float, ...], ...]:
@@ -127,8 +128,10 @@ class SimConfig:
     #: simulated seconds of the fault phase (clients run; faults strike when enabled)
     duration_s: float = 2.0
     faults: bool = False
-    #: fixed clock offsets are drawn uniformly from [0, clock_skew_ms] per server
+    #: fixed clock offsets per server, drawn under ``clock_skew_model`` with parameter
+    #: ``clock_skew_ms`` (``okapikv.core.skew``: uniform in [0, X] independently per server, by default)
     clock_skew_ms: float = 0.0
+    clock_skew_model: str = "uniform"
     #: one-way WAN delays (ms); default: the paper's matrix
     wan_ms: tuple[tuple[float, ...], ...] | None = None
     #: WAN jitter: each message gets base * (1 + U(0, wan_jitter)) plus U(0, wan_jitter_ms)
@@ -206,6 +209,8 @@ class SimConfig:
             problems.append("duration must be positive")
         if self.clock_skew_ms < 0:
             problems.append("clock skew must not be negative")
+        if self.clock_skew_model not in SKEW_MODELS:
+            problems.append(f"unknown clock skew model {self.clock_skew_model!r} (one of {', '.join(SKEW_MODELS)})")
         if self.scan_page_items < 0:
             problems.append("scan_page_items must not be negative")
         if self.liveness_s < 0:

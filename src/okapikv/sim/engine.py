@@ -33,6 +33,7 @@ from okapikv.check.anomalies import Anomaly
 from okapikv.check.history import History, HistoryRecorder
 from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
+from okapikv.core.skew import clock_offsets_us, max_skew_in_dc_us
 from okapikv.core.stats import WaitStats
 from okapikv.core.timestamps import pack
 from okapikv.sim.clients import Clients
@@ -69,6 +70,8 @@ class SimResult:
     snapshot_retries: int = 0
     messages: Counter[str] = field(default_factory=Counter)
     scan_restarts: int = 0
+    #: the largest difference of two clock offsets inside one DC (``okapikv.core.skew``)
+    max_dc_skew_us: int = 0
 
 
 class Simulation:
@@ -98,8 +101,10 @@ class Simulation:
             for dc in range(dcs)
             for p in range(partitions)
         ]
+        self.offsets_us = clock_offsets_us(config.clock_skew_model, int(config.clock_skew_ms * 1000),
+                                           len(servers), rng)
         world = self.world = World.seeded(
-            rng, servers, skew_us=int(config.clock_skew_ms * 1000),
+            rng, servers, offsets_us=self.offsets_us,
             drift_ppm_max=config.fault_plan.drift_ppm_max if config.faults else 0.0, wan_ms=config.wan(),
             lan_us=config.lan_us, jitter=config.wan_jitter, jitter_ms=config.wan_jitter_ms,
             link_spread_ms=config.wan_link_spread_ms, factory=factory)
@@ -141,6 +146,8 @@ class Simulation:
             "duration_s": c.duration_s,
             "faults": c.faults,
             "clock_skew_ms": c.clock_skew_ms,
+            "clock_skew_model": c.clock_skew_model,
+            "max_dc_skew_ms": max_skew_in_dc_us(self.offsets_us, c.num_partitions) / 1000,
             "clock_jumps": c.clock_jumps,
             "liveness_s": c.liveness_s,
             "max_clock_offset_ms": c.max_clock_offset_ms,
@@ -283,6 +290,7 @@ class Simulation:
                     total.total_us += stats.total_us
                     total.max_us = max(total.max_us, stats.max_us)
         return SimResult(
+            max_dc_skew_us=max_skew_in_dc_us(self.offsets_us, self.config.num_partitions),
             config=self.config,
             history=self.recorder.history() if self.recorder is not None else None,
             operations=self.clients.operations,

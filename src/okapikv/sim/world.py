@@ -57,6 +57,7 @@ from okapikv.core.messages import (
     Respond,
     Send,
     ServerId,
+    StableTimeReport,
     SwapReply,
     VvReport,
     WriteReply,
@@ -71,7 +72,7 @@ from okapikv.sim.network import Network
 START_US = 1_000_000
 #: handling these never moves a server's next deadline earlier (they park nothing), so the world
 #: skips re-arming the timer after them (a measurable saving: they are most messages)
-_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, GsvExchange})
+_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, StableTimeReport, GsvExchange})
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
@@ -264,7 +265,7 @@ class World(Events):
         rng: random_module.Random,
         servers: list[PartitionServer],
         *,
-        skew_us: int,
+        offsets_us: Sequence[int],
         drift_ppm_max: float,
         wan_ms: Sequence[Sequence[float]],
         lan_us: tuple[int, int],
@@ -274,16 +275,19 @@ class World(Events):
         factory: ServerFactory,
         start_us: int = START_US,
     ) -> World:
-        """The simulation's world: clock offsets uniform in [0, ``skew_us``], drifts uniform within
-        ``drift_ppm_max``, and per-link extra delays between DCs uniform in [0, ``link_spread_ms``],
-        drawn from ``rng`` in that order; the same ``rng`` draws every delay of the run."""
+        """The simulation's world: each server's clock offset from ``offsets_us`` (drawn by the
+        caller under its skew model, ``okapikv.core.skew``), drifts uniform within ``drift_ppm_max``,
+        and per-link extra delays between DCs uniform in [0, ``link_spread_ms``], drawn from ``rng``
+        in that order; the same ``rng`` draws every delay of the run."""
+        if len(offsets_us) != len(servers):
+            raise ValueError(f"{len(offsets_us)} clock offsets for {len(servers)} servers")
         clocks = [
             ClockModel(
-                rng.randint(0, skew_us) if skew_us else 0,
+                offset_us,
                 rng.uniform(-drift_ppm_max, drift_ppm_max) if drift_ppm_max else 0.0,
                 start_us,
             )
-            for _ in servers
+            for offset_us in offsets_us
         ]
         count_servers = len(servers)
         partitions = count_servers // len(wan_ms)
