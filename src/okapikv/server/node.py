@@ -180,6 +180,7 @@ class PartitionNode:
         self._encoded_update_bytes = 0  # of the replication batch ``_encode`` last encoded
         self.wire_bytes = PeerWireBytes()
         self._max_frame_bytes = config.max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        self._scalar = self.core.protocol.scalar  # slices carry one time (okapikv.wire.convert)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client_requests = 0
         self.pipeline_batches = 0
@@ -537,10 +538,10 @@ class PartitionNode:
         limit = self._max_frame_bytes
         if size <= limit:
             if isinstance(message, ReplicateBatch):
-                encoded, update_bytes = encode_replicate_batch(message)
+                encoded, update_bytes = encode_replicate_batch(message, scalar=self._scalar)
                 self._encoded_update_bytes += update_bytes
                 return [(frame_peer_message(encoded), size)]
-            return [(frame_peer_message(encode_peer_message(message)), size)]
+            return [(frame_peer_message(encode_peer_message(message, scalar=self._scalar)), size)]
         if isinstance(message, ReplicateBatch) and len(message.updates) > 1:
             half = len(message.updates) // 2
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(

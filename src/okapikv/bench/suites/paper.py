@@ -107,7 +107,7 @@ def run(bench: Bench) -> None:
     plan = paper_plan(o)
     bench.results.config["paper_plan"] = {
         "dcs": list(plan.dcs), "partitions": plan.partitions, "clock_skew_ms": plan.skew_ms,
-        "clock_skew_model": getattr(o, "clock_skew_model", None) or "dc-major spread over [0, X] ms",
+        "clock_skew_model": o.clock_skew_model, "coordinator": o.coordinator,
         "rotx_partitions": list(plan.rotx_levels), "write_ratios": list(plan.write_ratios),
         "scalability_partitions": list(plan.scale_levels),
         "peak_search": {"start_sessions": plan.rotx_rule.start, "max_sessions": plan.rotx_rule.max_sessions,

@@ -244,22 +244,26 @@ def _cure_stalls_claim(paper: _Paper) -> list[Claim]:
                             "higher at the largest p than at 1, not at every step (each point is its own peak, "
                             "at its own session count)" if tx[-1] > tx[0] else "does not grow with p here"))
     skew = paper.results.get("config", {}).get("paper_plan", {})
-    model = skew.get("clock_skew_model", "dc-major spread")
+    cure_runs = [run for run in paper.results.get("series", {}).get(ROTX[0], {}).get("runs", [])
+                 if run["system"] == "cure"]
+    model = next((run["clock_skew_model"] for run in cure_runs if run.get("clock_skew_model")),
+                 skew.get("clock_skew_model") or "dc-major")
+    inside = [run["max_dc_skew_ms"] for run in cure_runs if run.get("max_dc_skew_ms") is not None]
     claim = "Cure's stall lasts about the clock skew: 5-10 ms on average (Fig. 4d)"
     means = [row["tx_mean_ms"] for _, row in known if row["tx_mean_ms"]]
     if not means:
         claims.append(Claim("Fig. 4", claim, figure, "-", NOT, "no Cure stalls measured"))
     else:
         measured = (f"mean stall per transaction {_span(means, _ms)} under a {skew.get('clock_skew_ms', '?')} ms skew "
-                    f"({model})")
+                    f"({model}" + (f", at most {max(inside):.1f} ms between two servers of one DC)" if inside else ")"))
         if min(means) >= 5 and max(means) <= 10:
             claims.append(Claim("Fig. 4", claim, figure, measured, REPRODUCED, "within 5-10 ms"))
         else:
             claims.append(Claim("Fig. 4", claim, figure, measured, PARTLY,
-                                "Cure stalls, for milliseconds, but less than the paper's: a RO-TX waits only for the "
-                                "partitions of its own DC, so what counts is the largest offset inside a DC, which "
-                                "the skew model (the results' clock_skew_model) sets; its duration against the skew "
-                                "needs a skew sweep"))
+                                "Cure stalls for milliseconds, not within 5-10 ms at every p: a RO-TX waits only for "
+                                "the partitions of its own DC, so the largest offset inside a DC bounds the stall, and "
+                                "at the peak a stall also holds the queueing of a saturated machine; its duration "
+                                "against the skew needs a skew sweep"))
     return claims
 
 
