@@ -1,0 +1,47 @@
+"""Redraw docs/results/paper from a paper-suite results.json, and docs/paper.md's claims table.
+
+    python scripts/redraw_paper.py [RESULTS_JSON]    # default: docs/results/paper/results.json
+
+The paper section (``okapikv.bench.suites.paper_figures.summarize``) is a function of the runs, so
+a saved results.json gives it again with the current code; the claims table docs/paper.md carries
+is ``paper_claims.render`` of the committed results (``tests/bench/test_bench_paper_claims.py``
+checks both). Run it after changing how the section or the claims are computed, or to publish a
+run written elsewhere (``okapi bench --suite paper --out DIR``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from okapikv.bench.engine.results import Results
+from okapikv.bench.suites.paper_claims import render
+from okapikv.bench.suites.paper_figures import summarize
+from okapikv.bench.suites.registry import write_outputs
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results" / "paper"
+PAPER_MD = ROOT / "docs" / "paper.md"
+BEGIN, END = "<!-- claims: generated from docs/results/paper/results.json -->", "<!-- claims end -->"
+
+
+def main(source: Path) -> None:
+    results = Results.from_dict(json.loads(source.read_text()))
+    results.paper = summarize(results)
+    data = results.to_dict()
+    data.pop("files", None)
+    if source.resolve().parent != OUT.resolve():
+        shutil.rmtree(OUT, ignore_errors=True)
+        OUT.mkdir(parents=True)
+    write_outputs(data, OUT)
+    saved = json.loads((OUT / "results.json").read_text())
+    head, rest = PAPER_MD.read_text().split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    PAPER_MD.write_text(head + BEGIN + "\n" + render(saved) + END + tail)
+    print(f"redrew {OUT} and the claims table of {PAPER_MD}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT / "results.json")
