@@ -29,10 +29,16 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="spread fixed clock offsets evenly over [0, X] ms across the servers")
-    p.add_argument("--heartbeat-ms", type=float, default=5.0,
-                   help="heartbeat after this long without replication (paper: 1; default %(default)s "
-                        "because every local server shares this machine's cores)")
+    p.add_argument("--heartbeat-ms", type=float, default=None,
+                   help="heartbeat after this long without replication (paper: 1; default 5 because every "
+                        "local server shares this machine's cores); given without --idle-after-ms, it also "
+                        "turns the idle pacing off (the paper's setting)")
     p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (paper: 5)")
+    p.add_argument("--idle-after-ms", type=float, default=None,
+                   help="after this long without a write, rounds and heartbeats run every --idle-interval-ms "
+                        "until the next write (default 1000; 0: never back off)")
+    p.add_argument("--idle-interval-ms", type=float, default=200.0,
+                   help="the period of rounds and heartbeats while idle (default %(default)s)")
     p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
     p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
     p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")

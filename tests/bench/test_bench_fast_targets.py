@@ -99,3 +99,20 @@ def test_plain_okapi_under_the_replication_load_is_a_comparison_row_not_a_verdic
     assert rows["5. visibility p99 at full PUT load (okapi-bounded)"].met is True
     plain = rows["5. ... plain okapi, same load (no admission control)"]
     assert plain.met is None and plain.measured == "14,000 PUT/s; worst lag p99 101 ms vs 88 ms (+13 ms)"
+
+
+def test_the_idle_rows_judge_the_busiest_server_and_the_latest_pair() -> None:
+    idle = {"idle_s": 10.0, "cores": [0.004, 0.012, 0.006],
+            "visibility": [{"source": "a", "destination": "b", "visible_ms": 80.0, "bound_ms": 90.0},
+                           {"source": "b", "destination": "a", "visible_ms": 95.0, "bound_ms": 90.0}]}
+    rows = {row.target: row for row in evaluate({"idle": idle}, [])}
+    cores, visibility = rows["idle cores per server"], rows["first-update visibility after idle"]
+    assert cores.met is False and cores.measured.startswith("0.0120 core on the busiest server")
+    assert visibility.met is False and visibility.measured.startswith("worst pair b->a: 95 ms vs 90 ms")
+    idle["cores"] = [0.004, 0.009]
+    idle["visibility"][1]["visible_ms"] = None  # timed out
+    rows = {row.target: row for row in evaluate({"idle": idle}, [])}
+    assert rows["idle cores per server"].met is True
+    assert rows["first-update visibility after idle"].measured.startswith("worst pair b->a: timed out")
+    idle["visibility"] = idle["visibility"][:1]
+    assert {row.target: row for row in evaluate({"idle": idle}, [])}["first-update visibility after idle"].met

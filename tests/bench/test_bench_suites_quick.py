@@ -186,6 +186,9 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     targets = [row["target"][:2] for row in fast["targets"]]
     for number in ("1.", "2.", "3.", "4.", "5.", "6."):
         assert number in targets, targets
+    idle = fast["idle"]
+    assert len(idle["cores"]) == 6 and len(idle["visibility"]) == 6 and idle["idle_s"] >= 5
+    assert {"idle cores per server", "first-update visibility after idle"} <= {row["target"] for row in fast["targets"]}
     assert "## Performance targets" in report
     assert "| okapi-bounded |" in report and "| okapi |" in report  # both replication runs' visibility rows
     for series in results["series"].values():

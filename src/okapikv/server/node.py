@@ -7,7 +7,8 @@ the core is never entered concurrently):
   and ``run_core`` for incoming peer messages (``okapikv.server.inbound``);
 - ``on_timer`` when the core's ``next_deadline()`` comes (heartbeats, stabilization, GC, parked
   requests waiting for the clock). The timer is one ``call_later`` handle, re-armed after every
-  firing and moved earlier whenever a request parks;
+  firing and moved earlier whenever a request parks or the core snaps back from its idle pacing
+  (``okapikv.core.pacing``);
 
 and every effect they return is carried out right away: a ``Respond`` goes to whoever waits for
 that request id (a unary call's future or a Pipeline stream), a ``Send`` goes onto the outgoing link
@@ -417,7 +418,7 @@ class PartitionNode:
             self._fail_requests(messages)
             return
         self._carry_out(effects)
-        if core.parked_count:
+        if core.parked_count or core.woke:  # a parked request's wait, or the end of an idle spell
             self._arm_timer()
         stats = core.stats
         if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:

@@ -13,6 +13,7 @@ measures with them. Nothing is asserted by timing inside a unit test; this table
 
 from __future__ import annotations
 
+import math
 import operator
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from okapikv.bench.engine.results import MemoryRow
 from okapikv.bench.engine.systems import System
-from okapikv.bench.suites.fast_figures import ByKey, FastFigures, ReplicationFigures, Verdict
+from okapikv.bench.suites.fast_figures import ByKey, FastFigures, IdlePair, ReplicationFigures, Verdict
 
 #: Concurrent sessions of the YCSB-A throughput targets (one load process).
 FAST_SESSIONS = 64
@@ -211,6 +212,30 @@ def scaling_gain(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measure
     return [Measured(client[0], client[1])] if client is not None else []
 
 
+def idle_cores(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """The busiest server's cores over the idle window (``suites.fast``, phase 7)."""
+    found = fast.idle
+    if found is None or not found.cores:
+        return []
+    busiest = max(found.cores)
+    return [Measured(busiest, f"{busiest:.4f} core on the busiest server, {statistics.mean(found.cores):.4f} mean, "
+                              f"{sum(found.cores):.3f} for the cluster ({found.idle_s:.0f} s)")]
+
+
+def idle_visibility(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """The first update after the idle spell: the worst pair's visibility over its bound, in ms (a
+    probe that timed out counts as infinitely late)."""
+    found = fast.idle
+    if found is None or not found.visibility:
+        return []
+    def over(pair: IdlePair) -> float:
+        return math.inf if pair.visible_ms is None else pair.visible_ms - pair.bound_ms
+    worst = max(found.visibility, key=over)
+    seen = "timed out" if worst.visible_ms is None else f"{worst.visible_ms:.0f} ms"
+    return [Measured(over(worst), f"worst pair {worst.source}->{worst.destination}: {seen} vs {worst.bound_ms:.0f} ms "
+                                  f"after {found.idle_s:.0f} s idle")]
+
+
 # ------------------------------------------------------------------ the table
 
 LATENCY_GOAL = Goal("<=", 400.0, "<= {:.0f} us")
@@ -261,6 +286,13 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
     AcceptanceTarget("scaling-1-2", "6. scaling 1 -> 2 partitions (YCSB-A)",
                      "2-partition over 1-partition YCSB-A throughput, paired rounds, lean load generator",
                      scaling_gain, Goal(">", 1.0, "throughput grows")),
+    AcceptanceTarget("idle-cores", "idle cores per server",
+                     "CPU of each server of an idle 3 DC x 2 partition cluster (the default `okapi up` shape) "
+                     "once it backed off; the busiest server", idle_cores, Goal("<=", 0.01, "<= {:.2f} core")),
+    AcceptanceTarget("idle-first-visibility", "first-update visibility after idle",
+                     "one PUT per DC pair after the idle spell: the worst pair's remote visibility over the UST "
+                     f"path plus {STABILIZATION_PERIODS} stabilization periods", idle_visibility,
+                     Goal("<=", 0, f"<= UST path + {STABILIZATION_PERIODS} stabilization periods")),
 )
 
 

@@ -23,6 +23,10 @@ goal lives). The phases:
 6. Scaling: YCSB-A on one and on two partitions (one DC), driven by the lean load generator
    (``engine.lean``: 64 sessions per partition from one process that leaves the CPU to the
    servers), and by the async client (64 sessions, one process) for comparison.
+7. Idle cost (``engine.idle``): the default `okapi up` shape (3 DCs x 2 partitions) left alone
+   ``IDLE_S`` seconds (``IDLE_S_QUICK`` with --quick) once its servers backed off
+   (``okapikv.core.pacing``): each server's cores, then the first update's remote visibility per
+   DC pair against the same bound as target 5.
 
 Latency rounds, YCSB-A and RO-TX runs are made ``REPEATS`` times and the median is the figure (all
 runs stay in results.json and the CSVs): on a small VM single runs differ by a third. The systems a
@@ -38,6 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from okapikv.bench.engine.harness import Bench
+from okapikv.bench.engine.idle import SETTLE_MARGIN_S, measure_idle
 from okapikv.bench.engine.latency import SequentialLatency, measure_client_latency, measure_stdio_latency
 from okapikv.bench.engine.memory import run_memory
 from okapikv.bench.engine.options import BenchOptions
@@ -56,6 +61,8 @@ from okapikv.bench.suites.acceptance import (
 from okapikv.bench.suites.fast_figures import (
     LATENCY_PATHS,
     FastFigures,
+    IdleFigures,
+    IdlePair,
     LatencyPhase,
     PairUnderLoad,
     PathLatency,
@@ -70,6 +77,8 @@ ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 MEMORY_RECORDS = 1_000_000
 MEMORY_RECORDS_QUICK = 20_000
+IDLE_S = 10.0
+IDLE_S_QUICK = 5.0
 OKAPI = System("okapi")
 
 
@@ -285,6 +294,37 @@ class FastSuite:
                     counted=False)
             return figures
 
+    # ------------------------------------------------------------------ 7. idle cost
+
+    def idle(self) -> None:
+        self.bench.guarded("idle cluster", self._idle_run)
+
+    def _idle_run(self) -> None:
+        bench = self.bench
+        o = self.options
+        from okapikv.cluster.config import local_cluster
+
+        config = local_cluster(dcs=PAPER_DCS, partitions=2, protocol="okapi", wan=o.wan)
+        idle_s = IDLE_S_QUICK if o.quick else IDLE_S
+        bench.ui.message(f"idle cluster: {len(PAPER_DCS)} DCs x 2 partitions left alone {idle_s:g} s, then one PUT "
+                         "per DC pair")
+        with bench.start(OKAPI, PAPER_DCS, 2, 0.0) as sut:
+            cluster = sut.cluster
+            assert cluster is not None
+            measured = measure_idle(bench.runner, sut.pids, cluster.dc_addresses(), cluster.dc_names, idle_s=idle_s,
+                                    settle_s=config.idle_after_ms / 1000 + SETTLE_MARGIN_S, timeout_s=o.timeout_s)
+        rows = []
+        for pair in measured.pairs:
+            source, destination = cluster.dc_names.index(pair.source), cluster.dc_names.index(pair.destination)
+            bound = ust_bound_ms(config.wan_ms, source, destination, config.stabilization_interval_ms)
+            rows.append(IdlePair(pair.source, pair.destination, round(pair.samples_ms[0], 3) if pair.samples_ms
+                                 else None, bound))
+        self.figures.idle = IdleFigures(measured.idle_s, measured.cores, rows)
+        self.publish()
+        if measured.cores:
+            bench.ui.finish_run(f"  idle: {max(measured.cores):.4f} cores on the busiest server, "
+                                f"{sum(measured.cores):.3f} for the cluster", counted=False)
+
     # ------------------------------------------------------------------ verdicts
 
     def verdicts(self) -> None:
@@ -302,6 +342,7 @@ def run(bench: Bench) -> None:
     suite.throughput()
     suite.rotx()
     suite.replication()
+    suite.idle()
     # The memory phase loads its own, larger key set into a fresh server.
     run_memory(bench, records=MEMORY_RECORDS_QUICK if bench.options.quick else MEMORY_RECORDS)
     suite.verdicts()

@@ -114,6 +114,34 @@ class ReplicationFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class IdlePair:
+    """The idle phase, one DC pair: the first update's remote visibility after the idle spell
+    (None: the probe timed out) and Okapi's bound for the pair."""
+
+    source: str
+    destination: str
+    visible_ms: float | None
+    bound_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class IdleFigures:
+    """The idle phase (``engine.idle``): each server's cores over the idle window, and each pair's
+    first-update visibility after it."""
+
+    idle_s: float
+    cores: list[float]
+    visibility: list[IdlePair]
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IdleFigures:
+        return cls(data["idle_s"], list(data["cores"]), [IdlePair(**pair) for pair in data["visibility"]])
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """One row of the targets table as measured: a target of ``suites.acceptance.TARGETS``."""
 
@@ -143,6 +171,7 @@ class FastFigures:
     rotx_rounds: list[dict[str, float]] | None = None
     replication: ReplicationFigures | None = None  # the target's system
     replication_unbounded: ReplicationFigures | None = None  # plain okapi, the same load, for comparison
+    idle: IdleFigures | None = None  # the idle cluster's cores and first-update visibility
     targets: list[Verdict] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,7 +180,7 @@ class FastFigures:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if isinstance(value, LatencyPhase | ReplicationFigures):
+            if isinstance(value, LatencyPhase | ReplicationFigures | IdleFigures):
                 data[field.name] = value.to_dict()
             else:
                 data[field.name] = plain(value)
@@ -168,6 +197,7 @@ class FastFigures:
             return None if found is None else ReplicationFigures.from_dict(found)
 
         latency = data.get("latency")
+        idle = data.get("idle")
         targets = data.get("targets")
         return cls(
             latency=None if latency is None else LatencyPhase.from_dict(latency),
@@ -175,6 +205,7 @@ class FastFigures:
             rotx=by_key(data.get("rotx")), rotx_rounds=data.get("rotx_rounds"),
             replication=replication(data.get("replication")),
             replication_unbounded=replication(data.get("replication_unbounded")),
+            idle=None if idle is None else IdleFigures.from_dict(idle),
             targets=None if targets is None else [Verdict.from_dict(row) for row in targets],
         )
 
