@@ -60,6 +60,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.core.skew import DC_MAJOR
 from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
@@ -112,6 +113,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         protocol=args.protocol,
         wan=wan,
         clock_skew_ms=args.clock_skew_ms,
+        clock_skew_model=getattr(args, "clock_skew_model", DC_MAJOR),
+        clock_skew_seed=getattr(args, "clock_skew_seed", 1),
         heartbeat_interval_ms=LOCAL_HEARTBEAT_INTERVAL_MS if heartbeat_ms is None else heartbeat_ms,
         stabilization_interval_ms=getattr(args, "stabilization_ms", 5.0),
         idle_after_ms=idle_after_ms,
