@@ -211,6 +211,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
                    help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
+    p.add_argument("--durable", action="store_true",
+                   help="local servers keep their data on disk, as `okapi up` runs them (default: in memory)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")

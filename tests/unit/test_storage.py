@@ -65,6 +65,49 @@ def test_a_removal_then_a_reinsert_leaves_the_version(tmp_path: Path) -> None:
     store.close()
 
 
+class CountingConnection:
+    """An SQLite connection that counts the statements run on it (``executemany`` as one each)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self.db.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self.db.executemany(sql, rows)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_group_of_swaps_writes_its_rows_in_two_statements_and_the_last_change_of_a_row_wins(
+        tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    old = [Version(b"old", 10 + index, 0, None) for index in range(20)]
+    store.commit(CommitGroup(1, [Change(b"k%02d" % index, version, True) for index, version in enumerate(old)]))
+    counting = CountingConnection(store.db)
+    store._db = counting  # type: ignore[assignment]
+    changes = []
+    for index, version in enumerate(old):  # what YCSB-A's SWAPs log: the new version, then GC's removal of the old
+        changes += [Change(b"k%02d" % index, Version(b"new", 100 + index, 0, None), True),
+                    Change(b"k%02d" % index, version, False)]
+    gone, back = Version(b"x", 500, 0, None), Version(b"y", 501, 0, None)
+    changes += [Change(b"gone", gone, True), Change(b"gone", gone, False),  # inserted, then removed: absent
+                Change(b"back", back, False), Change(b"back", back, True)]  # removed, then inserted: present
+    store.commit(CommitGroup(2, changes, state(600)))
+    rows = [sql for sql in counting.statements if "versions" in sql]
+    assert len(rows) == 2, rows
+    store._db = counting.db
+    loaded = {(key, version.value) for key, version in store.load_versions()}
+    assert loaded == {(b"k%02d" % index, b"new") for index in range(20)} | {(b"back", b"y")}
+    assert store.tally.inserted == 20 + 22 and store.tally.local_inserted == 42
+    store.close()
+
+
 def test_another_servers_directory_is_refused(tmp_path: Path) -> None:
     SqliteStore(tmp_path, IDENTITY).close()
     with pytest.raises(DataDirError, match=r"partition 0 \(this server: 1\)"):

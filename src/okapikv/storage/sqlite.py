@@ -521,25 +521,20 @@ class SqliteStore:
     # ---------------------------------------------------------------- writing
 
     def commit(self, group: CommitGroup) -> None:
-        """Write one group in one transaction (durable when this returns), then its commit record."""
+        """Write one group in one transaction (durable when this returns), then its commit record.
+
+        The group's rows go in two statements, whatever their number (``_rows``): every removal,
+        then every insert."""
         db = self.db
         tally = self.tally
-        inserted = local = 0
-        local_ts = tally.local_ts
-        local_dc = self._local_dc
+        removed, rows, inserted, local, local_ts = _rows(group.changes, self._local_dc, tally.local_ts)
         db.execute("BEGIN IMMEDIATE")
         try:
-            for kind, rows in _runs(group.changes):
-                if kind:
-                    db.executemany("INSERT OR REPLACE INTO versions (key, ts, dc, value, dv, crc) "
-                                   "VALUES (?, ?, ?, ?, ?, ?)", rows)
-                    inserted += len(rows)
-                    for row in rows:
-                        if row[2] == local_dc:
-                            local += 1
-                            local_ts = max(local_ts, _timestamp(row[1]))
-                else:
-                    db.executemany("DELETE FROM versions WHERE key = ? AND ts = ? AND dc = ?", rows)
+            if removed:
+                db.executemany("DELETE FROM versions WHERE key = ? AND ts = ? AND dc = ?", removed)
+            if rows:
+                db.executemany("INSERT OR REPLACE INTO versions (key, ts, dc, value, dv, crc) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", rows)
             if group.state is not None:
                 self._put_meta("state", group.state.to_json())
             bound = tally.clock_bound_us
@@ -608,26 +603,40 @@ class SqliteStore:
         self._lock.release()
 
 
-def _runs(changes: list[Change]) -> Iterator[tuple[bool, list[tuple[Any, ...]]]]:
-    """Consecutive inserts, then consecutive removals, ...: each run is one ``executemany``, and the
-    order between runs is kept (a version removed and inserted again ends up present)."""
-    run: list[tuple[Any, ...]] = []
-    kind: bool | None = None
-    for key, version, inserted in changes:
-        if inserted is not kind and run:
-            assert kind is not None
-            yield kind, run
-            run = []
-        kind = inserted
-        ts = _ts(version.timestamp)
-        if inserted:
+def _rows(changes: list[Change], local_dc: int, local_ts: int,
+          ) -> tuple[list[tuple[bytes, int, int]], list[tuple[Any, ...]], int, int, int]:
+    """A group's changes as the rows to delete and the rows to insert, with what the ``Tally``
+    counts: the versions inserted, those of them written here, and the newest local timestamp.
+
+    Rows are named by their primary key ``(key, ts, dc)`` and changes of different rows commute,
+    so only a row's last change in the group counts (a version removed and inserted again ends up
+    present; one inserted and removed again is deleted, which finds nothing): the removals and the
+    inserts are then two sets of distinct rows, one statement each. A group of SWAPs alternates
+    them (each new version, then the old one GC removed), and a statement per change cost SQLite a
+    statement reset and Python a call per row: YCSB-A's groups of 16 SWAPs (32 changes), 318 ->
+    204 us of CPU per group without the fsync (this 2-core VM, 2026-12-01)."""
+    last: dict[tuple[bytes, int, int], Change] = {}
+    inserted = local = 0
+    for change in changes:
+        version = change.version
+        dc = version.source_dc
+        last[(change.key, version.timestamp, dc)] = change
+        if change.inserted:
+            inserted += 1
+            if dc == local_dc:
+                local += 1
+                if version.timestamp > local_ts:
+                    local_ts = version.timestamp
+    removed: list[tuple[bytes, int, int]] = []
+    rows: list[tuple[Any, ...]] = []
+    for (key, timestamp, dc), (_, version, insert) in last.items():
+        ts = timestamp - _SIGN
+        if insert:
             value, dv = version.value, _pack_vector(version.dv)
-            run.append((key, ts, version.source_dc, value, dv, version_checksum(key, ts, version.source_dc, value, dv)))
+            rows.append((key, ts, dc, value, dv, version_checksum(key, ts, dc, value, dv)))
         else:
-            run.append((key, ts, version.source_dc))
-    if run:
-        assert kind is not None
-        yield kind, run
+            removed.append((key, ts, dc))
+    return removed, rows, inserted, local, local_ts
 
 
 # ==================================================================== salvage (repair)

@@ -76,8 +76,9 @@ class Bench:
 
     @contextlib.contextmanager
     def start(self, system: System, dcs: tuple[str, ...] = ("local",), partitions: int = 1,
-              skew_ms: float = 0.0) -> Iterator[SystemUnderTest]:
-        """``system`` running, for the length of the ``with``: Redis ignores the cluster shape."""
+              skew_ms: float = 0.0, durable: bool | None = None) -> Iterator[SystemUnderTest]:
+        """``system`` running, for the length of the ``with``: Redis ignores the cluster shape.
+        ``durable``: the servers keep their stores on disk (default: ``--durable``)."""
         if not system.is_okapikv:
             with LocalRedis() as server:
                 target = TargetSpec("redis", (server.address,), self.options.timeout_s)
@@ -89,10 +90,11 @@ class Bench:
             cluster = connect(options.connect, options.timeout_s)
             system = System(cluster.protocol)
         else:
+            on_disk = options.durable if durable is None else durable
             self.ui.message(f"starting {system.name}: {len(dcs)} DC x {partitions} partition(s), skew {skew_ms:g} ms, "
-                            f"wan {options.wan}")
+                            f"wan {options.wan}" + (", durable" if on_disk else ""))
             cluster = start_local(protocol=system.protocol, dcs=dcs, partitions=partitions, wan=options.wan,
-                                  clock_skew_ms=skew_ms, settings=system.settings())
+                                  clock_skew_ms=skew_ms, settings=system.settings(), durable=on_disk)
         self.results.add_time("cluster_start_s", time.monotonic() - started)
         try:
             yield SystemUnderTest(
