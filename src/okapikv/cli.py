@@ -9,7 +9,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-DEFAULT_DCS = "oregon,virginia,ireland"
+from okapikv.core.deployment import PAPER_DC_NAMES
+
+DEFAULT_DCS = ",".join(PAPER_DC_NAMES)
 #: `okapi client --timeout-s`: how long an operation keeps retrying while its server is down. Long,
 #: because the course's project 2 kills and restarts servers under a running client, which must
 #: carry on once they are back rather than print a line outside the protocol (``ERROR unavailable``).

@@ -26,7 +26,7 @@ def test_the_variants_are_okapi_with_one_cluster_setting() -> None:
 def test_a_list_of_names_is_parsed_in_order_and_every_unknown_name_is_reported() -> None:
     assert parse_systems(" okapi, cure ,okapi-bounded") == (
         System("okapi"), System("cure"), System("okapi", bounded_visibility=True))
-    known = r"choose from cure, .*, okapi, okapi-bounded, okapi-piggyback$"
+    known = r"choose from cure, .*okapi, .*okapi-bounded, okapi-piggyback$"  # test plug-ins may add names
     with pytest.raises(ValueError, match=r"unknown protocol\(s\) paxos, raft; " + known):
         parse_systems("okapi,paxos,raft")
     with pytest.raises(ValueError, match=r"unknown protocol\(s\) \(none\)"):

@@ -48,7 +48,8 @@ actions = st.one_of(
 
 def snapshot(server: PartitionServer) -> tuple[object, ...]:
     """What a refused request must leave as it was (the local ``vv`` entry may still rise to the clock:
-    a server with one partition announces it, and its GSV, with every step: ``PartitionServer._follow_vv``)."""
+    a server with one partition announces it, and its GSV, with every step:
+    ``okapikv.core.stabilization.UsvFollowingVv``)."""
     return (server.vv[1], server.stable, server.store.version_count, server.parked_count,
             server.pending_reads)
 
@@ -61,13 +62,13 @@ def test_nothing_from_elsewhere_moves_the_server_past_its_clock_plus_the_offset(
     server = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=2, num_partitions=1, protocol=protocol,
                                         max_clock_offset_us=OFFSET_US))
     floor = pack(BASE_US + floor_ahead_us)
-    server.restore((), vv=(0, 0), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), clock_floor=floor)
+    server.restore((), vv=(0, 0), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=floor)
     now_us = BASE_US
     peer_sent = 0  # the replica's stream is FIFO: its timestamps only grow
     writes = 0
     for number, (kind, relative, logical, in_stable) in enumerate(steps):
         now_us += 1 + (relative if kind == "timer" else 0)
-        ceiling = max(server.clock, pack(now_us + OFFSET_US, LOGICAL_MASK))
+        ceiling = max(server.hlc, pack(now_us + OFFSET_US, LOGICAL_MASK))
         timestamp = max(0, pack(now_us + relative, logical))
         if kind in ("put", "get", "rotx"):
             session = Session((0, timestamp), 0) if in_stable else Session((0, 0), timestamp)
@@ -75,7 +76,7 @@ def test_nothing_from_elsewhere_moves_the_server_past_its_clock_plus_the_offset(
                 "put": PutRequest(number, b"k", b"v", session), "get": GetRequest(number, b"k", session),
                 "rotx": ReadTxRequest(number, (b"k",), session)}
             request = requests[kind]
-            before, hlc_before = snapshot(server), server.clock
+            before, hlc_before = snapshot(server), server.hlc
             effects = server.handle(request, now_us)
             while server.parked_count:  # a baseline's wait within the offset: let the clock get there
                 now_us = max(now_us, server.next_deadline())
@@ -84,7 +85,7 @@ def test_nothing_from_elsewhere_moves_the_server_past_its_clock_plus_the_offset(
             refused = [reply for reply in answers if isinstance(reply, ErrorReply) and reply.code == "OUT_OF_RANGE"]
             if refused:
                 assert snapshot(server) == before
-                assert server.clock <= max(hlc_before, pack(now_us))
+                assert server.hlc <= max(hlc_before, pack(now_us))
             elif kind == "put":
                 writes += 1
             if timestamp <= ceiling and protocol == "okapi":
@@ -101,6 +102,6 @@ def test_nothing_from_elsewhere_moves_the_server_past_its_clock_plus_the_offset(
             server.on_timer(now_us)
         cap = pack(now_us + OFFSET_US, LOGICAL_MASK)
         carry_us = 1 + writes // (LOGICAL_MASK + 1)
-        assert physical_of(server.clock) <= max(physical_of(floor), now_us + OFFSET_US) + carry_us
+        assert physical_of(server.hlc) <= max(physical_of(floor), now_us + OFFSET_US) + carry_us
         assert server.vv[1] <= cap
-        assert all(entry <= max(server.clock, cap) for entry in server.stable)
+        assert all(entry <= max(server.hlc, cap) for entry in server.stable)

@@ -99,7 +99,7 @@ def test_server_timestamps_increase_and_cover_the_session(protocol: str, steps: 
         timestamp = effect.reply.timestamp
         assert timestamp > previous
         assert timestamp > dependency
-        assert server.clock >= timestamp
+        assert server.hlc >= timestamp
         assert not (protocol == "okapi" and waited)  # Okapi never parks a PUT
         previous = timestamp
     if protocol == "okapi":

@@ -105,8 +105,9 @@ def test_gc_keeps_every_allowed_read(
     stables = [stable] + [above(stable, d) for d in stable_deltas]
 
     def reads() -> list[tuple[bytes, int, int] | None]:
-        result = [read(server, lambda v, s=s: protocol_rules.visible_in_snapshot(v, s)) for s in snapshots]
-        result += [read(server, lambda v, s=s: protocol_rules.visible(v, s)) for s in stables]
+        result = [read(server, lambda v, s=s: protocol_rules.visible_in_snapshot(version=v, snapshot=s))
+                  for s in snapshots]
+        result += [read(server, lambda v, s=s: protocol_rules.visible(version=v, stable=s)) for s in stables]
         result.append(read(server, lambda v: True))  # the newest version: what replicas converge on
         return result
 
@@ -140,9 +141,9 @@ def test_a_late_replicated_version_lands_the_same_before_or_after_gc(
     protocol_rules = collected.protocol
     checks = [
         lambda v: True,
-        lambda v: protocol_rules.visible(v, stable),
-        lambda v: protocol_rules.visible_in_snapshot(v, horizon),
-        lambda v: protocol_rules.visible_in_snapshot(v, (LIMIT * 3,) * M),
+        lambda v: protocol_rules.visible(version=v, stable=stable),
+        lambda v: protocol_rules.visible_in_snapshot(version=v, snapshot=horizon),
+        lambda v: protocol_rules.visible_in_snapshot(version=v, snapshot=(LIMIT * 3,) * M),
     ]
     for visible in checks:
         assert read(collected, visible) == read(uncollected, visible)

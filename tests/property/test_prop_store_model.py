@@ -1,24 +1,25 @@
 """One DC's store against a dict (docs/protocol.md, "Operations"), as a hypothesis ``RuleBasedStateMachine``.
 
-Partitions are wired together synchronously (``handwired.HandWiredDC``: every Send is delivered to
-the right ``PartitionServer`` at once). With a single DC every protocol must behave like a plain
-key-value store for the client's own session: PUT/DELETE report whether a value existed, SWAP
-returns the old value, GET/RO-TX/SCAN read the latest writes (SCAN: inclusive byte-order range,
-tombstones skipped, limit applied). A second, empty session checks that single-key reads are
-linearizable (they see the latest write whatever the session). Time moves only when a rule says so,
-so many operations share a microsecond (HLC logical counter, Cure/GentleRain ticks) and timers run
-stabilization and garbage collection in between.
+Partitions are one DC of the simulator's deterministic world with no delay inside the DC
+(``okapikv.sim.world.World.fixed``: every Send is delivered to the right ``PartitionServer`` at
+once). With a single DC every protocol must behave like a plain key-value store for the client's
+own session: PUT/DELETE report whether a value existed, SWAP returns the old value, GET/RO-TX/SCAN
+read the latest writes (SCAN: inclusive byte-order range, tombstones skipped, limit applied). A
+second, empty session checks that single-key reads are linearizable (they see the latest write
+whatever the session). Time moves only when a rule says so, so many operations share a microsecond
+(HLC logical counter, Cure/GentleRain ticks) and timers run stabilization and garbage collection
+in between.
 """
 
 from __future__ import annotations
 
-from handwired import HandWiredDC
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from okapikv.core.messages import GetReply, ReadTxReply, ScanReply, SwapReply, WriteReply
-from okapikv.core.session import ClientSession
+from okapikv.sim.caller import Caller
+from okapikv.sim.world import World
 
 KEYS = [b"a", b"aa", b"ab", b"b", b"ba", b"c", b"B", b"\x00", b"\xff", b"zz"]
 keys = st.one_of(st.sampled_from(KEYS), st.binary(min_size=1, max_size=2))
@@ -33,9 +34,10 @@ class StoreModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         # A short GC interval so collection runs between operations.
-        self.dc = HandWiredDC(self.partitions, self.protocol, gc_interval_us=2_000, gc_budget=3)
+        world = World.fixed(1, self.partitions, self.protocol, lan_us=0, gc_interval_us=2_000, gc_budget=3)
+        self.dc = Caller(world)
         self.model: dict[bytes, bytes] = {}
-        self.stranger = ClientSession(1)
+        self.stranger = Caller(world)
 
     # ------------------------------------------------------------------ writes
 
@@ -76,7 +78,7 @@ class StoreModel(RuleBasedStateMachine):
 
     @rule(key=keys)
     def get_with_an_empty_session(self, key: bytes) -> None:
-        reply = self.dc.get(key, session=self.stranger)
+        reply = self.stranger.get(key)
         assert isinstance(reply, GetReply)
         assert reply.value == self.model.get(key)
 
@@ -99,25 +101,25 @@ class StoreModel(RuleBasedStateMachine):
 
     @rule(elapsed_us=st.sampled_from([0, 1, 7, 500, 1_000, 2_500, 6_000]))
     def advance(self, elapsed_us: int) -> None:
-        self.dc.tick(self.dc.now_us + elapsed_us)
+        self.dc.world.advance(elapsed_us)
 
     # ------------------------------------------------------------------ invariants
 
     @invariant()
     def nothing_is_left_hanging(self) -> None:
-        assert all(server.parked_count == 0 and server.pending_reads == 0 for server in self.dc.servers)
-        assert self.dc.replies == []
-        assert self.dc.outbound == []
+        assert all(server.parked_count == 0 and server.pending_reads == 0 for server in self.dc.world.servers)
+        assert self.dc.mailbox.replies == {}
+        assert not self.dc.world.network.carried_between_dcs()
 
     @invariant()
     def every_key_lives_at_its_owner(self) -> None:
-        for server in self.dc.servers:
+        for server in self.dc.world.servers:
             stored = list(server.store.keys())
             assert all(self.dc.owner(key) is server for key in stored)
 
     @invariant()
     def newest_version_of_every_key_matches_the_model(self) -> None:
-        for server in self.dc.servers:
+        for server in self.dc.world.servers:
             stored = list(server.store.keys())
             for key in stored:
                 latest = server.store.latest(key)

@@ -9,11 +9,12 @@ checkers must catch it within a few seeds.
 from __future__ import annotations
 
 from okapikv.core.config import CoreConfig
+from okapikv.core.gc import ALL_TIMESTAMPS
 from okapikv.core.messages import CatchUpReply, Heartbeat, ReplicateBatch
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import register
 from okapikv.core.protocols.okapi import Okapi
-from okapikv.core.server import ALL_TIMESTAMPS, PartitionServer
+from okapikv.core.server import PartitionServer
 from okapikv.core.vectors import Vector
 
 
@@ -21,13 +22,13 @@ from okapikv.core.vectors import Vector
 class EagerOkapi(Okapi):
     name = "okapi-eager"
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return True
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         if version.source_dc != self.dc:
             return True
-        return super().visible_in_snapshot(version, snapshot)
+        return super().visible_in_snapshot(version=version, snapshot=snapshot)
 
 
 class UnboundedClockServer(PartitionServer):
@@ -38,11 +39,11 @@ class UnboundedClockServer(PartitionServer):
 
     def __init__(self, config: CoreConfig) -> None:
         super().__init__(config)
-        self._guard_sessions = False
+        self.offset_guard = False
 
-    def _ceiling(self, now_us: int) -> int:
+    def ceiling(self, now_us: int) -> int:
         return ALL_TIMESTAMPS
 
-    def _watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
+    def watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
                    now_us: int) -> int:
         return timestamp

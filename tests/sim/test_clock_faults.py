@@ -27,16 +27,16 @@ def run(action: str, factory: type[PartitionServer] = PartitionServer) -> tuple[
     """LIVE with one clock fault on server dc0/p1 at 100 ms (no random faults)."""
     simulation = Simulation(LIVE, server_factory=factory)
     faults = {
-        "jump": lambda: simulation._clock_step(1, HOUR_US),
-        "restart_back": lambda: simulation._crash(1, 50_000, clock_step_us=-HOUR_US),
-        "restart_ahead": lambda: simulation._crash(1, 50_000, clock_step_us=HOUR_US),
+        "jump": lambda: simulation.nemesis.clock_step(1, HOUR_US),
+        "restart_back": lambda: simulation.nemesis.crash(1, 50_000, clock_step_us=-HOUR_US),
+        "restart_ahead": lambda: simulation.nemesis.crash(1, 50_000, clock_step_us=HOUR_US),
     }
-    simulation._push(START_US + 100_000, 5, 0, faults[action])
+    simulation.world.at(START_US + 100_000, faults[action])
     return simulation, simulation.run()
 
 
 def hlc_ahead_us(simulation: Simulation, index: int) -> int:
-    return physical_of(simulation.servers[index].clock) - simulation.clocks[index].read(simulation.now)
+    return physical_of(simulation.world.servers[index].hlc) - simulation.world.read_clock(index)
 
 
 def test_a_clock_an_hour_ahead_drags_no_other_hlc_and_only_its_own_writes_are_held_back() -> None:
@@ -45,14 +45,14 @@ def test_a_clock_an_hour_ahead_drags_no_other_hlc_and_only_its_own_writes_are_he
     report = check_history(result.history)
     assert report.ok and not result.anomalies, report.summary_lines() + [str(a) for a in result.anomalies[:3]]
     assert "liveness" in report.checkers
-    assert all(hlc_ahead_us(simulation, index) <= OFFSET_US for index in range(len(simulation.servers)))
+    assert all(hlc_ahead_us(simulation, index) <= OFFSET_US for index in range(len(simulation.world.servers)))
     writes = [op for op in result.history.operations if op.is_write and op.ok and op.invoke_us > START_US + 100_000]
     ahead = [op for op in writes if op.server == (0, 1)]
-    assert ahead and all(op.held_until_us is not None and op.held_until_us > simulation.now for op in ahead)
+    assert ahead and all(op.held_until_us is not None and op.held_until_us > simulation.world.now for op in ahead)
     assert all(op.held_until_us is None for op in writes if op.server != (0, 1))
     healed = [op for op in writes if op.invoke_us >= START_US + 300_000 and op.server != (0, 1)]
     assert healed and all(len(op.visible or {}) == 2 for op in healed)  # visible in both other DCs
-    servers = simulation.retired + simulation.servers
+    servers = simulation.world.retired + simulation.world.servers
     assert sum(s.stats.clock_offset_clamps for s in servers) > 0  # its heartbeats, held back
     assert sum(s.stats.clock_offset_refusals for s in servers) > 0  # sessions that read its writes
 
@@ -78,7 +78,8 @@ def test_a_restart_with_the_clock_an_hour_ahead_is_held_back_not_followed() -> N
     assert result.history is not None
     report = check_history(result.history)
     assert report.ok and not result.anomalies, report.summary_lines() + [str(a) for a in result.anomalies[:3]]
-    assert all(hlc_ahead_us(simulation, index) <= OFFSET_US for index in range(len(simulation.servers)) if index != 1)
+    assert all(hlc_ahead_us(simulation, index) <= OFFSET_US for index in range(len(simulation.world.servers))
+               if index != 1)
 
 
 def test_without_the_offset_bound_one_clock_an_hour_ahead_drags_every_hlc_and_stalls_visibility() -> None:
@@ -86,7 +87,7 @@ def test_without_the_offset_bound_one_clock_an_hour_ahead_drags_every_hlc_and_st
     assert result.history is not None
     names = {a.name for a in result.anomalies} | {a.name for a in check_history(result.history).anomalies}
     assert {"ClockDragged", "VisibilityStalled"} <= names, names
-    dragged = [index for index in range(len(simulation.servers)) if index != 1
+    dragged = [index for index in range(len(simulation.world.servers)) if index != 1
                and hlc_ahead_us(simulation, index) > HOUR_US // 2]
     assert len(dragged) >= 3, dragged
 

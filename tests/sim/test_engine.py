@@ -15,7 +15,7 @@ from okapikv.core.messages import Effect, Heartbeat, Message, ReplicateBatch, Se
 from okapikv.core.mvstore import Version
 from okapikv.core.server import PartitionServer
 from okapikv.core.session import Adoption
-from okapikv.sim import SimConfig, Simulation, engine, run_simulation
+from okapikv.sim import SimConfig, Simulation, clients, run_simulation
 from okapikv.sim.engine import START_US, SimResult
 
 SMALL = SimConfig(num_partitions=2, num_clients=6, duration_s=0.3)
@@ -54,13 +54,8 @@ def test_a_partitioned_dc_keeps_serving_under_okapi_and_catches_up_on_repair() -
     keep completing operations (no wait), nothing it writes is visible elsewhere meanwhile, and
     after the repair every DC converges."""
     simulation = Simulation(replace(SMALL, duration_s=0.4))
-    simulation.dc_down[2] += 1  # from the start, repaired at the heal
-
-    def repair() -> None:
-        simulation.dc_down[2] = 0
-        simulation._release_held()
-
-    simulation.fault_undo.append(repair)
+    simulation.world.network.cut_dc(2)  # from the start, repaired at the heal
+    simulation.nemesis.undo.append(lambda: simulation.world.network.repair_dc(2))
     result = simulation.run()
     history = result.history
     assert history is not None
@@ -80,10 +75,10 @@ def test_a_partitioned_dc_keeps_serving_under_okapi_and_catches_up_on_repair() -
 
 def test_a_pause_queues_messages_and_processes_them_on_resume() -> None:
     simulation = Simulation(SMALL)
-    simulation._push(START_US + 50_000, 5, 0, lambda: simulation._pause(1, 100_000))
+    simulation.world.at(START_US + 50_000, lambda: simulation.nemesis.pause(1, 100_000))
     result = simulation.run()
     assert [f.description for f in result.faults][:2] == ["pause dc0/p1 for 100 ms", "resume dc0/p1"]
-    assert not simulation.inbox[1]
+    assert not simulation.world.inbox[1]
     history = result.history
     assert history is not None
     # DC 0's two clients soon wait on the paused partition (directly or through a snapshot's slice)
@@ -103,29 +98,29 @@ def test_a_pause_queues_messages_and_processes_them_on_resume() -> None:
 
 def _crash_run(factory: type[PartitionServer] = PartitionServer) -> tuple[Simulation, SimResult]:
     simulation = Simulation(SMALL, server_factory=factory)
-    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000))
+    simulation.world.at(START_US + 150_000, lambda: simulation.nemesis.crash(1, 60_000))
     return simulation, simulation.run()
 
 
 def test_a_crash_loses_the_memory_not_the_disk_and_the_restart_catches_up() -> None:
     simulation = Simulation(SMALL)
-    original = simulation.servers[1]
+    original = simulation.world.servers[1]
     resent: list[Message] = []
-    resend = simulation._resend
+    resend = simulation.world.network.resend
 
     def recording(source: int, destination: int, messages: list[Message]) -> None:
         resent.extend(messages)
         resend(source, destination, messages)
 
-    simulation._resend = recording  # type: ignore[method-assign]
-    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000))
+    simulation.world.network.resend = recording  # type: ignore[method-assign]
+    simulation.world.at(START_US + 150_000, lambda: simulation.nemesis.crash(1, 60_000))
     result = simulation.run()
     # what peers had sent it and it had not handled was resent to the new incarnation, in order
-    assert resent and simulation.unacked[1] == {}
+    assert resent and simulation.world.network.unacked[1] == {}
     assert {type(m).__name__ for m in resent} >= {"Heartbeat", "ReplicateBatch"}
     assert [f.description for f in result.faults][:2] == ["crash dc0/p1 for 60 ms", "restart dc0/p1"]
-    restarted = simulation.servers[1]
-    assert restarted is not original and simulation.retired == [original]
+    restarted = simulation.world.servers[1]
+    assert restarted is not original and simulation.world.retired == [original]
     # what it had made durable came back (every version it held at the crash, as far as GC since allows)
     # and it asked both replicas for what its lost link queues may have held
     assert restarted.stats.catch_up_requests_sent >= 2 and restarted.catching_up == ()
@@ -136,10 +131,10 @@ def test_a_crash_loses_the_memory_not_the_disk_and_the_restart_catches_up() -> N
     across = [op for op in history.operations if op.server == (0, 1) and op.invoke_us < restart
               and op.complete_us is not None and op.complete_us > restart]
     assert across and all(op.status == "ok" for op in across)
-    assert simulation.replication_inflight == 0 and not simulation.held
+    assert simulation.world.network.replication_inflight == 0 and not simulation.world.network.held
     assert check_history(history).ok and not result.anomalies, [str(a) for a in result.anomalies[:3]]
     # its counters before the crash still count
-    assert result.server_operations[0] == (simulation.servers[0].stats.operations + original.stats.operations
+    assert result.server_operations[0] == (simulation.world.servers[0].stats.operations + original.stats.operations
                                            + restarted.stats.operations)
     assert original.stats.operations.total() > 0 and restarted.stats.operations.total() > 0
 
@@ -161,14 +156,14 @@ def test_a_restart_that_loses_the_disk_is_caught() -> None:
 
 def _disk_loss_run(factory: type[PartitionServer] = PartitionServer) -> tuple[Simulation, SimResult]:
     simulation = Simulation(SMALL, server_factory=factory)
-    simulation._push(START_US + 150_000, 5, 0, lambda: simulation._crash(1, 60_000, lose_disk=True))
+    simulation.world.at(START_US + 150_000, lambda: simulation.nemesis.crash(1, 60_000, lose_disk=True))
     return simulation, simulation.run()
 
 
 def test_a_crash_that_loses_the_disk_is_repaired_from_the_replicas() -> None:
     simulation, result = _disk_loss_run()
     assert "restart dc0/p1 on an empty disk, repairing" in [f.description for f in result.faults]
-    restarted = simulation.servers[1]
+    restarted = simulation.world.servers[1]
     assert restarted.repairing is None and restarted.stats.repairs_completed == 1
     assert restarted.stats.repair_local_received > 0  # its own versions came back from the replicas
     assert result.history is not None
@@ -196,17 +191,17 @@ def _long_crash_run() -> tuple[Simulation, SimResult]:
     sessions of DC 0 depend on nothing recent enough to be missing elsewhere: those can move (a
     session that just wrote in DC 0 cannot until DC 0 stabilizes again, after the restart)."""
     simulation = Simulation(replace(SMALL, duration_s=0.8, think_us_max=50_000))
-    simulation._push(START_US + 250_000, 5, 0, lambda: simulation._crash(0, 400_000))
+    simulation.world.at(START_US + 250_000, lambda: simulation.nemesis.crash(0, 400_000))
     return simulation, simulation.run()
 
 
 def test_a_client_whose_server_stays_down_moves_to_another_dc_with_its_guarantees() -> None:
     simulation, result = _long_crash_run()
     moves = [f.description for f in result.faults if "fails over" in f.description]
-    assert moves and simulation.failovers == len(moves) and all("dc0 -> " in move for move in moves)
+    assert moves and simulation.clients.failovers == len(moves) and all("dc0 -> " in move for move in moves)
     history = result.history
     assert history is not None
-    moved = {op.process for op in history.operations if op.process in {c.process for c in simulation.clients
+    moved = {op.process for op in history.operations if op.process in {c.process for c in simulation.clients.clients
                                                                        if c.index % 3 == 0} and op.dc != 0}
     assert moved  # clients of DC 0 went on in another DC
     assert check_history(history).ok and not result.anomalies, [str(a) for a in result.anomalies[:3]]
@@ -216,7 +211,7 @@ def test_a_failover_that_forgets_the_session_is_caught(monkeypatch: pytest.Monke
     def forgetful(session: Session, *, from_dc: int, here_dc: int, stable: tuple[int, ...]) -> Adoption:
         return Adoption(True, Session(stable, 0), tuple(0 for _ in stable))  # drops the session's writes
 
-    monkeypatch.setattr(engine, "adopt", forgetful)
+    monkeypatch.setattr(clients, "adopt", forgetful)
     _, result = _long_crash_run()
     assert result.history is not None
     names = {a.name for a in check_history(result.history).anomalies}
@@ -225,14 +220,14 @@ def test_a_failover_that_forgets_the_session_is_caught(monkeypatch: pytest.Monke
 
 def test_a_slow_servers_backlog_is_served_at_full_speed_once_it_recovers() -> None:
     simulation = Simulation(SMALL)
-    simulation._push(START_US + 50_000, 5, 0, lambda: simulation._slow(1, 100_000, 20_000))
+    simulation.world.at(START_US + 50_000, lambda: simulation.nemesis.slow(1, 100_000, 20_000))
     backlog: list[int] = []
 
     def probe(into: list[int]) -> None:
-        into.append(simulation.busy_until[1] - simulation.now)
+        into.append(simulation.world.busy_until[1] - simulation.world.now)
 
-    simulation._push(START_US + 149_999, 5, 0, lambda: probe(backlog))
-    simulation._push(START_US + 150_001, 5, 0, lambda: probe(backlog))
+    simulation.world.at(START_US + 149_999, lambda: probe(backlog))
+    simulation.world.at(START_US + 150_001, lambda: probe(backlog))
     result = simulation.run()
     assert "recover dc0/p1" in [f.description for f in result.faults]
     before, after = backlog
@@ -243,15 +238,15 @@ def test_a_slow_servers_backlog_is_served_at_full_speed_once_it_recovers() -> No
 
 def test_held_messages_keep_fifo_order_on_repair() -> None:
     simulation = Simulation(replace(SMALL, num_clients=3))
-    simulation.pair_down[(0, 1)] += 1
-    simulation.now = START_US
+    network = simulation.world.network
+    network.cut_link(0, 1)
+    assert simulation.world.now == START_US
     for number in range(5):
-        simulation._send(0, 2, Heartbeat(simulation.servers[0].id, number))
-    assert len(simulation.held[2]) == 5
-    simulation.pair_down[(0, 1)] -= 1
-    simulation._release_held()
-    delivered = sorted((at, seq, payload) for at, seq, kind, target, payload in simulation.heap if target == 2
-                       and isinstance(payload, Heartbeat))
+        network.send(0, 2, Heartbeat(simulation.world.servers[0].id, number))
+    assert len(network.held[2]) == 5
+    network.repair_link(0, 1)
+    delivered = sorted((at, seq, payload) for at, seq, kind, target, payload in simulation.world.heap
+                       if target == 2 and isinstance(payload, Heartbeat))
     assert [p.timestamp for _, _, p in delivered] == [0, 1, 2, 3, 4]
 
 

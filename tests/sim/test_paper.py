@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from okapikv.core.deployment import PAPER_WAN_MS
 from okapikv.sim import SimConfig, Simulation
-from okapikv.sim.config import PAPER_MIX, PAPER_WAN_MS
+from okapikv.sim.config import PAPER_MIX
 from okapikv.sim.engine import SimResult
 
 BASE = SimConfig(num_partitions=8, num_clients=12, duration_s=0.5, clock_skew_ms=10, mix=PAPER_MIX,

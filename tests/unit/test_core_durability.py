@@ -1,28 +1,30 @@
 """The core's durability hooks (docs/protocol.md): the change log, restore, catch-up after a restart, the GC
 floor that keeps the catch-up log, snapshot-read expiry, and the session-move rule.
 
-Servers are driven by hand with explicit clock readings, like ``test_server_replication``; the last
-test crashes a server of the in-memory harness (losing its link queues), restores it from the
-changes it reported, and checks that catch-up delivers what was lost and that nothing converges
-wrongly.
+Servers are driven by hand with explicit clock readings, like ``test_server_replication``; the
+crash tests crash a server of the simulator's deterministic world (``okapikv.sim.world.World.fixed``:
+losing its memory and link queues), restore it from the changes it reported (or from nothing, when
+its disk is lost), and check that catch-up (or repair) delivers what was lost and that nothing
+converges wrongly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import pytest
-from harness import Harness
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
+    ClientReply,
     Effect,
     ErrorReply,
     GetReply,
     GetRequest,
     Heartbeat,
+    Message,
     PutRequest,
     ReadItem,
     ReadTxReply,
@@ -46,6 +48,8 @@ from okapikv.core.partitioning import partition_of
 from okapikv.core.server import Changes, PartitionServer, Repair
 from okapikv.core.session import adopt
 from okapikv.core.timestamps import pack
+from okapikv.sim.caller import Caller
+from okapikv.sim.world import World
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
 
@@ -139,9 +143,9 @@ class TestChangeLog:
         restored = make(num_dcs=2)
         store = replay(log)
         restored.restore(every_version(store), vv=last.vv,
-                         stable=last.stable, gsv=last.gsv, horizon=last.horizon, clock_floor=pack(T0 + 1))
+                         stable=last.stable, gsv=last.gsv, horizon=last.horizon, hlc_floor=pack(T0 + 1))
         assert chains(restored.store) == chains(original.store)
-        assert restored.clock >= pack(T0 + 1) > issued
+        assert restored.hlc >= pack(T0 + 1) > issued
         # The clock is behind the floor (a crash right after the bound was written): still above.
         reply = restored.handle(PutRequest(99, b"k0", b"new", fresh()), T0 - 500)[0]
         assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
@@ -150,7 +154,7 @@ class TestChangeLog:
 
     def test_restore_refuses_vectors_of_another_cluster_size(self) -> None:
         with pytest.raises(ValueError, match="entries"):
-            make(num_dcs=2).restore([], vv=(0,), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), clock_floor=0)
+            make(num_dcs=2).restore([], vv=(0,), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=0)
 
 
 # ====================================================================== catch-up
@@ -178,7 +182,7 @@ class TestCatchUp:
         batches = [s.message for s in effects if isinstance(s.message, ReplicateBatch)]
         sent = [u.timestamp for batch in batches for u in batch.updates]
         assert sent == stamps[1:]  # local versions only, above ``after``, in timestamp order
-        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.clock, pack(T0 + 50))
+        assert effects[-1].message == CatchUpReply(ServerId(0, 0), 4, origin.hlc, pack(T0 + 50))
         assert all(s.destination == ServerId(1, 0) for s in effects)
 
     def test_a_restarted_requester_is_asked_back_but_not_a_replica_that_asked_back(self) -> None:
@@ -213,7 +217,7 @@ class TestCatchUp:
         request = sends(server.start_catch_up())[0].message
         assert isinstance(request, CatchUpRequest)
         server.handle(CatchUpReply(ServerId(1, 0), request.request_id, pack(5), pack(T0 + 900)), T0)
-        assert server.clock >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
+        assert server.hlc >= pack(T0 + 900) and server.stats.replica_knows_clock == pack(T0 + 900)
         reply = server.handle(PutRequest(1, b"k", b"v", fresh()), T0)[0]
         assert isinstance(reply, Respond) and isinstance(reply.reply, WriteReply)
         assert reply.reply.timestamp > pack(T0 + 900)  # never a timestamp the replica already holds
@@ -223,7 +227,7 @@ class TestCatchUp:
         assert server.handle(CatchUpRequest(ServerId(1, 1), 1, 0, True), T0) == []
         assert server.handle(CatchUpReply(ServerId(0, 1), 1, pack(5)), T0) == []
         assert server.handle(ReplicaProgress(ServerId(1, 1), (pack(9), 0)), T0) == []
-        assert server.vv == [0, 0] and server._peer_progress == {}
+        assert server.vv == [0, 0] and server.gc._peer_progress == {}
 
 
 # ====================================================================== GC keeps the catch-up log
@@ -310,7 +314,7 @@ def test_a_slice_reply_for_the_previous_incarnation_is_not_taken_for_a_new_read(
     stale = SliceReply(peer, first[0].tx_id, (ReadItem(old_key, b"old snapshot", pack(5), 0, None),))
     new = PartitionServer(config)
     # the floor a durable driver persists is above the clock and the time it last saw (group_commit)
-    new.restore((), vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon, clock_floor=pack(T0 + 1))
+    new.restore((), vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon, hlc_floor=pack(T0 + 1))
     now = T0 + 1_000
     slices = [s.message for s in sends(new.handle(ReadTxRequest(2, (new_key,), fresh(1)), now))]
     assert len(slices) == 1 and isinstance(slices[0], TxSlice) and slices[0].tx_id > first[0].tx_id
@@ -344,59 +348,76 @@ class TestAdopt:
             adopt(Session((0,), 0), from_dc=0, here_dc=0, stable=(0, 0))
 
 
-# ====================================================================== crash, restore, catch up (harness)
+# ====================================================================== crash, restore, catch up (world)
 
 
-class CrashingHarness(Harness):
-    """The harness with a disk: every call's changes are written at once (as the driver does before
-    releasing effects), and ``crash_and_restart`` loses the server's memory and link queues."""
+class DiskServer(PartitionServer):
+    """A partition server with a disk: every call's changes are written at once (as the durable
+    driver does before releasing effects), with the vectors of the last call."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.disk: dict[ServerId, list[Change]] = {sid: [] for sid in self.servers}
-        self.last: dict[ServerId, Changes] = {}
-        for server in self.servers.values():
-            server.track_changes = True
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__(config)
+        self.track_changes = True
+        self.disk: list[Change] = []
+        self.last = self.drain_changes()
 
-    def _apply(self, source: ServerId, effects: list[Send | Respond]) -> None:  # type: ignore[override]
-        changes = self.servers[source].drain_changes()
-        self.disk[source] += changes.store
-        self.last[source] = changes
-        super()._apply(source, effects)
+    def _write_to_disk(self) -> None:
+        self.last = self.drain_changes()
+        self.disk += self.last.store
 
-    def crash_and_restart(self, server_id: ServerId) -> PartitionServer:
-        self._queue = [event for event in self._queue if getattr(event.message, "source", None) != server_id]
-        self._held = {link: held for link, held in self._held.items() if link[0] != server_id}
-        old = self.servers[server_id]
-        new = PartitionServer(old.config)
-        store = replay(self.disk[server_id])
-        last = self.last[server_id]
-        new.restore(every_version(store), vv=last.vv,
-                    stable=last.stable, gsv=last.gsv, horizon=last.horizon, clock_floor=old.clock + 1)
-        new.track_changes = True
-        self.servers[server_id] = new
-        self._apply(server_id, new.start_catch_up())
-        return new
+    def handle(self, message: Message, now_us: int) -> list[Effect]:
+        effects = super().handle(message, now_us)
+        self._write_to_disk()
+        return effects
+
+    def on_timer(self, now_us: int) -> list[Effect]:
+        effects = super().on_timer(now_us)
+        self._write_to_disk()
+        return effects
+
+    def start_catch_up(self, repair: Repair | None = None) -> list[Effect]:
+        effects = super().start_catch_up(repair)
+        self._write_to_disk()
+        return effects
+
+
+def disk_world(num_dcs: int, protocol: str, wan_us: int | list[list[int]]) -> World:
+    """DCs of one partition each, servers with disks; true time starts at 1000 s so clocks may be
+    set back."""
+    return World.fixed(num_dcs, 1, protocol, wan_us=wan_us, start_us=1_000_000_000, server_factory=DiskServer)
+
+
+def crash_and_restart(world: World, server_id: ServerId) -> PartitionServer:
+    """``kill -9`` (the memory and the link queues are lost), then a restart from what its disk holds."""
+    index = world.index(server_id)
+    old = world.servers[index]
+    assert isinstance(old, DiskServer)
+    world.crash(index)
+    new = DiskServer(old.config)
+    last = old.last
+    new.restore(every_version(replay(old.disk)), vv=last.vv,
+                stable=last.stable, gsv=last.gsv, horizon=last.horizon, hlc_floor=old.hlc + 1)
+    new.disk = old.disk
+    return world.restart(index, server=new)
 
 
 @pytest.mark.parametrize("protocol", ["okapi", "cure"])
 def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) -> None:
-    harness = CrashingHarness(2, 1, protocol, inter_dc_delay_us=20_000)
-    writer = harness.client(0)
-    harness.run_for(50_000)
+    world = disk_world(2, protocol, 20_000)
+    writer = Caller(world, 0)
+    world.advance(50_000)
     writer.put(b"early", b"1")
-    harness.run_for(100_000)
-    harness.cut(0, 1)  # what DC 0 sends now waits in its link queue...
+    world.advance(100_000)
+    world.network.cut_link(0, 1)  # what DC 0 sends now waits in its link queue...
     for index in range(5):
         writer.put(b"k%d" % index, b"v%d" % index)
-    harness.run_for(30_000)
-    origin = harness.crash_and_restart(ServerId(0, 0))  # ...and is lost with the process
-    harness.repair(0, 1)
-    replica = harness.servers[ServerId(1, 0)]
+    world.advance(30_000)
+    origin = crash_and_restart(world, ServerId(0, 0))  # ...and is lost with the process
+    world.network.repair_link(0, 1)
+    replica = world.server(ServerId(1, 0))
     checks = 0
-    deadline = harness.time_us + 2_000_000
-    while harness.time_us < deadline:
-        harness.step(deadline)
+    deadline = world.now + 2_000_000
+    while world.step(deadline):
         missing = [index for index in range(5) if not replica.store.versions(b"k%d" % index)]
         if missing:
             # The gap must never be declared received: vv[0] stays below the first missing update.
@@ -406,8 +427,8 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
     assert checks > 0
     for index in range(5):
         assert [v.value for v in replica.store.versions(b"k%d" % index)][-1] == b"v%d" % index
-    reader = harness.client(1)
-    assert reader.get(b"k4") == b"v4"  # stable (visible) in DC 1 once caught up
+    reader = Caller(world, 1)
+    assert value(reader.get(b"k4")) == b"v4"  # stable (visible) in DC 1 once caught up
     assert replica.catching_up == () and origin.catching_up == ()
 
 
@@ -437,97 +458,96 @@ def test_a_get_is_unaffected_by_tracking() -> None:
 # ====================================================================== repair after a lost disk
 
 
-def lose_disk_and_repair(harness: CrashingHarness, server_id: ServerId,
-                         salvaged: tuple[tuple[bytes, Version], ...] = (), clock_floor: int = 0) -> PartitionServer:
-    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``clock_floor``), then a
-    restart in repair mode (``okapikv.storage.recovery`` restores nothing and passes ``Repair``)."""
-    harness._queue = [event for event in harness._queue if getattr(event.message, "source", None) != server_id]
-    harness._held = {link: held for link, held in harness._held.items() if link[0] != server_id}
-    new = PartitionServer(harness.servers[server_id].config)
+def lose_disk_and_repair(world: World, server_id: ServerId, salvaged: tuple[tuple[bytes, Version], ...] = (),
+                         hlc_floor: int = 0, clock_step_us: int = 0) -> PartitionServer:
+    """``kill -9`` and a new, empty disk (the clock bound lost with it: ``hlc_floor``), on a machine
+    whose clock is ``clock_step_us`` off, then a restart in repair mode (``okapikv.storage.recovery``
+    restores nothing and passes ``Repair``)."""
+    index = world.index(server_id)
+    world.crash(index)
+    new = DiskServer(world.servers[index].config)
     zeros = (0,) * new.num_dcs
-    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, clock_floor=clock_floor)
-    new.track_changes = True
-    harness.servers[server_id] = new
-    harness.disk[server_id] = []
-    harness._apply(server_id, new.start_catch_up(Repair(salvaged)))
-    return new
+    new.restore((), vv=zeros, stable=zeros, gsv=zeros, horizon=zeros, hlc_floor=hlc_floor)
+    return world.restart(index, server=new, repair=Repair(salvaged), clock_step_us=clock_step_us)
 
 
-def run_until(harness: Harness, condition: Callable[[], bool], limit_us: int = 3_000_000) -> None:
-    deadline = harness.time_us + limit_us
-    while not condition():
-        assert harness.step(deadline), "condition not met in time"
+def value(reply: ClientReply) -> bytes | None:
+    assert isinstance(reply, GetReply), reply
+    return reply.value
 
 
 class TestRepair:
     @pytest.mark.parametrize("protocol", ["okapi", "cure", "gentlerain"])
     def test_a_lost_disk_comes_back_from_the_replicas_and_no_timestamp_is_reissued(self, protocol: str) -> None:
-        harness = CrashingHarness(3, 1, protocol, inter_dc_delay_us=10_000)
-        mine, theirs = harness.client(0), harness.client(1)
-        harness.run_for(50_000)
+        world = disk_world(3, protocol, 10_000)
+        mine, theirs = Caller(world, 0), Caller(world, 1)
+        world.advance(50_000)
         for index in range(5):
             mine.put(b"m%d" % index, b"v%d" % index)
         mine.delete(b"m0")
         theirs.put(b"t", b"theirs")
-        harness.run_for(300_000)
-        harness.skew_us[ServerId(0, 0)] = -2_000_000  # the new machine's clock is 2 s behind
-        repaired = lose_disk_and_repair(harness, ServerId(0, 0))  # and the clock bound is lost: floor 0
-        others = [harness.servers[ServerId(dc, 0)] for dc in (1, 2)]
+        world.advance(300_000)
+        # the new machine's clock is 2 s behind, and the clock bound is lost: floor 0
+        repaired = lose_disk_and_repair(world, ServerId(0, 0), clock_step_us=-2_000_000)
+        others = [world.server(ServerId(dc, 0)) for dc in (1, 2)]
         # Every timestamp of DC 0 some other server holds (updates it received, promises it was made).
         newest = max(max(server.vv[0] for server in others),
                      *(v.timestamp for server in others for _, v in every_version(server.store) if v.source_dc == 0))
         assert repaired.repairing == "fetching" and repaired.catching_up == (1, 2)
-        refused = repaired.handle(GetRequest(1, b"m1", fresh(3)), harness.clock(ServerId(0, 0)))
+        refused = repaired.handle(GetRequest(1, b"m1", fresh(3)), world.read_clock(0))
         assert isinstance(refused[0], Respond) and isinstance(refused[0].reply, ErrorReply)
         assert refused[0].reply.code == "UNAVAILABLE" and "repairing" in refused[0].reply.message
-        run_until(harness, lambda: repaired.repairing != "fetching")
-        assert repaired.clock >= newest  # as soon as every replica answered
-        run_until(harness, lambda: repaired.repairing is None)
+        world.run_until(lambda: repaired.repairing != "fetching", 3_000_000)
+        assert repaired.hlc >= newest  # as soon as every replica answered
+        world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert repaired.stats.repair_local_received > 0
-        assert [mine.get(b"m%d" % index) for index in range(5)] == [None, b"v1", b"v2", b"v3", b"v4"]
-        assert mine.get(b"t") == b"theirs"
-        harness.client(0).put(b"after", b"repair")  # a new session: no dependency lifts its timestamp
+        assert [value(mine.get(b"m%d" % index)) for index in range(5)] == [None, b"v1", b"v2", b"v3", b"v4"]
+        assert value(mine.get(b"t")) == b"theirs"
+        Caller(world, 0).put(b"after", b"repair")  # a new session: no dependency lifts its timestamp
         assert repaired.store.versions(b"after")[-1].timestamp > newest
-        other = harness.servers[ServerId(1, 0)]
-        run_until(harness, lambda: bool(other.store.versions(b"after")))  # its replicas take it (not a duplicate)
-        assert harness.client(1).get(b"m3") == b"v3"
+        other = world.server(ServerId(1, 0))
+        # its replicas take it (not a duplicate)
+        world.run_until(lambda: bool(other.store.versions(b"after")), 3_000_000)
+        assert value(Caller(world, 1).get(b"m3")) == b"v3"
 
     def test_a_write_that_reached_one_replica_reaches_the_others_through_the_repaired_server(self) -> None:
         # DC 2 answers last: DC 1's request back reaches the repaired server while it still fetches.
         delays = [[0, 10_000, 30_000], [10_000, 0, 10_000], [30_000, 10_000, 0]]
-        harness = CrashingHarness(3, 1, "okapi", inter_dc_delay_us=delays)
-        writer = harness.client(0)
-        harness.run_for(50_000)
+        world = disk_world(3, "okapi", delays)
+        writer = Caller(world, 0)
+        world.advance(50_000)
         writer.put(b"both", b"1")
-        harness.run_for(200_000)
-        harness.cut(0, 1)
+        world.advance(200_000)
+        world.network.cut_link(0, 1)
         writer.put(b"only-c", b"2")  # reaches DC 2, waits for DC 1 in the link queue that dies
-        harness.run_for(100_000)
-        repaired = lose_disk_and_repair(harness, ServerId(0, 0), clock_floor=pack(harness.time_us))
-        harness.repair(0, 1)
-        run_until(harness, lambda: repaired.repairing is None)
+        world.advance(100_000)
+        repaired = lose_disk_and_repair(world, ServerId(0, 0), hlc_floor=pack(world.now))
+        world.network.repair_link(0, 1)
+        world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert [v.value for v in repaired.store.versions(b"only-c")] == [b"2"]
-        dc1 = harness.servers[ServerId(1, 0)]
-        run_until(harness, lambda: bool(dc1.store.versions(b"only-c")) and dc1.catching_up == ())
-        assert harness.client(1).get(b"only-c") == b"2"
+        dc1 = world.server(ServerId(1, 0))
+        world.run_until(lambda: bool(dc1.store.versions(b"only-c")) and dc1.catching_up == (), 3_000_000)
+        assert value(Caller(world, 1).get(b"only-c")) == b"2"
 
     def test_salvaged_local_versions_are_kept_only_where_no_replica_has_them(self) -> None:
-        harness = CrashingHarness(2, 1, "okapi", inter_dc_delay_us=10_000)
-        writer = harness.client(0)
-        harness.run_for(50_000)
+        world = disk_world(2, "okapi", 10_000)
+        writer = Caller(world, 0)
+        world.advance(50_000)
         writer.put(b"replicated", b"1")
-        harness.run_for(200_000)
-        harness.cut(0, 1)
+        world.advance(200_000)
+        world.network.cut_link(0, 1)
         writer.put(b"stranded", b"2")  # never leaves DC 0
-        harness.run_for(50_000)
-        salvaged = tuple((key, version) for key, version, inserted in harness.disk[ServerId(0, 0)] if inserted)
-        repaired = lose_disk_and_repair(harness, ServerId(0, 0), salvaged, clock_floor=pack(harness.time_us))
-        harness.repair(0, 1)
-        run_until(harness, lambda: repaired.repairing is None)
+        world.advance(50_000)
+        crashed = world.server(ServerId(0, 0))
+        assert isinstance(crashed, DiskServer)
+        salvaged = tuple((key, version) for key, version, inserted in crashed.disk if inserted)
+        repaired = lose_disk_and_repair(world, ServerId(0, 0), salvaged, hlc_floor=pack(world.now))
+        world.network.repair_link(0, 1)
+        world.run_until(lambda: repaired.repairing is None, 3_000_000)
         assert repaired.stats.repair_local_kept == 1  # "stranded"; "replicated" came back from DC 1
-        assert writer.get(b"stranded") == b"2" and writer.get(b"replicated") == b"1"
-        dc1 = harness.servers[ServerId(1, 0)]
-        run_until(harness, lambda: bool(dc1.store.versions(b"stranded")))
+        assert value(writer.get(b"stranded")) == b"2" and value(writer.get(b"replicated")) == b"1"
+        dc1 = world.server(ServerId(1, 0))
+        world.run_until(lambda: bool(dc1.store.versions(b"stranded")), 3_000_000)
 
     def test_slices_wait_and_plain_requests_are_answered_after_the_fetch(self) -> None:
         server = make(dc=0, num_dcs=2)
@@ -545,7 +565,7 @@ class TestRepair:
                    if not isinstance(s.message, Heartbeat)]
         assert [type(s.message) for s in effects] == [ReplicateBatch, CatchUpReply]  # the deferred answer
         batch = effects[0].message
-        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.clock >= pack(T0 - 10)
+        assert isinstance(batch, ReplicateBatch) and batch.updates[0].key == b"k" and server.hlc >= pack(T0 - 10)
         assert server.repairing == "settling"
         server.on_timer(T0 + 1)
         assert server.repairing is None

@@ -54,6 +54,11 @@ def test_walk_finds_every_core_module() -> None:
     names = {name for name, _ in core_modules()}
     assert {
         "okapikv.core.server",
+        "okapikv.core.state",
+        "okapikv.core.stabilization",
+        "okapikv.core.reads",
+        "okapikv.core.catchup",
+        "okapikv.core.gc",
         "okapikv.core.timestamps",
         "okapikv.core.mvstore",
         "okapikv.core.protocols.okapi",

@@ -5,6 +5,8 @@ The DC of the protocol under test is 1 of 3, so "local" and "remote" entries are
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from okapikv.core.mvstore import Version
@@ -51,6 +53,17 @@ class TestRegistry:
         assert make("okapi").raises_clock_on_slice
         assert not make("eventual").raises_clock_on_slice
 
+    @pytest.mark.parametrize("name", ["cure", "eventual", "gentlerain", "okapi"])
+    def test_every_hook_takes_keyword_arguments_only(self, name: str) -> None:
+        hooks = [attribute for attribute in dir(Protocol)
+                 if not attribute.startswith("_") and callable(getattr(Protocol, attribute))]
+        assert {"assign_timestamp", "stored_dv", "replicated_dv", "visible", "snapshot", "slice_wait",
+                "visible_in_snapshot", "on_stabilized", "snapshot_floor"} <= set(hooks)
+        protocol = make(name)
+        for hook in hooks:
+            parameters = inspect.signature(getattr(protocol, hook)).parameters.values()
+            assert all(parameter.kind is inspect.Parameter.KEYWORD_ONLY for parameter in parameters), hook
+
 
 class TestMetadataBytes:
     def test_okapi_and_gentlerain_carry_12_bytes(self) -> None:
@@ -71,13 +84,13 @@ class TestDependencyVectors:
         protocol = make("okapi")
         dv = protocol.stored_dv(dependency=(5, 7, 9), timestamp=100)
         assert dv == (5, 100, 9)
-        assert protocol.replicated_dv(local(100, dv)) is None
+        assert protocol.replicated_dv(version=local(100, dv)) is None
 
     def test_cure_replicates_the_whole_vector(self) -> None:
         protocol = make("cure")
         dv = protocol.stored_dv(dependency=(5, 7, 9), timestamp=100)
         assert dv == (5, 100, 9)
-        assert protocol.replicated_dv(local(100, dv)) == (5, 100, 9)
+        assert protocol.replicated_dv(version=local(100, dv)) == (5, 100, 9)
 
     @pytest.mark.parametrize("name", ["okapi", "cure"])
     def test_vector_without_remote_dependencies_is_stored_as_none(self, name: str) -> None:
@@ -89,20 +102,20 @@ class TestDependencyVectors:
         assert create_protocol(name, dc=0, num_dcs=1).stored_dv(dependency=(7,), timestamp=100) is None
         version = local(100)
         assert version.dependency_vector(M) == (0, 100, 0)
-        assert protocol.visible_in_snapshot(version, (0, 100, 0))
-        assert not protocol.visible_in_snapshot(version, (0, 99, 5))
+        assert protocol.visible_in_snapshot(version=version, snapshot=(0, 100, 0))
+        assert not protocol.visible_in_snapshot(version=version, snapshot=(0, 99, 5))
 
     def test_cure_still_replicates_the_vector_stored_as_none(self) -> None:
         # Cure's wire format is unchanged: the elided vector is spelled out for replication.
         protocol = make("cure")
-        assert protocol.replicated_dv(local(100)) == (0, 100, 0)
-        assert protocol.replicated_dv(remote(50, dc=2)) == (0, 0, 50)
+        assert protocol.replicated_dv(version=local(100)) == (0, 100, 0)
+        assert protocol.replicated_dv(version=remote(50, dc=2)) == (0, 0, 50)
 
     @pytest.mark.parametrize("name", ["gentlerain", "eventual"])
     def test_scalar_protocols_store_no_vector(self, name: str) -> None:
         protocol = make(name)
         assert protocol.stored_dv(dependency=(5, 7, 9), timestamp=100) is None
-        assert protocol.replicated_dv(local(100)) is None
+        assert protocol.replicated_dv(version=local(100)) is None
 
 
 class TestOkapi:
@@ -116,13 +129,13 @@ class TestOkapi:
         assert timestamp == pack(6, 0)
 
     def test_get_sees_local_versions_at_once(self) -> None:
-        assert self.protocol.visible(local(pack(1000)), (0, 0, 0))
+        assert self.protocol.visible(version=local(pack(1000)), stable=(0, 0, 0))
 
     def test_get_sees_remote_versions_once_universally_stable(self) -> None:
         version = remote(pack(50), dc=2)
-        assert not self.protocol.visible(version, (0, 0, pack(49)))
-        assert self.protocol.visible(version, (0, 0, pack(50)))
-        assert not self.protocol.visible(version, (pack(100), pack(100), 0))  # entry of its own source
+        assert not self.protocol.visible(version=version, stable=(0, 0, pack(49)))
+        assert self.protocol.visible(version=version, stable=(0, 0, pack(50)))
+        assert not self.protocol.visible(version=version, stable=(pack(100), pack(100), 0))  # entry of its own source
 
     def test_snapshot_is_usv_with_local_entry_lts(self) -> None:
         usv = (pack(7), pack(3), pack(8))
@@ -134,15 +147,15 @@ class TestOkapi:
 
     def test_local_version_in_snapshot_needs_timestamp_and_dependencies(self) -> None:
         version = local(pack(10), dv=(pack(4), pack(10), pack(6)))
-        assert self.protocol.visible_in_snapshot(version, (pack(4), pack(10), pack(6)))
-        assert not self.protocol.visible_in_snapshot(version, (pack(4), pack(9), pack(6)))
-        assert not self.protocol.visible_in_snapshot(version, (pack(3), pack(20), pack(6)))
-        assert not self.protocol.visible_in_snapshot(version, (pack(4), pack(20), pack(5)))
+        assert self.protocol.visible_in_snapshot(version=version, snapshot=(pack(4), pack(10), pack(6)))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(4), pack(9), pack(6)))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(3), pack(20), pack(6)))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(4), pack(20), pack(5)))
 
     def test_remote_version_in_snapshot_needs_its_source_entry(self) -> None:
         version = remote(pack(10), dc=0)
-        assert self.protocol.visible_in_snapshot(version, (pack(10), 0, 0))
-        assert not self.protocol.visible_in_snapshot(version, (pack(9), pack(100), pack(100)))
+        assert self.protocol.visible_in_snapshot(version=version, snapshot=(pack(10), 0, 0))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(9), pack(100), pack(100)))
 
     def test_on_stabilized_follows_usv_and_never_moves_back(self) -> None:
         stable = (5, 5, 5)
@@ -162,16 +175,16 @@ class TestCure:
         assert self.protocol.assign_timestamp(previous=pack(5), max_dependency=pack(10), now_us=11) == pack(11)
 
     def test_get_sees_local_at_once_and_remote_when_whole_dv_is_stable(self) -> None:
-        assert self.protocol.visible(local(pack(100), dv=(pack(99), pack(100), pack(99))), (0, 0, 0))
+        assert self.protocol.visible(version=local(pack(100), dv=(pack(99), pack(100), pack(99))), stable=(0, 0, 0))
         version = remote(pack(10), dc=0, dv=(pack(10), pack(4), pack(7)))
-        assert self.protocol.visible(version, (pack(10), pack(4), pack(7)))
-        assert not self.protocol.visible(version, (pack(10), pack(4), pack(6)))
-        assert not self.protocol.visible(version, (pack(10), pack(3), pack(7)))
+        assert self.protocol.visible(version=version, stable=(pack(10), pack(4), pack(7)))
+        assert not self.protocol.visible(version=version, stable=(pack(10), pack(4), pack(6)))
+        assert not self.protocol.visible(version=version, stable=(pack(10), pack(3), pack(7)))
 
     def test_remote_version_without_dv_uses_its_timestamp(self) -> None:
         version = remote(pack(10), dc=2)
-        assert self.protocol.visible(version, (0, 0, pack(10)))
-        assert not self.protocol.visible(version, (pack(99), pack(99), pack(9)))
+        assert self.protocol.visible(version=version, stable=(0, 0, pack(10)))
+        assert not self.protocol.visible(version=version, stable=(pack(99), pack(99), pack(9)))
 
     def test_snapshot_is_stable_with_local_entry_max_clock_dt(self) -> None:
         stable = (pack(7), pack(3), pack(8))
@@ -186,9 +199,9 @@ class TestCure:
 
     def test_visible_in_snapshot_checks_whole_dv(self) -> None:
         version = local(pack(10), dv=(pack(4), pack(10), pack(6)))
-        assert self.protocol.visible_in_snapshot(version, (pack(4), pack(10), pack(6)))
-        assert not self.protocol.visible_in_snapshot(version, (pack(4), pack(9), pack(6)))
-        assert not self.protocol.visible_in_snapshot(version, (pack(3), pack(10), pack(6)))
+        assert self.protocol.visible_in_snapshot(version=version, snapshot=(pack(4), pack(10), pack(6)))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(4), pack(9), pack(6)))
+        assert not self.protocol.visible_in_snapshot(version=version, snapshot=(pack(3), pack(10), pack(6)))
 
     def test_on_stabilized_follows_gsv_and_never_moves_back(self) -> None:
         assert self.protocol.on_stabilized(stable=(5, 5, 5), gsv=(7, 3, 6), usv=None) == (7, 5, 6)
@@ -203,12 +216,12 @@ class TestGentleRain:
         assert wait == WaitForClock(11, "put_dependency")
 
     def test_get_sees_local_at_once_and_remote_below_gst(self) -> None:
-        assert self.protocol.visible(local(pack(100)), (0, 0, 0))
+        assert self.protocol.visible(version=local(pack(100)), stable=(0, 0, 0))
         version = remote(pack(10), dc=2)
-        assert self.protocol.visible(version, (pack(10),) * 3)
-        assert not self.protocol.visible(version, (pack(9),) * 3)
+        assert self.protocol.visible(version=version, stable=(pack(10),) * 3)
+        assert not self.protocol.visible(version=version, stable=(pack(9),) * 3)
         # GST is the minimum entry, whatever the source
-        assert not self.protocol.visible(version, (pack(9), pack(50), pack(50)))
+        assert not self.protocol.visible(version=version, stable=(pack(9), pack(50), pack(50)))
 
     def test_snapshot_is_gst_when_it_covers_dt(self) -> None:
         stable = (pack(10),) * 3
@@ -224,10 +237,10 @@ class TestGentleRain:
 
     def test_visible_in_snapshot_is_one_scalar(self) -> None:
         snapshot = (pack(10),) * 3
-        assert self.protocol.visible_in_snapshot(local(pack(10)), snapshot)
-        assert not self.protocol.visible_in_snapshot(local(pack(11)), snapshot)
-        assert self.protocol.visible_in_snapshot(remote(pack(10), dc=2), snapshot)
-        assert not self.protocol.visible_in_snapshot(remote(pack(11), dc=0), snapshot)
+        assert self.protocol.visible_in_snapshot(version=local(pack(10)), snapshot=snapshot)
+        assert not self.protocol.visible_in_snapshot(version=local(pack(11)), snapshot=snapshot)
+        assert self.protocol.visible_in_snapshot(version=remote(pack(10), dc=2), snapshot=snapshot)
+        assert not self.protocol.visible_in_snapshot(version=remote(pack(11), dc=0), snapshot=snapshot)
 
     def test_on_stabilized_is_gst_everywhere_and_never_moves_back(self) -> None:
         assert self.protocol.on_stabilized(stable=(5, 5, 5), gsv=(7, 9, 8), usv=None) == (7, 7, 7)
@@ -250,11 +263,11 @@ class TestEventual:
         assert self.protocol.assign_timestamp(previous=pack(5), max_dependency=pack(100), now_us=6) == pack(6)
 
     def test_everything_is_visible(self) -> None:
-        assert self.protocol.visible(remote(pack(10**6), dc=0), (0, 0, 0))
+        assert self.protocol.visible(version=remote(pack(10**6), dc=0), stable=(0, 0, 0))
         snapshot = self.protocol.snapshot(stable=(0, 0, 0), dt=0, now_us=0)
         assert snapshot == (TOP,) * 3
         assert isinstance(snapshot, tuple)
-        assert self.protocol.visible_in_snapshot(remote(pack(10**6), dc=2), snapshot)
+        assert self.protocol.visible_in_snapshot(version=remote(pack(10**6), dc=2), snapshot=snapshot)
 
     def test_stabilization_changes_nothing(self) -> None:
         assert self.protocol.on_stabilized(stable=(1, 2, 3), gsv=(9, 9, 9), usv=(9, 9, 9)) == (1, 2, 3)

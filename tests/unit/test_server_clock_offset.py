@@ -93,7 +93,7 @@ class TestClientRequests:
         # A restart above a persisted clock bound an hour ahead (the clock stepped back): the
         # server's own HLC is ahead, and a session that read its writes depends on no more than it.
         server = make(num_dcs=1)
-        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), clock_floor=FAR)
+        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), hlc_floor=FAR)
         [first] = replies(server.handle(PutRequest(1, b"k", b"v", Session((0,), 0)), T0))
         assert isinstance(first, WriteReply) and first.timestamp == FAR + 1
         [second] = replies(server.handle(PutRequest(2, b"k", b"w", Session((FAR + 1,), first.timestamp)), T0))
@@ -106,7 +106,7 @@ class TestClientRequests:
         # The 16-bit logical counter fills after 65,535 PUTs; the carry moves on instead of parking
         # every later PUT until the clock catches up (an hour here).
         server = make(num_dcs=1)
-        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), clock_floor=FAR)
+        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), hlc_floor=FAR)
         dt = 0
         for number in range(70_000):
             effects = server.handle(PutRequest(number, b"k", b"v", Session((0,), dt)), T0)
@@ -119,7 +119,7 @@ class TestClientRequests:
     @pytest.mark.parametrize("protocol", ["cure", "gentlerain"])
     def test_a_baseline_write_that_would_wait_past_the_offset_is_refused_not_parked(self, protocol: str) -> None:
         server = make(num_dcs=1, protocol=protocol)
-        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), clock_floor=FAR)
+        server.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), hlc_floor=FAR)
         before = state(server)
         [reply] = replies(server.handle(PutRequest(1, b"k", b"v", Session((0,), 0)), T0))
         assert isinstance(reply, ErrorReply) and reply.code == "OUT_OF_RANGE"
@@ -148,7 +148,7 @@ class TestPeerWatermarks:
         assert server.vv[1] == pack(T0 + 1_000 + OFFSET_US, (1 << 16) - 1)
         server.handle(Heartbeat(ServerId(1, 0), FAR + 2), T0 + 500)  # never backwards
         assert server.vv[1] == pack(T0 + 1_000 + OFFSET_US, (1 << 16) - 1)
-        assert server.clock <= pack(T0 + 1_000)  # the HLC did not move
+        assert server.hlc <= pack(T0 + 1_000)  # the HLC did not move
 
     def test_updates_an_hour_ahead_are_stored_but_the_stable_vector_stays_within_the_offset(self) -> None:
         a, b = make(dc=0), make(dc=1)
@@ -161,7 +161,7 @@ class TestPeerWatermarks:
         assert a.store.version_count == 2
         # Stabilization: the USV never passes this server's clock plus the offset.
         b.vv[1] = FAR
-        a._remote_gsvs[1] = (FAR, FAR)
+        a.stabilization._remote_gsvs[1] = (FAR, FAR)
         a.on_timer(T0 + 300)
         assert a.stable[1] <= pack(T0 + 300 + OFFSET_US, (1 << 16) - 1)
         [reply] = replies(a.handle(GetRequest(1, b"y", session()), T0 + 400))
@@ -197,7 +197,7 @@ class TestSnapshotSlices:
         before = state(slow)
         [answer] = sends(slow.handle(slice_send.message, T0))
         assert isinstance(answer.message, SliceReply) and answer.message.clock_ahead_us == HOUR_US
-        assert state(slow) == before and slow.clock < pack(T0 + 1)
+        assert state(slow) == before and slow.hlc < pack(T0 + 1)
         assert slow.stats.clock_offset_refusals == 1
         [reply] = replies(fast.handle(answer.message, T0 + HOUR_US))
         assert isinstance(reply, ErrorReply) and reply.code == "OUT_OF_RANGE" and reply.request_id == 7
@@ -211,14 +211,14 @@ class TestSnapshotSlices:
         [slice_send] = sends(effects)
         [answer] = sends(other.handle(slice_send.message, T0))
         assert isinstance(answer.message, SliceReply) and answer.message.clock_ahead_us == 0
-        assert other.clock == pack(T0 + 300_000)  # updateClockOnTx
+        assert other.hlc == pack(T0 + 300_000)  # updateClockOnTx
         [reply] = replies(coordinator.handle(answer.message, T0 + 300_000))
         assert isinstance(reply, ReadTxReply)
 
     def test_a_cure_slice_that_would_wait_past_the_offset_is_refused(self) -> None:
         coordinator = make(partition=0, num_dcs=1, num_partitions=2, protocol="cure")
         other = make(partition=1, num_dcs=1, num_partitions=2, protocol="cure")
-        other.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), clock_floor=FAR)
+        other.restore((), vv=(0,), stable=(0,), gsv=(0,), horizon=(0,), hlc_floor=FAR)
         effects = coordinator.handle(ReadTxRequest(7, (key_of(1, 2),), Session((0,), FAR)), T0 + HOUR_US)
         [slice_send] = sends(effects)
         [answer] = sends(other.handle(slice_send.message, T0))

@@ -7,8 +7,9 @@ snapshot are bounded; a read whose client went away is dropped; admission is bou
 and by items; a partition that restarted gets its slices again at once, one that stays silent
 fails the read, and one that keeps talking is waited for up to the read's deadline.
 
-One DC's partitions are wired by hand (``tests/handwired.py``: every slice is delivered at once)
-or driven step by step where the test needs to hold a message back.
+One DC of the simulator's deterministic world (``okapikv.sim.world.World.fixed``, no delay inside
+the DC: every slice is delivered at once) or servers driven step by step where the test needs to
+hold a message back.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
-from handwired import HandWiredDC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,8 +42,11 @@ from okapikv.core.messages import (
     VvReport,
 )
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import SCAN_EXAMINE_FACTOR, PartitionServer
+from okapikv.core.reads import SCAN_EXAMINE_FACTOR
+from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import pack
+from okapikv.sim.caller import Caller
+from okapikv.sim.world import World
 
 PROTOCOLS = ["okapi", "cure", "gentlerain", "eventual"]
 T0 = 1_000_000
@@ -53,7 +56,12 @@ def keys(count: int, prefix: bytes = b"k") -> list[bytes]:
     return [b"%s%04d" % (prefix, index) for index in range(count)]
 
 
-def fill(dc: HandWiredDC, names: Iterable[bytes]) -> dict[bytes, bytes]:
+def one_dc(partitions: int, protocol: str = "okapi", **options: object) -> Caller:
+    """A client session on one DC whose partitions talk without delay (``options``: CoreConfig)."""
+    return Caller(World.fixed(1, partitions, protocol, lan_us=0, **options))
+
+
+def fill(dc: Caller, names: Iterable[bytes]) -> dict[bytes, bytes]:
     model = {}
     for key in names:
         dc.put(key, b"v" + key)
@@ -89,7 +97,7 @@ class TestPaging:
     @pytest.mark.parametrize("partitions", [1, 3])
     def test_a_long_range_comes_in_capped_pages_that_make_up_the_whole_range(self, protocol: str,
                                                                              partitions: int) -> None:
-        dc = HandWiredDC(partitions, protocol, max_scan_items=5)
+        dc = one_dc(partitions, protocol, max_scan_items=5)
         model = fill(dc, keys(37))
         pages = dc.scan_pages(b"k", b"k9999")
         assert pairs(pages) == sorted(model.items())
@@ -104,7 +112,7 @@ class TestPaging:
     def test_keys_at_page_boundaries_are_neither_lost_nor_repeated(self, partitions: int) -> None:
         # The resume key is the last key + b"\x00", the next key in byte order: keys that extend
         # the last one, and the empty-suffix neighbours, must land on the next page exactly once.
-        dc = HandWiredDC(partitions, max_scan_items=1)
+        dc = one_dc(partitions, max_scan_items=1)
         names = [b"a", b"a\x00", b"a\x00\x00", b"a\x01", b"a\xff", b"a\xff\x00", b"b"]
         model = fill(dc, names)
         pages = dc.scan_pages(b"a", b"b")
@@ -114,7 +122,7 @@ class TestPaging:
 
     @pytest.mark.parametrize("partitions", [1, 3])
     def test_deleted_keys_cost_examination_budget_not_a_whole_pass(self, partitions: int) -> None:
-        dc = HandWiredDC(partitions, max_scan_items=2)
+        dc = one_dc(partitions, max_scan_items=2)
         names = keys(60)
         fill(dc, names)
         for key in names[:-1]:
@@ -128,7 +136,7 @@ class TestPaging:
 
     @pytest.mark.parametrize("partitions", [1, 3])
     def test_a_limit_below_the_cap_is_one_page_and_above_it_stops_at_the_limit(self, partitions: int) -> None:
-        dc = HandWiredDC(partitions, max_scan_items=4)
+        dc = one_dc(partitions, max_scan_items=4)
         model = sorted(fill(dc, keys(20)).items())
         [page] = dc.scan_pages(b"k", b"k9999", limit=3)
         assert list(page.items) == model[:3] and page.resume is None  # more keys, but the limit is met
@@ -138,19 +146,19 @@ class TestPaging:
         assert pages[-1].resume is None
 
     def test_the_byte_budget_cuts_a_page_but_always_returns_a_pair(self) -> None:
-        dc = HandWiredDC(1, max_scan_bytes=1_000)
+        dc = one_dc(1, max_scan_bytes=1_000)
         for key in keys(6):
             dc.put(key, b"x" * 400)
         pages = dc.scan_pages(b"k", b"k9999")
         assert [len(page.items) for page in pages] == [2, 2, 2]
-        big = HandWiredDC(1, max_scan_bytes=10)
+        big = one_dc(1, max_scan_bytes=10)
         big.put(b"a", b"y" * 100)
         big.put(b"b", b"y" * 100)
         assert [len(page.items) for page in big.scan_pages(b"a", b"b")] == [1, 1]
 
     @pytest.mark.parametrize("protocol", PROTOCOLS)
     def test_later_pages_read_the_first_pages_snapshot(self, protocol: str) -> None:
-        dc = HandWiredDC(3, protocol, max_scan_items=3)
+        dc = one_dc(3, protocol, max_scan_items=3)
         names = keys(12)
         model = fill(dc, names)
         writes = iter(range(100))
@@ -160,7 +168,7 @@ class TestPaging:
             dc.put(names[-1], b"overwritten%d" % index)  # a key of the last page
             dc.delete(names[-2])
             dc.put(b"k0100%d" % index, b"new")  # a new key inside the range, after every page
-            dc.tick()
+            dc.world.tick()
 
         pages = dc.scan_pages(b"k", b"k9999", between=write_between_pages)
         if protocol == "eventual":  # no snapshots: a scan sees whatever is newest
@@ -168,24 +176,24 @@ class TestPaging:
         assert pairs(pages) == sorted(model.items())
 
     def test_a_snapshot_is_held_between_pages_then_expires(self) -> None:
-        dc = HandWiredDC(2, max_scan_items=2, gc_interval_us=2_000, snapshot_lease_us=100_000)
+        dc = one_dc(2, max_scan_items=2, gc_interval_us=2_000, snapshot_lease_us=100_000)
         names = keys(6)
         model = fill(dc, names)
         first = dc.scan(b"k", b"k9999")
         assert isinstance(first, ScanReply) and first.resume is not None and first.snapshot is not None
-        coordinator = dc.servers[0]
+        coordinator = dc.world.servers[0]
         assert coordinator.snapshot_leases == 1
         for key in names:
             dc.put(key, b"new")
         for _ in range(200):  # stabilization and GC run many times within the lease
-            dc.tick()
-        assert dc.now_us - T0 < 100_000
+            dc.world.tick()
+        assert dc.world.now - T0 < 100_000
         second = dc.scan(first.resume, b"k9999", snapshot=first.snapshot)
         assert isinstance(second, ScanReply)
         assert list(second.items) == sorted(model.items())[2:4]  # the old values: still readable
-        dc.tick(dc.now_us + 200_000)  # the lease runs out; later rounds collect the old versions
+        dc.world.advance(200_000)  # the lease runs out; later rounds collect the old versions
         for _ in range(50):
-            dc.tick()
+            dc.world.tick()
         assert coordinator.snapshot_leases == 0
         late = dc.scan(second.resume or b"", b"k9999", snapshot=second.snapshot)
         assert isinstance(late, ErrorReply) and late.code == "ABORTED"
@@ -193,10 +201,10 @@ class TestPaging:
         assert coordinator.stats.reads_given_up == 1 and coordinator.pending_reads == 0
 
     def test_the_last_page_lets_go_of_the_lease(self) -> None:
-        dc = HandWiredDC(2, max_scan_items=2)
+        dc = one_dc(2, max_scan_items=2)
         fill(dc, keys(5))
         dc.scan_pages(b"k", b"k9999")
-        assert dc.servers[0].snapshot_leases == 0
+        assert dc.world.servers[0].snapshot_leases == 0
 
     def test_a_snapshot_of_another_dc_is_refused(self) -> None:
         server = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=2, num_partitions=1))
@@ -226,7 +234,7 @@ def test_paged_scans_match_a_dict_at_the_scan_start(partitions: int, cap: int, l
                                                     bounds: tuple[bytes, bytes]) -> None:
     """Whatever the cap, limit and partitions, and whatever is written between pages, the pages of
     a scan together are the model's range at the scan's start, first ``limit`` pairs."""
-    dc = HandWiredDC(partitions, max_scan_items=cap, gc_interval_us=2_000, gc_budget=3)
+    dc = one_dc(partitions, max_scan_items=cap, gc_interval_us=2_000, gc_budget=3)
     model: dict[bytes, bytes] = {}
 
     def apply(key: bytes, value: bytes | None) -> None:
@@ -248,7 +256,7 @@ def test_paged_scans_match_a_dict_at_the_scan_start(partitions: int, cap: int, l
     def write() -> None:
         for key, value in later:
             apply(key, value)
-            dc.tick()
+            dc.world.tick()
             return
 
     if start > end:

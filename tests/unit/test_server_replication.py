@@ -236,7 +236,7 @@ class TestHeartbeat:
     def test_advances_the_local_clock(self) -> None:
         server = make()
         server.on_timer(T0)
-        assert server.clock >= pack(T0)
+        assert server.hlc >= pack(T0)
 
     def test_carries_an_hlc_that_is_ahead_of_the_physical_clock(self) -> None:
         server = make()
@@ -559,7 +559,7 @@ class TestWaits:
         [reply] = replies(okapi.handle(ReadTxRequest(2, (b"k",), session(1, dt=snapshot_time)), T0 + 10))
         assert isinstance(reply, ReadTxReply) and reply.values == (b"v",)
         assert okapi.stats.waits == {}
-        assert okapi.clock >= snapshot_time  # updateClockOnTx
+        assert okapi.hlc >= snapshot_time  # updateClockOnTx
         [later] = replies(okapi.handle(PutRequest(3, b"k", b"w", session(1)), T0 + 11))
         assert isinstance(later, WriteReply) and later.timestamp > snapshot_time
 
@@ -611,7 +611,7 @@ class TestGarbageCollection:
     def test_each_gc_interval_budget_is_spent_in_slices(self) -> None:
         """GC_SLICES slices of budget / GC_SLICES keys, one every interval / GC_SLICES: as many keys
         a second as one pass per interval, without one long stall per interval."""
-        from okapikv.core.server import GC_SLICES
+        from okapikv.core.gc import GC_SLICES
 
         server = make(num_dcs=1, gc_interval_us=10_000, gc_budget=20)
         assert GC_SLICES == 10

@@ -217,7 +217,7 @@ def test_recover_loads_a_core_and_restarts_its_clock_at_the_bound(tmp_path: Path
     restored = PartitionServer(config)
     result = recover(restored, store)
     assert (result.versions, result.keys, result.clock_bound_us) == (4, 2, 9_999)
-    assert restored.track_changes and restored.clock == pack(9_999)
+    assert restored.track_changes and restored.hlc == pack(9_999)
     assert [v.value for v in restored.store.versions(b"k1")] == [b"v1", b"v3"]
     store.close()
 
@@ -335,7 +335,7 @@ def test_repair_mode_rebuilds_a_damaged_directory_keeping_its_verified_local_ver
     core, rebuilt, recovered = open_and_recover(core_for, tmp_path, IDENTITY, repair=True, now_us=1_000)
     assert recovered.repair is not None and "fails its checksum" in (recovered.damage or "")
     assert sorted(key for key, _ in recovered.repair.salvaged) == [b"k0", b"k4"]  # local, verified (k2 is damaged)
-    assert rebuilt.fresh and core.clock >= pack(4_000)  # above the bound that survived
+    assert rebuilt.fresh and core.hlc >= pack(4_000)  # above the bound that survived
     assert {path.name.split(".damaged-")[0] for path in recovered.moved_aside} == {"okapi.sqlite3", "COMMITTED"}
     rebuilt.close()
 
@@ -348,7 +348,7 @@ def test_repair_mode_leaves_an_intact_directory_alone_and_repairs_an_empty_one(t
     assert recovered.repair is None and recovered.versions == 2
     opened.close()
     core, opened, recovered = open_and_recover(core_for, tmp_path / "new-disk", IDENTITY, repair=True, now_us=99)
-    assert recovered.repair is not None and recovered.repair.salvaged == () and core.clock == pack(99)
+    assert recovered.repair is not None and recovered.repair.salvaged == () and core.hlc == pack(99)
     opened.close()
 
 

@@ -70,6 +70,7 @@ from typing import Any
 from okapikv.cluster.connections import ConnectionSettings
 from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
+from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.protocols import protocol_names
 from okapikv.tls import TlsConfig
 
@@ -84,11 +85,10 @@ DEFAULT_MAX_MESSAGE_BYTES = 64 << 20
 DEFAULT_MAX_CLOCK_OFFSET_MS = 500.0
 MESSAGE_OVERHEAD_BYTES = 64 << 10
 
-# One-way delays between the paper's AWS regions, in ms: roughly half of public inter-region RTTs.
+# One-way delays between the paper's AWS regions, in ms (``okapikv.core.deployment``).
 REALISTIC_WAN_MS: dict[frozenset[str], float] = {
-    frozenset({"oregon", "virginia"}): 35.0,
-    frozenset({"oregon", "ireland"}): 65.0,
-    frozenset({"virginia", "ireland"}): 38.0,
+    frozenset({a, b}): PAPER_WAN_MS[i][j]
+    for i, a in enumerate(PAPER_DC_NAMES) for j, b in enumerate(PAPER_DC_NAMES) if i < j
 }
 DEFAULT_REALISTIC_WAN_MS = 50.0
 
@@ -665,9 +665,8 @@ def _listener_problems(
 
 
 def realistic_wan_ms(dcs: Sequence[str]) -> tuple[tuple[float, ...], ...]:
-    """One-way delays for the paper's regions: oregon-virginia 35 ms, oregon-ireland 65 ms,
-    virginia-ireland 38 ms (about half of public AWS inter-region round-trip times); any pair
-    involving another DC name gets 50 ms."""
+    """One-way delays for the paper's regions (``okapikv.core.deployment``: about half of public AWS
+    inter-region round-trip times); any pair involving another DC name gets 50 ms."""
     return tuple(
         tuple(
             0.0 if a == b else REALISTIC_WAN_MS.get(frozenset({a, b}), DEFAULT_REALISTIC_WAN_MS) for b in dcs
@@ -684,7 +683,7 @@ LOCAL_HEARTBEAT_INTERVAL_MS = 5.0
 
 
 def local_cluster(
-    dcs: Sequence[str] = ("oregon", "virginia", "ireland"),
+    dcs: Sequence[str] = PAPER_DC_NAMES,
     partitions: int = 2,
     protocol: str = "okapi",
     wan: float | str = "realistic",

@@ -22,6 +22,7 @@ and a ``Heartbeat`` never overtakes an update at or below its timestamp (Okapi s
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
+from enum import StrEnum
 from typing import Any, NamedTuple, TypeVar, dataclass_transform
 
 from okapikv.core.vectors import Vector
@@ -201,12 +202,27 @@ class ScanReply:
 OVERLOADED = "overloaded: "
 
 
+class ErrorCode(StrEnum):
+    """Why a request failed: a gRPC status name (the value is the name, as it travels in the
+    Pipeline stream's ``Error.code``; ``okapikv.wire.status`` maps each to its gRPC status code).
+    The core refuses with the first five; the drivers with any (a full disk, a misrouted key, ...)."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"  # malformed or over a limit: retrying cannot help
+    OUT_OF_RANGE = "OUT_OF_RANGE"  # a timestamp beyond the maximum clock offset
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # over a limit on load (with OVERLOADED: retry later) or space
+    ABORTED = "ABORTED"  # a snapshot read's snapshot fell below the GC horizon: start over
+    UNAVAILABLE = "UNAVAILABLE"  # repairing, shutting down, or a snapshot read timed out: retry
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"  # a single-key request reached a partition not holding the key
+    DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # a connection's input did not arrive in time
+    INTERNAL = "INTERNAL"  # the server failed on the request
+
+
 @message
 class ErrorReply:
-    """The request was refused and changed nothing. ``code`` is a gRPC-style status name."""
+    """The request was refused and changed nothing."""
 
     request_id: int
-    code: str
+    code: ErrorCode
     message: str
 
 
@@ -231,7 +247,7 @@ class Update:
 class ReplicateBatch:
     """Updates from one replica to another, in timestamp order over a FIFO link. ``gsv``: the
     sender DC's GSV, when it changed since the replicas last got it (Okapi's USV round rides on
-    the replication stream; see ``PartitionServer._take_gsv``)."""
+    the replication stream; see ``okapikv.core.stabilization.UsvOnStream``)."""
 
     source: ServerId
     updates: tuple[Update, ...]

@@ -16,13 +16,14 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from okapikv.core.deployment import PAPER_DC_NAMES
 from okapikv.fuzz.cluster import Target, connected_cluster, local_cluster
 from okapikv.fuzz.errors import FuzzError
 from okapikv.fuzz.kill import KILL_AT_FRACTION, KILL_DOWN_S, PartitionKiller, kill_lines, parse_partitions
 from okapikv.fuzz.plan import KEYS_PER_CLIENT, MIX, Plan, make_plan
 from okapikv.fuzz.run import Outcome, run_plan
 
-DEFAULT_DCS = ("oregon", "virginia", "ireland")
+DEFAULT_DCS = PAPER_DC_NAMES
 DEFAULT_PARTITIONS = 2
 
 

@@ -36,6 +36,7 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
+from okapikv.core.messages import ErrorCode
 from okapikv.server.admission import ADMISSION_RETRY_S
 from okapikv.server.budgets import BUDGET, ConnectionInput
 from okapikv.server.inbound import InboundLink, LinkRefused, PeerIntake
@@ -89,7 +90,7 @@ class NativeConnection(asyncio.Protocol):
         assert connection_input is not None
         if not connection_input.progress(len(frames), decoder.pending_bytes):
             self._refuse(connection_input.refuse_message(decoder.pending_bytes),
-                         reply=decoder.preamble != PEER_MAGIC, code="RESOURCE_EXHAUSTED", event=BUDGET)
+                         reply=decoder.preamble != PEER_MAGIC, code=ErrorCode.RESOURCE_EXHAUSTED, event=BUDGET)
             return
         if decoder.preamble == PEER_MAGIC:
             self._receive_peer_batches(frames)
@@ -195,9 +196,10 @@ class NativeConnection(asyncio.Protocol):
     def _expired(self, event: str, reason: str) -> None:
         """The input guard's sweep found a deadline passed (``okapikv.server.budgets``)."""
         if self._transport is not None and not self._transport.is_closing():
-            self._refuse(reason, reply=self._decoder.preamble != PEER_MAGIC, code="DEADLINE_EXCEEDED", event=event)
+            self._refuse(reason, reply=self._decoder.preamble != PEER_MAGIC, code=ErrorCode.DEADLINE_EXCEEDED,
+                         event=event)
 
-    def _refuse(self, reason: str, *, reply: bool = True, code: str = "INVALID_ARGUMENT",
+    def _refuse(self, reason: str, *, reply: bool = True, code: ErrorCode = ErrorCode.INVALID_ARGUMENT,
                 event: str = "native_refused") -> None:
         """Log and close; ``reply``: first tell a client why, as an id-0 error result. ``event``:
         what the log line's event says (``native_refused``, counted here, for broken framing; the

@@ -63,6 +63,7 @@ from okapikv.core.messages import (
     ClientRequest,
     DeleteRequest,
     Effect,
+    ErrorCode,
     ErrorReply,
     GetRequest,
     Message,
@@ -255,7 +256,7 @@ class PartitionNode:
         ahead of the clock by more than the maximum offset plus the bound's lead: the clock stepped
         back since the last run (or was ahead then). Timestamps must continue above the bound, so
         this server's writes run ahead of every other clock until its own catches up."""
-        ahead_us = physical_of(self.core.clock) - self.clock.now_us()
+        ahead_us = physical_of(self.core.hlc) - self.clock.now_us()
         self.clock_ahead_at_start_us = max(0, ahead_us)
         max_offset_us = self.core.config.max_clock_offset_us
         if ahead_us <= max_offset_us + DEFAULT_CLOCK_LEAD_US:
@@ -279,7 +280,7 @@ class PartitionNode:
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=self._space)
-            self._committer.open(self.core.clock, self.clock.now_us())
+            self._committer.open(self.core.hlc, self.clock.now_us())
         # What a replica holds of this DC at or above this clock reading was announced by this
         # incarnation (its first heartbeats can reach a replica before that replica answers the
         # catch-up request): only what lies below it can be a lost earlier incarnation's.
@@ -297,11 +298,11 @@ class PartitionNode:
         if self._committer is not None:
             # The last groups, then a final clock bound just above the last timestamp issued (the
             # core is not called any more), so a clean restart does not wait out the bound's lead.
-            await self._committer.close(self.core.clock)
+            await self._committer.close(self.core.hlc)
         await asyncio.gather(*(link.close() for link in self._links.values()), return_exceptions=True)
         for entry in list(self._waiting.values()):
             if isinstance(entry, asyncio.Future) and not entry.done():
-                entry.set_result(ErrorReply(0, "UNAVAILABLE", "the server is shutting down"))
+                entry.set_result(ErrorReply(0, ErrorCode.UNAVAILABLE, "the server is shutting down"))
         self._waiting.clear()
 
     # ================================================================ client requests
@@ -316,10 +317,10 @@ class PartitionNode:
         self.client_requests += 1
         problem = self._misrouted(request)
         if problem is not None:
-            return ErrorReply(request_id, "FAILED_PRECONDITION", problem)
+            return ErrorReply(request_id, ErrorCode.FAILED_PRECONDITION, problem)
         full = self._disk_full(request)
         if full is not None:
-            return ErrorReply(request_id, "RESOURCE_EXHAUSTED", full)
+            return ErrorReply(request_id, ErrorCode.RESOURCE_EXHAUSTED, full)
         self._waiting[request_id] = future
         started = time.perf_counter()
         try:
@@ -344,17 +345,17 @@ class PartitionNode:
             request_id = next(self._request_ids)
             converted = operation_request(operation, request_id, num_dcs)
             if converted is None:
-                sink.reject(operation.id, "INVALID_ARGUMENT", "operation names no request")
+                sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
             kind, request = converted
             if check_partition:
                 problem = self._misrouted(request)
                 if problem is not None:
-                    sink.reject(operation.id, "FAILED_PRECONDITION", problem)
+                    sink.reject(operation.id, ErrorCode.FAILED_PRECONDITION, problem)
                     continue
             full = self._disk_full(request)
             if full is not None:
-                sink.reject(operation.id, "RESOURCE_EXHAUSTED", full)
+                sink.reject(operation.id, ErrorCode.RESOURCE_EXHAUSTED, full)
                 continue
             waiting[request_id] = (sink, operation.id, kind, started)
             requests.append(request)
@@ -448,7 +449,8 @@ class PartitionNode:
         for message in messages:
             request_id = getattr(message, "request_id", None)
             if request_id is not None and request_id in self._waiting:
-                self._deliver(ErrorReply(request_id, "INTERNAL", "the server failed on this request (see its log)"))
+                self._deliver(ErrorReply(request_id, ErrorCode.INTERNAL,
+                                         "the server failed on this request (see its log)"))
 
     def _carry_out(self, effects: list[Effect]) -> None:
         """Carry out the effects of one core call now, or once what they need is durable."""
@@ -456,7 +458,7 @@ class PartitionNode:
         if committer is None:
             self._apply(effects)
             return
-        need = committer.stage(self.core.drain_changes(), self.core.clock)
+        need = committer.stage(self.core.drain_changes(), self.core.hlc)
         if not effects:
             return
         if need <= committer.durable and not self._held:
@@ -654,8 +656,8 @@ class PartitionNode:
         return NodeSnapshot(
             identity=ServerIdentity(config.cluster_id, config.protocol, names[self.id.dc], self.id.dc,
                                     self.id.partition, self.server_config.address),
-            clock=ClockFigures(now_us, now_us + EPOCH_UNIX_US, self.clock.skew_us, core.clock,
-                               physical_of(core.clock) - now_us, core.config.max_clock_offset_us,
+            clock=ClockFigures(now_us, now_us + EPOCH_UNIX_US, self.clock.skew_us, core.hlc,
+                               physical_of(core.hlc) - now_us, core.config.max_clock_offset_us,
                                self.clock_ahead_at_start_us),
             stabilization=StabilizationFigures(
                 tuple(core.vv), tuple(core.stable), tuple(core.gsv), tuple(core.horizon), self.stable_lag_ms(now_us),

@@ -30,6 +30,7 @@ from okapikv.server.pipeline import PipelineSink
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.status import grpc_status
 
 log = logging.getLogger("okapikv.server")
 
@@ -57,8 +58,7 @@ def guarded(method: Handler[Request, Response]) -> Handler[Request, Response]:
 
 async def _abort_on_error(reply: ClientReply, context: grpc.aio.ServicerContext) -> None:
     if isinstance(reply, ErrorReply):
-        code = getattr(grpc.StatusCode, reply.code, grpc.StatusCode.UNKNOWN)
-        await context.abort(code, reply.message)
+        await context.abort(grpc_status(reply.code), reply.message)
 
 
 class KeyValueServicer(pb_grpc.KeyValueServicer):

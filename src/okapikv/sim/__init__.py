@@ -1,10 +1,18 @@
-"""Deterministic simulation of the protocol core (docs/testing.md, "The simulator"; VOPR, turmoil).
+"""Deterministic simulation of the protocol core (docs/testing.md, "The simulator"; TigerBeetle VOPR, turmoil).
 
 The production partition servers run under virtual time: seeded network delays and partitions,
 per-server clocks with offsets, drift and steps, crashes (kill -9, then a restart from what was
 durable), pauses and slow servers, clocks off by minutes to hours (``clock_jumps``), closed-loop
 client sessions recording a history that ``okapikv.check`` then judges, liveness after the heal
-included (``liveness_s``). See ``engine`` for the model and ``config`` for the knobs.
+included (``liveness_s``). One module per mechanism:
+
+- ``engine``: one run (``Simulation``): its phases and its result; ``runner``: run and check;
+  ``config``: the knobs (``SimConfig``, ``FaultPlan``, ``WorkloadMix``);
+- ``world``: the servers, their clocks (``clock``) and the network (``network``) under virtual
+  time (``events``), and the deterministic mode protocol tests drive step by step
+  (``World.fixed``, with ``caller.Caller`` as a synchronous client session);
+- ``clients``: the closed-loop sessions and their workload (``workload``); ``nemesis``: the
+  faults; ``invariants``: the checks a history cannot show; ``visibility``: remote visibility.
 
 Commands::
 

@@ -1,23 +1,17 @@
 """What one simulated run is made of: deployment, network, clocks, workload, faults.
 
-Defaults follow the paper's evaluation (section 5) where it has a number: three DCs (Oregon,
-N. Virginia, Ireland), one-way WAN delays of about 35 / 65 / 38 ms between them, stabilization every
-5 ms, heartbeats after 1 ms of silence, zipfian keys with parameter 0.99, closed-loop clients
-attached to one DC. Everything random in a run is drawn from one ``random.Random(seed)``, so the
-config plus the seed determine the run exactly.
+Defaults follow the paper's evaluation (section 5) where it has a number: three DCs and the one-way
+WAN delays between them (``okapikv.core.deployment``), stabilization every 5 ms, heartbeats after
+1 ms of silence, zipfian keys with parameter 0.99, closed-loop clients attached to one DC.
+Everything random in a run is drawn from one ``random.Random(seed)``, so the config plus the seed
+determine the run exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-#: One-way delays in ms between the paper's regions (Oregon, N. Virginia, Ireland).
-PAPER_WAN_MS: tuple[tuple[float, ...], ...] = (
-    (0.0, 35.0, 65.0),
-    (35.0, 0.0, 38.0),
-    (65.0, 38.0, 0.0),
-)
-PAPER_DC_NAMES = ("oregon", "virginia", "ireland")
+from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 
 
 def wan_matrix_ms(num_dcs: int) -> tuple[tuple[float, ...], ...]:

@@ -101,15 +101,15 @@ class GroupCommitter:
 
     # ---------------------------------------------------------------- life cycle
 
-    def open(self, clock: int, now_us: int) -> None:
+    def open(self, hlc: int, now_us: int) -> None:
         """Persist the first clock bound of this incarnation (synchronously, before serving)."""
         self._loop = asyncio.get_running_loop()
-        bound = max(physical_of(clock), now_us) + self.clock_lead_us
+        bound = max(physical_of(hlc), now_us) + self.clock_lead_us
         self.store.commit(CommitGroup(0, [], None, bound))
         self.durable_bound_us = bound
 
-    async def close(self, clock: int) -> None:
-        """Write what is staged and a final clock bound just above ``clock`` (nothing is issued
+    async def close(self, hlc: int) -> None:
+        """Write what is staged and a final clock bound just above ``hlc`` (nothing is issued
         after it: the driver stops calling the core first), then close the store."""
         if self._closed:
             return
@@ -121,7 +121,7 @@ class GroupCommitter:
             await asyncio.sleep(0.001)
         if self._failed is None:
             group = self._next
-            group.clock_bound_us = physical_of(clock) + 1
+            group.clock_bound_us = physical_of(hlc) + 1
             loop = asyncio.get_running_loop()
             try:
                 await loop.run_in_executor(self._executor, self.store.commit, group)
@@ -134,7 +134,7 @@ class GroupCommitter:
 
     # ---------------------------------------------------------------- staging
 
-    def stage(self, changes: Changes, clock: int) -> int:
+    def stage(self, changes: Changes, hlc: int) -> int:
         """Add one core call's changes to the next group; returns the group its effects need."""
         group = self._next
         if changes.store:
@@ -143,7 +143,7 @@ class GroupCommitter:
                 self.required = group.number
                 self._next_urgent = True
         group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
-        self._stage_bound(physical_of(clock))
+        self._stage_bound(physical_of(hlc))
         self._schedule()
         return self.required
 

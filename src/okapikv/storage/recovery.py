@@ -71,7 +71,7 @@ def recover(core: PartitionServer, store: SqliteStore) -> Recovered:
         stable=state.stable if state is not None else zeros,
         gsv=state.gsv if state is not None else zeros,
         horizon=state.horizon if state is not None else zeros,
-        clock_floor=pack(bound_us),
+        hlc_floor=pack(bound_us),
     )
     core.track_changes = True
     return Recovered(core.store.version_count, len(core.store), bound_us, state is not None)
@@ -104,7 +104,7 @@ def open_and_recover(
                 store.close()
                 raise
             core = make_core()
-            core.restore((), **_zeros(core), clock_floor=pack(now_us))
+            core.restore((), **_zeros(core), hlc_floor=pack(now_us))
             core.track_changes = True
             return core, store, Recovered(0, 0, now_us, False, Repair(()), "the data directory was empty")
         core = make_core()
@@ -137,7 +137,7 @@ def _rebuild(make_core: Callable[[], PartitionServer], directory: Path, identity
     # The clock restarts above every bound that survived; the replicas' answers raise it above every
     # timestamp of this server they hold before any new one is issued (``PartitionServer``'s repair).
     bound_us = max(found.clock_bound_us, now_us)
-    core.restore((), **_zeros(core), clock_floor=pack(bound_us))
+    core.restore((), **_zeros(core), hlc_floor=pack(bound_us))
     core.track_changes = True
     detail = damage.replace(f"; {REPAIR_HINT}", "")
     if found.error is not None:

@@ -18,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from okapikv.core.deployment import PAPER_DC_NAMES
+
 REDIS = "redis"
 #: The paper's three regions (Okapi, section 5), the default DCs of the suites that emulate the WAN.
-PAPER_DCS = ("oregon", "virginia", "ireland")
+PAPER_DCS = PAPER_DC_NAMES
 
 
 @dataclass(frozen=True, slots=True)

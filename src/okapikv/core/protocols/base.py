@@ -1,9 +1,10 @@
 """The narrow interface every causal-consistency protocol implements, and its name registry.
 
 Modelled on aioquic's congestion-control registry: one abstract base with keyword-only hooks,
-and a decorator that registers each variant by name. The partition server (``core.server``) owns
-the state (version vector, stable vector, store) and asks the protocol only the questions on which
-Okapi, Cure and GentleRain differ (docs/protocol.md, "Operations", "Cure", "GentleRain"):
+and a decorator that registers each variant by name. The partition server (``core.server``, over
+``core.state``) owns the state (version vector, stable vector, store) and asks the protocol only the
+questions on which Okapi, Cure and GentleRain differ (docs/protocol.md, "Operations", "Cure",
+"GentleRain"):
 
 - how a PUT is timestamped, and whether it must wait (``assign_timestamp``);
 - what dependency vector a version stores and replicates (``stored_dv``, ``replicated_dv``);
@@ -15,6 +16,7 @@ Okapi, Cure and GentleRain differ (docs/protocol.md, "Operations", "Cure", "Gent
 
 Contract every implementation keeps (tested in ``tests/unit/test_protocols.py`` and the property
 tests), because the server's garbage collection and session handling depend on it:
+- every hook takes keyword arguments only, so a variant cannot take two vectors in the wrong order;
 - ``assign_timestamp`` returns a timestamp above ``previous`` and ``max_dependency``, or a wait;
 - ``visible`` and ``visible_in_snapshot`` are monotonic: a version visible under a vector stays
   visible under any entry-wise larger one (so one "universally visible" version hides every older
@@ -76,7 +78,7 @@ class Protocol(ABC):
             return None
         return before + (timestamp,) + after
 
-    def replicated_dv(self, version: Version) -> Vector | None:
+    def replicated_dv(self, *, version: Version) -> Vector | None:
         """What of the dependency vector travels with replication (Okapi, GentleRain: nothing)."""
         return None
 
@@ -87,7 +89,7 @@ class Protocol(ABC):
     # ---------------------------------------------------------------- reads
 
     @abstractmethod
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         """Whether a GET may return ``version`` given the server's stable vector."""
 
     @abstractmethod
@@ -103,7 +105,7 @@ class Protocol(ABC):
     raises_clock_on_slice: ClassVar[bool] = True
 
     @abstractmethod
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         """Whether ``version`` belongs to the snapshot ``snapshot``."""
 
     # ---------------------------------------------------------------- stabilization

@@ -33,7 +33,7 @@ class Cure(Protocol):
     def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
         return physical_put_timestamp(previous, max_dependency, now_us)
 
-    def replicated_dv(self, version: Version) -> Vector | None:
+    def replicated_dv(self, *, version: Version) -> Vector | None:
         if version.dv is None:  # stored as None (no remote dependency): Cure's updates always carry it
             return version.dependency_vector(self.num_dcs)
         return version.dv
@@ -41,7 +41,7 @@ class Cure(Protocol):
     def update_metadata_bytes(self) -> int:
         return DC_ID_BYTES + TIMESTAMP_BYTES + TIMESTAMP_BYTES * (self.num_dcs - 1)
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return version.source_dc == self.dc or _dv_leq(version, stable)
 
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
@@ -54,7 +54,7 @@ class Cure(Protocol):
             return WaitForClock(target, "tx_clock")
         return None
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         return _dv_leq(version, snapshot)
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:

@@ -31,13 +31,13 @@ class Eventual(Protocol):
     def stored_dv(self, *, dependency: Vector, timestamp: int) -> Vector | None:
         return None
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return True
 
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
         return (TOP,) * self.num_dcs
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         return True
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:

@@ -29,7 +29,7 @@ class GentleRain(Protocol):
     def stored_dv(self, *, dependency: Vector, timestamp: int) -> Vector | None:
         return None
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return version.source_dc == self.dc or version.timestamp <= min(stable)
 
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
@@ -38,7 +38,7 @@ class GentleRain(Protocol):
             return WaitForStable(dt, "tx_stable")
         return (gst,) * self.num_dcs
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         return version.timestamp <= snapshot[0]
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:

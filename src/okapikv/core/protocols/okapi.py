@@ -31,14 +31,14 @@ class Okapi(Protocol):
     def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int:
         return hybrid_put_timestamp(previous, max_dependency, now_us)
 
-    def visible(self, version: Version, stable: Vector) -> bool:
+    def visible(self, *, version: Version, stable: Vector) -> bool:
         return version.source_dc == self.dc or version.timestamp <= stable[version.source_dc]
 
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
         lts = max(pack(now_us), dt)
         return stable[: self.dc] + (lts,) + stable[self.dc + 1 :]
 
-    def visible_in_snapshot(self, version: Version, snapshot: Vector) -> bool:
+    def visible_in_snapshot(self, *, version: Version, snapshot: Vector) -> bool:
         if version.source_dc != self.dc:
             return version.timestamp <= snapshot[version.source_dc]
         if version.timestamp > snapshot[self.dc]:

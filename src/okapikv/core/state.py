@@ -1,0 +1,179 @@
+"""What every mechanism of a partition server p(n, m) shares: its identity, its store, its vectors,
+and the rule that guards them, the maximum clock offset (docs/protocol.md, "Timestamps and the HLC").
+
+``PartitionState`` is the base of ``okapikv.core.server.PartitionServer``; the server's collaborators
+(``stabilization``, ``reads``, ``catchup``, ``gc``) are given it and read and move these fields, each
+keeping its own state apart. The fields, per the paper's notation:
+
+- ``vv``: version vector. ``vv[m]`` is the local clock (``hlc``: the HLC for Okapi, the last physical
+  timestamp issued or announced for the baselines), ``vv[i]`` the timestamp of the latest update or
+  heartbeat received from replica i. Replica links are FIFO, so ``vv[i]`` only grows and every update
+  from i at or below it has been installed.
+- ``stable``: what this server knows to be stable, used for visibility (Okapi: the USV; Cure: the
+  GSV; GentleRain: the GST in every entry). Never moves backwards.
+- ``gsv``: this DC's global stable vector, the entry-wise minimum of its partitions' ``vv``.
+- ``horizon``: garbage-collection horizon, a lower bound of every snapshot any server of the DC will
+  still read; a slice whose snapshot is below it is answered ``too_old`` and retried.
+- ``heard``: partition of this DC -> when it last sent this server anything (a snapshot read's
+  silence deadline, ``okapikv.core.reads``).
+- ``parked``: the requests and slices that wait (for the clock, or for the stable time); the server
+  re-runs them when their wait may be over.
+
+The maximum clock offset (``CoreConfig.max_clock_offset_us``; the HLC paper's epsilon, CockroachDB's
+max offset; docs/operations.md, "Clocks: the maximum offset"). Without it one clock an hour ahead
+drags every HLC an hour ahead: its timestamps become stable, enter every session, and each PUT then
+takes ``max(dependencies) + 1``. So nothing from elsewhere may move this server's state past its
+``ceiling``: its clock plus the offset (or its own HLC, if that is higher already: a restart above a
+persisted clock bound). A client request whose session reaches past it is refused (``OUT_OF_RANGE``)
+and changes nothing; so is a snapshot slice (``SliceReply.clock_ahead_us``), and a request that would
+wait longer than the offset for the clock (``too_long``: the baselines' waits). A peer's watermark (a
+replication batch's timestamps, a heartbeat, a catch-up answer) beyond the clock plus the offset is
+adopted into ``vv[i]`` only up to that point (``watermark``): the updates are stored, and the clamped
+value stays a valid lower bound (FIFO: everything of DC i below the message's timestamp has arrived),
+so nothing is lost and the stable vector never runs more than the offset ahead of this clock (GSVs
+from other DCs and the reports and broadcasts inside the DC need no clamp: the GSV and the USV are
+minimums that include this server's own, clamped, vector). A server whose clock is far ahead thus
+keeps its own writes invisible elsewhere until the others' clocks catch up; one whose clock is far
+behind holds back the stability of everyone's (the min of the vectors), as a server that is down
+does. Both are counted (``stats``) and ``last_clock_offset`` describes the latest. The checks on the
+per-request paths (a session's entries, a replication batch's timestamps) are inlined there, with
+this module's rule: ``offset_ceiling``.
+
+Invariants (tested in ``tests/unit/test_server_clock_offset.py``, ``tests/property/test_prop_clock_offset.py``
+and ``tests/unit/test_core_state.py``):
+- the HLC never exceeds ``max(restored clock floor, clock + max offset)`` plus the logical carry;
+- the ``watermark`` of a timestamp above ``vv[dc]`` is at least ``vv[dc]`` and at most
+  ``max(vv[dc], clock + max offset)``: it never moves ``vv[dc]`` back nor past the offset;
+- ``vv``, ``gsv``, ``horizon`` and ``stable`` only grow (GentleRain: the GST, ``min(stable)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from okapikv.core.config import CoreConfig
+from okapikv.core.messages import (
+    CatchUpReply,
+    Effect,
+    ErrorCode,
+    ErrorReply,
+    Heartbeat,
+    Message,
+    ReplicateBatch,
+    Respond,
+    ServerId,
+)
+from okapikv.core.mvstore import MultiVersionStore
+from okapikv.core.protocols import WaitForStable, create_protocol
+from okapikv.core.stats import ServerStats
+from okapikv.core.timestamps import WaitForClock, offset_ceiling, physical_of
+from okapikv.core.vectors import Vector, zeros
+
+#: A deadline that never comes (``next_deadline`` of a mechanism with nothing to do).
+NEVER = 1 << 62
+
+Wait = WaitForClock | WaitForStable
+
+
+@dataclass(slots=True)
+class Parked:
+    """A request (or slice) that waits: the server re-runs it once ``wait`` is over."""
+
+    message: Message
+    wait: Wait
+    since_us: int
+
+
+def clock_offset_error(what: str, ahead_us: int, config: CoreConfig) -> str:
+    """The message of an ``OUT_OF_RANGE`` refusal: what reached how far past the clock, and the rule."""
+    return (f"{what} a timestamp {ahead_us / 1000:.1f} ms ahead of this server's clock, beyond the cluster's "
+            f"maximum clock offset of {config.max_clock_offset_us / 1000:g} ms: some server's clock is ahead, or "
+            "this one's is behind; nothing was changed (docs/operations.md, \"Clocks: the maximum offset\")")
+
+
+class PartitionState:
+    """The shared state of one partition server (module docstring), and the clock-offset rule."""
+
+    def __init__(self, config: CoreConfig) -> None:
+        self.config = config
+        self.id = ServerId(config.dc, config.partition)
+        self.dc = config.dc
+        self.num_dcs = config.num_dcs
+        self.protocol = create_protocol(config.protocol, dc=config.dc, num_dcs=config.num_dcs)
+        self.store = MultiVersionStore()
+        self.stats = ServerStats()
+        self.vv: list[int] = [0] * config.num_dcs
+        self.stable: Vector = zeros(config.num_dcs)
+        self.gsv: Vector = zeros(config.num_dcs)
+        # zeros, or (eventual: no snapshot is ever too old) everything
+        self.horizon: Vector = self.protocol.snapshot_floor(stable=self.stable, now_us_packed=0)
+        self.peers = [ServerId(dc, config.partition) for dc in range(config.num_dcs) if dc != config.dc]
+        self.dc_members = [ServerId(config.dc, p) for p in range(config.num_partitions)]
+        self.heard: dict[int, int] = {}
+        #: what waits (``Parked``): the server's waits resume them (``PartitionServer._resume_parked``)
+        self.parked: list[Parked] = []
+        #: the latest input held off by the maximum clock offset: (what, from where, how far ahead
+        #: of the clock in us), for the driver's log
+        self.last_clock_offset: tuple[str, str, int] | None = None
+        self.max_offset_us = config.max_clock_offset_us
+        #: whether timestamps from sessions and snapshots are held to the ceiling: eventual takes
+        #: nothing from a session and its snapshots read everything, so there is nothing to guard
+        self.offset_guard = self.protocol.stabilizes
+
+    @property
+    def hlc(self) -> int:
+        """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
+        issued or announced for the baselines."""
+        return self.vv[self.dc]
+
+    def is_replica(self, source: ServerId) -> bool:
+        """Whether ``source`` holds this partition in another DC."""
+        return source.dc != self.dc and source.partition == self.id.partition and 0 <= source.dc < self.num_dcs
+
+    # ---------------------------------------------------------------- request validation
+
+    def reject(self, request_id: int, message: str) -> list[Effect]:
+        """Refuse a malformed request (INVALID_ARGUMENT); it changed nothing."""
+        self.stats.rejected_requests += 1
+        return [Respond(ErrorReply(request_id, ErrorCode.INVALID_ARGUMENT, message))]
+
+    def check_key(self, key: bytes) -> str | None:
+        if not key:
+            return "key must not be empty"
+        if len(key) > self.config.max_key_bytes:
+            return f"key of {len(key)} bytes exceeds the limit of {self.config.max_key_bytes} bytes"
+        return None
+
+    # ---------------------------------------------------------------- the maximum clock offset
+
+    def ceiling(self, now_us: int) -> int:
+        """The highest timestamp this server takes from a client or a slice: its clock plus the
+        maximum offset, or its own HLC when that is higher (a dependency at or below it moves
+        nothing: after a restart above a persisted bound the HLC is ahead of the clock)."""
+        return max(self.vv[self.dc], offset_ceiling(now_us, self.config.max_clock_offset_us))
+
+    def too_long(self, wait: WaitForClock, now_us: int) -> bool:
+        """Whether a wait for the clock outlasts the maximum offset: the clock is then not slightly
+        behind but far off, and waiting would park the request for as long (an hour after a step)."""
+        return wait.clock_us - now_us > self.config.max_clock_offset_us
+
+    def note_offset(self, what: str, source: str, timestamp_us: int, now_us: int) -> int:
+        """Remember an input held off by the offset bound (for the driver's log); returns how far
+        ahead of the clock it was, in us."""
+        ahead_us = timestamp_us - now_us
+        self.last_clock_offset = (what, source, ahead_us)
+        return ahead_us
+
+    def watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
+                  now_us: int) -> int:
+        """What ``vv[dc]`` may become on a peer's ``timestamp`` (above the current ``vv[dc]``): the
+        timestamp itself, or at most the clock plus the maximum offset. The clamped value is a valid
+        lower bound (FIFO: every update of the DC below the message's timestamp has arrived) and moves
+        up with this clock as later messages come; updates above it are stored all the same."""
+        cap = offset_ceiling(now_us, self.config.max_clock_offset_us)
+        if timestamp <= cap:
+            return timestamp
+        self.stats.clock_offset_clamps += 1
+        self.note_offset(f"held back a {type(message).__name__} watermark", f"dc{dc}/p{message.source.partition}",
+                         physical_of(timestamp), now_us)
+        return max(self.vv[dc], cap)

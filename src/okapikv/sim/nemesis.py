@@ -1,0 +1,232 @@
+"""The nemesis: the faults a simulated run injects during its fault phase, and their repair.
+
+Faults (``FaultPlan``), drawn at exponential intervals (mean ``mean_interval_ms``) with the plan's
+weights, each with its parameters drawn when it is scheduled (so the run's random sequence does not
+depend on what the faults do):
+
+- *partition* a DC, or the link between two DCs: the cut links hold their messages, in FIFO order,
+  and deliver them on *repair* (links are reliable: ``okapikv.sim.network``);
+- *crash* a server (kill -9) and *restart* it later from what was durable (``World.crash``,
+  ``World.restart``); with ``lose_disk_share`` a crash may lose the disk too, and the restart then
+  repairs from the replicas (docs/protocol.md, "Catch-up and repair"), but only when that loses
+  nothing acknowledged: every version the server wrote has reached a replica, and no replica of
+  its partition is down or repairing (else a plain restart: a repair could not recover the rest,
+  and the checkers would rightly report it lost);
+- *pause* a server (SIGSTOP: messages queue for it; it resumes with its state intact);
+- *slow* a server (every message costs it extra service time; its backlog is served at full speed
+  once it recovers);
+- *step* a clock forward (an NTP correction); clocks also drift (``World.seeded``).
+
+With ``clock_jumps`` clocks also go far wrong, by minutes to hours (docs/protocol.md, "Timestamps
+and the HLC"): a running server's clock *jumps* ahead and stays there; a server is killed and
+*restarts with its clock stepped back* (its recovered clock bound, hence its HLC, ahead of its
+clock), fixed at the heal; a server is killed and *restarts with its clock ahead*, and stays so.
+
+Every fault is undone after its length or at the heal (``heal``), whichever comes first; after the
+heal no new fault strikes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from okapikv.core.server import Repair
+from okapikv.sim.config import FaultPlan
+from okapikv.sim.world import World
+
+JUMP_KINDS = ("clock_jump", "restart_clock_back", "restart_clock_ahead")
+
+
+class Nemesis:
+    def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False) -> None:
+        self.world = world
+        self.plan = plan
+        self.rng = rng
+        self.clock_jumps = clock_jumps
+        self.healed = False  # every fault repaired; no new one strikes
+        #: how to undo each fault still in force (each runs at most once)
+        self.undo: list[Callable[[], None]] = []
+
+    # ================================================================ the schedule
+
+    def schedule(self, start_us: int, end_us: int) -> None:
+        """Draw the faults that strike between ``start_us`` and ``end_us``."""
+        plan = self.plan
+        rng = self.rng
+        mix = plan.kinds + (plan.jump_kinds if self.clock_jumps else ())
+        kinds = [k for k, w in mix if w > 0]
+        weights = [w for _, w in mix if w > 0]
+        at = start_us
+        while True:
+            at += int(rng.expovariate(1.0 / (plan.mean_interval_ms * 1000)))
+            if at >= end_us:
+                break
+            kind = rng.choices(kinds, weights)[0]
+            self.world.at(at, self._fault_action(kind))
+
+    def _fault_action(self, kind: str) -> Callable[[], None]:
+        """Draw the fault's parameters now (at schedule time) so the RNG sequence stays fixed."""
+        plan = self.plan
+        rng = self.rng
+        dcs = self.world.num_dcs
+        servers = len(self.world.servers)
+        if kind.startswith("partition") and dcs < 2:
+            kind = "crash"  # nothing to cut off with one DC
+        if kind == "partition_dc":
+            dc = rng.randrange(dcs)
+            length = int(rng.uniform(*plan.partition_ms) * 1000)
+            return lambda: self.partition_dc(dc, length)
+        if kind == "partition_link":
+            a, b = rng.sample(range(dcs), 2)
+            length = int(rng.uniform(*plan.partition_ms) * 1000)
+            return lambda: self.partition_link(a, b, length)
+        if kind == "pause":
+            index = rng.randrange(servers)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            return lambda: self.pause(index, length)
+        if kind == "crash":
+            index = rng.randrange(servers)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            lose_disk = plan.lose_disk_share > 0 and dcs > 1 and rng.random() < plan.lose_disk_share
+            return lambda: self.crash(index, length, lose_disk=lose_disk)
+        if kind == "slow":
+            index = rng.randrange(servers)
+            length = int(rng.uniform(*plan.slow_ms) * 1000)
+            service = rng.randint(*plan.slow_service_us)
+            return lambda: self.slow(index, length, service)
+        if kind in JUMP_KINDS:
+            index = rng.randrange(servers)
+            jump = int(rng.uniform(*plan.clock_jump_s) * 1_000_000)
+            if kind == "clock_jump":
+                return lambda: self.clock_step(index, jump)
+            length = int(rng.uniform(*plan.crash_ms) * 1000)
+            step = -jump if kind == "restart_clock_back" else jump
+            return lambda: self.crash(index, length, clock_step_us=step)
+        index = rng.randrange(servers)
+        step = int(rng.uniform(*plan.clock_step_ms) * 1000)
+        return lambda: self.clock_step(index, step)
+
+    def _timed(self, length_us: int, undo: Callable[[], None]) -> None:
+        """Undo a fault after ``length_us`` or at the heal, whichever comes first (exactly once)."""
+        done = [False]
+
+        def once() -> None:
+            if not done[0]:
+                done[0] = True
+                undo()
+
+        self.undo.append(once)
+        self.world.at(self.world.now + length_us, once)
+
+    def heal(self) -> None:
+        """Repair every fault still in force; no new one strikes."""
+        self.healed = True
+        for undo in list(self.undo):
+            undo()
+        self.undo.clear()
+
+    # ================================================================ the faults
+
+    def partition_dc(self, dc: int, length_us: int) -> None:
+        if self.healed:
+            return
+        world = self.world
+        world.network.cut_dc(dc)
+        world.note(f"partition dc{dc} for {length_us / 1000:.0f} ms")
+
+        def repair() -> None:
+            world.note(f"repair dc{dc}")
+            world.network.repair_dc(dc)
+
+        self._timed(length_us, repair)
+
+    def partition_link(self, a: int, b: int, length_us: int) -> None:
+        if self.healed:
+            return
+        world = self.world
+        low, high = min(a, b), max(a, b)
+        world.network.cut_link(a, b)
+        world.note(f"partition link dc{low}-dc{high} for {length_us / 1000:.0f} ms")
+
+        def repair() -> None:
+            world.note(f"repair link dc{low}-dc{high}")
+            world.network.repair_link(a, b)
+
+        self._timed(length_us, repair)
+
+    def pause(self, index: int, length_us: int) -> None:
+        world = self.world
+        if self.healed or world.paused[index]:
+            return
+        world.pause(index)
+        world.note(f"pause {world.name(index)} for {length_us / 1000:.0f} ms")
+
+        def resume() -> None:
+            world.note(f"resume {world.name(index)}")
+            world.resume(index)
+
+        self._timed(length_us, resume)
+
+    def crash(self, index: int, length_us: int, clock_step_us: int = 0, *, lose_disk: bool = False) -> None:
+        """``kill -9`` of server ``index``, restarted from its disk after ``length_us``, with its clock
+        moved by ``clock_step_us`` (a clock stepped back is fixed at the heal; one restarting after
+        the heal restarts with its clock right), or with ``lose_disk`` from an empty disk, in repair
+        mode, when that loses nothing acknowledged (module docstring)."""
+        world = self.world
+        if self.healed or world.paused[index]:
+            return
+        stepped = f", restarting with its clock {clock_step_us / 1e6:+.0f} s" if clock_step_us else ""
+        world.note(f"crash {world.name(index)} for {length_us / 1000:.0f} ms{stepped}")
+        world.crash(index)
+
+        def restart() -> None:
+            repair = lose_disk and self._replicated_somewhere(index)
+            world.note(f"restart {world.name(index)}" + (" on an empty disk, repairing" if repair else ""))
+            step = clock_step_us if not self.healed else 0
+            world.restart(index, repair=Repair() if repair else None, clock_step_us=step)
+            if step < 0:
+                self.undo.append(lambda: self.fix_clock(index, -step))
+
+        self._timed(length_us, restart)
+
+    def _replicated_somewhere(self, index: int) -> bool:
+        """Whether losing server ``index``'s disk loses nothing a repair can not bring back: every
+        version it wrote has reached one of its replicas, and none of them is down or repairing
+        (their disk may hold the only other copy of a version, lost too if theirs is lost)."""
+        world = self.world
+        server = world.servers[index]
+        partitions = world.num_partitions
+        dc, partition = server.dc, index % partitions
+        newest = max((version.timestamp for _, version in server.store.written_by(dc, 0)), default=0)
+        others = [other * partitions + partition for other in range(world.num_dcs) if other != dc]
+        if any(world.down[other] or world.servers[other].repairing is not None for other in others):
+            return False
+        return any(world.servers[other].vv[dc] >= newest for other in others)
+
+    def slow(self, index: int, length_us: int, service_us: int) -> None:
+        if self.healed:
+            return
+        world = self.world
+        world.service_us[index] += service_us
+        world.note(f"slow {world.name(index)} (+{service_us} us per message) for {length_us / 1000:.0f} ms")
+
+        def recover() -> None:
+            world.service_us[index] -= service_us
+            world.note(f"recover {world.name(index)}")
+            world.requeue(index)
+
+        self._timed(length_us, recover)
+
+    def clock_step(self, index: int, step_us: int) -> None:
+        if self.healed:
+            return
+        world = self.world
+        world.note(f"clock step {world.name(index)} +{step_us / 1000:.1f} ms")
+        world.step_clock(index, step_us)
+
+    def fix_clock(self, index: int, step_us: int) -> None:
+        """The heal of a clock stepped back at a restart: it steps forward to the right time."""
+        world = self.world
+        world.note(f"fix clock {world.name(index)} +{step_us / 1e6:.0f} s")
+        world.step_clock(index, step_us)
