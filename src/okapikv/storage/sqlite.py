@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import sqlite3
@@ -295,6 +294,7 @@ class SqliteStore:
         self.commits = 0
         self.checkpoints = 0
         self.vacuumed_pages = 0
+        self._prepared: Tally | None = None  # the tally of the group between prepare and finish
 
     # ---------------------------------------------------------------- opening
 
@@ -522,42 +522,68 @@ class SqliteStore:
     # ---------------------------------------------------------------- writing
 
     def commit(self, group: CommitGroup) -> None:
-        """Write one group in one transaction (durable when this returns), then its commit record.
+        """Write one group in one transaction (durable when this returns), then its commit record:
+        ``prepare``, ``finish``, ``record``, in one go."""
+        self.prepare(group)
+        self.finish()
+        self.record()
 
-        Few statements whatever the group's size: its rows (``_rows``) go in multi-row statements
-        (``_chunks``), its metadata rows in one. Each statement lets go of the GIL while SQLite runs
-        it and must take it back after, which on a busy server means waiting for the event loop's
-        thread to give it up (``okapikv.server.node``: ``sys.setswitchinterval``): with one step per
-        row (``executemany``) a group of 16 SWAPs waited ~40 times."""
+    def prepare(self, group: CommitGroup) -> None:
+        """Open the group's transaction and run its statements, all but the COMMIT (``finish``).
+
+        The group's rows go in two statements, whatever their number (``_rows``): every removal,
+        then every insert. The group committer calls this on the event loop's thread and only
+        ``finish`` on its worker (``group_commit``): each SQLite step lets go of the GIL and must
+        take it back, which on a busy server waits for the loop's thread to give it up (up to the
+        interpreter's 5 ms switch interval), so the worker's part is one step, the fsync's.
+        Until ``finish`` or ``abort``, no other use of the connection."""
         db = self.db
         tally = self.tally
         removed, rows, inserted, local, local_ts = _rows(group.changes, self._local_dc, tally.local_ts)
-        meta: list[tuple[str, str]] = []
-        if group.state is not None:
-            meta.append(("state", group.state.to_json()))
-        bound = tally.clock_bound_us
-        if group.clock_bound_us is not None:
-            bound = group.clock_bound_us
-            meta.append(("clock_bound_us", str(bound)))
-        new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
-        meta.append(("commit", _tally_to_json(new)))
         db.execute("BEGIN IMMEDIATE")
         try:
-            for count, parameters in _chunks(removed, 3):
-                db.execute(_delete_sql(count), parameters)
-            for count, parameters in _chunks(rows, 6):
-                db.execute(_insert_sql(count), parameters)
-            db.execute(_values_sql("INSERT OR REPLACE INTO meta (name, value, crc) VALUES ", len(meta), 3),
-                       [item for name, value in meta for item in (name, value, meta_checksum(name, value))])
-            db.execute("COMMIT")
+            if removed:
+                db.executemany("DELETE FROM versions WHERE key = ? AND ts = ? AND dc = ?", removed)
+            if rows:
+                db.executemany("INSERT OR REPLACE INTO versions (key, ts, dc, value, dv, crc) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", rows)
+            if group.state is not None:
+                self._put_meta("state", group.state.to_json())
+            bound = tally.clock_bound_us
+            if group.clock_bound_us is not None:
+                bound = group.clock_bound_us
+                self._put_meta("clock_bound_us", str(bound))
+            new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
+            self._put_meta("commit", _tally_to_json(new))
         except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
+            self.abort()
             raise
+        self._prepared = new
+
+    def finish(self) -> None:
+        """COMMIT the prepared group: durable when this returns (``synchronous=FULL``)."""
+        new = self._prepared
+        assert new is not None, "finish() without prepare()"
+        try:
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.abort()
+            raise
+        self._prepared = None
         self.tally = new
-        assert self._record is not None
-        self._record.write(new)
         self.commits += 1
+
+    def abort(self) -> None:
+        """Roll the prepared (or failed) group back."""
+        self._prepared = None
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("ROLLBACK")
+
+    def record(self) -> None:
+        """Count the last finished group in the commit record (``commit_record``): after its COMMIT,
+        before it is reported durable."""
+        assert self._record is not None
+        self._record.write(self.tally)
 
     def maintain(self) -> None:
         """Truncate the WAL and give free pages back when they pile up (see the module docstring);
@@ -607,41 +633,6 @@ class SqliteStore:
         it was found (no checkpoint writes the WAL into it)."""
         self._close_files(checkpoint=checkpoint)
         self._lock.release()
-
-
-#: Rows per multi-row statement (``_chunks``): a group of n rows takes about log2(n) statements,
-#: each of a text SQLite prepared before (the module's statement cache holds them all). 512 rows
-#: of 6 values stay well below SQLite's 32,766 parameters per statement.
-_CHUNK_SIZES = tuple(1 << bits for bits in range(9, -1, -1))
-
-
-def _chunks(rows: list[tuple[Any, ...]], width: int) -> Iterator[tuple[int, list[Any]]]:
-    """``rows`` in runs of ``_CHUNK_SIZES`` (largest first), each as its row count and its values
-    in one flat list."""
-    start = 0
-    left = len(rows)
-    for size in _CHUNK_SIZES:
-        while left >= size:
-            yield size, [value for row in rows[start : start + size] for value in row]
-            start += size
-            left -= size
-
-
-@functools.cache
-def _values_sql(prefix: str, count: int, width: int) -> str:
-    return prefix + ",".join(["(" + ",".join("?" * width) + ")"] * count)
-
-
-def _insert_sql(count: int) -> str:
-    return _values_sql("INSERT OR REPLACE INTO versions (key, ts, dc, value, dv, crc) VALUES ", count, 6)
-
-
-@functools.cache
-def _delete_sql(count: int) -> str:
-    # A row-value IN over VALUES searches the primary key for each row (over a bare VALUES list
-    # SQLite scans the table).
-    return ("DELETE FROM versions WHERE (key, ts, dc) IN (SELECT column1, column2, column3 FROM ("
-            + _values_sql("VALUES ", count, 3) + "))")
 
 
 def _rows(changes: list[Change], local_dc: int, local_ts: int,
