@@ -55,6 +55,7 @@ class Throughput:
     server_cpu_s: float | None
     client_cores: float | None
     partitions: int | None
+    server_cpu_us_per_op: float | None = None  # results written before the durable targets: None
 
     @classmethod
     def of(cls, run: Run | None) -> Throughput | None:
@@ -63,7 +64,8 @@ class Throughput:
         latency = run.latency_us.get("all")
         return cls(ops_s=run.throughput_ops_s, mean_us=latency.mean_us if latency else None,
                    p99_us=latency.p99_us if latency else None, errors=sum(run.errors.values()),
-                   server_cpu_s=run.cpu.server_s, client_cores=run.cpu.client_cores, partitions=run.partitions)
+                   server_cpu_s=run.cpu.server_s, client_cores=run.cpu.client_cores, partitions=run.partitions,
+                   server_cpu_us_per_op=run.cpu.server_cpu_us_per_op)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,46 @@ class ReplicationFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class BenchmarkPoint:
+    """One ``redis-benchmark -t set,get -c C -P P`` point of one round: requests per second of SET
+    and GET against okapikv's RESP port and against redis-server, one right after the other."""
+
+    clients: int
+    pipeline: int
+    okapi_set: float
+    okapi_get: float
+    redis_set: float
+    redis_get: float
+
+    @property
+    def ratio(self) -> float:
+        """okapikv's share of redis-server's throughput, the mean of SET's and GET's."""
+        shares = [ours / theirs for ours, theirs in ((self.okapi_set, self.redis_set), (self.okapi_get, self.redis_get))
+                  if theirs]
+        return sum(shares) / len(shares) if shares else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DurableScale:
+    """The durable data-size targets: each round bulk-loads ``large`` records into a fresh durable
+    partition (the load rate) and runs YCSB-A on it, and on another loaded with ``small``."""
+
+    large: int
+    small: int
+    quick: bool
+    load_rates: list[float]  # records per second, one per round
+    rounds: list[dict[str, float]]  # YCSB-A ops/s by "large" and "small", one per round
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DurableScale:
+        return cls(data["large"], data["small"], data.get("quick", False), list(data.get("load_rates", [])),
+                   list(data.get("rounds", [])))
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """One row of the targets table as measured: a target of ``suites.acceptance.TARGETS``."""
 
@@ -143,6 +185,8 @@ class FastFigures:
     rotx_rounds: list[dict[str, float]] | None = None
     replication: ReplicationFigures | None = None  # the target's system
     replication_unbounded: ReplicationFigures | None = None  # plain okapi, the same load, for comparison
+    redis_benchmark: list[list[BenchmarkPoint]] | None = None  # each round's points
+    durable_scale: DurableScale | None = None
     targets: list[Verdict] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,7 +195,7 @@ class FastFigures:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if isinstance(value, LatencyPhase | ReplicationFigures):
+            if isinstance(value, LatencyPhase | ReplicationFigures | DurableScale):
                 data[field.name] = value.to_dict()
             else:
                 data[field.name] = plain(value)
@@ -175,6 +219,9 @@ class FastFigures:
             rotx=by_key(data.get("rotx")), rotx_rounds=data.get("rotx_rounds"),
             replication=replication(data.get("replication")),
             replication_unbounded=replication(data.get("replication_unbounded")),
+            redis_benchmark=[[BenchmarkPoint(**point) for point in round_] for round_ in data["redis_benchmark"]]
+            if "redis_benchmark" in data else None,
+            durable_scale=DurableScale.from_dict(data["durable_scale"]) if "durable_scale" in data else None,
             targets=None if targets is None else [Verdict.from_dict(row) for row in targets],
         )
 
