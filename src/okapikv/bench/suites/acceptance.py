@@ -228,14 +228,14 @@ def durable_cost(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measure
 def server_cpu_per_operation(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
     """Server CPU (every thread of the server process) per YCSB-A operation, in memory; the
     durable run's beside it."""
-    okapi = _ycsb(fast).get("okapi")
-    if not okapi or okapi.server_cpu_us_per_op is None:
+    cpu = fast.ycsb_a_server_us_per_op or {}
+    okapi, durable = _ycsb(fast).get("okapi"), _ycsb(fast).get("okapi-durable")
+    if not okapi or "okapi" not in cpu:
         return []
-    durable = _ycsb(fast).get("okapi-durable")
-    text = f"{okapi.server_cpu_us_per_op:.1f} us in memory at {okapi.ops_s:,.0f} ops/s"
-    if durable is not None and durable.server_cpu_us_per_op is not None:
-        text += f"; durable {durable.server_cpu_us_per_op:.1f} us at {durable.ops_s:,.0f} ops/s"
-    return [Measured(okapi.server_cpu_us_per_op, text)]
+    text = f"{cpu['okapi']:.1f} us in memory at {okapi.ops_s:,.0f} ops/s"
+    if durable is not None and "okapi-durable" in cpu:
+        text += f"; durable {cpu['okapi-durable']:.1f} us at {durable.ops_s:,.0f} ops/s"
+    return [Measured(cpu["okapi"], text)]
 
 
 def redis_benchmark_share(clients: int, pipeline: int) -> Figures:

@@ -237,6 +237,8 @@ class FastSuite:
         found, rounds = self._interleaved(list(by_key), run)
         bench.copy_into(found.get("okapi"), "fast-scaling", "single", scaling)
         self.figures.ycsb_a = {key: Throughput.of(median) for key, median in found.items()}
+        self.figures.ycsb_a_server_us_per_op = {key: median.cpu.server_cpu_us_per_op for key, median in found.items()
+                                                if median is not None and median.cpu.server_cpu_us_per_op is not None}
         self.figures.ycsb_a_rounds = rounds
         self.publish()
 

@@ -55,7 +55,6 @@ class Throughput:
     server_cpu_s: float | None
     client_cores: float | None
     partitions: int | None
-    server_cpu_us_per_op: float | None = None  # results written before the durable targets: None
 
     @classmethod
     def of(cls, run: Run | None) -> Throughput | None:
@@ -64,8 +63,7 @@ class Throughput:
         latency = run.latency_us.get("all")
         return cls(ops_s=run.throughput_ops_s, mean_us=latency.mean_us if latency else None,
                    p99_us=latency.p99_us if latency else None, errors=sum(run.errors.values()),
-                   server_cpu_s=run.cpu.server_s, client_cores=run.cpu.client_cores, partitions=run.partitions,
-                   server_cpu_us_per_op=run.cpu.server_cpu_us_per_op)
+                   server_cpu_s=run.cpu.server_s, client_cores=run.cpu.client_cores, partitions=run.partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +183,7 @@ class FastFigures:
     rotx_rounds: list[dict[str, float]] | None = None
     replication: ReplicationFigures | None = None  # the target's system
     replication_unbounded: ReplicationFigures | None = None  # plain okapi, the same load, for comparison
+    ycsb_a_server_us_per_op: dict[str, float] | None = None  # the median runs' server CPU per operation, by key
     redis_benchmark: list[list[BenchmarkPoint]] | None = None  # each round's points
     durable_scale: DurableScale | None = None
     targets: list[Verdict] | None = None
@@ -219,6 +218,7 @@ class FastFigures:
             rotx=by_key(data.get("rotx")), rotx_rounds=data.get("rotx_rounds"),
             replication=replication(data.get("replication")),
             replication_unbounded=replication(data.get("replication_unbounded")),
+            ycsb_a_server_us_per_op=data.get("ycsb_a_server_us_per_op"),
             redis_benchmark=[[BenchmarkPoint(**point) for point in round_] for round_ in data["redis_benchmark"]]
             if "redis_benchmark" in data else None,
             durable_scale=DurableScale.from_dict(data["durable_scale"]) if "durable_scale" in data else None,
