@@ -89,3 +89,10 @@ def test_okapi_load_names_a_malformed_line_and_sends_nothing_of_its_chunk(cluste
         assert client.get(b"badload1") is None
     done = _okapi_load(cluster, tmp_path / "missing.tsv")
     assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_bulk_put_over_grpc_streams_without_the_native_port(cluster: RunningCluster) -> None:
+    pairs = [(b"grpc%04d" % index, b"v%d" % index) for index in range(600)]
+    with Client(cluster.address("dc0", 0), native=False) as client:
+        assert client.bulk_put(pairs, batch=100) == 600
+        assert client.get(b"grpc0599") == b"v599"

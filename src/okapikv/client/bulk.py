@@ -87,6 +87,7 @@ class PartitionLoad:
             return
         self._watchdog = self._loop.call_later(timeout_s, self._watch)
         self._call = open_call(self)
+        self._pump()  # a call ready at once (the gRPC stream) never calls on_ready
 
     # ---------------------------------------------------------------- receiver
 
