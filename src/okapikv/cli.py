@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from okapikv.core.deployment import PAPER_DC_NAMES
+from okapikv.core.skew import DC_MAJOR, SKEW_MODELS, UNIFORM
 
 DEFAULT_DCS = ",".join(PAPER_DC_NAMES)
 #: `okapi client --timeout-s`: how long an operation keeps retrying while its server is down. Long,
@@ -28,7 +29,12 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wan.add_argument("--wan", choices=["off", "realistic"], default="realistic",
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
-                   help="spread fixed clock offsets evenly over [0, X] ms across the servers")
+                   help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model lays them out")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=DC_MAJOR,
+                   help="dc-major (default): spread evenly over [0, X] in DC-major order; uniform: independent "
+                        "per server in [0, X]; half-normal: independent |N(0, X)| (docs/operations.md)")
+    p.add_argument("--clock-skew-seed", type=int, default=1,
+                   help="the seed of the uniform and half-normal offsets (default %(default)s)")
     p.add_argument("--heartbeat-ms", type=float, default=5.0,
                    help="heartbeat after this long without replication (paper: 1; default %(default)s "
                         "because every local server shares this machine's cores)")
@@ -157,10 +163,22 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
-                   help="spread fixed clock offsets over [0, X] ms across the servers")
+                   help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model draws them")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=UNIFORM,
+                   help="how offsets are laid out (default %(default)s; docs/benchmarks.md, Clock skew models)")
     p.add_argument("--clock-jumps", action="store_true",
                    help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
                         "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--silent-links", action="store_true",
+                   help="with --faults: replication links between DCs also go silent (drop everything without "
+                        "closing); each carries again only once its liveness check declares the connection dead "
+                        "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--large-scans", action="store_true",
+                   help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
+                        "each page must be answered, other clients' GETs must not starve, and no read may stay "
+                        "pending after the scanners finish or give up (use with --keys-per-partition 128)")
+    p.add_argument("--keys-per-partition", type=int, default=0, metavar="N",
+                   help="keys per partition (default 32)")
     p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
                    help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
                         "completes, every write becomes visible in every DC, within bounds)")
@@ -212,7 +230,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--partitions", type=int, default=None,
                    help="partitions per DC (default 1; paper suite 4, quick 2; scaling suite: the largest level)")
     p.add_argument("--clock-skew-ms", type=float, default=None,
-                   help="spread clock offsets over [0, X] ms across servers (default 0; paper suite: 10)")
+                   help="clock offsets of up to X ms across servers (default 0; paper suite: 10)")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=UNIFORM,
+                   help="how offsets are laid out (default %(default)s; docs/benchmarks.md, Clock skew models)")
+    p.add_argument("--coordinator", choices=("session", "first-key"), default="session",  # client.policy.COORDINATORS
+                   help="who coordinates RO-TX and SCAN: session (default: the session's own server) or first-key")
     p.add_argument("--wan", default="realistic", help="'realistic' (the paper's regions), 'off', or one-way ms")
     p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (rotx)")
     p.add_argument("--write-ratio", type=float, default=None,

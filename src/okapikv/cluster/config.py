@@ -61,6 +61,7 @@ import dataclasses
 import ipaddress
 import math
 import os
+import random
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.protocols import protocol_names
+from okapikv.core.skew import DC_MAJOR, clock_offsets_us
 from okapikv.tls import TlsConfig
 
 DEFAULT_CLUSTER_ID = "okapi-local"
@@ -688,6 +690,8 @@ def local_cluster(
     protocol: str = "okapi",
     wan: float | str = "realistic",
     clock_skew_ms: float = 0.0,
+    clock_skew_model: str = DC_MAJOR,
+    clock_skew_seed: int = 1,
     base_port: int = 7100,
     host: str = "127.0.0.1",
     cluster_id: str = DEFAULT_CLUSTER_ID,
@@ -707,8 +711,10 @@ def local_cluster(
 
     Ports are ``base_port``, ``base_port + 1``, ... in dc-major order (every partition of the first
     DC, then the second DC, ...). ``wan`` is a uniform one-way delay in ms, ``"realistic"`` (see
-    ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` spreads fixed clock offsets evenly over
-    [0, X] ms in the same order: the first server gets 0, the last X. ``metrics_base_port`` (0: no
+    ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` gives the servers fixed clock offsets of
+    up to X ms as ``clock_skew_model`` lays them out (``okapikv.core.skew``): by default spread
+    evenly over [0, X] in the same order, the first server 0 and the last X; ``uniform`` and
+    ``half-normal`` draw them from ``random.Random(clock_skew_seed)``. ``metrics_base_port`` (0: no
     metrics) numbers the metrics ports the same way, and ``resp_base_port`` the Redis-protocol ports (0:
     each server takes any free port; ``resp = False``: none). With ``tls`` and ``client_auth = false`` each
     server also gets a peer listener, on the ports right after the client ones.
@@ -726,6 +732,7 @@ def local_cluster(
     if not math.isfinite(clock_skew_ms) or clock_skew_ms < 0:
         raise ValueError(f"clock skew must be a non-negative number of ms, not {clock_skew_ms}")
     count = len(names) * partitions
+    offsets_us = clock_offsets_us(clock_skew_model, round(clock_skew_ms * 1000), count, random.Random(clock_skew_seed))
     peer_listeners = tls is not None and not tls.client_auth
     needed = 2 * count if peer_listeners else count
     if count > 0 and not 1 <= base_port <= 65536 - needed:
@@ -736,7 +743,7 @@ def local_cluster(
     servers = []
     for position in range(count):
         dc, partition = divmod(position, partitions)
-        skew = clock_skew_ms * position / (count - 1) if count > 1 else 0.0
+        skew = offsets_us[position] / 1000
         servers.append(ServerConfig(
             names[dc], partition, join_address(host, base_port + position), round(skew, 6),
             metrics_port=metrics_base_port + position if metrics_base_port else 0,

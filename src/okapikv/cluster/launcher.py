@@ -58,6 +58,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.core.skew import DC_MAJOR
 from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
@@ -105,6 +106,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         protocol=args.protocol,
         wan=wan,
         clock_skew_ms=args.clock_skew_ms,
+        clock_skew_model=getattr(args, "clock_skew_model", DC_MAJOR),
+        clock_skew_seed=getattr(args, "clock_skew_seed", 1),
         heartbeat_interval_ms=getattr(args, "heartbeat_ms", LOCAL_HEARTBEAT_INTERVAL_MS),
         stabilization_interval_ms=getattr(args, "stabilization_ms", 5.0),
         base_port=args.base_port,

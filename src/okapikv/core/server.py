@@ -59,6 +59,7 @@ from okapikv.core.messages import (
     ErrorReply,
     GetReply,
     GetRequest,
+    GstBroadcast,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
@@ -75,6 +76,7 @@ from okapikv.core.messages import (
     Send,
     Session,
     SliceReply,
+    StableTimeReport,
     SwapReply,
     SwapRequest,
     TxSlice,
@@ -139,6 +141,8 @@ class PartitionServer(PartitionState):
             VvReport: self.stabilization.on_vv_report,  # type: ignore[dict-item]
             GsvBroadcast: self.stabilization.on_gsv_broadcast,  # type: ignore[dict-item]
             GsvExchange: self.stabilization.on_gsv_exchange,  # type: ignore[dict-item]
+            StableTimeReport: self.stabilization.on_stable_time_report,  # type: ignore[dict-item]
+            GstBroadcast: self.stabilization.on_gst_broadcast,  # type: ignore[dict-item]
             TxSlice: self.reads.on_slice,  # type: ignore[dict-item]
             ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
             SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]

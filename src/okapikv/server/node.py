@@ -174,6 +174,7 @@ class PartitionNode:
         self._last_sent: object = None
         self._last_frames: list[tuple[bytes, int]] = []
         self._max_frame_bytes = config.max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        self._scalar = self.core.protocol.scalar  # slices carry one time (okapikv.wire.convert)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client_requests = 0
         self.pipeline_batches = 0
@@ -527,7 +528,7 @@ class PartitionNode:
         size = approximate_size(message)
         limit = self._max_frame_bytes
         if size <= limit:
-            return [(frame_peer_message(encode_peer_message(message)), size)]
+            return [(frame_peer_message(encode_peer_message(message, scalar=self._scalar)), size)]
         if isinstance(message, ReplicateBatch) and len(message.updates) > 1:
             half = len(message.updates) // 2
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(

@@ -44,7 +44,11 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         duration_s=args.duration_s,
         faults=args.faults,
         clock_skew_ms=args.clock_skew_ms,
+        clock_skew_model=args.clock_skew_model,
         clock_jumps=args.clock_jumps,
+        silent_links=args.silent_links,
+        large_scans=args.large_scans,
+        **({"keys_per_partition": args.keys_per_partition} if args.keys_per_partition else {}),
         liveness_s=args.liveness_s,
     )
 

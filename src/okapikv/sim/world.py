@@ -7,7 +7,8 @@ carries out their effects (the h11 / aioquic model: the core takes ``now_us`` an
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
 - its ``Send`` effects go on the ``Network`` (FIFO links with delays, cuts), its ``Respond`` effects
   back to the client that sent the request (``pending``);
-- a server may be *slow* (every message costs it ``service_us``; a backlog queues), *paused*
+- a server may be *slow* (every message costs it ``service_us``, and ``work_us`` what a message
+  costs beyond, e.g. a large scan's slice: ``okapikv.sim.scans``; a backlog queues), *paused*
   (SIGSTOP: messages queue in its inbox, timers wait; ``resume`` processes them with its state
   intact) or *crashed* (``crash``: kill -9; ``restart``: a new incarnation from what was durable).
 
@@ -56,6 +57,7 @@ from okapikv.core.messages import (
     Respond,
     Send,
     ServerId,
+    StableTimeReport,
     SwapReply,
     VvReport,
     WriteReply,
@@ -70,7 +72,7 @@ from okapikv.sim.network import Network
 START_US = 1_000_000
 #: handling these never moves a server's next deadline earlier (they park nothing), so the world
 #: skips re-arming the timer after them (a measurable saving: they are most messages)
-_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, GsvExchange})
+_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, StableTimeReport, GsvExchange})
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
@@ -192,6 +194,8 @@ class World(Events):
         self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [0] * count_servers
+        #: extra service time a message costs the server it reaches (``okapikv.sim.scans.ScanCost``)
+        self.work_us: Callable[[int, Message], int] | None = None
         self.busy_until = [0] * count_servers
         self.timer_at = [INFINITY] * count_servers
         self.timer_gen = [0] * count_servers
@@ -261,7 +265,7 @@ class World(Events):
         rng: random_module.Random,
         servers: list[PartitionServer],
         *,
-        skew_us: int,
+        offsets_us: Sequence[int],
         drift_ppm_max: float,
         wan_ms: Sequence[Sequence[float]],
         lan_us: tuple[int, int],
@@ -271,16 +275,19 @@ class World(Events):
         factory: ServerFactory,
         start_us: int = START_US,
     ) -> World:
-        """The simulation's world: clock offsets uniform in [0, ``skew_us``], drifts uniform within
-        ``drift_ppm_max``, and per-link extra delays between DCs uniform in [0, ``link_spread_ms``],
-        drawn from ``rng`` in that order; the same ``rng`` draws every delay of the run."""
+        """The simulation's world: each server's clock offset from ``offsets_us`` (drawn by the
+        caller under its skew model, ``okapikv.core.skew``), drifts uniform within ``drift_ppm_max``,
+        and per-link extra delays between DCs uniform in [0, ``link_spread_ms``], drawn from ``rng``
+        in that order; the same ``rng`` draws every delay of the run."""
+        if len(offsets_us) != len(servers):
+            raise ValueError(f"{len(offsets_us)} clock offsets for {len(servers)} servers")
         clocks = [
             ClockModel(
-                rng.randint(0, skew_us) if skew_us else 0,
+                offset_us,
                 rng.uniform(-drift_ppm_max, drift_ppm_max) if drift_ppm_max else 0.0,
                 start_us,
             )
-            for _ in servers
+            for offset_us in offsets_us
         ]
         count_servers = len(servers)
         partitions = count_servers // len(wan_ms)
@@ -453,6 +460,7 @@ class World(Events):
         service_us = self.service_us
         timer_gen = self.timer_gen
         clients = self.clients
+        work_us = self.work_us
         events = 0
         while heap and not self.done:
             if until_us is not None and heap[0][0] > until_us:
@@ -461,8 +469,9 @@ class World(Events):
             self.now = at
             events += 1
             if kind == DELIVER:
-                if busy_until[target] > at or service_us[target]:
-                    start = max(at, busy_until[target]) + service_us[target]
+                extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
+                if busy_until[target] > at or service_us[target] or extra:
+                    start = max(at, busy_until[target]) + service_us[target] + extra
                     busy_until[target] = start
                     if start > at:
                         push(heap, (start, next(seq), PROCESS, target, payload))

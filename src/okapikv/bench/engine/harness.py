@@ -58,6 +58,9 @@ class SystemUnderTest:
     dcs: int
     partitions: int
     clock_skew_ms: float
+    clock_skew_model: str | None = None  # how the offsets were laid out (``okapikv.core.skew``)
+    max_dc_skew_ms: float | None = None  # the largest skew between two servers of one DC
+    coordinator: str | None = None  # who coordinated RO-TX and SCAN (okapi systems)
 
 
 class Bench:
@@ -98,14 +101,19 @@ class Bench:
             self.ui.message(f"starting {system.name}: {len(dcs)} DC x {partitions} partition(s), skew {skew_ms:g} ms, "
                             f"wan {options.wan}" + (", durable" if on_disk else ""))
             cluster = start_local(protocol=system.protocol, dcs=dcs, partitions=partitions, wan=options.wan,
-                                  clock_skew_ms=skew_ms, settings=system.settings(), durable=on_disk)
+                                  clock_skew_ms=skew_ms, clock_skew_model=options.clock_skew_model,
+                                  clock_skew_seed=options.seed, settings=system.settings(),
+                                  durable=on_disk)
         self.results.add_time("cluster_start_s", time.monotonic() - started)
         try:
             yield SystemUnderTest(
                 system=system, label=system.name,
-                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only),
+                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only,
+                                  options.coordinator),
                 cluster=cluster, pids=tuple(cluster.pids()), dcs=cluster.num_dcs, partitions=cluster.partitions,
                 clock_skew_ms=cluster.clock_skew_ms if not options.connect else 0.0,
+                clock_skew_model=cluster.clock_skew_model, max_dc_skew_ms=cluster.max_dc_skew_ms,
+                coordinator=options.coordinator,
             )
         finally:
             cluster.stop()
@@ -239,6 +247,8 @@ class Bench:
         server_cpu = after - before if before is not None and after is not None else None
         run = run_record(outcome, system=sut.label, dcs=sut.dcs, partitions=sut.partitions,
                          clock_skew_ms=sut.clock_skew_ms, load="lean" if lean else "client", server_cpu_s=server_cpu)
+        run = replace(run, clock_skew_model=sut.clock_skew_model, max_dc_skew_ms=sut.max_dc_skew_ms,
+                      coordinator=sut.coordinator)
         self.results.add_time("runs_s", time.monotonic() - started)
         self.results.series_for(series, kind, title).runs.append(run)
         self.ui.finish_run("  " + describe(run))
