@@ -123,6 +123,25 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 
+def _add_load(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("load", help="bulk-load records from a file into a cluster (docs/operations.md, Loading data)")
+    p.add_argument("file", help="input file, one record a line ('-': stdin)")
+    p.add_argument("--format", choices=["tsv", "put"], default="tsv",
+                   help="tsv: key<TAB>value lines (default); put: the course's 'PUT <key> <value>' lines")
+    p.add_argument("--dc", default=None, help="DC of the default local cluster to load into (default: the first)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server of the DC to load into")
+    p.add_argument("--batch", type=int, default=2_000, help="PUTs per batch sent to a server (default %(default)s)")
+    p.add_argument("--chunk", type=int, default=100_000,
+                   help="records read, checked and sent at a time (bounds memory; default %(default)s)")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="fail when no record is acknowledged for this long (default %(default)g s)")
+    p.add_argument("--grpc-only", action="store_true", help="send over gRPC streams, not the servers' native ports")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.set_defaults(target="okapikv.client.load_file:run_load")
+
+
 def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("status", help="show every server of a cluster and how far its USV lags")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server (default: the local cluster)")
@@ -241,6 +260,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
                    help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
+    p.add_argument("--durable", action="store_true",
+                   help="local servers keep their data on disk, as `okapi up` runs them (default: in memory)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
@@ -253,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 

@@ -281,7 +281,8 @@ class PartitionNode:
         self.admission.time = self._loop.time  # the links' clock
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
-                                             on_failure=self._storage_failed, space=self._space)
+                                             on_failure=self._storage_failed, space=self._space,
+                                             operations=lambda: self.client_requests)
             self._committer.open(self.core.hlc, self.clock.now_us())
         # What a replica holds of this DC at or above this clock reading was announced by this
         # incarnation (its first heartbeats can reach a replica before that replica answers the

@@ -58,6 +58,7 @@ class BenchOptions:
     keep_cpus_busy: bool = False
     grpc_only: bool = False
     load: str = "client"  # okapi load generator: client (async client sessions) | lean (engine.lean)
+    durable: bool = False  # local okapikv servers keep their stores in data directories (SQLite)
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""
