@@ -471,12 +471,14 @@ class World(Events):
             events += 1
             if kind == DELIVER:
                 extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
-                if busy_until[target] > at or service_us[target] or extra:
+                if busy_until[target] >= at or service_us[target] or extra:
+                    # Behind the backlog, even one that ends at this very instant: a message whose
+                    # processing ends now may still wait in the heap behind this delivery (it was
+                    # queued later), and the server handles what reached it in arrival order.
                     start = max(at, busy_until[target]) + service_us[target] + extra
                     busy_until[target] = start
-                    if start > at:
-                        push(heap, (start, next(seq), PROCESS, target, payload))
-                        continue
+                    push(heap, (start, next(seq), PROCESS, target, payload))
+                    continue
                 if paused[target]:
                     self._hold(target, payload)  # type: ignore[arg-type]
                 else:
