@@ -35,10 +35,16 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "per server in [0, X]; half-normal: independent |N(0, X)| (docs/operations.md)")
     p.add_argument("--clock-skew-seed", type=int, default=1,
                    help="the seed of the uniform and half-normal offsets (default %(default)s)")
-    p.add_argument("--heartbeat-ms", type=float, default=5.0,
-                   help="heartbeat after this long without replication (paper: 1; default %(default)s "
-                        "because every local server shares this machine's cores)")
+    p.add_argument("--heartbeat-ms", type=float, default=None,
+                   help="heartbeat after this long without replication (paper: 1; default 5 because every "
+                        "local server shares this machine's cores); given without --idle-after-ms, it also "
+                        "turns the idle pacing off (the paper's setting)")
     p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (paper: 5)")
+    p.add_argument("--idle-after-ms", type=float, default=None,
+                   help="after this long without a write, rounds and heartbeats run every --idle-interval-ms "
+                        "until the next write (default 1000; 0: never back off)")
+    p.add_argument("--idle-interval-ms", type=float, default=200.0,
+                   help="the period of rounds and heartbeats while idle (default %(default)s)")
     p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
     p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
     p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")
@@ -115,6 +121,25 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--grpc-only", action="store_true",
                    help="talk to the servers over gRPC only, not over their native ports (slower)")
     p.set_defaults(target="okapikv.client.stdio:run_client")
+
+
+def _add_load(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("load", help="bulk-load records from a file into a cluster (docs/operations.md, Loading data)")
+    p.add_argument("file", help="input file, one record a line ('-': stdin)")
+    p.add_argument("--format", choices=["tsv", "put"], default="tsv",
+                   help="tsv: key<TAB>value lines (default); put: the course's 'PUT <key> <value>' lines")
+    p.add_argument("--dc", default=None, help="DC of the default local cluster to load into (default: the first)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server of the DC to load into")
+    p.add_argument("--batch", type=int, default=2_000, help="PUTs per batch sent to a server (default %(default)s)")
+    p.add_argument("--chunk", type=int, default=100_000,
+                   help="records read, checked and sent at a time (bounds memory; default %(default)s)")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="fail when no record is acknowledged for this long (default %(default)g s)")
+    p.add_argument("--grpc-only", action="store_true", help="send over gRPC streams, not the servers' native ports")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.set_defaults(target="okapikv.client.load_file:run_load")
 
 
 def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -239,6 +264,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
                    help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
+    p.add_argument("--durable", action="store_true",
+                   help="local servers keep their data on disk, as `okapi up` runs them (default: in memory)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
@@ -251,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 

@@ -49,10 +49,11 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from okapikv.client import bulk
 from okapikv.client import operations as ops
 from okapikv.client.connections import Connections
 from okapikv.client.failover import Move, Moved
-from okapikv.client.native import AsyncNativeCall, GrpcCall, failure_of
+from okapikv.client.native import AsyncNativeCall, GrpcCall, Receiver, failure_of
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.policy import Policy
 from okapikv.client.retry import (
@@ -308,14 +309,15 @@ class _ServerLink:
             if pipeline is not None:
                 self.batches_sent += pipeline.batches_sent
                 self.operations_sent += pipeline.operations_sent
-            def open_call(receiver: _Pipeline) -> AsyncNativeCall | GrpcCall:
-                if self._native:
-                    return AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s,
-                                           receiver)
-                return GrpcCall(self.channel, receiver)
-
-            pipeline = self._pipeline = _Pipeline(open_call, self._max_batch, self._budget_bytes, self._tick_s)
+            pipeline = self._pipeline = _Pipeline(self.open_call, self._max_batch, self._budget_bytes, self._tick_s)
         return pipeline
+
+    def open_call(self, receiver: Receiver) -> AsyncNativeCall | GrpcCall:
+        """A new call to this server carrying batches for ``receiver``: a native connection, or the
+        gRPC ``Pipeline`` stream (``native=False``, or a server without a native port)."""
+        if self._native:
+            return AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s, receiver)
+        return GrpcCall(self.channel, receiver)
 
     def counters(self) -> tuple[int, int]:
         """(batches, operations) sent over Pipeline streams so far: their ratio is the batching gain."""
@@ -614,6 +616,31 @@ class AsyncClient:
         state.merge(reply.session)
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
+
+    async def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
+                       window: int = bulk.BULK_WINDOW) -> int:
+        """Write every ``(key, value)`` of ``pairs`` as a PUT, in large pipelined batches straight to
+        each key's partition (``okapikv.client.bulk``: loading, not serving). The PUTs are
+        concurrent writes of this session; once it returns, all of them are acknowledged (durable
+        on durable servers) and visible to the session's reads. Returns how many were written.
+        Raises ``BulkLoadFailed`` (with the count acknowledged) at the first refused PUT or broken
+        connection, and ``InvalidArgument`` for something that is not a pair, before sending."""
+        state = self._ready_now() or await self._ready()
+        topology = self.topology
+        grouped = bulk.group_by_partition(pairs, topology)
+        links = self._connections.links
+        timeout_s = self._connections.policy.timeout_s
+        session = state.wire()
+        loads = [bulk.PartitionLoad(items, session, topology.batch_budget_bytes, timeout_s, links[partition].open_call,
+                                    batch=batch, window=window)
+                 for partition, items in enumerate(grouped)]
+        newest = await bulk.load_partitions(loads)
+        for reply in newest:
+            if reply is not None:
+                state.merge(reply.session)
+                if self.last_write_timestamp is None or reply.timestamp > self.last_write_timestamp:
+                    self.last_write_timestamp = reply.timestamp
+        return sum(len(items) for items in grouped)
 
     async def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Every (key, value) with start <= key <= end in byte order, from one causally consistent

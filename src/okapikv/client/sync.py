@@ -28,6 +28,7 @@ they stay; every other session is adopted by the new DC at its next operation.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import queue
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from okapikv.client import bulk
 from okapikv.client import operations as ops
 from okapikv.client.connections import Connections
 from okapikv.client.failover import Move, Moved
@@ -256,7 +258,7 @@ class _Connections(Connections[_SyncLink]):
         super().__init__(policy)
         self.tls = tls
         self._pipeline = pipeline
-        self._native = native
+        self.native = native
         self._lock = threading.Lock()  # held by the session moving the links
 
     def connect(self) -> None:
@@ -270,7 +272,7 @@ class _Connections(Connections[_SyncLink]):
         self.install(Topology.from_cluster_info(info, bootstrap.address), self._open)
 
     def _open(self, topology: Topology, address: str) -> _SyncLink:
-        return _SyncLink(address, self.tls, stream=self._pipeline, native=self._native)
+        return _SyncLink(address, self.tls, stream=self._pipeline, native=self.native)
 
     def _probe(self, address: str) -> _SyncLink:
         return _SyncLink(address, self.tls)
@@ -442,6 +444,33 @@ class Client:
                            self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
+
+    def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
+                 window: int = bulk.BULK_WINDOW) -> int:
+        """``AsyncClient.bulk_put`` for this session: the load runs on an event loop of its own (one
+        call for the whole load, so not one crossing per operation), over connections of its own to
+        this client's DC. Not from inside a running event loop (use ``AsyncClient.bulk_put``)."""
+        from okapikv.client.aio import AsyncClient
+
+        state = self._ready()
+        connections = self._connections
+        topology = self.topology
+        policy = self._policy
+
+        async def load() -> int:
+            client = AsyncClient(topology.addresses[0], timeout_s=policy.timeout_s, tls=connections.tls,
+                                 native=connections.native)
+            try:
+                await client.connect()
+                loader = client.fork(session=state)
+                written = await loader.bulk_put(pairs, batch=batch, window=window)
+                if loader.last_write_timestamp is not None:
+                    self.last_write_timestamp = loader.last_write_timestamp
+                return written
+            finally:
+                await client.close()
+
+        return asyncio.run(load())
 
     def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
         """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""

@@ -49,6 +49,8 @@ from pathlib import Path
 from types import FrameType
 
 from okapikv.cluster.config import (
+    DEFAULT_IDLE_AFTER_MS,
+    DEFAULT_IDLE_INTERVAL_MS,
     LOCAL_HEARTBEAT_INTERVAL_MS,
     ClusterConfig,
     ServerConfig,
@@ -100,6 +102,11 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     if resp and resp_base_port is None:  # right after the servers' ports (and their peer listeners)
         servers = len(dcs) * args.partitions
         resp_base_port = args.base_port + servers * (2 if tls is not None and not tls.client_auth else 1)
+    # An explicit heartbeat period asks for that cadence: no idle pacing unless asked for as well.
+    heartbeat_ms = getattr(args, "heartbeat_ms", None)
+    idle_after_ms = getattr(args, "idle_after_ms", None)
+    if idle_after_ms is None:
+        idle_after_ms = DEFAULT_IDLE_AFTER_MS if heartbeat_ms is None else 0.0
     return local_cluster(
         dcs=dcs,
         partitions=args.partitions,
@@ -108,8 +115,10 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         clock_skew_ms=args.clock_skew_ms,
         clock_skew_model=getattr(args, "clock_skew_model", DC_MAJOR),
         clock_skew_seed=getattr(args, "clock_skew_seed", 1),
-        heartbeat_interval_ms=getattr(args, "heartbeat_ms", LOCAL_HEARTBEAT_INTERVAL_MS),
+        heartbeat_interval_ms=LOCAL_HEARTBEAT_INTERVAL_MS if heartbeat_ms is None else heartbeat_ms,
         stabilization_interval_ms=getattr(args, "stabilization_ms", 5.0),
+        idle_after_ms=idle_after_ms,
+        idle_interval_ms=getattr(args, "idle_interval_ms", DEFAULT_IDLE_INTERVAL_MS),
         base_port=args.base_port,
         host=args.host,
         metrics_base_port=getattr(args, "metrics_base_port", 0) or 0,

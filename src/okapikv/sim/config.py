@@ -179,6 +179,9 @@ class SimConfig:
     #: simulated seconds allowed after the fault phase for replicas to become quiescent
     converge_timeout_s: float = 5.0
     piggyback_usv: bool = False
+    #: idle pacing (``CoreConfig.idle_after_us``, ``idle_interval_us``; 0: never back off, the paper's)
+    idle_after_ms: float = 0.0
+    idle_interval_ms: float = 200.0
     #: fraction of writes whose remote visibility latency is measured (0 disables)
     visibility_sample: float = 0.05
     #: check internal invariants while running (replication promise: vv[i] never covers an update

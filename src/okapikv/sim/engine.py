@@ -94,6 +94,8 @@ class Simulation:
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
+                    idle_after_us=round(config.idle_after_ms * 1000),
+                    idle_interval_us=round(config.idle_interval_ms * 1000),
                     **({"max_scan_items": config.scan_page_items} if config.scan_page_items else {}),
                     max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                 )

@@ -172,9 +172,11 @@ def start_local(
     clock_skew_seed: int = 1,
     host: str = "127.0.0.1",
     settings: dict[str, Any] | None = None,
+    durable: bool = False,
 ) -> RunningCluster:
     """Start one ``okapi server`` process per (DC, partition), as `okapi up` does, and wait until
-    every one passes its gRPC health check.
+    every one passes its gRPC health check. ``durable``: each server keeps its store in a data
+    directory of its own (``WORKDIR/<dc>-p<n>``, as `okapi up` lays them out), else in memory.
 
     The processes come from ``okapikv.cluster.launcher.start_server``, so they die with the
     benchmark even if it is killed (PR_SET_PDEATHSIG): a crashed run never leaves servers holding
@@ -206,7 +208,8 @@ def start_local(
     try:
         endpoints: list[ServerEndpoint] = []
         for server in config.servers:
-            process = start_server(config_path, server)
+            data_dir = Path(workdir.name) / f"{server.dc}-p{server.partition}" if durable else None
+            process = start_server(config_path, server, data_dir=data_dir)
             cluster.processes.append(process)
             endpoints.append(
                 ServerEndpoint(config.dc_index(server.dc), server.dc, server.partition, server.address, process.pid)

@@ -58,6 +58,7 @@ class BenchOptions:
     keep_cpus_busy: bool = False
     grpc_only: bool = False
     load: str = "client"  # okapi load generator: client (async client sessions) | lean (engine.lean)
+    durable: bool = False  # local okapikv servers keep their stores in data directories (SQLite)
     max_sessions: int | None = None  # the paper suite's peak search: most sessions (engine.peak)
     latency_cap_ms: float | None = None  # ... and the mean latency it stops at
 
