@@ -12,7 +12,10 @@ included (``liveness_s``). One module per mechanism:
   time (``events``), and the deterministic mode protocol tests drive step by step
   (``World.fixed``, with ``caller.Caller`` as a synchronous client session);
 - ``clients``: the closed-loop sessions and their workload (``workload``); ``nemesis``: the
-  faults; ``invariants``: the checks a history cannot show; ``visibility``: remote visibility.
+  faults; ``invariants``: the checks a history cannot show; ``visibility``: remote visibility;
+- ``cost`` and ``cpu``: the cost model, off by default (``SimConfig.cost``): a CPU queue of
+  ``cores`` cores per server, a cost per message type, timer run and client operation, a WAN
+  bandwidth, and the ``free`` or ``thread`` model of blocked requests.
 
 Commands::
 

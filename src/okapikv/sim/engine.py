@@ -37,6 +37,8 @@ from okapikv.core.stats import WaitStats
 from okapikv.core.timestamps import pack
 from okapikv.sim.clients import Clients
 from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.cost import Costs
+from okapikv.sim.cpu import Cpu
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
 from okapikv.sim.visibility import Visibility
@@ -68,6 +70,19 @@ class SimResult:
     snapshot_retries: int = 0
     messages: Counter[str] = field(default_factory=Counter)
     scan_restarts: int = 0
+    #: per operation, the latency of each successful workload operation issued in the measurement
+    #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
+    latencies_us: dict[str, list[int]] = field(default_factory=dict)
+    window_completed: int = 0
+    window_us: int = 0
+    #: under the cost model: each server's share of CPU time used, and the most requests parked at once
+    cpu_utilization: list[float] | None = None
+    max_blocked: int = 0
+
+    @property
+    def throughput_ops_s(self) -> float:
+        """Workload operations completed per simulated second in the measurement window."""
+        return self.window_completed / (self.window_us / 1e6) if self.window_us else 0.0
 
 
 class Simulation:
@@ -103,6 +118,9 @@ class Simulation:
             lan_us=config.lan_us, jitter=config.wan_jitter, jitter_ms=config.wan_jitter_ms,
             link_spread_ms=config.wan_link_spread_ms, factory=factory)
         world.service_us = [config.service_us] * len(servers)
+        if config.cost is not None:
+            world.cpu = Cpu(world, Costs(config.cost, partitions))
+            world.network.wan_bytes_per_us = config.cost.wan_bandwidth_mbps / 8
         self.recorder = HistoryRecorder(self._meta()) if config.record else None
         self.clients = Clients(world, config, rng, Workload(config, rng), self.recorder)
         self.invariants = Invariants(world, max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
@@ -292,4 +310,10 @@ class Simulation:
             snapshot_retries=retries,
             scan_restarts=self.clients.scan_restarts,
             messages=Counter({kind.__name__: n for kind, n in world.network.counts.items()}),
+            latencies_us=self.clients.latencies_us,
+            window_completed=self.clients.window_completed,
+            window_us=self.clients.window[1] - self.clients.window[0],
+            cpu_utilization=None if world.cpu is None else [
+                world.cpu.utilization(index, world.now - START_US) for index in range(len(world.servers))],
+            max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
         )
