@@ -147,6 +147,19 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "completes, every write becomes visible in every DC, within bounds)")
     p.add_argument("--history", default=None, metavar="FILE",
                    help="write the history (JSON lines) to FILE, for `okapi check FILE`; sweeps: FILE with {seed}")
+    p.add_argument("--workload", choices=["mix", "paper", "write-ratio"], default="mix",
+                   help="mix (every operation, default), paper (RO-TX then PUT, alternating), write-ratio")
+    p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (default 2)")
+    p.add_argument("--write-ratio", type=float, default=None,
+                   help="paper workload: probability an operation is a PUT, else a RO-TX (default: alternate)")
+    p.add_argument("--think-us", type=int, default=1_000, help="client think time, uniform in [0, X] us")
+    p.add_argument("--warmup-s", type=float, default=0.0, help="latency and throughput leave out these first seconds")
+    p.add_argument("--cost", default=None, metavar="PROFILE",
+                   help="turn the cost model on: a profile file (JSON) or a packaged profile's name")
+    p.add_argument("--cores", type=int, default=None, help="with --cost: cores per server (default: the profile's)")
+    p.add_argument("--blocking", choices=["free", "thread"], default=None,
+                   help="with --cost: blocked requests cost nothing (free) or hold one of --threads (thread)")
+    p.add_argument("--threads", type=int, default=None, help="with --cost --blocking thread: threads per server")
     p.set_defaults(target="okapikv.sim.cli:run_sim")
 
 
