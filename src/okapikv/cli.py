@@ -163,6 +163,24 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(target="okapikv.sim.cli:run_sim")
 
 
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("calibrate", help="measure this machine's costs into a simulator cost profile, or validate one")
+    p.add_argument("--out", default="profile.json", help="where to write the profile (default %(default)s)")
+    p.add_argument("--name", default="this-vm", help="the profile's name (default %(default)s)")
+    p.add_argument("--cores", type=int, default=2, help="cores per server in the profile (default %(default)s)")
+    p.add_argument("--duration-s", type=float, default=0.5, help="simulated seconds per timed workload")
+    p.add_argument("--validate", nargs="+", default=None, metavar="RESULTS_JSON",
+                   help="instead: fit --profile on one `okapi bench --workload rotx` run and predict the others")
+    p.add_argument("--profile", default="this-vm", help="--validate: the profile (file or packaged name)")
+    p.add_argument("--fit", default="okapi p=2 c=12", help="--validate: the run to fit on (default %(default)r)")
+    p.add_argument("--sim-duration-s", type=float, default=2.0, help="--validate: simulated seconds per point")
+    p.add_argument("--shared-cores", type=int, default=0,
+                   help="--validate: model the deployment as one machine of this many cores (default: a core each)")
+    p.add_argument("--markdown", default=None, help="--validate: also write the table here")
+    p.add_argument("--fitted-out", default=None, help="--validate: write the fitted profile here")
+    p.set_defaults(target="okapikv.bench.calibrate_command:run_calibrate")
+
+
 def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("check", help="run the consistency checkers on a recorded history")
     p.add_argument("history", help="history file (JSON lines)")
@@ -238,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_calibrate, _add_check, _add_fuzz,
+                _add_bench):
         add(sub)
     return parser
 

@@ -25,6 +25,8 @@ cost, a link bandwidth, calibrated by fitting against real runs). A profile hold
 - the clients' own CPU per operation when they share their server's machine (``client_us``; the
   paper's clients are collocated);
 - the WAN links' bandwidth (``wan_bandwidth_mbps``, 0: unbounded);
+- the machines: each server its own of ``cores`` cores, or all of them and their clients one
+  (``shared_machine``: a deployment on one host, as ``okapi bench`` runs on this VM);
 - blocked requests (``blocking``): ``free``, a parked request costs nothing while it waits (as
   okapikv's servers park them, docs/protocol.md, "Operations"); ``thread``, a request holds one of
   ``threads`` server threads while it is served and while it waits (the paper's lineage: a thread per
@@ -108,6 +110,9 @@ class CostProfile:
     wan_bandwidth_mbps: float = 0.0
     blocking: str = "free"
     threads: int = 0
+    #: every server and client shares one machine of ``cores`` cores (a whole deployment on one
+    #: host, as ``okapi bench`` runs one on this VM); False: each server has its own
+    shared_machine: bool = False
 
     def validate(self) -> None:
         problems = []
@@ -148,7 +153,10 @@ def profile_from_json(data: dict[str, Any], *, where: str = "cost profile") -> C
         if isinstance(default, str):
             if not isinstance(value, str):
                 raise ValueError(f"{where}: {name} must be a string")
-        elif isinstance(default, int) and not isinstance(default, bool) and not isinstance(default, float):
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: {name} must be true or false")
+        elif isinstance(default, int):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{where}: {name} must be an integer")
         else:

@@ -75,7 +75,8 @@ class SimResult:
     latencies_us: dict[str, list[int]] = field(default_factory=dict)
     window_completed: int = 0
     window_us: int = 0
-    #: under the cost model: each server's share of CPU time used, and the most requests parked at once
+    #: under the cost model: each machine's share of CPU time used (one per server, or one shared),
+    #: and the most requests parked at once on a server
     cpu_utilization: list[float] | None = None
     max_blocked: int = 0
 
@@ -314,6 +315,6 @@ class Simulation:
             window_completed=self.clients.window_completed,
             window_us=self.clients.window[1] - self.clients.window[0],
             cpu_utilization=None if world.cpu is None else [
-                world.cpu.utilization(index, world.now - START_US) for index in range(len(world.servers))],
+                world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],
             max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
         )

@@ -584,6 +584,8 @@ class World(Events):
     def pause(self, index: int) -> None:
         """SIGSTOP: server ``index`` handles nothing until ``resume``; messages queue in its inbox."""
         self.paused[index] = True
+        if self.cpu is not None:
+            self.inbox[index].extend(self.cpu.paused(index))
 
     def resume(self, index: int) -> None:
         self.paused[index] = False
@@ -595,7 +597,7 @@ class World(Events):
             else:
                 cpu.arrive(index, message)
         if cpu is not None:
-            cpu.pump(index)
+            cpu.pump_server(index)
         self._rearm(index)
 
     def step_clock(self, index: int, forward_us: int) -> None:
