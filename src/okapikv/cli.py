@@ -130,10 +130,12 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=1, help="the seed of every random choice (default %(default)s)")
     p.add_argument("--seeds", default=None, metavar="A..B", help="sweep seeds A to B inclusive")
     p.add_argument("--dcs", type=int, default=3, help="number of DCs (default %(default)s)")
-    p.add_argument("--partitions", type=int, default=4, help="partitions per DC (default %(default)s)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="partitions per DC (default 4; --experiment: 32)")
     p.add_argument("--clients", type=int, default=12,
                    help="closed-loop client sessions, spread over the DCs (default %(default)s)")
-    p.add_argument("--duration-s", type=float, default=2.0, help="simulated seconds of the fault phase")
+    p.add_argument("--duration-s", type=float, default=None,
+                   help="simulated seconds of the fault phase (default 2; --experiment: 0.2 per run)")
     p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
@@ -160,7 +162,13 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--blocking", choices=["free", "thread"], default=None,
                    help="with --cost: blocked requests cost nothing (free) or hold one of --threads (thread)")
     p.add_argument("--threads", type=int, default=None, help="with --cost --blocking thread: threads per server")
-    p.set_defaults(target="okapikv.sim.cli:run_sim")
+    p.add_argument("--experiment", default=None,
+                   choices=["fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic"],
+                   help="run one of the paper's experiments under the cost model (default profile python-server), "
+                        "written as okapi bench writes results (--out)")
+    p.add_argument("--protocols", default="okapi,cure,gentlerain", help="--experiment: the systems compared")
+    p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md")
+    p.set_defaults(target="okapikv.cli:run_sim_command")
 
 
 def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -248,6 +256,21 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
     p.set_defaults(target="okapikv.bench.cli:run_bench")
+
+
+def run_sim_command(args: argparse.Namespace) -> int:
+    """``okapi sim``: one run or a sweep of seeds (``okapikv.sim.cli``), or with ``--experiment`` one
+    of the paper's experiments, written through the bench's results path (``okapikv.bench``)."""
+    args.partitions_given, args.duration_given = args.partitions is not None, args.duration_s is not None
+    if args.experiment is not None:
+        from okapikv.bench.sim_experiments import run_experiment_command
+
+        return run_experiment_command(args)
+    from okapikv.sim.cli import run_sim
+
+    args.partitions = 4 if args.partitions is None else args.partitions
+    args.duration_s = 2.0 if args.duration_s is None else args.duration_s
+    return run_sim(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -49,7 +49,7 @@ def test_validation_fits_one_run_and_reports_the_error_of_the_others(
     points = load_points([str(path)])
     assert [point.label for point in points] == ["okapi p=2 c=6", "cure p=2 c=6"]
     markdown, fitted_path = tmp_path / "table.md", tmp_path / "fitted.json"
-    assert main(["calibrate", "--validate", str(path), "--fit", "okapi p=2 c=6", "--sim-duration-s", "0.3",
+    assert main(["calibrate", "--validate", str(path), "--fit", "okapi p=2 c=6", "--sim-duration-s", "0.2",
                  "--markdown", str(markdown), "--fitted-out", str(fitted_path)]) == 0
     assert "Mean absolute relative error over the held-out runs" in capsys.readouterr().out
     assert "| cure p=2 c=6 | held out |" in markdown.read_text()

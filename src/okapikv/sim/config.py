@@ -175,6 +175,9 @@ class SimConfig:
     warmup_s: float = 0.0
     #: the cost model (``okapikv.sim.cost``); None: calls cost no time (``service_us`` aside)
     cost: CostProfile | None = None
+    #: after the fault phase, wait for quiescence and read every key everywhere; False (measurement
+    #: runs that are not checked): the run ends with the fault phase
+    drain: bool = True
 
     def with_seed(self, seed: int) -> SimConfig:
         return replace(self, seed=seed)
@@ -204,6 +207,8 @@ class SimConfig:
             problems.append("write_ratio must be within [0, 1]")
         if not 0 <= self.warmup_s < self.duration_s:
             problems.append("warmup_s must be within [0, duration_s)")
+        if not self.drain and self.record:
+            problems.append("a run without the drain cannot be checked: set record=False")
         if self.cost is not None:
             try:
                 self.cost.validate()

@@ -79,6 +79,8 @@ class SimResult:
     #: and the most requests parked at once on a server
     cpu_utilization: list[float] | None = None
     max_blocked: int = 0
+    #: every server incarnation's counters (``ServerStats.as_dict``), over the whole run
+    server_stats: list[dict[str, object]] = field(default_factory=list)
 
     @property
     def throughput_ops_s(self) -> float:
@@ -189,6 +191,10 @@ class Simulation:
         if liveness_s:
             self.visibility.follow_from_us = self.fault_phase_end
         self.nemesis.heal()
+        if not self.config.drain:
+            world.note("end of the fault phase: the run stops (no drain)")
+            world.done = True
+            return
         if not liveness_s:
             world.note("heal: all faults repaired, clients stop")
             self._stop_clients()
@@ -317,4 +323,5 @@ class Simulation:
             cpu_utilization=None if world.cpu is None else [
                 world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],
             max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
+            server_stats=[server.stats.as_dict() for server in world.retired + world.servers],
         )
