@@ -180,7 +180,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("--validate", nargs="+", default=None, metavar="RESULTS_JSON",
                    help="instead: fit --profile on one `okapi bench --workload rotx` run and predict the others")
     p.add_argument("--profile", default="this-vm", help="--validate: the profile (file or packaged name)")
-    p.add_argument("--fit", default="okapi p=2 c=12", help="--validate: the run to fit on (default %(default)r)")
+    p.add_argument("--fit", default="okapi P4 p=2 c=12", help="--validate: the run to fit on (default %(default)r)")
     p.add_argument("--sim-duration-s", type=float, default=2.0, help="--validate: simulated seconds per point")
     p.add_argument("--shared-cores", type=int, default=0,
                    help="--validate: model the deployment as one machine of this many cores (default: a core each)")

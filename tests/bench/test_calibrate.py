@@ -47,14 +47,14 @@ def test_validation_fits_one_run_and_reports_the_error_of_the_others(
     path.write_text(json.dumps({"series": {"custom": {"runs": [
         bench_run("okapi", 6, 300.0, 20_000.0), bench_run("cure", 6, 280.0, 21_000.0)]}}}))
     points = load_points([str(path)])
-    assert [point.label for point in points] == ["okapi p=2 c=6", "cure p=2 c=6"]
+    assert [point.label for point in points] == ["okapi P2 p=2 c=6", "cure P2 p=2 c=6"]
     markdown, fitted_path = tmp_path / "table.md", tmp_path / "fitted.json"
-    assert main(["calibrate", "--validate", str(path), "--fit", "okapi p=2 c=6", "--sim-duration-s", "0.2",
+    assert main(["calibrate", "--validate", str(path), "--fit", "okapi P2 p=2 c=6", "--sim-duration-s", "0.2",
                  "--markdown", str(markdown), "--fitted-out", str(fitted_path)]) == 0
     assert "Mean absolute relative error over the held-out runs" in capsys.readouterr().out
-    assert "| cure p=2 c=6 | held out |" in markdown.read_text()
+    assert "| cure P2 p=2 c=6 | held out |" in markdown.read_text()
     fitted = load_profile(fitted_path)
-    assert fitted.client_us > 0 and "fitted to the real run okapi p=2 c=6" in fitted.source
+    assert fitted.client_us > 0 and "fitted to the real run okapi P2 p=2 c=6" in fitted.source
     fit_row, held_row = json.loads(fitted_path.with_suffix(".rows.json").read_text())
     assert fit_row["fit"] and fit_row["predicted_ops_s"] == pytest.approx(300.0, rel=0.1)
     assert not held_row["fit"] and held_row["predicted_ops_s"] > 0

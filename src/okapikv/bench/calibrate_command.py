@@ -2,7 +2,7 @@
 
     okapi calibrate --out profile.json            # time the core's handlers (okapikv.bench.calibrate)
     okapi calibrate --validate A/results.json B/results.json --profile profile.json \\
-        --fit "okapi p=2 c=12" --markdown table.md  # fit on one real run, predict the others
+        --fit "okapi P4 p=2 c=12" --markdown table.md  # fit on one real run, predict the others
 
 Exit status 0, or 2 on bad arguments or unreadable files.
 """

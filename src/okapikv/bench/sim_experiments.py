@@ -31,7 +31,7 @@ def run_from_record(data: dict[str, Any]) -> Run:
     stats = {str(index): server for index, server in enumerate(data["server_stats"])}
     delta = stats_delta(stats, {})
     fields = {key: value for key, value in data.items()
-              if key not in ("server_stats", "simulated_s", "visibility_us", "checked", "anomalies", "wall_s",
+              if key not in ("server_stats", "simulated_s", "visibility_us", "checked", "anomalies", "cpu_s",
                              "series")}
     fields["waits"] = {kind: _plain(summary) for kind, summary in summarize_waits(delta).items()}
     fields["traffic"] = _plain(summarize_traffic(delta, data["simulated_s"]))
@@ -75,7 +75,7 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
                  f"throughput in simulated time; {len(runs)} runs, {len(checked)} recorded and checked by the "
                  f"causal, snapshot, session and convergence checkers "
                  f"({sum(d['anomalies'] for d in checked)} anomalies), the others unrecorded")
-    results.note(f"CPU time of the simulation: {sum(d['wall_s'] for d in runs):.0f} s")
+    results.note(f"CPU time of the simulation: {sum(d['cpu_s'] for d in runs):.0f} s")
     return results
 
 
@@ -103,7 +103,7 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         print(f"  {run['system']:<10} {run['series']:<18} partitions={run['partitions']} p={run['rotx_partitions']}"
               + (f" w={run['write_ratio']:g}" if run["write_ratio"] is not None else "")
               + f" clients={run['clients']}: {run['throughput_ops_s']:.0f} ops/s, mean "
-              f"{all_latency.get('mean_us', 0) / 1000:.1f} ms ({run['wall_s']:.1f} s CPU{check})", flush=True)
+              f"{all_latency.get('mean_us', 0) / 1000:.1f} ms ({run['cpu_s']:.1f} s CPU{check})", flush=True)
 
     runs = run_experiment(name, plan, profile, progress=progress)
     command = "okapi " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sim"] else f"okapi sim --experiment {name}"

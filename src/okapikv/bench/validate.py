@@ -2,7 +2,7 @@
 
 The profile ``okapi calibrate`` wrote holds the core's costs; a real server also spends CPU in its
 driver (event loop, framing, system calls) and the load processes spend CPU per operation. The fit
-(``fit``) takes one real run (by default Okapi, RO-TX over 2 partitions, 12 sessions) and adds:
+(``fit``) takes one real run (by default Okapi at 4 partitions per DC, RO-TX over 2 partitions, 12 sessions) and adds:
 
 - a driver overhead per message sent, from the run's server CPU per operation (``cpu.server_s``)
   less what the simulator's core costs come to per operation, over the messages sent per operation;
@@ -42,6 +42,7 @@ class Point:
     partitions: int
     dcs: int
     write_ratio: float | None
+    clock_skew_ms: float
     throughput_ops_s: float
     mean_latency_us: float
     server_cpu_us_per_op: float
@@ -50,12 +51,12 @@ class Point:
     @property
     def label(self) -> str:
         ratio = f" w={self.write_ratio:g}" if self.write_ratio is not None else ""
-        return f"{self.system} p={self.rotx_partitions} c={self.clients}{ratio}"
+        return f"{self.system} P{self.partitions} p={self.rotx_partitions} c={self.clients}{ratio}"
 
 
 def load_points(paths: list[str]) -> list[Point]:
-    """Every rotx run in the ``results.json`` files named."""
-    points = []
+    """Every rotx run in the ``results.json`` files named (a run in two series once)."""
+    points: list[Point] = []
     for path in paths:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         for series in data["series"].values():
@@ -67,10 +68,14 @@ def load_points(paths: list[str]) -> list[Point]:
                 points.append(Point(
                     system=run["system"], rotx_partitions=run["rotx_partitions"], clients=run["clients"],
                     partitions=run["partitions"], dcs=run["dcs"], write_ratio=run.get("write_ratio"),
+                    clock_skew_ms=run.get("clock_skew_ms") or 0.0,
                     throughput_ops_s=run["throughput_ops_s"], mean_latency_us=run["latency_us"]["all"]["mean_us"],
                     server_cpu_us_per_op=cpu.get("server_cpu_us_per_op") or 0.0,
                     client_cpu_us_per_op=(cpu.get("client_s") or 0.0) * 1e6 / operations))
-    return points
+    unique: dict[str, Point] = {}
+    for point in points:
+        unique.setdefault(point.label, point)
+    return list(unique.values())
 
 
 def sim_config(point: Point, profile: CostProfile, *, duration_s: float, seed: int) -> SimConfig:
@@ -78,6 +83,7 @@ def sim_config(point: Point, profile: CostProfile, *, duration_s: float, seed: i
     return SimConfig(
         seed=seed, protocol=point.system, num_dcs=point.dcs, num_partitions=point.partitions,
         num_clients=point.clients, duration_s=duration_s, warmup_s=duration_s / 4, think_us_max=0,
+        clock_skew_ms=point.clock_skew_ms,
         workload="paper" if point.write_ratio is None else "write-ratio",
         write_ratio=point.write_ratio if point.write_ratio is not None else 0.5,
         rotx_partitions=point.rotx_partitions, record=False, invariants=False, visibility_sample=0.0,

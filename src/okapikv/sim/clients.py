@@ -17,6 +17,11 @@ operations. Every operation is recorded as an invoke and a completion in the his
   snapshot is gone) starts the scan over, at most ``SCAN_RESTARTS`` times (docs/protocol.md,
   "Snapshot reads").
 
+Each successful workload operation issued in the measurement window (``SimConfig.warmup_s`` to
+the end of the fault phase) has its latency recorded (``latencies_us``), and the completions in
+the window are counted (the run's throughput). Under the cost model a client's own CPU per
+operation (``CostProfile.client_us``) runs on the machine of a server of its DC.
+
 After quiescence, ``start_final_reads`` adds convergence readers: every written key is read in
 every DC (``final`` reads) for the convergence checker, each with a fresh session.
 """

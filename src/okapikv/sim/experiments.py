@@ -126,7 +126,7 @@ def _latency(values: list[int]) -> dict[str, float]:
             "p999_us": at(0.999), "max_us": float(ordered[-1])}
 
 
-def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, wall_s: float) -> dict[str, Any]:
+def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cpu_s: float) -> dict[str, Any]:
     """A run as ``okapi bench`` records one (``Run`` fields), plus what the bench side summarises."""
     c = result.config
     latency = {kind: _latency(values) for kind, values in sorted(result.latencies_us.items()) if values}
@@ -146,7 +146,7 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, wa
         "server_stats": result.server_stats,
         "simulated_s": result.simulated_us / 1e6,
         "visibility_us": {f"{names[s]}->{names[d]}": values for (s, d), values in result.visibility_us.items()},
-        "checked": checked, "anomalies": anomalies, "wall_s": round(wall_s, 2), "series": point.series,
+        "checked": checked, "anomalies": anomalies, "cpu_s": round(cpu_s, 2), "series": point.series,
     }
 
 
@@ -161,7 +161,7 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
         started = time.process_time()
         outcome = run_simulation(config_of(point, plan, profile, clients, checked=checked), check=checked)
         run = record(point, outcome.result, checked=checked, anomalies=len(outcome.anomalies),
-                     wall_s=time.process_time() - started)
+                     cpu_s=time.process_time() - started)
         progress(run)
         runs.append(run)
         if len(runs) > 1 and run["throughput_ops_s"] < runs[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):

@@ -4,7 +4,9 @@ Keys are ``k000000`` .. in one fixed-width namespace, so byte order is numeric o
 ``n`` consecutive keys is a range. Popularity is zipfian (the paper's 0.99, section 5) over a
 seeded shuffle of the keys, so the hot keys land on different partitions. Every written value is
 ``<process>.<counter>``: unique in the whole run, which makes the history *differentiated* (a read
-names the write it read from), the precondition of the causal checker.
+names the write it read from), the precondition of the causal checker. The operations come from
+the mix, or (``SimConfig.workload``) alternate a RO-TX and a PUT per client (the paper's workload),
+or are a PUT with probability ``write_ratio``, else a RO-TX.
 """
 
 from __future__ import annotations
