@@ -22,7 +22,7 @@ def test_an_experiment_writes_results_plots_and_a_report(tmp_path: Path, capsys:
     assert [(run["system"], run["partitions"]) for run in series["runs"]] == [("okapi", 1), ("gentlerain", 1)]
     gentlerain = series["runs"][1]
     assert gentlerain["waits"]["rotx"]["waits"] > 0 and gentlerain["traffic"]["updates_replicated"] > 0
-    assert "checked by the causal" in " ".join(results["notes"])
+    assert "checked by the causal" in " ".join(results["notes"]) and "okapi at 2 clients" in " ".join(results["notes"])
     assert "Scalability" in (out / "report.md").read_text() and list(out.glob("*.png"))
 
 

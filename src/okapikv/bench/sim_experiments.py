@@ -66,6 +66,8 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
         "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
         "clients_per_partition": plan.clients_per_partition, "cost_profile": profile.to_json()})
     for data in runs:
+        if data["checked"]:  # the checkers' run: drained and recorded, not a measurement
+            continue
         kind, title = titles[data["series"]]
         results.series_for(data["series"], kind, title).runs.append(run_from_record(data))
         if data["visibility_us"] and name == "visibility":
@@ -74,7 +76,9 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
     results.note(f"simulated (okapikv.sim, cost profile {profile.name}: {profile.source}); latencies and "
                  f"throughput in simulated time; {len(runs)} runs, {len(checked)} recorded and checked by the "
                  f"causal, snapshot, session and convergence checkers "
-                 f"({sum(d['anomalies'] for d in checked)} anomalies), the others unrecorded")
+                 f"({sum(d['anomalies'] for d in checked)} anomalies; "
+                 + ", ".join(f"{d['system']} at {d['clients']} clients" for d in checked)
+                 + ": not in the series, its counters include its drain), the others unrecorded")
     results.note(f"CPU time of the simulation: {sum(d['cpu_s'] for d in runs):.0f} s")
     return results
 

@@ -111,7 +111,9 @@ def config_of(point: Point, plan: Plan, profile: CostProfile, clients: int, *, c
         num_clients=clients, duration_s=plan.duration_s, warmup_s=plan.warmup_s, clock_skew_ms=PAPER_SKEW_MS,
         think_us_max=0, workload="paper" if point.write_ratio is None else "write-ratio",
         write_ratio=point.write_ratio if point.write_ratio is not None else 0.5,
-        rotx_partitions=point.rotx_partitions, record=checked, invariants=checked, drain=checked,
+        rotx_partitions=point.rotx_partitions, invariants=checked,
+        # a write's visibility is followed through the history's operations, and known once visible
+        record=checked or point.visibility_sample > 0, drain=checked or point.visibility_sample > 0,
         visibility_sample=point.visibility_sample, cost=profile)
 
 
@@ -152,29 +154,39 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cp
 
 def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bool,
               progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """The point's runs: one at its fixed load, or the peak sweep (every step, or only the peak)."""
+    """The point's runs: one at its fixed load, or the peak sweep (every step, or only the peak);
+    with ``check_first``, first one more run at the first load, recorded and checked (``checked``),
+    which is not a measurement (its counters include its drain)."""
     start = point.clients if point.clients is not None else point.partitions * plan.dcs
     runs: list[dict[str, Any]] = []
+    if check_first:
+        runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
+    measured: list[dict[str, Any]] = []
     clients = start
-    for step in range(1 if point.clients is not None else MAX_SWEEP_STEPS):
-        checked = check_first and step == 0
-        started = time.process_time()
-        outcome = run_simulation(config_of(point, plan, profile, clients, checked=checked), check=checked)
-        run = record(point, outcome.result, checked=checked, anomalies=len(outcome.anomalies),
-                     cpu_s=time.process_time() - started)
-        progress(run)
-        runs.append(run)
-        if len(runs) > 1 and run["throughput_ops_s"] < runs[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
+    for _ in range(1 if point.clients is not None else MAX_SWEEP_STEPS):
+        run = _one(point, plan, profile, clients, checked=False, progress=progress)
+        measured.append(run)
+        if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
             break
         clients *= 2
     if point.keep == "peak":
-        return [max(runs, key=lambda run: run["throughput_ops_s"])]
-    return runs
+        measured = [max(measured, key=lambda run: run["throughput_ops_s"])]
+    return runs + measured
+
+
+def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool,
+         progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    started = time.process_time()
+    outcome = run_simulation(config_of(point, plan, profile, clients, checked=checked), check=checked)
+    run = record(point, outcome.result, checked=checked, anomalies=len(outcome.anomalies),
+                 cpu_s=time.process_time() - started)
+    progress(run)
+    return run
 
 
 def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
                    progress: Callable[[dict[str, Any]], None] = lambda run: None) -> list[dict[str, Any]]:
-    """Every run of experiment ``name``; the first point's first run is checked."""
+    """Every run of experiment ``name``; the first of them the checked one (``run_point``)."""
     runs: list[dict[str, Any]] = []
     for index, point in enumerate(points(name, plan)):
         runs += run_point(point, plan, profile, check_first=index == 0, progress=progress)
