@@ -176,7 +176,7 @@ class SimConfig:
     #: the cost model (``okapikv.sim.cost``); None: calls cost no time (``service_us`` aside)
     cost: CostProfile | None = None
     #: after the fault phase, wait for quiescence and read every key everywhere; False (measurement
-    #: runs that are not checked): the run ends with the fault phase
+    #: runs that are not checked): the run ends once the clients have finished their operations
     drain: bool = True
 
     def with_seed(self, seed: int) -> SimConfig:

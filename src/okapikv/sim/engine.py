@@ -192,8 +192,8 @@ class Simulation:
             self.visibility.follow_from_us = self.fault_phase_end
         self.nemesis.heal()
         if not self.config.drain:
-            world.note("end of the fault phase: the run stops (no drain)")
-            world.done = True
+            world.note("end of the fault phase: clients finish their operations, then the run stops (no drain)")
+            self._stop_clients()
             return
         if not liveness_s:
             world.note("heal: all faults repaired, clients stop")
@@ -216,6 +216,9 @@ class Simulation:
         self.clients.stop()
 
     def _all_clients_stopped(self) -> None:
+        if not self.config.drain:
+            self.world.done = True
+            return
         # Every timestamp issued, except what is legitimately ahead of the other clocks (a server's
         # clock or clock bound ahead): stable vectors pass it only once those clocks come within the
         # maximum offset of it (its writes then carry ``held_until_us``).
