@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from okapikv.core.deployment import PAPER_DC_NAMES
+from okapikv.core.skew import DC_MAJOR, SKEW_MODELS, UNIFORM
 
 DEFAULT_DCS = ",".join(PAPER_DC_NAMES)
 #: `okapi client --timeout-s`: how long an operation keeps retrying while its server is down. Long,
@@ -28,11 +29,22 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wan.add_argument("--wan", choices=["off", "realistic"], default="realistic",
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
-                   help="spread fixed clock offsets evenly over [0, X] ms across the servers")
-    p.add_argument("--heartbeat-ms", type=float, default=5.0,
-                   help="heartbeat after this long without replication (paper: 1; default %(default)s "
-                        "because every local server shares this machine's cores)")
+                   help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model lays them out")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=DC_MAJOR,
+                   help="dc-major (default): spread evenly over [0, X] in DC-major order; uniform: independent "
+                        "per server in [0, X]; half-normal: independent |N(0, X)| (docs/operations.md)")
+    p.add_argument("--clock-skew-seed", type=int, default=1,
+                   help="the seed of the uniform and half-normal offsets (default %(default)s)")
+    p.add_argument("--heartbeat-ms", type=float, default=None,
+                   help="heartbeat after this long without replication (paper: 1; default 5 because every "
+                        "local server shares this machine's cores); given without --idle-after-ms, it also "
+                        "turns the idle pacing off (the paper's setting)")
     p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (paper: 5)")
+    p.add_argument("--idle-after-ms", type=float, default=None,
+                   help="after this long without a write, rounds and heartbeats run every --idle-interval-ms "
+                        "until the next write (default 1000; 0: never back off)")
+    p.add_argument("--idle-interval-ms", type=float, default=200.0,
+                   help="the period of rounds and heartbeats while idle (default %(default)s)")
     p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
     p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
     p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")
@@ -111,6 +123,25 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(target="okapikv.client.stdio:run_client")
 
 
+def _add_load(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("load", help="bulk-load records from a file into a cluster (docs/operations.md, Loading data)")
+    p.add_argument("file", help="input file, one record a line ('-': stdin)")
+    p.add_argument("--format", choices=["tsv", "put"], default="tsv",
+                   help="tsv: key<TAB>value lines (default); put: the course's 'PUT <key> <value>' lines")
+    p.add_argument("--dc", default=None, help="DC of the default local cluster to load into (default: the first)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server of the DC to load into")
+    p.add_argument("--batch", type=int, default=2_000, help="PUTs per batch sent to a server (default %(default)s)")
+    p.add_argument("--chunk", type=int, default=100_000,
+                   help="records read, checked and sent at a time (bounds memory; default %(default)s)")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="fail when no record is acknowledged for this long (default %(default)g s)")
+    p.add_argument("--grpc-only", action="store_true", help="send over gRPC streams, not the servers' native ports")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the local cluster's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the cluster demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.set_defaults(target="okapikv.client.load_file:run_load")
+
+
 def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("status", help="show every server of a cluster and how far its USV lags")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="any server (default: the local cluster)")
@@ -140,10 +171,22 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
-                   help="spread fixed clock offsets over [0, X] ms across the servers")
+                   help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model draws them")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=UNIFORM,
+                   help="how offsets are laid out (default %(default)s; docs/benchmarks.md, Clock skew models)")
     p.add_argument("--clock-jumps", action="store_true",
                    help="with --faults: clocks also jump by minutes to hours (a running server's clock ahead; a "
                         "restart with the clock stepped back, fixed at the heal, or ahead)")
+    p.add_argument("--silent-links", action="store_true",
+                   help="with --faults: replication links between DCs also go silent (drop everything without "
+                        "closing); each carries again only once its liveness check declares the connection dead "
+                        "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--large-scans", action="store_true",
+                   help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
+                        "each page must be answered, other clients' GETs must not starve, and no read may stay "
+                        "pending after the scanners finish or give up (use with --keys-per-partition 128)")
+    p.add_argument("--keys-per-partition", type=int, default=0, metavar="N",
+                   help="keys per partition (default 32)")
     p.add_argument("--liveness-s", type=float, default=0.0, metavar="S",
                    help="clients run S simulated seconds more after the heal, checked for liveness (every operation "
                         "completes, every write becomes visible in every DC, within bounds)")
@@ -232,7 +275,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--partitions", type=int, default=None,
                    help="partitions per DC (default 1; paper suite 4, quick 2; scaling suite: the largest level)")
     p.add_argument("--clock-skew-ms", type=float, default=None,
-                   help="spread clock offsets over [0, X] ms across servers (default 0; paper suite: 10)")
+                   help="clock offsets of up to X ms across servers (default 0; paper suite: 10)")
+    p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=UNIFORM,
+                   help="how offsets are laid out (default %(default)s; docs/benchmarks.md, Clock skew models)")
+    p.add_argument("--coordinator", choices=("session", "first-key"), default="session",  # client.policy.COORDINATORS
+                   help="who coordinates RO-TX and SCAN: session (default: the session's own server) or first-key")
     p.add_argument("--wan", default="realistic", help="'realistic' (the paper's regions), 'off', or one-way ms")
     p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (rotx)")
     p.add_argument("--write-ratio", type=float, default=None,
@@ -252,6 +299,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="okapi clients pipeline over gRPC streams, not the servers' native ports")
     p.add_argument("--load", choices=["client", "lean"], default="client",
                    help="okapi load generator: the async client's sessions, or 'lean' (YCSB A-C; docs/benchmarks.md)")
+    p.add_argument("--durable", action="store_true",
+                   help="local servers keep their data on disk, as `okapi up` runs them (default: in memory)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
@@ -279,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_status, _add_sim, _add_calibrate, _add_check, _add_fuzz,
-                _add_bench):
+    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_calibrate, _add_check,
+                _add_fuzz, _add_bench):
         add(sub)
     return parser
 

@@ -52,3 +52,14 @@ class SnapshotTooOld(OkapiError):
 
 class ProtocolMismatch(OkapiError):
     """The server speaks to another cluster or another version of the protocol."""
+
+
+class BulkLoadFailed(OkapiError):
+    """A bulk load (``bulk_put``) stopped at a failure: ``written`` PUTs had been acknowledged (they
+    are durable where the servers are), the others may or may not have been applied. ``cause`` is
+    the error of the first failure. Loading the same pairs again is safe."""
+
+    def __init__(self, message: str, written: int, cause: OkapiError) -> None:
+        super().__init__(message)
+        self.written = written
+        self.cause = cause

@@ -99,3 +99,58 @@ def test_plain_okapi_under_the_replication_load_is_a_comparison_row_not_a_verdic
     assert rows["5. visibility p99 at full PUT load (okapi-bounded)"].met is True
     plain = rows["5. ... plain okapi, same load (no admission control)"]
     assert plain.met is None and plain.measured == "14,000 PUT/s; worst lag p99 101 ms vs 88 ms (+13 ms)"
+
+
+def test_durable_throughput_and_cpu_per_operation_are_judged_from_the_same_rounds() -> None:
+    fast: dict[str, Any] = {
+            "ycsb_a": {"okapi": figures(100), "okapi-durable": figures(80)},
+            "ycsb_a_server_us_per_op": {"okapi": 9.5, "okapi-durable": 30.0},
+            "ycsb_a_rounds": [{"okapi": 100.0, "okapi-durable": 90.0}, {"okapi": 100.0, "okapi-durable": 70.0},
+                              {"okapi": 100.0, "okapi-durable": 88.0}]}
+    rows = {row.id: row for row in evaluate(fast, [])}
+    assert rows["durable-ycsb-a"].met is True  # paired rounds: -12% (the medians say -20%)
+    assert rows["durable-ycsb-a"].measured.startswith("+12.0% (paired rounds +10.0% .. +30.0%")
+    assert rows["server-cpu-per-op"].met is True
+    assert rows["server-cpu-per-op"].measured == "9.5 us in memory at 100 ops/s; durable 30.0 us at 80 ops/s"
+    del fast["ycsb_a_server_us_per_op"]  # results written before the figure existed: no row
+    assert "server-cpu-per-op" not in {row.id for row in evaluate(fast, [])}
+
+
+def test_redis_benchmark_load_rate_and_data_size_rows() -> None:
+    def point(clients: int, pipeline: int, okapi: float, redis: float) -> dict[str, Any]:
+        return {"clients": clients, "pipeline": pipeline, "okapi_set": okapi, "okapi_get": okapi,
+                "redis_set": redis, "redis_get": redis}
+
+    fast = {"redis_benchmark": [[point(1, 1, 5, 10), point(50, 1, 90, 80), point(50, 16, 100, 400)],
+                                [point(1, 1, 6, 10), point(50, 1, 40, 80), point(50, 16, 100, 400)],
+                                [point(1, 1, 7, 10), point(50, 1, 70, 80), point(50, 16, 100, 400)]],
+            "durable_scale": {"large": 20_000, "small": 1_000, "quick": True, "load_rates": [90e3, 120e3, 110e3],
+                              "rounds": [{"large": 95.0, "small": 100.0}, {"large": 80.0, "small": 100.0},
+                                         {"large": 92.0, "small": 100.0}]}}
+    rows = {row.id: row for row in evaluate(fast, [])}
+    assert rows["redis-benchmark-c1"].met is None and rows["redis-benchmark-c1"].measured.startswith("60%")
+    assert rows["redis-benchmark-c50"].met is False and rows["redis-benchmark-c50"].measured.startswith("88%")
+    assert rows["redis-benchmark-p16"].met is None
+    load = rows["load-rate"]
+    assert load.met is True and load.target == "bulk load, 20,000 records, one durable partition"
+    assert load.measured == "110,000 records/s (--quick: a smaller data set, not the target's)"
+    size = rows["durable-data-size"]
+    assert size.met is True and size.target == "durable YCSB-A at 20,000 vs 1,000 records"
+    assert size.measured.startswith("+8.0% (paired rounds +5.0% .. +20.0%; medians 92 vs 100 ops/s)")
+
+
+def test_the_idle_rows_judge_the_busiest_server_and_the_latest_pair() -> None:
+    idle = {"idle_s": 10.0, "cores": [0.004, 0.012, 0.006],
+            "visibility": [{"source": "a", "destination": "b", "visible_ms": 80.0, "bound_ms": 90.0},
+                           {"source": "b", "destination": "a", "visible_ms": 95.0, "bound_ms": 90.0}]}
+    rows = {row.target: row for row in evaluate({"idle": idle}, [])}
+    cores, visibility = rows["idle cores per server"], rows["first-update visibility after idle"]
+    assert cores.met is False and cores.measured.startswith("0.0120 core on the busiest server")
+    assert visibility.met is False and visibility.measured.startswith("worst pair b->a: 95 ms vs 90 ms")
+    idle["cores"] = [0.004, 0.009]
+    idle["visibility"][1]["visible_ms"] = None  # timed out
+    rows = {row.target: row for row in evaluate({"idle": idle}, [])}
+    assert rows["idle cores per server"].met is True
+    assert rows["first-update visibility after idle"].measured.startswith("worst pair b->a: timed out")
+    idle["visibility"] = idle["visibility"][:1]
+    assert {row.target: row for row in evaluate({"idle": idle}, [])}["first-update visibility after idle"].met

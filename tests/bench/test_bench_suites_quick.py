@@ -161,7 +161,7 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         for kind in ("get", "put"):
             figures = fast["latency"][via][kind]
             assert figures["count"] > 0 and figures["p99_us"] >= figures["p50_us"] > 0, (via, kind)
-    systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p", "okapi-lean", "okapi-2p-lean"} | (
+    systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p", "okapi-lean", "okapi-2p-lean", "okapi-durable"} | (
         {"redis"} if "redis" in fast["ycsb_a"] else set())
     assert set(fast["ycsb_a"]) == systems
     assert all(figures is not None and figures["ops_s"] > 0 and figures["errors"] == 0
@@ -186,6 +186,18 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     targets = [row["target"][:2] for row in fast["targets"]]
     for number in ("1.", "2.", "3.", "4.", "5.", "6."):
         assert number in targets, targets
+    scale = fast["durable_scale"]
+    assert (scale["large"], scale["small"], scale["quick"]) == (20_000, 1_000, True)
+    assert len(scale["load_rates"]) == 1 and scale["load_rates"][0] > 0
+    assert [set(figures) for figures in scale["rounds"]] == [{"large", "small"}]
+    if "redis_benchmark" in fast:  # redis-benchmark installed
+        [points] = fast["redis_benchmark"]
+        assert [(point["clients"], point["pipeline"]) for point in points] == [(1, 1), (50, 1), (50, 16)]
+    ids = {row["id"] for row in fast["targets"]}
+    assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "durable-data-size"} <= ids, ids
+    idle = fast["idle"]
+    assert len(idle["cores"]) == 6 and len(idle["visibility"]) == 6 and idle["idle_s"] >= 5
+    assert {"idle cores per server", "first-update visibility after idle"} <= {row["target"] for row in fast["targets"]}
     assert "## Performance targets" in report
     assert "| okapi-bounded |" in report and "| okapi |" in report  # both replication runs' visibility rows
     for series in results["series"].values():

@@ -74,9 +74,10 @@ def key_of_partition(partition: int, prefix: str) -> str:
 
 def run_session(cluster: Cluster, prefix: str, fast_partition: int) -> list[float]:
     """``ROUNDS`` times, in one session: PUT at the fast partition (the one whose clock runs ahead),
-    PUT at the slow one, PUT at the fast one again, then an RO-TX over both keys coordinated by the
-    slow partition (a TX goes to the partition of its first key). Returns the round trips of the
-    PUTs at the fast partition, in ms (they never wait, under either protocol).
+    PUT at the slow one, PUT at the fast one again, then an RO-TX over both keys (coordinated by the
+    session's server; its snapshot time is at least the session's dependency on the write at the
+    fast partition, so the slow partition's slice waits whichever server coordinates). Returns the
+    round trips of the PUTs at the fast partition, in ms (they never wait, under either protocol).
 
     The second PUT depends on the write just made at the fast partition, so under Cure it waits for
     the slow clock to pass that write's timestamp; the RO-TX's snapshot time is the session's

@@ -8,6 +8,9 @@ checkers must catch it within a few seeds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
+
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import ALL_TIMESTAMPS
 from okapikv.core.messages import CatchUpReply, Heartbeat, ReplicateBatch
@@ -47,3 +50,22 @@ class UnboundedClockServer(PartitionServer):
     def watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
                    now_us: int) -> int:
         return timestamp
+
+
+class UnpagedScanServer(PartitionServer):
+    """A partition server without SCAN paging: a page may hold the whole range, so a slice walks
+    every key of its partition in one go (``max_scan_items`` and the read budgets unbounded). A
+    whole-range SCAN of a large store then holds its partitions for seconds while every other
+    request waits: the simulator's large scans (``SimConfig.large_scans``) must catch it."""
+
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__(replace(config, max_scan_items=1 << 30, max_read_items=1 << 31, max_scan_bytes=1 << 62))
+
+
+class DeafToGoneClientsServer(PartitionServer):
+    """A partition server that keeps working on snapshot reads whose clients went away (the issue's
+    coordinator that still held 4 pending reads minutes after the clients gave up): the large scans'
+    end-of-run check (``ReadsLeftPending``) must catch it."""
+
+    def cancel_reads(self, request_ids: Iterable[int]) -> int:
+        return 0

@@ -39,3 +39,20 @@ def test_a_client_with_no_other_dc_to_adopt_its_session_keeps_retrying_at_home()
     world.crash(0)
     world.run(world.now + 10 * CLIENT_RETRY_US)  # far past failover_after_ms: no other DC to go to
     assert client.dc == 0 and simulation.clients.failovers == 0 and world.scheduled(DELIVER, 0)
+
+
+def test_every_scan_and_read_only_transaction_goes_to_the_clients_own_server() -> None:
+    """The session's server coordinates (docs/design.md, "Who coordinates a snapshot read"), as in
+    the real clients: client i of DC i % dcs always sends its RO-TXs and SCANs to partition
+    (i // dcs) % partitions of its DC, and the clients cover every partition."""
+    config = SimConfig(num_dcs=2, num_partitions=3, num_clients=12, duration_s=0.05)
+    result = Simulation(config).run()
+    assert result.history is not None
+    reads = [op for op in result.history.operations if op.f in ("rotx", "scan") and not op.final]
+    assert reads
+    homes = set()
+    for op in reads:
+        index = int(op.process[1:])
+        assert op.server == (index % 2, index // 2 % 3), op.describe()
+        homes.add(op.server)
+    assert homes == {(dc, partition) for dc in range(2) for partition in range(3)}

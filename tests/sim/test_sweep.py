@@ -1,5 +1,6 @@
 """The CI sweep: 20 seeds with faults (partitions, crashes, slow servers, clock steps and drift,
-10 ms clock skew) for each protocol, every history checked, the 0.25 s after the heal by the liveness
+10 ms clock skew, replication links between DCs gone silent: ``SimConfig.silent_links``) for each
+protocol, every history checked, the 0.25 s after the heal by the liveness
 checker too. Okapi and Cure also get the clock jumps (a clock an hour ahead, a restart with the clock
 an hour back or ahead: ``SimConfig.clock_jumps``); GentleRain does not: its RO-TX waits until the
 DC's stable time, the minimum of every clock, reaches the session's dependencies, so behind a clock
@@ -40,13 +41,23 @@ def test_sweep_with_crashes_that_lose_the_disk(protocol: str) -> None:
     _sweep(protocol, False, range(1, 11), True, FaultPlan(lose_disk_share=1.0))
 
 
-def _sweep(protocol: str, piggyback: bool, seeds: range, jumps: bool, plan: FaultPlan | None = None) -> None:
+@pytest.mark.slow
+def test_sweep_with_large_scans() -> None:
+    """Bursts of whole-range SCANs that cost their partitions time per key (``SimConfig.large_scans``,
+    over 128 keys per partition), with the other faults: every page answered, no probe GET starved,
+    nothing pending once the scanners finish or give up (``okapikv.sim.scans``)."""
+    _sweep("okapi", False, range(1, 9), True, large_scans=True)
+
+
+def _sweep(protocol: str, piggyback: bool, seeds: range, jumps: bool, plan: FaultPlan | None = None, *,
+           large_scans: bool = False) -> None:
     failures = []
     operations = 0
     for seed in seeds:
         config = SimConfig(seed=seed, protocol=protocol, num_partitions=3, num_clients=6, duration_s=0.5,
                            faults=True, clock_skew_ms=10, piggyback_usv=piggyback, rotx_partitions=1 + seed % 3,
-                           clock_jumps=jumps, liveness_s=0.25, fault_plan=plan or FaultPlan())
+                           clock_jumps=jumps, silent_links=True, liveness_s=0.25, fault_plan=plan or FaultPlan(),
+                           large_scans=large_scans, keys_per_partition=128 if large_scans else 32)
         outcome = run_simulation(config)
         operations += sum(outcome.result.operations.values())
         if not outcome.ok:

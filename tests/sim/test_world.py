@@ -121,6 +121,19 @@ def test_a_paused_server_queues_its_messages_and_handles_them_in_order_on_resume
     assert world.inbox[1] == [] and [v.value for v in world.servers[1].store.versions(b"a")] == [b"1", b"2"]
 
 
+def test_a_busy_server_handles_what_arrives_as_its_backlog_ends_after_the_backlog() -> None:
+    """FIFO per server: a message arriving at the very instant the server finishes the one before
+    is handled after it, although its delivery was scheduled first (a heartbeat overtook a
+    replication batch this way: the large-scans sweep, seed 8)."""
+    world = World.fixed(1, 1)
+    world.work_us = lambda target, message: 5 * MS if getattr(message, "value", None) == b"1" else 0
+    world.pending[1] = world.pending[2] = 0
+    world.send_request(0, PutRequest(2, b"a", b"2", fresh(1)), after_us=5 * MS)  # arrives as the first ends
+    world.send_request(0, PutRequest(1, b"a", b"1", fresh(1)), after_us=0)
+    world.advance(10 * MS)
+    assert [v.value for v in world.servers[0].store.versions(b"a")] == [b"1", b"2"]
+
+
 def test_a_crash_keeps_what_peers_sent_and_loses_the_requests_and_the_restart_catches_up() -> None:
     world = World.fixed(2, 1, wan_us=10 * MS)
     caller = Caller(world, 0)

@@ -564,3 +564,42 @@ def test_okapi_client_process_answers_line_by_line(fake: FakeCluster) -> None:
             process.kill()
             process.wait()
 
+
+
+def _coordinators(fake: FakeCluster, method: str) -> list[int]:
+    return [index for index, servicer in enumerate(fake.servicers)
+            for seen, _ in servicer.received.keys if seen == method]
+
+
+def test_sync_scan_and_tx_are_coordinated_by_the_sessions_server(fake: FakeCluster) -> None:
+    """Both go to the server the client was given, whatever their keys; a fork's to the next
+    server of the DC; ``coordinator="first-key"``: a RO-TX to its first key's server."""
+    key = keys_on(0, 1)[0]
+    with Client(fake.addresses[1], timeout_s=5) as client:
+        client.read_tx([key])
+        client.scan("a", "z")
+        assert (_coordinators(fake, "read_tx"), _coordinators(fake, "scan")) == ([1], [1])
+        fork = client.fork()
+        fork.read_tx([key])
+        fork.scan("a", "z")
+        assert (_coordinators(fake, "read_tx"), _coordinators(fake, "scan")) == ([0, 1], [0, 1])
+    with Client(fake.addresses[1], timeout_s=5, coordinator="first-key") as client:
+        client.read_tx([key])
+    assert _coordinators(fake, "read_tx") == [0, 0, 1]
+
+
+def test_async_scan_and_tx_are_coordinated_by_the_sessions_server(fake: FakeCluster) -> None:
+    key = keys_on(0, 1)[0]
+
+    async def scenario() -> None:
+        async with AsyncClient(fake.addresses[1], timeout_s=5) as client:
+            await client.read_tx([key])
+            await client.scan("a", "z")
+            fork = client.fork()
+            await fork.read_tx([key])
+            await fork.scan("a", "z")
+        async with AsyncClient(fake.addresses[1], timeout_s=5, coordinator="first-key") as client:
+            await client.read_tx([key])
+
+    run(scenario())
+    assert (_coordinators(fake, "read_tx"), _coordinators(fake, "scan")) == ([0, 0, 1], [0, 1])

@@ -417,3 +417,27 @@ def test_the_policy_does_no_io() -> None:
                 if module.startswith("okapikv.client."):
                     todo.append(module.rsplit(".", 1)[1])
     assert seen >= {"policy", "retry", "failover", "operations", "topology"}
+
+
+def test_the_session_server_is_the_given_one_and_forks_spread_over_the_dc() -> None:
+    """RO-TX and SCAN go to the session's own server (docs/design.md, "Who coordinates a snapshot
+    read"): the client's first session to the server it was given, each fork to the next server of
+    the DC, and in a DC it was given no server of (a failover) by its ordinal alone."""
+    here = Topology("c", "okapi", 0, ("dc0", "dc1"), 3, SERVERS, 1 << 20, 1 << 20, 4 << 20)
+    given = Policy(SERVERS[1], rng=random.Random(1))
+    assert [given.session_server(here, ordinal) for ordinal in range(4)] == [1, 2, 0, 1]
+    for first_key in (None, b"any key"):
+        assert [given.read_coordinator(here, ordinal, first_key) for ordinal in range(3)] == [1, 2, 0]
+    elsewhere = dataclasses.replace(here, dc=1, addresses=("10.1.0.1:7000", "10.1.0.2:7000", "10.1.0.3:7000"))
+    assert [given.session_server(elsewhere, ordinal) for ordinal in range(4)] == [0, 1, 2, 0]
+
+
+def test_first_key_coordination_is_a_named_option() -> None:
+    here = Topology("c", "okapi", 0, ("dc0",), 3, SERVERS, 1 << 20, 1 << 20, 4 << 20)
+    first_key = Policy(SERVERS[1], coordinator="first-key", rng=random.Random(1))
+    keys = [b"key%d" % index for index in range(20)]
+    assert [first_key.read_coordinator(here, 0, key) for key in keys] == [here.partition_of(key) for key in keys]
+    assert [first_key.read_coordinator(here, 0, None) for _ in range(4)] == [0, 1, 2, 0]  # SCANs in turn
+    assert first_key.with_timeout(1.0).coordinator == "first-key"
+    with pytest.raises(ValueError, match="coordinator must be one of session, first-key"):
+        Policy(SERVERS[0], coordinator="random", rng=random.Random(1))

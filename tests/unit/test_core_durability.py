@@ -444,7 +444,7 @@ def test_updates_lost_in_a_crashed_link_queue_arrive_by_catch_up(protocol: str) 
 def test_new_peer_messages_round_trip_on_the_wire(message: object) -> None:
     frame = convert.frame_peer_message(convert.encode_peer_message(message))  # type: ignore[arg-type]
     batch = pb.PeerBatch.FromString(convert.encode_batch(convert.batch_header("c", ServerId(1, 0), 1), 1, [frame]))
-    assert convert.peer_message_from_pb(batch.messages[0], ServerId(1, 0)) == message
+    assert convert.peer_message_from_pb(batch.messages[0], ServerId(1, 0), 3) == message
 
 
 def test_a_get_is_unaffected_by_tracking() -> None:

@@ -8,9 +8,21 @@ from __future__ import annotations
 import pytest
 
 from okapikv.core.config import CoreConfig
-from okapikv.core.messages import Effect, GetRequest, GsvBroadcast, GsvExchange, Send, ServerId, Session, VvReport
+from okapikv.core.messages import (
+    Effect,
+    GetRequest,
+    GstBroadcast,
+    GsvBroadcast,
+    GsvExchange,
+    Send,
+    ServerId,
+    Session,
+    StableTimeReport,
+    VvReport,
+)
 from okapikv.core.server import PartitionServer
 from okapikv.core.stabilization import (
+    GstRound,
     GsvRound,
     NoStabilization,
     PiggybackedUsv,
@@ -39,7 +51,8 @@ def make(protocol: str = "cure", *, dcs: int = 2, partitions: int = 2, partition
 @pytest.mark.parametrize(("protocol", "dcs", "partitions", "piggyback", "kind"), [
     ("eventual", 3, 4, False, NoStabilization),
     ("cure", 3, 4, False, GsvRound),
-    ("gentlerain", 3, 1, True, GsvRound),
+    ("gentlerain", 3, 1, True, GstRound),
+    ("gentlerain", 3, 4, False, GstRound),
     ("okapi", 3, 4, False, UsvOnStream),
     ("okapi", 1, 1, False, UsvOnStream),  # no replicas: nothing to follow or share
     ("okapi", 3, 1, False, UsvFollowingVv),
@@ -74,11 +87,35 @@ def test_the_aggregator_broadcasts_the_min_of_every_report_once_all_are_in() -> 
 
 
 def test_a_partition_reports_its_vv_and_floor_to_the_aggregator() -> None:
-    state, strategy, _ = make("gentlerain", partition=1)
+    state, strategy, _ = make("cure", partition=1)
     effects: list[Effect] = []
     strategy.stabilize(T0, effects, (pack(3), pack(3)))
     assert effects == [Send(ServerId(0, 0), VvReport(ServerId(0, 1), (pack(T0), 0), (pack(3), pack(3))))]
     assert state.stats.stabilization_messages_sent == 1
+
+
+def test_gentlerain_reports_one_local_stable_time_and_broadcasts_one_gst() -> None:
+    """GentleRain's round is scalar (docs/protocol.md, "GentleRain"): a partition reports the min
+    of its vv and of its floor; the aggregator broadcasts the min of the reports, which every
+    partition holds as its stable vector (the GST in every entry), as the vector round did."""
+    state, strategy, _ = make("gentlerain", dcs=3, partition=1)
+    state.vv[1], state.vv[2] = pack(40), pack(20)
+    effects: list[Effect] = []
+    strategy.stabilize(T0, effects, (pack(3), pack(5), pack(3)))
+    assert effects == [Send(ServerId(0, 0), StableTimeReport(ServerId(0, 1), pack(20), pack(3)))]
+    assert state.stats.stabilization_bytes == 4 + 8 and state.stats.gc_bytes == 8
+
+    state, strategy, _ = make("gentlerain", dcs=3)
+    state.vv[1], state.vv[2] = pack(50), pack(60)
+    effects = []
+    strategy.on_stable_time_report(StableTimeReport(ServerId(0, 1), pack(20), pack(3)), T0)
+    strategy.stabilize(T0, effects, (pack(9),) * 3)
+    assert effects == [Send(ServerId(0, 1), GstBroadcast(ServerId(0, 0), pack(20), pack(3)))]
+    assert state.gsv == state.stable == (pack(20),) * 3 and state.horizon == (pack(3),) * 3
+    # a broadcast never moves the GST back; another DC's is ignored
+    strategy.on_gst_broadcast(GstBroadcast(ServerId(0, 1), pack(10), pack(1)), T0)
+    strategy.on_gst_broadcast(GstBroadcast(ServerId(1, 0), pack(99), pack(99)), T0)
+    assert state.stable == (pack(20),) * 3 and state.horizon == (pack(3),) * 3
 
 
 def test_broadcasts_never_move_the_vectors_back_and_other_dcs_are_ignored() -> None:

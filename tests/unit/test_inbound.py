@@ -93,10 +93,10 @@ def test_other_clusters_unknown_sources_and_the_server_itself_are_refused() -> N
 def test_a_malformed_message_is_dropped_and_the_rest_handled(monkeypatch: pytest.MonkeyPatch) -> None:
     from okapikv.server import inbound
 
-    def picky(message: pb.PeerMessage, source: ServerId) -> object:
+    def picky(message: pb.PeerMessage, source: ServerId, num_dcs: int) -> object:
         if message.heartbeat.timestamp == pack(10):
             raise ValueError("malformed")
-        return convert.peer_message_from_pb(message, source)
+        return convert.peer_message_from_pb(message, source, num_dcs)
 
     monkeypatch.setattr(inbound, "peer_message_from_pb", picky)
     node = _node()

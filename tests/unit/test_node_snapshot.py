@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -40,7 +41,8 @@ LINK = {
 STORAGE = {
     "path", "disk_bytes", "groups_written", "versions_written", "versions_deleted", "mean_commit_ms", "max_commit_ms",
     "durable_group", "required_group", "clock_bound_us", "bound_waits", "checkpoints", "disk_full", "full_commits",
-    "vacuumed_pages", "held_effect_groups", "recovered",
+    "vacuumed_pages", "fsyncs", "fsyncs_per_s", "operations_per_fsync", "versions_per_fsync", "held_effect_groups",
+    "recovered",
 }
 INPUT = {"connections", "partial_bytes", "partial_bytes_peak", "budget_bytes", "closed"}
 LATENCY = {"count", "mean_ms", "p50_ms", "p99_ms"}
@@ -160,3 +162,28 @@ def test_status_summarizes_the_snapshot(tmp_path: Path) -> None:
     assert summary["latency"]["put"]["count"] == 1
     assert summary["links_down"] == ["a/1", "b/0"]  # nothing answers its links
     assert summary["queue_messages"] >= 0 and set(summary["stable_lag_ms"]) == {"a", "b"}
+    assert summary["fsyncs_per_s"] is None and summary["operations_per_fsync"] is None  # in memory: no fsyncs
+    durable = summarize(from_json(json.dumps(_documents(tmp_path)[1])), ("a", "b"))
+    assert isinstance(durable["fsyncs_per_s"], float) and isinstance(durable["operations_per_fsync"], float)
+
+
+def test_a_durable_server_exports_its_fsyncs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = await _running_node(tmp_path / "data")
+        try:
+            deadline = time.monotonic() + 10  # the three PUTs' group commits on a busy machine
+            while True:
+                text = generate_latest(registry_for(node)).decode()
+                families = {family.name: family for family in text_string_to_metric_families(text)}
+                if families["okapi_storage_fsyncs"].samples[0].value >= 1 or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.02)
+        finally:
+            await node.close()
+        assert families["okapi_storage_fsyncs"].type == "counter"
+        assert families["okapi_storage_fsyncs"].samples[0].value >= 1
+        for name in ("okapi_storage_fsyncs_per_second", "okapi_storage_operations_per_fsync",
+                     "okapi_storage_versions_per_fsync"):
+            assert families[name].type == "gauge", name
+
+    asyncio.run(scenario())

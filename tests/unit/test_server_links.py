@@ -160,7 +160,7 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
     assert len(frames) > 1
     assert all(len(frame) <= limit - MESSAGE_OVERHEAD_BYTES for frame, _ in frames)
     batches = [
-        convert.peer_message_from_pb(message, node.id)
+        convert.peer_message_from_pb(message, node.id, node.num_dcs)
         for frame, _ in frames
         for message in pb.PeerBatch.FromString(frame).messages
     ]

@@ -65,6 +65,49 @@ def test_a_removal_then_a_reinsert_leaves_the_version(tmp_path: Path) -> None:
     store.close()
 
 
+class CountingConnection:
+    """An SQLite connection that counts the statements run on it (``executemany`` as one each)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self.db.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+        self.statements.append(sql)
+        return self.db.executemany(sql, rows)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+def test_a_group_of_swaps_writes_its_rows_in_two_statements_and_the_last_change_of_a_row_wins(
+        tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path, IDENTITY)
+    old = [Version(b"old", 10 + index, 0, None) for index in range(20)]
+    store.commit(CommitGroup(1, [Change(b"k%02d" % index, version, True) for index, version in enumerate(old)]))
+    counting = CountingConnection(store.db)
+    store._db = counting  # type: ignore[assignment]
+    changes = []
+    for index, version in enumerate(old):  # what YCSB-A's SWAPs log: the new version, then GC's removal of the old
+        changes += [Change(b"k%02d" % index, Version(b"new", 100 + index, 0, None), True),
+                    Change(b"k%02d" % index, version, False)]
+    gone, back = Version(b"x", 500, 0, None), Version(b"y", 501, 0, None)
+    changes += [Change(b"gone", gone, True), Change(b"gone", gone, False),  # inserted, then removed: absent
+                Change(b"back", back, False), Change(b"back", back, True)]  # removed, then inserted: present
+    store.commit(CommitGroup(2, changes, state(600)))
+    rows = [sql for sql in counting.statements if "versions" in sql]
+    assert len(rows) == 2, rows
+    store._db = counting.db
+    loaded = {(key, version.value) for key, version in store.load_versions()}
+    assert loaded == {(b"k%02d" % index, b"new") for index in range(20)} | {(b"back", b"y")}
+    assert store.tally.inserted == 20 + 22 and store.tally.local_inserted == 42
+    store.close()
+
+
 def test_another_servers_directory_is_refused(tmp_path: Path) -> None:
     SqliteStore(tmp_path, IDENTITY).close()
     with pytest.raises(DataDirError, match=r"partition 0 \(this server: 1\)"):
@@ -325,15 +368,16 @@ def test_an_interrupted_repair_is_damage_until_it_is_run_again(tmp_path: Path) -
 
 
 class FullDisk(SqliteStore):
-    """Its commits fail for lack of space while ``full`` is above 0 (each failure counts down)."""
+    """Its COMMITs fail for lack of space while ``full`` is above 0 (each failure counts down)."""
 
     full = 0
 
-    def commit(self, group: CommitGroup) -> None:
+    def finish(self) -> None:
         if self.full > 0:
             self.full -= 1
+            self.abort()
             raise sqlite3.OperationalError("database or disk is full")
-        super().commit(group)
+        super().finish()
 
 
 class GatedSpace(DiskSpace):
@@ -392,3 +436,76 @@ def test_a_start_without_room_for_the_reserve_is_refused(tmp_path: Path) -> None
     with pytest.raises(DiskFullError, match="no space left"):
         DiskSpace(tmp_path, free + (1 << 30)).prepare()
     assert not (tmp_path / "RESERVE").exists() and not (tmp_path / "RESERVE.partial").exists()
+
+
+_CRASH_AFTER = """
+import os, sys
+from pathlib import Path
+from okapikv.core.mvstore import Change, Version
+from okapikv.storage import Identity, SqliteStore
+from okapikv.storage.sqlite import CommitGroup
+store = SqliteStore(Path(sys.argv[1]), Identity("test", ("a", "b"), 1, "okapi", "a", 0))
+store.commit(CommitGroup(1, [Change(b"first", Version(b"1", 10, 0, None), True)]))
+store.prepare(CommitGroup(2, [Change(b"second", Version(b"2", 11, 0, None), True)]))
+if sys.argv[2] != "prepared":
+    store.finish()
+    if sys.argv[2] == "recorded":
+        store.record()
+os._exit(9)  # as kill -9: no rollback, no close, no checkpoint
+"""
+
+
+@pytest.mark.parametrize(("crash_after", "keys", "seq"), [
+    ("prepared", [b"first"], 1),  # its statements ran, its COMMIT did not: the group is not there
+    ("finished", [b"first", b"second"], 2),  # committed, its record not yet written: accepted
+    ("recorded", [b"first", b"second"], 2),
+])
+def test_a_group_is_durable_once_its_commit_returns_and_only_then(tmp_path: Path, crash_after: str,
+                                                                  keys: list[bytes], seq: int) -> None:
+    """The group committer runs ``prepare`` on the event loop's thread and ``finish`` (the COMMIT)
+    on its worker, and reports a group durable after ``record``: a process killed at any point
+    leaves the groups whose COMMIT returned and none of the others, and a store that opens."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _CRASH_AFTER, str(tmp_path), crash_after], timeout=60, check=False)
+    assert done.returncode == 9
+    store = SqliteStore(tmp_path, IDENTITY)
+    assert [key for key, _ in store.load_versions()] == keys
+    assert store.tally.seq == seq
+    store.close()
+
+
+def test_the_stats_count_fsyncs_and_what_shares_each(tmp_path: Path) -> None:
+    """``fsyncs`` counts the groups (one WAL fsync each); over the window, the groups per second
+    and the operations (the driver's count) and versions per group (``commit_rates``)."""
+    async def main() -> None:
+        store = SqliteStore(tmp_path, IDENTITY)
+        operations = 0
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
+                                   operations=lambda: operations)
+        committer.open(0, 1_000)
+        for group in range(1, 4):
+            operations += 10
+            committer.stage(changes(5, prefix=b"g%d-" % group), pack(1_000))
+            await until(lambda group=group: committer.durable == group)  # type: ignore[misc]
+        stats = committer.stats()
+        assert stats["fsyncs"] == 3
+        assert stats["operations_per_fsync"] == 10.0 and stats["versions_per_fsync"] == 5.0
+        assert isinstance(stats["fsyncs_per_s"], float) and stats["fsyncs_per_s"] > 0
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
+def test_commit_rates_cover_the_window_and_fall_to_zero_when_idle() -> None:
+    from okapikv.storage.commit_rates import CommitRates
+
+    rates = CommitRates(window_s=10.0, sample_s=1.0)
+    assert rates.rates(0.0).fsyncs_per_s == 0.0  # nothing yet
+    for second in range(21):  # 50 fsyncs a second, 4 operations and 2 versions each
+        rates.record(float(second), 50 * second, 100 * second, 200 * second)
+    now = rates.rates(20.0)
+    assert now.fsyncs_per_s == 50.0 and now.operations_per_fsync == 4.0 and now.versions_per_fsync == 2.0
+    assert len(rates._samples) == 11  # bounded: the window's samples only
+    assert rates.rates(60.0).fsyncs_per_s == 0.0  # no group for longer than the window

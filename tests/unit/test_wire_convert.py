@@ -77,12 +77,12 @@ def test_peer_messages_round_trip_through_a_framed_batch(message: PeerMessage) -
     assert (batch.cluster_id, batch.source.dc, batch.source.partition) == ("cluster-x", 2, 3)
     assert (batch.incarnation, batch.first_sequence, len(batch.messages)) == (99, 300, 3)
     for decoded in batch.messages:
-        assert convert.peer_message_from_pb(decoded, SOURCE) == message
+        assert convert.peer_message_from_pb(decoded, SOURCE, 3) == message
     assert convert.approximate_size(message) > 0
 
 
 def test_an_empty_peer_message_is_ignored() -> None:
-    assert convert.peer_message_from_pb(pb.PeerMessage(), SOURCE) is None
+    assert convert.peer_message_from_pb(pb.PeerMessage(), SOURCE, 3) is None
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 1 << 35, BIG])

@@ -144,7 +144,7 @@ def measure(*, duration_s: float = 0.5, partitions: int = 4, clients: int = 60, 
     return timings
 
 
-def wire_costs(samples: list[PeerMessage], *, repeat: int = 20) -> tuple[float, float]:
+def wire_costs(samples: list[PeerMessage], *, repeat: int = 20, num_dcs: int = 3) -> tuple[float, float]:
     """(us per message, us per byte) of encoding and decoding peer messages, fitted on ``samples``."""
     clock = time.thread_time_ns
     points: list[tuple[int, int]] = []
@@ -153,7 +153,7 @@ def wire_costs(samples: list[PeerMessage], *, repeat: int = 20) -> tuple[float, 
         started = clock()
         for _ in range(repeat):
             data = encode_peer_message(message)
-            peer_message_from_pb(pb.PeerMessage.FromString(data), message.source)
+            peer_message_from_pb(pb.PeerMessage.FromString(data), message.source, num_dcs)
         points.append((len(encoded), (clock() - started) // repeat))
     if not points:
         return 0.0, 0.0

@@ -102,7 +102,9 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         out=Path(args.out), processes=args.processes, wan=wan, seed=args.seed, timeout_s=args.timeout_s,
         visibility_samples=args.visibility_samples, redis=not args.no_redis, progress=not args.no_progress,
         keep_cpus_busy=getattr(args, "keep_cpus_busy", False), grpc_only=getattr(args, "grpc_only", False),
-        load=getattr(args, "load", "client"),
+        load=getattr(args, "load", "client"), durable=getattr(args, "durable", False),
+        clock_skew_model=getattr(args, "clock_skew_model", "uniform"),
+        coordinator=getattr(args, "coordinator", "session"),
     )
     if options.load == "lean" and (options.grpc_only or suite not in (None, "scaling")
                                    or (suite is None and workload not in LEAN_WORKLOADS)):

@@ -49,10 +49,11 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from okapikv.client import bulk
 from okapikv.client import operations as ops
 from okapikv.client.connections import Connections
 from okapikv.client.failover import Move, Moved
-from okapikv.client.native import AsyncNativeCall, GrpcCall, failure_of
+from okapikv.client.native import AsyncNativeCall, GrpcCall, Receiver, failure_of
 from okapikv.client.operations import KeyLike, OperationKind, SessionState
 from okapikv.client.policy import Policy
 from okapikv.client.retry import (
@@ -69,6 +70,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
+from okapikv.core.protocols import is_scalar
 from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
@@ -307,14 +309,15 @@ class _ServerLink:
             if pipeline is not None:
                 self.batches_sent += pipeline.batches_sent
                 self.operations_sent += pipeline.operations_sent
-            def open_call(receiver: _Pipeline) -> AsyncNativeCall | GrpcCall:
-                if self._native:
-                    return AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s,
-                                           receiver)
-                return GrpcCall(self.channel, receiver)
-
-            pipeline = self._pipeline = _Pipeline(open_call, self._max_batch, self._budget_bytes, self._tick_s)
+            pipeline = self._pipeline = _Pipeline(self.open_call, self._max_batch, self._budget_bytes, self._tick_s)
         return pipeline
+
+    def open_call(self, receiver: Receiver) -> AsyncNativeCall | GrpcCall:
+        """A new call to this server carrying batches for ``receiver``: a native connection, or the
+        gRPC ``Pipeline`` stream (``native=False``, or a server without a native port)."""
+        if self._native:
+            return AsyncNativeCall(self.stub, self.channel, self.address, self._tls, self._timeout_s, receiver)
+        return GrpcCall(self.channel, receiver)
 
     def counters(self) -> tuple[int, int]:
         """(batches, operations) sent over Pipeline streams so far: their ratio is the batching gain."""
@@ -476,11 +479,13 @@ class AsyncClient:
     def __init__(self, address: str, *, timeout_s: float = 30.0, pipeline: bool = True,
                  max_batch: int = DEFAULT_MAX_BATCH, backoff: Backoff = DEFAULT_BACKOFF,
                  tls: ClientTls | None = None, native: bool = True, fallback: Sequence[str] = (),
-                 failover_after_s: float = 2.0, failover_wait_s: float = 10.0) -> None:
+                 failover_after_s: float = 2.0, failover_wait_s: float = 10.0, coordinator: str = "session") -> None:
         policy = Policy(address, fallback, timeout_s=timeout_s, backoff=backoff, failover_after_s=failover_after_s,
-                        failover_wait_s=failover_wait_s, rng=random.Random())
+                        failover_wait_s=failover_wait_s, coordinator=coordinator, rng=random.Random())
         self._connections = _Connections(policy, pipeline, max_batch, tls, native)
         self._owner = True
+        #: which of the client's sessions this is (0: the first): chooses its own server
+        self._ordinal = 0
         self._state: SessionState | None = None
         #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation = 0
@@ -496,7 +501,7 @@ class AsyncClient:
         """Fetch the topology (retrying until ``timeout_s``); idempotent."""
         topology = await self._connections.connect()
         if self._state is None:
-            self._state = SessionState(topology.num_dcs)
+            self._state = SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol))
             self._generation, self._dc = self._connections.generation, topology.dc
         return topology
 
@@ -530,9 +535,10 @@ class AsyncClient:
         fork.last_write_timestamp = None
         topology = self._connections.topology
         fork._state = session if session is not None else (
-            SessionState(topology.num_dcs) if topology is not None else None)
+            SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol)) if topology is not None else None)
         fork._generation = self._connections.generation
         fork._dc = topology.dc if topology is not None else 0
+        fork._ordinal = self._connections.next_session()
         return fork
 
     # ------------------------------------------------------------------ introspection
@@ -611,6 +617,31 @@ class AsyncClient:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
+    async def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
+                       window: int = bulk.BULK_WINDOW) -> int:
+        """Write every ``(key, value)`` of ``pairs`` as a PUT, in large pipelined batches straight to
+        each key's partition (``okapikv.client.bulk``: loading, not serving). The PUTs are
+        concurrent writes of this session; once it returns, all of them are acknowledged (durable
+        on durable servers) and visible to the session's reads. Returns how many were written.
+        Raises ``BulkLoadFailed`` (with the count acknowledged) at the first refused PUT or broken
+        connection, and ``InvalidArgument`` for something that is not a pair, before sending."""
+        state = self._ready_now() or await self._ready()
+        topology = self.topology
+        grouped = bulk.group_by_partition(pairs, topology)
+        links = self._connections.links
+        timeout_s = self._connections.policy.timeout_s
+        session = state.wire()
+        loads = [bulk.PartitionLoad(items, session, topology.batch_budget_bytes, timeout_s, links[partition].open_call,
+                                    batch=batch, window=window)
+                 for partition, items in enumerate(grouped)]
+        newest = await bulk.load_partitions(loads)
+        for reply in newest:
+            if reply is not None:
+                state.merge(reply.session)
+                if self.last_write_timestamp is None or reply.timestamp > self.last_write_timestamp:
+                    self.last_write_timestamp = reply.timestamp
+        return sum(len(items) for items in grouped)
+
     async def scan(self, start: KeyLike, end: KeyLike, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         """Every (key, value) with start <= key <= end in byte order, from one causally consistent
         snapshot of the whole DC; at most ``limit`` pairs (the first ones) if given. Paged as the
@@ -620,7 +651,7 @@ class AsyncClient:
         items: list[tuple[bytes, bytes]] = []
         if pager.done:
             return items
-        coordinator = self._connections.coordinator_start()
+        coordinator = self._coordinator(None)
         while not pager.done:
             try:
                 page = await self._scan_page(pager, coordinator)
@@ -637,7 +668,7 @@ class AsyncClient:
         """``scan`` as an async iterator, one page held at a time (as ``Client.iter_scan``: a caller
         slower than the servers' ``snapshot_lease_ms`` between pages gets ``SnapshotTooOld``)."""
         pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit, restarts=0)
-        coordinator = self._connections.coordinator_start()
+        coordinator = self._coordinator(None)
         while not pager.done:
             for item in await self._scan_page(pager, coordinator):
                 yield item
@@ -654,9 +685,8 @@ class AsyncClient:
         ordered, unique = ops.unique_keys(keys, self.topology.max_read_keys)
         if not unique:
             return []
-        # Coordinating at the server of the first key saves that key a hop inside the DC.
         reply = await self._invoke(ops.READ_TX, ops.read_tx_request(unique, state.wire()),
-                                   self._partition(unique[0]), True)
+                                   self._coordinator(unique[0]), True)
         state.merge(reply.session)
         return ops.decode_read_tx(reply, ordered, unique)
 
@@ -700,6 +730,13 @@ class AsyncClient:
         topology = self._connections.topology
         assert topology is not None
         return topology.partition_of(key)
+
+    def _coordinator(self, first_key: bytes | None) -> int:
+        """The partition whose server coordinates this session's RO-TX (``first_key``) or SCAN
+        (``Policy.read_coordinator``: by default the session's own server)."""
+        connections = self._connections
+        assert connections.topology is not None
+        return connections.policy.read_coordinator(connections.topology, self._ordinal, first_key)
 
     async def _fail_over(self, generation: int) -> None:
         """The DC of ``generation`` did not answer for ``failover_after_s``: move the connections

@@ -37,7 +37,7 @@ class Connections(Generic[L]):
         #: incremented at each move to another DC: a session of an older generation must be adopted
         self.generation = 0
         self.closed = False
-        self._coordinators = itertools.count()
+        self._sessions = itertools.count(1)
 
     def install(self, topology: Topology, open_link: Callable[[Topology, str], L]) -> None:
         """Use the DC of ``topology``: a link to each of its servers (``open_link``)."""
@@ -73,9 +73,10 @@ class Connections(Generic[L]):
             link = probes[address] = open_probe(address)
         return link
 
-    def coordinator_start(self) -> int:
-        """Spread SCAN coordination over the DC's servers, round robin."""
-        return next(self._coordinators) % len(self.links)
+    def next_session(self) -> int:
+        """The ordinal of a new session over these links (the first one's is 0): it chooses the
+        session's own server (``Policy.session_server``)."""
+        return next(self._sessions)
 
     def shut(self) -> list[L]:
         """Mark the connections closed; every link to close (once each)."""

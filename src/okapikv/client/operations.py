@@ -97,23 +97,28 @@ class SessionState:
     new wire form instead of encoding the merged session again.
     """
 
-    __slots__ = ("session", "_serialized", "_wire")
+    __slots__ = ("session", "_serialized", "_wire", "_scalar")
 
-    def __init__(self, num_dcs: int) -> None:
+    def __init__(self, num_dcs: int, *, scalar: bool = False) -> None:
+        """``scalar``: the cluster's protocol sends sessions as one time (GentleRain,
+        ``okapikv.core.protocols.is_scalar``); this one does too."""
         self.session = ClientSession(num_dcs)
         self._serialized: bytes | None = None  # the session as a serialized ``Session``
         self._wire: bytes | None = None
+        self._scalar = scalar
 
     def wire(self) -> bytes:
         wire = self._wire
         if wire is None:
             if self._serialized is None:
-                self._serialized = encoding.session(self.session.stable, self.session.dt)
+                self._serialized = encoding.session(self.session.stable, self.session.dt, scalar=self._scalar)
             wire = self._wire = encoding.session_field(self._serialized)
         return wire
 
     def message(self) -> pb.Session:
         """The session as a protobuf message (for the RPCs that are not built by hand)."""
+        if self._scalar:
+            return pb.Session(time=min(self.session.stable), dt=self.session.dt)
         return pb.Session(stable=self.session.stable, dt=self.session.dt)
 
     def merge(self, reply: pb.Session) -> None:
@@ -122,6 +127,8 @@ class SessionState:
         if serialized == self._serialized:
             return
         stable = tuple(reply.stable[:])
+        if not stable and reply.time:  # a scalar protocol's session: the time in every entry
+            stable = (reply.time,) * len(self.session.stable)
         dt = reply.dt
         session = self.session
         if dt <= session.dt and (stable == session.stable or not stable):

@@ -28,6 +28,7 @@ they stay; every other session is adopted by the new DC at its next operation.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import queue
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from okapikv.client import bulk
 from okapikv.client import operations as ops
 from okapikv.client.connections import Connections
 from okapikv.client.failover import Move, Moved
@@ -57,6 +59,7 @@ from okapikv.client.retry import (
 )
 from okapikv.client.topology import Topology
 from okapikv.core.messages import Session
+from okapikv.core.protocols import is_scalar
 from okapikv.errors import OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
@@ -255,7 +258,7 @@ class _Connections(Connections[_SyncLink]):
         super().__init__(policy)
         self.tls = tls
         self._pipeline = pipeline
-        self._native = native
+        self.native = native
         self._lock = threading.Lock()  # held by the session moving the links
 
     def connect(self) -> None:
@@ -269,7 +272,7 @@ class _Connections(Connections[_SyncLink]):
         self.install(Topology.from_cluster_info(info, bootstrap.address), self._open)
 
     def _open(self, topology: Topology, address: str) -> _SyncLink:
-        return _SyncLink(address, self.tls, stream=self._pipeline, native=self._native)
+        return _SyncLink(address, self.tls, stream=self._pipeline, native=self.native)
 
     def _probe(self, address: str) -> _SyncLink:
         return _SyncLink(address, self.tls)
@@ -332,11 +335,13 @@ class Client:
     def __init__(self, address: str, *, timeout_s: float = 30.0, backoff: Backoff = DEFAULT_BACKOFF,
                  tls: ClientTls | None = None, fallback: Sequence[str] = (), failover_after_s: float = 2.0,
                  failover_wait_s: float = 10.0, at_most_once: bool = False, pipeline: bool = True,
-                 native: bool = True) -> None:
+                 native: bool = True, coordinator: str = "session") -> None:
         self._policy = Policy(address, fallback, timeout_s=timeout_s, backoff=backoff,
                               failover_after_s=failover_after_s, failover_wait_s=failover_wait_s,
-                              at_most_once=at_most_once, rng=random.Random())
+                              at_most_once=at_most_once, coordinator=coordinator, rng=random.Random())
         self._connections = _Connections(self._policy, tls, pipeline, native)
+        #: which of the client's sessions this is (0: the first): chooses its own server
+        self._ordinal = 0
         self._connections.connect()
         self._owner = True
         self._join()
@@ -344,7 +349,7 @@ class Client:
     def _join(self) -> None:
         """Start a fresh session in the DC of the connections."""
         topology = self.topology
-        self._state = SessionState(topology.num_dcs)
+        self._state = SessionState(topology.num_dcs, scalar=is_scalar(topology.protocol))
         #: the connections' generation and the DC the session belongs to (see ``_adopt``)
         self._generation, self._dc = self._connections.generation, topology.dc
         self._closed = False
@@ -399,6 +404,7 @@ class Client:
         fork._policy = self._policy
         fork._connections = self._connections
         fork._owner = False
+        fork._ordinal = self._connections.next_session()
         fork._join()
         return fork
 
@@ -439,6 +445,33 @@ class Client:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
+    def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
+                 window: int = bulk.BULK_WINDOW) -> int:
+        """``AsyncClient.bulk_put`` for this session: the load runs on an event loop of its own (one
+        call for the whole load, so not one crossing per operation), over connections of its own to
+        this client's DC. Not from inside a running event loop (use ``AsyncClient.bulk_put``)."""
+        from okapikv.client.aio import AsyncClient
+
+        state = self._ready()
+        connections = self._connections
+        topology = self.topology
+        policy = self._policy
+
+        async def load() -> int:
+            client = AsyncClient(topology.addresses[0], timeout_s=policy.timeout_s, tls=connections.tls,
+                                 native=connections.native)
+            try:
+                await client.connect()
+                loader = client.fork(session=state)
+                written = await loader.bulk_put(pairs, batch=batch, window=window)
+                if loader.last_write_timestamp is not None:
+                    self.last_write_timestamp = loader.last_write_timestamp
+                return written
+            finally:
+                await client.close()
+
+        return asyncio.run(load())
+
     def swap(self, key: KeyLike, value: KeyLike) -> bytes | None:
         """Write ``value`` and return the value it replaced (None if none), atomically at the key's server."""
         key_bytes = ops.to_bytes(key)
@@ -465,7 +498,7 @@ class Client:
         first page's snapshot; a page that finds the snapshot gone starts the scan over, at most
         ``operations.SCAN_RESTARTS`` times, then raises ``SnapshotTooOld``."""
         pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit)
-        coordinator = self._connections.coordinator_start()
+        coordinator = self._coordinator(None)
         items: list[tuple[bytes, bytes]] = []
         while not pager.done:
             try:
@@ -484,7 +517,7 @@ class Client:
         the first page's snapshot, which the servers hold for ``snapshot_lease_ms`` after each page:
         a caller slower than that gets ``SnapshotTooOld`` (no start over: pairs were handed out)."""
         pager = ops.ScanPager(ops.to_bytes(start), ops.to_bytes(end), limit, restarts=0)
-        coordinator = self._connections.coordinator_start()
+        coordinator = self._coordinator(None)
         while not pager.done:
             reply = self._call(ops.SCAN, pager.request(self._ready().wire()), coordinator, rotate=True)
             yield from pager.take(reply)
@@ -495,7 +528,7 @@ class Client:
         ordered, unique = ops.unique_keys(keys, self.topology.max_read_keys)
         if not unique:
             return []
-        reply = self._call(ops.READ_TX, ops.read_tx_request(unique, state.wire()), self._partition(unique[0]),
+        reply = self._call(ops.READ_TX, ops.read_tx_request(unique, state.wire()), self._coordinator(unique[0]),
                            rotate=True)
         return ops.decode_read_tx(reply, ordered, unique)
 
@@ -503,6 +536,11 @@ class Client:
 
     def _partition(self, key: bytes) -> int:
         return self.topology.partition_of(key)
+
+    def _coordinator(self, first_key: bytes | None) -> int:
+        """The partition whose server coordinates this session's RO-TX (``first_key``) or SCAN
+        (``Policy.read_coordinator``: by default the session's own server)."""
+        return self._policy.read_coordinator(self.topology, self._ordinal, first_key)
 
     def _ready(self) -> SessionState:
         """The session, adopted first by the DC the connections moved to if another session moved

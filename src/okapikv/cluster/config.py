@@ -61,6 +61,7 @@ import dataclasses
 import ipaddress
 import math
 import os
+import random
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ from okapikv.cluster.reads import ReadLimits
 from okapikv.core.config import CoreConfig
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.protocols import protocol_names
+from okapikv.core.skew import DC_MAJOR, clock_offsets_us
 from okapikv.tls import TlsConfig
 
 DEFAULT_CLUSTER_ID = "okapi-local"
@@ -91,6 +93,12 @@ REALISTIC_WAN_MS: dict[frozenset[str], float] = {
     for i, a in enumerate(PAPER_DC_NAMES) for j, b in enumerate(PAPER_DC_NAMES) if i < j
 }
 DEFAULT_REALISTIC_WAN_MS = 50.0
+# Idle pacing (``okapikv.core.pacing``): after a second without a client write or remote update, a
+# partition's round, heartbeat and GC pass run every 200 ms instead of every few ms, and snap back at
+# the next write. An idle 3 DC x 2 partition cluster on a 2-core machine otherwise costs ~0.12 core
+# per server; at 100 ms it still cost ~0.02 (docs/benchmarks.md, "Idle cost").
+DEFAULT_IDLE_AFTER_MS = 1000.0
+DEFAULT_IDLE_INTERVAL_MS = 200.0
 
 _TOP_LEVEL_KEYS = {
     "cluster_id",
@@ -99,6 +107,8 @@ _TOP_LEVEL_KEYS = {
     "protocol",
     "heartbeat_interval_ms",
     "stabilization_interval_ms",
+    "idle_after_ms",
+    "idle_interval_ms",
     "piggyback_usv",
     "native",
     "resp",
@@ -173,6 +183,8 @@ class ClusterConfig:
     protocol: str = "okapi"
     heartbeat_interval_ms: float = 1.0
     stabilization_interval_ms: float = 5.0
+    idle_after_ms: float = DEFAULT_IDLE_AFTER_MS
+    idle_interval_ms: float = DEFAULT_IDLE_INTERVAL_MS
     piggyback_usv: bool = False
     native: bool = True
     resp: bool = True
@@ -224,6 +236,8 @@ class ClusterConfig:
             protocol=self.protocol,
             heartbeat_interval_us=round(self.heartbeat_interval_ms * 1000),
             stabilization_interval_us=round(self.stabilization_interval_ms * 1000),
+            idle_after_us=round(self.idle_after_ms * 1000),
+            idle_interval_us=round(self.idle_interval_ms * 1000),
             piggyback_usv=self.piggyback_usv,
             max_key_bytes=self.max_key_bytes,
             max_value_bytes=self.max_value_bytes,
@@ -247,6 +261,8 @@ class ClusterConfig:
             "protocol": self.protocol,
             "heartbeat_interval_ms": self.heartbeat_interval_ms,
             "stabilization_interval_ms": self.stabilization_interval_ms,
+            "idle_after_ms": self.idle_after_ms,
+            "idle_interval_ms": self.idle_interval_ms,
             "piggyback_usv": self.piggyback_usv,
             "native": self.native,
             "resp": self.resp,
@@ -277,6 +293,10 @@ class ClusterConfig:
             f"protocol = {_toml_string(self.protocol)}",
             f"heartbeat_interval_ms = {_toml_float(self.heartbeat_interval_ms)}",
             f"stabilization_interval_ms = {_toml_float(self.stabilization_interval_ms)}",
+            "# Idle pacing: after this long without a write, rounds and heartbeats run every idle_interval_ms",
+            "# (0: never back off, the paper's setting).",
+            f"idle_after_ms = {_toml_float(self.idle_after_ms)}",
+            f"idle_interval_ms = {_toml_float(self.idle_interval_ms)}",
             f"piggyback_usv = {'true' if self.piggyback_usv else 'false'}",
             f"native = {'true' if self.native else 'false'}",
             f"resp = {'true' if self.resp else 'false'}",
@@ -374,7 +394,8 @@ class ClusterConfig:
             raise ValueError(f"wan_ms names unknown DC(s) {', '.join(unknown_dcs)}; DCs are {', '.join(dcs)}")
         rows = tuple(_wan_row(wan.get(name), name, len(dcs)) for name in dcs)
         optional: dict[str, Any] = {}
-        for name in ("heartbeat_interval_ms", "stabilization_interval_ms", "max_clock_offset_ms"):
+        for name in ("heartbeat_interval_ms", "stabilization_interval_ms", "idle_after_ms", "idle_interval_ms",
+                     "max_clock_offset_ms"):
             if name in data:
                 optional[name] = _number(data[name], name)
         for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
@@ -564,6 +585,16 @@ def _validate(config: ClusterConfig) -> None:
             problems.append(f"{name} must be a positive number of ms, not {value}")
         elif value * 1000 < 1:
             problems.append(f"{name} must be at least 0.001 ms")
+    idle_after, idle_interval = config.idle_after_ms, config.idle_interval_ms
+    if not math.isfinite(idle_after) or idle_after < 0:
+        problems.append(f"idle_after_ms must be a non-negative number of ms (0: never back off), not {idle_after}")
+    if not math.isfinite(idle_interval) or idle_interval * 1000 < 1:
+        problems.append(f"idle_interval_ms must be a positive number of ms (at least 0.001), not {idle_interval}")
+    elif idle_after > 0 and idle_interval < max(config.heartbeat_interval_ms, config.stabilization_interval_ms):
+        problems.append(f"idle_interval_ms ({idle_interval:g}) must be at least heartbeat_interval_ms and "
+                        "stabilization_interval_ms: backing off must not speed up")
+    elif idle_after > 0 and idle_interval >= config.reads.read_timeout_ms:
+        problems.append(f"idle_interval_ms ({idle_interval:g}) must be below [reads] read_timeout_ms")
     for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
         if getattr(config, name) < 1:
             problems.append(f"{name} must be positive")
@@ -688,6 +719,8 @@ def local_cluster(
     protocol: str = "okapi",
     wan: float | str = "realistic",
     clock_skew_ms: float = 0.0,
+    clock_skew_model: str = DC_MAJOR,
+    clock_skew_seed: int = 1,
     base_port: int = 7100,
     host: str = "127.0.0.1",
     cluster_id: str = DEFAULT_CLUSTER_ID,
@@ -697,18 +730,24 @@ def local_cluster(
     stabilization_interval_ms: float = 5.0,
     resp: bool = True,
     resp_base_port: int = 0,
+    idle_after_ms: float = DEFAULT_IDLE_AFTER_MS,
+    idle_interval_ms: float = DEFAULT_IDLE_INTERVAL_MS,
 ) -> ClusterConfig:
     """The cluster `okapi up` starts: one server per (DC, partition) on ``host``.
 
     Heartbeats default to every ``LOCAL_HEARTBEAT_INTERVAL_MS`` (5 ms) rather than the paper's 1 ms:
     every local server shares one machine, and at 1 ms an idle 3-DC x 2-partition cluster spends
     about 25% of a core per server on heartbeats alone (measured on a 2-core machine). Pass
-    ``heartbeat_interval_ms=1`` (`okapi up --heartbeat-ms 1`) for the paper's setting.
+    ``heartbeat_interval_ms=1`` (`okapi up --heartbeat-ms 1`) for the paper's setting, with
+    ``idle_after_ms=0`` (no idle pacing, ``okapikv.core.pacing``; `okapi up` turns it off whenever
+    ``--heartbeat-ms`` is given without ``--idle-after-ms``).
 
     Ports are ``base_port``, ``base_port + 1``, ... in dc-major order (every partition of the first
     DC, then the second DC, ...). ``wan`` is a uniform one-way delay in ms, ``"realistic"`` (see
-    ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` spreads fixed clock offsets evenly over
-    [0, X] ms in the same order: the first server gets 0, the last X. ``metrics_base_port`` (0: no
+    ``realistic_wan_ms``) or ``"off"``. ``clock_skew_ms`` gives the servers fixed clock offsets of
+    up to X ms as ``clock_skew_model`` lays them out (``okapikv.core.skew``): by default spread
+    evenly over [0, X] in the same order, the first server 0 and the last X; ``uniform`` and
+    ``half-normal`` draw them from ``random.Random(clock_skew_seed)``. ``metrics_base_port`` (0: no
     metrics) numbers the metrics ports the same way, and ``resp_base_port`` the Redis-protocol ports (0:
     each server takes any free port; ``resp = False``: none). With ``tls`` and ``client_auth = false`` each
     server also gets a peer listener, on the ports right after the client ones.
@@ -726,6 +765,7 @@ def local_cluster(
     if not math.isfinite(clock_skew_ms) or clock_skew_ms < 0:
         raise ValueError(f"clock skew must be a non-negative number of ms, not {clock_skew_ms}")
     count = len(names) * partitions
+    offsets_us = clock_offsets_us(clock_skew_model, round(clock_skew_ms * 1000), count, random.Random(clock_skew_seed))
     peer_listeners = tls is not None and not tls.client_auth
     needed = 2 * count if peer_listeners else count
     if count > 0 and not 1 <= base_port <= 65536 - needed:
@@ -736,7 +776,7 @@ def local_cluster(
     servers = []
     for position in range(count):
         dc, partition = divmod(position, partitions)
-        skew = clock_skew_ms * position / (count - 1) if count > 1 else 0.0
+        skew = offsets_us[position] / 1000
         servers.append(ServerConfig(
             names[dc], partition, join_address(host, base_port + position), round(skew, 6),
             metrics_port=metrics_base_port + position if metrics_base_port else 0,
@@ -753,6 +793,8 @@ def local_cluster(
         tls=tls,
         heartbeat_interval_ms=heartbeat_interval_ms,
         stabilization_interval_ms=stabilization_interval_ms,
+        idle_after_ms=idle_after_ms,
+        idle_interval_ms=idle_interval_ms,
         resp=resp,
     )
 

@@ -49,6 +49,8 @@ from pathlib import Path
 from types import FrameType
 
 from okapikv.cluster.config import (
+    DEFAULT_IDLE_AFTER_MS,
+    DEFAULT_IDLE_INTERVAL_MS,
     LOCAL_HEARTBEAT_INTERVAL_MS,
     ClusterConfig,
     ServerConfig,
@@ -58,6 +60,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.core.skew import DC_MAJOR
 from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
@@ -99,14 +102,23 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     if resp and resp_base_port is None:  # right after the servers' ports (and their peer listeners)
         servers = len(dcs) * args.partitions
         resp_base_port = args.base_port + servers * (2 if tls is not None and not tls.client_auth else 1)
+    # An explicit heartbeat period asks for that cadence: no idle pacing unless asked for as well.
+    heartbeat_ms = getattr(args, "heartbeat_ms", None)
+    idle_after_ms = getattr(args, "idle_after_ms", None)
+    if idle_after_ms is None:
+        idle_after_ms = DEFAULT_IDLE_AFTER_MS if heartbeat_ms is None else 0.0
     return local_cluster(
         dcs=dcs,
         partitions=args.partitions,
         protocol=args.protocol,
         wan=wan,
         clock_skew_ms=args.clock_skew_ms,
-        heartbeat_interval_ms=getattr(args, "heartbeat_ms", LOCAL_HEARTBEAT_INTERVAL_MS),
+        clock_skew_model=getattr(args, "clock_skew_model", DC_MAJOR),
+        clock_skew_seed=getattr(args, "clock_skew_seed", 1),
+        heartbeat_interval_ms=LOCAL_HEARTBEAT_INTERVAL_MS if heartbeat_ms is None else heartbeat_ms,
         stabilization_interval_ms=getattr(args, "stabilization_ms", 5.0),
+        idle_after_ms=idle_after_ms,
+        idle_interval_ms=getattr(args, "idle_interval_ms", DEFAULT_IDLE_INTERVAL_MS),
         base_port=args.base_port,
         host=args.host,
         metrics_base_port=getattr(args, "metrics_base_port", 0) or 0,

@@ -111,6 +111,9 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
         "links_down": sorted(label for label, link in links.items() if not link.connected),
         "replication_metadata_bytes": core.counters.get("replication_metadata_bytes", 0),
         "stabilization_bytes": core.counters.get("stabilization_bytes", 0),
+        # durable servers (``okapikv.storage.commit_rates``): None for one in memory
+        "fsyncs_per_s": None if snapshot.storage is None else snapshot.storage.fsyncs_per_s,
+        "operations_per_fsync": None if snapshot.storage is None else snapshot.storage.operations_per_fsync,
     }
 
 
@@ -163,6 +166,15 @@ def _format_bytes(count: int) -> str:
     return f"{count / (1 << 20):.1f} MiB"
 
 
+def _format_fsyncs(record: dict[str, Any]) -> str:
+    """Commit fsyncs per second and the client operations sharing each, over the last 10 s
+    (``okapikv.storage.commit_rates``); "-" for a server in memory."""
+    rate = record.get("fsyncs_per_s")
+    if rate is None:
+        return "-"
+    return f"{rate:.0f} ({record.get('operations_per_fsync', 0.0):.1f})"
+
+
 def _state(record: dict[str, Any]) -> Any:
     from rich.text import Text
 
@@ -180,9 +192,9 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
     from rich.text import Text
 
     table = Table(title=title)
-    numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys"}
+    numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys", "fsync/s (ops)"}
     columns = ["DC", "part", "address", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
-               "queue", "versions", "GC'd"]
+               "queue", "versions", "GC'd", "fsync/s (ops)"]
     for column in columns:
         table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
     for dc in topology.dcs:
@@ -194,7 +206,7 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
             lags = [_format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
             row = [str(record["operations_total"]), *rate, str(record["waits_total"]),
                    f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
-                   *lags]
+                   _format_fsyncs(record), *lags]
         else:
             row = [*("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
         table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]), _state(record), *row)

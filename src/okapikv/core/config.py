@@ -2,7 +2,8 @@
 with a clear message instead of misbehaving later.
 
 The defaults follow the paper's evaluation (Okapi section 5): heartbeats after 1 ms without an
-update, stabilization every 5 ms; the key and value limits are the service's (1 KiB, 1 MiB).
+update, stabilization every 5 ms, no idle backoff (``idle_after_us = 0``; ``okapikv.core.pacing``);
+the key and value limits are the service's (1 KiB, 1 MiB).
 
 Invariants (tested in ``tests/unit/test_config.py``): a ``CoreConfig`` that exists is valid (ids in
 range, a registered protocol, every interval, budget and limit positive) and never changes (frozen);
@@ -31,6 +32,10 @@ class CoreConfig:
     heartbeat_interval_us: int = 1_000  # paper, section 5: heartbeat after 1 ms without updates
     stabilization_interval_us: int = 5_000  # paper, section 5: stabilization every 5 ms
     piggyback_usv: bool = False  # compute the USV inside the GSV round (paper's untried idea)
+    # Idle pacing (``okapikv.core.pacing``): after this long without a client write or remote update,
+    # the round, the heartbeat and the GC pass run once per ``idle_interval_us`` (0: never back off)
+    idle_after_us: int = 0
+    idle_interval_us: int = 200_000
     gc_interval_us: int = 50_000
     gc_budget: int = 2_000  # keys examined per GC pass, so a pass never stalls the server
     max_key_bytes: int = 1024
@@ -63,10 +68,19 @@ class CoreConfig:
             problems.append(f"partition {self.partition} out of range 0..{self.num_partitions - 1}")
         if self.protocol not in protocol_names():
             problems.append(f"unknown protocol {self.protocol!r}; choose one of {', '.join(protocol_names())}")
-        for name in ("heartbeat_interval_us", "stabilization_interval_us", "gc_interval_us", "gc_budget",
-                     "max_key_bytes", "max_value_bytes", *READ_LIMITS, "max_clock_offset_us"):
+        for name in ("heartbeat_interval_us", "stabilization_interval_us", "idle_interval_us", "gc_interval_us",
+                     "gc_budget", "max_key_bytes", "max_value_bytes", *READ_LIMITS, "max_clock_offset_us"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name} must be positive")
+        if self.idle_after_us < 0:
+            problems.append("idle_after_us must not be negative (0: never back off)")
+        if self.idle_after_us > 0 and self.idle_interval_us < max(self.heartbeat_interval_us,
+                                                                   self.stabilization_interval_us):
+            problems.append("idle_interval_us must be at least heartbeat_interval_us and stabilization_interval_us "
+                            "(backing off must not speed up)")
+        if self.idle_after_us > 0 and self.idle_interval_us >= self.read_timeout_us:
+            problems.append("idle_interval_us must be below read_timeout_us (an idle partition that owes a slice "
+                            "would look gone)")
         if self.max_snapshot_retries < 0:
             problems.append("max_snapshot_retries must not be negative")
         if self.max_read_items < max(self.max_read_keys, self.max_scan_items):

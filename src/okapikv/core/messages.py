@@ -4,9 +4,9 @@ Three families:
 - client requests and replies (GET, PUT, SWAP, DELETE, SCAN, RO-TX), each request carrying the
   client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
 - peer messages between partition servers: replication batches and heartbeats between replicas of
-  a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, GSV
-  exchange between DCs for the USV), RO-TX / SCAN slices inside a DC, and a restarted partition's
-  announcement to the others of its DC;
+  a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, or
+  GentleRain's scalar stable-time report -> GST broadcast; GSV exchange between DCs for the USV),
+  RO-TX / SCAN slices inside a DC, and a restarted partition's announcement to the others of its DC;
 - effects returned by the state machine: ``Send`` a peer message, ``Respond`` to a client.
 
 ``request_id`` values are chosen by the driver and only echoed back, so the core never needs to
@@ -373,6 +373,27 @@ class GsvBroadcast:
 
 
 @message
+class StableTimeReport:
+    """GentleRain's report to its DC's aggregator: one local stable time (the minimum of the
+    partition's ``vv`` entries) and its snapshot floor as one time, where Okapi and Cure send the
+    vectors (docs/protocol.md, "GentleRain": GentleRain's stabilization is scalar)."""
+
+    source: ServerId
+    time: int
+    floor: int
+
+
+@message
+class GstBroadcast:
+    """GentleRain's aggregator to its DC: the GST (the minimum of the partitions' local stable
+    times) and the GC horizon (the minimum of their floors), one time each."""
+
+    source: ServerId
+    gst: int
+    horizon: int
+
+
+@message
 class GsvExchange:
     """A DC's GSV sent to the other DCs so each can compute the Universal Stable Vector: between
     aggregators with ``piggyback_usv`` (otherwise the GSV rides on replication batches and heartbeats)."""
@@ -446,6 +467,8 @@ PeerMessage = (
     | Heartbeat
     | VvReport
     | GsvBroadcast
+    | StableTimeReport
+    | GstBroadcast
     | GsvExchange
     | TxSlice
     | ScanSlice

@@ -1,8 +1,10 @@
 """The partition server p(n, m) as a pure state machine (docs/protocol.md, "Operations"; docs/design.md).
 
 ``handle(message, now_us)`` and ``on_timer(now_us)`` return effects (``Send`` to a peer, ``Respond``
-to a client); ``next_deadline()`` says when ``on_timer`` must run next. ``now_us`` is the server's
-physical clock reading (wall clock plus any injected skew), in microseconds. The gRPC server and the
+to a client); ``next_deadline()`` says when ``on_timer`` must run next, and ``woke`` whether the last
+``handle`` moved it earlier (the server snapped back from idle pacing: drivers re-arm their timer).
+``now_us`` is the server's physical clock reading (wall clock plus any injected skew), in
+microseconds. The gRPC server and the
 simulator are two drivers of this one class.
 
 ``PartitionServer`` holds dispatch, the client operations (GET, PUT, SWAP, DELETE), the replication
@@ -14,7 +16,8 @@ other mechanisms, each with its own state:
   chosen at construction from the protocol and the options;
 - ``reads`` (``okapikv.core.reads``): snapshot reads, coordinated and served;
 - ``catch_up`` (``okapikv.core.catchup``): catch-up and repair after a restart;
-- ``gc`` (``okapikv.core.gc``): garbage collection.
+- ``gc`` (``okapikv.core.gc``): garbage collection;
+- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back.
 
 Blocking (Cure's and GentleRain's waits) never sleeps here: the request is parked (``parked``),
 its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
@@ -59,6 +62,7 @@ from okapikv.core.messages import (
     ErrorReply,
     GetReply,
     GetRequest,
+    GstBroadcast,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
@@ -75,6 +79,7 @@ from okapikv.core.messages import (
     Send,
     Session,
     SliceReply,
+    StableTimeReport,
     SwapReply,
     SwapRequest,
     TxSlice,
@@ -83,6 +88,7 @@ from okapikv.core.messages import (
     WriteReply,
 )
 from okapikv.core.mvstore import Change, Version
+from okapikv.core.pacing import Pacing
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
 from okapikv.core.stabilization import stabilization_for
@@ -119,6 +125,11 @@ class PartitionServer(PartitionState):
         self._outbox: list[Update] = []
         self._last_replication_send_us = 0
         self._next_heartbeat_us = 0
+        self.pacing = Pacing(config)
+        #: the heartbeat period now: ``heartbeat_interval_us``, or the idle interval while idle
+        self._heartbeat_period_us = config.heartbeat_interval_us
+        #: the last ``handle`` snapped the server back from idle: its next deadline moved earlier
+        self.woke = False
         self.stabilization = stabilization_for(self, resume=self._resume_parked)
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
@@ -139,6 +150,8 @@ class PartitionServer(PartitionState):
             VvReport: self.stabilization.on_vv_report,  # type: ignore[dict-item]
             GsvBroadcast: self.stabilization.on_gsv_broadcast,  # type: ignore[dict-item]
             GsvExchange: self.stabilization.on_gsv_exchange,  # type: ignore[dict-item]
+            StableTimeReport: self.stabilization.on_stable_time_report,  # type: ignore[dict-item]
+            GstBroadcast: self.stabilization.on_gst_broadcast,  # type: ignore[dict-item]
             TxSlice: self.reads.on_slice,  # type: ignore[dict-item]
             ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
             SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]
@@ -153,24 +166,26 @@ class PartitionServer(PartitionState):
 
     def handle(self, message: Message, now_us: int) -> list[Effect]:
         """Process one message; returns the effects to carry out."""
+        self.woke = False
         effects = self._dispatch(message, now_us, now_us)
         follow = self._follow
-        if (follow is not None and follow(now_us, effects) and not self._outbox
+        if (follow is not None and follow(now_us, effects) and not self._outbox and not self.pacing.idle
                 and now_us - self._last_replication_send_us >= GSV_SHARE_MIN_US):
-            self._heartbeat(now_us, effects, due=False)
+            self._heartbeat(now_us, effects)
         self._flush_outbox(effects, now_us)
         return effects
 
     def handle_batch(self, messages: Sequence[Message], now_us: int) -> list[Effect]:
         """Process several messages at one clock reading; local updates they create leave in one
         replication batch per peer instead of one each."""
+        self.woke = False
         effects: list[Effect] = []
         for message in messages:
             effects.extend(self._dispatch(message, now_us, now_us))
         follow = self._follow
-        if (follow is not None and follow(now_us, effects) and not self._outbox
+        if (follow is not None and follow(now_us, effects) and not self._outbox and not self.pacing.idle
                 and now_us - self._last_replication_send_us >= GSV_SHARE_MIN_US):
-            self._heartbeat(now_us, effects, due=False)
+            self._heartbeat(now_us, effects)
         self._flush_outbox(effects, now_us)
         return effects
 
@@ -184,14 +199,25 @@ class PartitionServer(PartitionState):
             self._resume_parked(now_us, effects, clock_only=True)
             # Updates of resumed writes must leave before any heartbeat that covers their timestamps.
             self._flush_outbox(effects, now_us)
+        pacing = self.pacing
+        was_idle = pacing.idle
+        waiting = bool(self.parked) or bool(self.catch_up.awaited) or repairing is not None
+        if pacing.settle(now_us, waiting=waiting):
+            if not was_idle:
+                self.stats.idle_spells += 1
+                self._heartbeat_period_us = pacing.interval_us
+            if now_us >= pacing.tick_us:
+                self._idle_tick(now_us, effects)
+            return effects
+        if was_idle:
+            self._snap_back(now_us)
         stabilization = self.stabilization
-        if now_us >= stabilization.next_us:
+        stabilized = now_us >= stabilization.next_us
+        if stabilized:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
-            if stabilization.gsv_unshared:
-                # No replication batch or heartbeat took the GSV since it changed: a heartbeat takes
-                # it now (and heartbeats then fall on the stabilization periods: one timer, one batch).
-                self._heartbeat(now_us, effects, due=False)
-        if self.num_dcs > 1 and now_us >= self._next_heartbeat_us:
+        if self.num_dcs > 1 and (now_us >= self._next_heartbeat_us or (stabilized and stabilization.gsv_unshared)):
+            # Due; or the GSV changed and no replication batch or heartbeat took it since: a heartbeat
+            # takes it now (and heartbeats then fall on the stabilization periods: one timer, one batch).
             self._heartbeat(now_us, effects)
         gc = self.gc
         if now_us >= gc.next_pass_us:
@@ -205,6 +231,8 @@ class PartitionServer(PartitionState):
 
     def next_deadline(self) -> int:
         """The clock reading at which ``on_timer`` must run next."""
+        if self.pacing.idle:
+            return self.pacing.tick_us  # nothing is parked while idle (a park snaps back)
         gc = self.gc
         deadline = min(gc.next_pass_us, gc.next_slice_us, self.stabilization.next_us)
         if self.num_dcs > 1:
@@ -213,6 +241,48 @@ class PartitionServer(PartitionState):
             if isinstance(parked.wait, WaitForClock):
                 deadline = min(deadline, parked.wait.clock_us)
         return deadline
+
+    def _idle_tick(self, now_us: int, effects: list[Effect]) -> None:
+        """While idle (``okapikv.core.pacing``): the round, the heartbeat and the GC pass together,
+        once per idle interval."""
+        pacing = self.pacing
+        tick = pacing.tick_us = now_us + pacing.interval_us
+        stabilization = self.stabilization
+        if stabilization.runs:
+            stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
+            stabilization.next_us = tick
+        if self.num_dcs > 1:
+            self._heartbeat(now_us, effects)
+        gc = self.gc
+        self.reads.expire(now_us, effects)
+        gc.start_pass(now_us, effects)
+        gc.collect(now_us)
+        gc.next_pass_us = gc.next_slice_us = tick
+
+    def _wake(self, now_us: int, effects: list[Effect], *, tell: bool) -> None:
+        """Activity at ``now_us`` (``okapikv.core.pacing``): when it ends an idle spell, snap back; with
+        ``tell`` (a client write, a remote update, a parked request) wake the DC's other partitions
+        too when ``Pacing.call_due`` says so (a heartbeat from a member of one's own DC is a wake-up
+        call: it announces nothing), so that they heartbeat past this update and run their rounds at
+        the busy period (docs/protocol.md, "Idle pacing")."""
+        pacing = self.pacing
+        calling = tell and pacing.call_due(now_us)
+        if pacing.activity(now_us):
+            self._snap_back(now_us)
+        if calling:
+            call = Heartbeat(self.id, self.vv[self.dc], None)
+            for member in self.dc_members:
+                if member != self.id:
+                    effects.append(Send(member, call))
+
+    def _snap_back(self, now_us: int) -> None:
+        """Leave the idle pacing: the round and the heartbeat are due at once, then at the busy periods."""
+        self.woke = True
+        self.stats.idle_wakes += 1
+        self._heartbeat_period_us = self.config.heartbeat_interval_us
+        if self.stabilization.runs:
+            self.stabilization.next_us = now_us
+        self._next_heartbeat_us = now_us
 
     @property
     def parked_count(self) -> int:
@@ -322,7 +392,9 @@ class PartitionServer(PartitionState):
         if isinstance(outcome, list):
             return outcome
         self.parked.append(Parked(message, outcome, since_us))
-        return []
+        effects: list[Effect] = []
+        self._wake(now_us, effects, tell=True)  # a parked request waits for the stable vector or clock
+        return effects
 
     def _resume_parked(self, now_us: int, effects: list[Effect], *, clock_only: bool) -> None:
         still: list[Parked] = []
@@ -462,7 +534,13 @@ class PartitionServer(PartitionState):
             reply = SwapReply(request_id, current.value if current is not None else None, timestamp, reply_session)
         else:
             reply = WriteReply(request_id, found, timestamp, reply_session)
-        return [Respond(reply)]
+        effects: list[Effect] = [Respond(reply)]
+        pacing = self.pacing
+        if pacing.idle or now_us - pacing.called_us >= pacing.call_gap_us:
+            self._wake(now_us, effects, tell=True)
+        else:
+            pacing.active_us = now_us  # ``_wake`` inlined: this runs for every write
+        return effects
 
     # ================================================================ replication
 
@@ -483,7 +561,7 @@ class PartitionServer(PartitionState):
             len(u.key) + (len(u.value) if u.value is not None else 0) for u in batch
         )
         self._last_replication_send_us = now_us
-        self._next_heartbeat_us = now_us + self.config.heartbeat_interval_us
+        self._next_heartbeat_us = now_us + self._heartbeat_period_us
 
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
         vv = self.vv
@@ -496,6 +574,7 @@ class PartitionServer(PartitionState):
             # this server lost its data that the replica has collected since (``RepairBatch``).
             return self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
         cap = offset_ceiling(now_us, self.config.max_clock_offset_us)
+        stored = False
         for update in message.updates:
             source_dc = update.source_dc
             if source_dc == dc:  # our own versions come back only in a repair's answer
@@ -503,25 +582,34 @@ class PartitionServer(PartitionState):
             timestamp = update.timestamp
             if timestamp <= vv[source_dc]:
                 continue  # FIFO links: at or below vv[source] it is a re-delivered duplicate
+            stored = True
             self.store.insert(update.key, Version(update.value, timestamp, source_dc, update.dv))
             if source_dc not in awaited:  # frozen until the catch-up answer covers the gap
                 vv[source_dc] = timestamp if timestamp <= cap else self.watermark(message, source_dc, timestamp,
                                                                                     now_us)
         self.stats.replicated_updates_received += len(message.updates)
-        return self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
+        effects = self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
+        if stored:
+            pacing = self.pacing
+            if pacing.idle or now_us - pacing.called_us >= pacing.call_gap_us:
+                self._wake(now_us, effects, tell=True)
+            else:
+                pacing.active_us = now_us  # ``_wake`` inlined
+        return effects
 
     def _on_heartbeat(self, message: Heartbeat, now_us: int) -> list[Effect]:
         source = message.source.dc
+        if source == self.dc:  # a wake-up call from a partition of this DC (``_wake``)
+            effects: list[Effect] = []
+            self._wake(now_us, effects, tell=False)
+            return effects
         if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
             self.vv[source] = self.watermark(message, source, message.timestamp, now_us)
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
 
-    def _heartbeat(self, now_us: int, effects: list[Effect], *, due: bool = True) -> None:
-        """After a heartbeat interval without replication (or now, when not ``due``), promise peers
-        no version at or below the current clock will follow, so their stable vectors keep moving."""
-        self._next_heartbeat_us = self._last_replication_send_us + self.config.heartbeat_interval_us
-        if due and now_us < self._next_heartbeat_us:
-            return
+    def _heartbeat(self, now_us: int, effects: list[Effect]) -> None:
+        """Promise peers no version at or below the current clock will follow, so their stable vectors
+        keep moving (``on_timer``: after a heartbeat period without replication, or with the round)."""
         dc = self.dc
         if pack(now_us) > self.vv[dc]:
             self.vv[dc] = pack(now_us)
@@ -531,4 +619,4 @@ class PartitionServer(PartitionState):
         self.stats.heartbeats_sent += len(self.peers)
         self.stats.heartbeat_bytes += len(self.peers) * (DC_ID_BYTES + TIMESTAMP_BYTES)
         self._last_replication_send_us = now_us
-        self._next_heartbeat_us = now_us + self.config.heartbeat_interval_us
+        self._next_heartbeat_us = now_us + self._heartbeat_period_us

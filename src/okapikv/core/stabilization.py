@@ -6,7 +6,11 @@ them; the protocol turns that into the server's stable vector (``Protocol.on_sta
 variants differ in what else runs, and one strategy object, chosen once from the protocol and the
 options (``stabilization_for``), holds each:
 
-- ``GsvRound``: Cure's GSV, GentleRain's GST (docs/protocol.md, "Cure", "GentleRain"): the round alone.
+- ``GsvRound``: Cure's GSV (docs/protocol.md, "Cure"): the round alone.
+- ``GstRound``: GentleRain's GST (docs/protocol.md, "GentleRain"): the same round with one timestamp
+  where Cure's carries a vector: each partition reports its local stable time (the minimum of its
+  ``vv``) and the aggregator broadcasts the GST, their minimum (the minimum of every entry of every
+  ``vv``, what GentleRain's visibility and snapshots read), with the GC floor and horizon as times.
 - ``NoStabilization``: eventual; nothing runs and the stable vector never moves.
 - ``UsvOnStream``: Okapi's USV (the paper, section 3.3). Each partition tells its replicas in the
   other DCs its DC's GSV as a field of its replication stream (``take_gsv``: a batch or a heartbeat
@@ -36,7 +40,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from okapikv.core.messages import Effect, GsvBroadcast, GsvExchange, Send, VvReport
+from okapikv.core.messages import (
+    Effect,
+    GstBroadcast,
+    GsvBroadcast,
+    GsvExchange,
+    Send,
+    StableTimeReport,
+    VvReport,
+)
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.state import NEVER, PartitionState
 from okapikv.core.timestamps import pack
@@ -111,6 +123,14 @@ class GsvRound:
                 self._reports[report.source.partition] = report
         return []
 
+    def on_stable_time_report(self, report: StableTimeReport, now_us: int) -> list[Effect]:
+        """GentleRain's report (``GstRound``); a vector round ignores it."""
+        return []
+
+    def on_gst_broadcast(self, message: GstBroadcast, now_us: int) -> list[Effect]:
+        """GentleRain's broadcast (``GstRound``); a vector round ignores it."""
+        return []
+
     def _aggregate(self, now_us: int, effects: list[Effect]) -> None:
         """Aggregator: GSV = entry-wise min of every partition's vv; horizon = min of the floors."""
         state = self.state
@@ -171,6 +191,61 @@ class GsvRound:
     def take_gsv(self) -> Vector | None:
         """This DC's GSV for the replication batch or heartbeat about to leave, if it goes there."""
         return None
+
+
+class GstRound(GsvRound):
+    """GentleRain's scalar round (docs/protocol.md, "GentleRain"; the paper, section 6: its
+    stabilization is the most network-efficient): a ``StableTimeReport`` per partition and a
+    ``GstBroadcast``, one timestamp each (and one for the GC floor or horizon). The broadcast GST
+    is taken as a vector holding it in every entry, which is GentleRain's stable vector already."""
+
+    def __init__(self, state: PartitionState, *, resume: Resume) -> None:
+        super().__init__(state, resume=resume)
+        # aggregator: the latest local stable time and floor of each partition of the DC
+        self._times: dict[int, StableTimeReport] = {}
+
+    def stabilize(self, now_us: int, effects: list[Effect], floor: Vector) -> None:
+        state = self.state
+        self.next_us = now_us + state.config.stabilization_interval_us
+        dc = state.dc
+        if pack(now_us) > state.vv[dc]:
+            state.vv[dc] = pack(now_us)
+        # min(floor): a lower bound of every entry of the floor (GentleRain's snapshots repeat one
+        # time, so its floor is that time repeated).
+        report = StableTimeReport(state.id, min(state.vv), min(floor))
+        if state.id.partition == 0:
+            self._times[0] = report
+            self._aggregate(now_us, effects)
+        else:
+            effects.append(Send(state.dc_members[0], report))
+            self._count(DC_ID_BYTES + TIMESTAMP_BYTES, gc_bytes=TIMESTAMP_BYTES)
+
+    def on_stable_time_report(self, report: StableTimeReport, now_us: int) -> list[Effect]:
+        state = self.state
+        if report.source.dc == state.dc:
+            state.heard[report.source.partition] = now_us
+            if state.id.partition == 0:
+                self._times[report.source.partition] = report
+        return []
+
+    def _aggregate(self, now_us: int, effects: list[Effect]) -> None:
+        """Aggregator: GST = min of the local stable times; horizon = min of the floors."""
+        state = self.state
+        if len(self._times) < state.config.num_partitions:
+            return
+        reports = self._times.values()
+        broadcast = GstBroadcast(state.id, min(report.time for report in reports),
+                                 min(report.floor for report in reports))
+        for member in state.dc_members:
+            if member != state.id:
+                effects.append(Send(member, broadcast))
+                self._count(DC_ID_BYTES + TIMESTAMP_BYTES, gc_bytes=TIMESTAMP_BYTES)
+        effects.extend(self.on_gst_broadcast(broadcast, now_us))
+
+    def on_gst_broadcast(self, message: GstBroadcast, now_us: int) -> list[Effect]:
+        num_dcs = self.state.num_dcs
+        return self.on_gsv_broadcast(
+            GsvBroadcast(message.source, (message.gst,) * num_dcs, None, (message.horizon,) * num_dcs), now_us)
 
 
 class NoStabilization(GsvRound):
@@ -245,7 +320,7 @@ class UsvFollowingVv(UsvOnStream):
     period, and the changed GSV leaves with the replication batch this step sends. Why: under PUT
     load a DC's knowledge of another's updates otherwise waited up to a period at each DC on the UST
     path before the next hop took it (3 DCs x 1 partition, PUTs at saturation: see
-    ``okapikv.bench.fast``)."""
+    ``okapikv.bench.suites.fast``)."""
 
     def __init__(self, state: PartitionState, *, resume: Resume) -> None:
         super().__init__(state, resume=resume)
@@ -266,6 +341,8 @@ def stabilization_for(state: PartitionState, *, resume: Resume) -> GsvRound:
     protocol = state.protocol
     if not protocol.stabilizes:
         return NoStabilization(state, resume=resume)
+    if protocol.scalar:
+        return GstRound(state, resume=resume)
     if not protocol.uses_usv:
         return GsvRound(state, resume=resume)
     if state.config.piggyback_usv:

@@ -61,6 +61,8 @@ class ServerStats:
     repair_local_received: int = 0  # this DC's versions a repair got back from the replicas
     repair_local_kept: int = 0  # salvaged local versions no replica held
     repairs_completed: int = 0
+    idle_spells: int = 0  # times the server backed off to the idle pacing (``okapikv.core.pacing``)
+    idle_wakes: int = 0  # ... and snapped back from it
     replica_knows_clock: int = 0  # the highest timestamp of this DC a catch-up reply said a replica holds
     # snapshot reads (docs/operations.md, "Read limits and paging")
     reads_refused: int = 0  # over max_concurrent_reads / max_read_items: RESOURCE_EXHAUSTED at once
@@ -102,6 +104,8 @@ class ServerStats:
             "repair_local_kept": self.repair_local_kept,
             "repairs_completed": self.repairs_completed,
             "replica_knows_clock": self.replica_knows_clock,
+            "idle_spells": self.idle_spells,
+            "idle_wakes": self.idle_wakes,
             "progress_messages_sent": self.progress_messages_sent,
             "read_timeouts": self.read_timeouts,
             "reads_refused": self.reads_refused,

@@ -74,7 +74,7 @@ class SessionOperations:
         self._fork: AsyncClient | None = None
         self._partitions = node.config.partitions
         self._here = node.id.partition
-        self.state = SessionState(node.num_dcs)
+        self.state = SessionState(node.num_dcs, scalar=node.core.protocol.scalar)
 
     # ------------------------------------------------------------------ single keys
 

@@ -115,7 +115,7 @@ class PeerIntake:
         converted: list[Message] = []
         for index in range(skip, count):
             try:
-                message = peer_message_from_pb(messages[index], source)
+                message = peer_message_from_pb(messages[index], source, node.num_dcs)
             except Exception:  # a malformed message must not stall the link with endless resends
                 node.handler_errors += 1
                 log.exception("%s: dropped a malformed message from %s", node.label, source)

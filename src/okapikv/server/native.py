@@ -57,7 +57,7 @@ class NativeConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True,
                                      preambles=(MAGIC, PEER_MAGIC))
         self._incoming: InboundLink | None = None  # a peer link (PEER_MAGIC)
-        self._sink = PipelineSink(on_ready=self._on_ready)
+        self._sink = PipelineSink(on_ready=self._on_ready, scalar=node.core.protocol.scalar)
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
         self._flush_scheduled = False

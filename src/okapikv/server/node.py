@@ -7,7 +7,8 @@ the core is never entered concurrently):
   and ``run_core`` for incoming peer messages (``okapikv.server.inbound``);
 - ``on_timer`` when the core's ``next_deadline()`` comes (heartbeats, stabilization, GC, parked
   requests waiting for the clock). The timer is one ``call_later`` handle, re-armed after every
-  firing and moved earlier whenever a request parks;
+  firing and moved earlier whenever a request parks or the core snaps back from its idle pacing
+  (``okapikv.core.pacing``);
 
 and every effect they return is carried out right away: a ``Respond`` goes to whoever waits for
 that request id (a unary call's future or a Pipeline stream), a ``Send`` goes onto the outgoing link
@@ -174,6 +175,7 @@ class PartitionNode:
         self._last_sent: object = None
         self._last_frames: list[tuple[bytes, int]] = []
         self._max_frame_bytes = config.max_message_bytes - MESSAGE_OVERHEAD_BYTES
+        self._scalar = self.core.protocol.scalar  # slices carry one time (okapikv.wire.convert)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.client_requests = 0
         self.pipeline_batches = 0
@@ -279,7 +281,8 @@ class PartitionNode:
         self.admission.time = self._loop.time  # the links' clock
         if self._storage is not None:
             self._committer = GroupCommitter(self._storage, on_durable=self._on_durable,
-                                             on_failure=self._storage_failed, space=self._space)
+                                             on_failure=self._storage_failed, space=self._space,
+                                             operations=lambda: self.client_requests)
             self._committer.open(self.core.hlc, self.clock.now_us())
         # What a replica holds of this DC at or above this clock reading was announced by this
         # incarnation (its first heartbeats can reach a replica before that replica answers the
@@ -417,7 +420,7 @@ class PartitionNode:
             self._fail_requests(messages)
             return
         self._carry_out(effects)
-        if core.parked_count:
+        if core.parked_count or core.woke:  # a parked request's wait, or the end of an idle spell
             self._arm_timer()
         stats = core.stats
         if stats.clock_offset_refusals + stats.clock_offset_clamps != self._clock_events_seen:
@@ -526,7 +529,7 @@ class PartitionNode:
         size = approximate_size(message)
         limit = self._max_frame_bytes
         if size <= limit:
-            return [(frame_peer_message(encode_peer_message(message)), size)]
+            return [(frame_peer_message(encode_peer_message(message, scalar=self._scalar)), size)]
         if isinstance(message, ReplicateBatch) and len(message.updates) > 1:
             half = len(message.updates) // 2
             return self._encode(ReplicateBatch(message.source, message.updates[:half])) + self._encode(

@@ -65,6 +65,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
     def __init__(self, node: PartitionNode) -> None:
         self.node = node
         self.num_dcs = node.num_dcs
+        self.scalar = node.core.protocol.scalar  # its sessions travel as one time (okapikv.wire.convert)
         self._admission = node.admission
 
     async def _call(self, request: ClientRequest) -> ClientReply:
@@ -79,7 +80,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.get_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.GetResponse()
-        convert.fill_get(response, reply)  # type: ignore[arg-type]
+        convert.fill_get(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -87,7 +88,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.put_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.PutResponse()
-        convert.fill_write(response, reply)  # type: ignore[arg-type]
+        convert.fill_write(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -95,7 +96,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.swap_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.SwapResponse()
-        convert.fill_swap(response, reply)  # type: ignore[arg-type]
+        convert.fill_swap(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -103,7 +104,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.delete_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.DeleteResponse()
-        convert.fill_write(response, reply)  # type: ignore[arg-type]
+        convert.fill_write(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -111,7 +112,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.scan_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.ScanResponse()
-        convert.fill_scan(response, reply)  # type: ignore[arg-type]
+        convert.fill_scan(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -119,7 +120,7 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         reply = await self._call(convert.read_tx_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)
         response = pb.ReadTxResponse()
-        convert.fill_read_tx(response, reply)  # type: ignore[arg-type]
+        convert.fill_read_tx(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
         return response
 
     @guarded
@@ -161,13 +162,13 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
                                 f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs")
         adoption = adopt(session, from_dc=request.from_dc, here_dc=self.node.id.dc, stable=self.node.core.stable)
         response = pb.AdoptSessionResponse(ready=adoption.ready, behind_us=adoption.behind_us)
-        convert.fill_session(response.session, adoption.session)
+        convert.fill_session(response.session, adoption.session, scalar=self.scalar)
         return response
 
     async def Pipeline(
         self, request_iterator: AsyncIterator[pb.OperationBatch], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.ResultBatch]:
-        sink = PipelineSink()
+        sink = PipelineSink(scalar=self.scalar)
         reader = asyncio.create_task(self._read_operations(request_iterator, sink))
         try:
             while True:

@@ -1,9 +1,11 @@
 """The simulator's clients: closed-loop sessions that issue the workload and record the history.
 
 Each client is one causal session (``okapikv.core.session.ClientSession``) attached to one DC,
-issuing one operation at a time (``okapikv.sim.workload``) to the partition that owns the key (any
-partition of its DC coordinates a SCAN or RO-TX), thinking up to ``think_us_max`` between
-operations. Every operation is recorded as an invoke and a completion in the history that
+issuing one operation at a time (``okapikv.sim.workload``) to the partition that owns the key, and
+every SCAN and RO-TX to its own server (``home``: clients spread over the partitions of their DC,
+as the real clients' sessions do, ``okapikv.client.policy.Policy.session_server``; the paper's
+collocated clients), thinking up to ``think_us_max`` between operations. Every operation is
+recorded as an invoke and a completion in the history that
 ``okapikv.check`` judges. They behave as the real clients do (``okapikv.client``):
 
 - a request lost with a crashed server (it never ran) is resent ``CLIENT_RETRY_US`` later to the
@@ -73,6 +75,8 @@ class Client:
     process: str
     dc: int
     session: ClientSession
+    #: the partition whose server coordinates its SCANs and RO-TXs (its session's server)
+    home: int = 0
     final_keys: list[bytes] | None = None  # a final convergence reader: its keys, in order
     op: Operation | None = None
     request_id: int = 0
@@ -101,7 +105,8 @@ class Clients:
         self.workload = workload
         self.recorder = recorder
         dcs = config.num_dcs
-        self.clients = [Client(index, f"c{index}", index % dcs, ClientSession(dcs))
+        self.clients = [Client(index, f"c{index}", index % dcs, ClientSession(dcs),
+                               home=index // dcs % config.num_partitions)
                         for index in range(config.num_clients)]
         self.failover_us = int(config.fault_plan.failover_after_ms * 1000)
         self.failovers = 0
@@ -177,7 +182,7 @@ class Clients:
                 op = recorder.invoke(client.process, dc, f, now, key=decode_bytes(key), server=(dc, partition))
         elif f == "rotx":
             chosen = [keys[i] for i in workload.rotx_keys()]
-            partition = self.rng.randrange(partitions)
+            partition = client.home
             request = ReadTxRequest(rid, tuple(chosen), session)
             if recorder is not None:
                 op = recorder.invoke(client.process, dc, f, now, keys=tuple(decode_bytes(k) for k in chosen),
@@ -185,7 +190,7 @@ class Clients:
         else:
             low, high = workload.scan_range()
             limit = self.rng.randint(1, 4) if self.rng.random() < 0.25 else None
-            partition = self.rng.randrange(partitions)
+            partition = client.home
             request = ScanRequest(rid, keys[low], keys[high], limit, session)
             if recorder is not None:
                 op = recorder.invoke(client.process, dc, f, now, start=decode_bytes(keys[low]),
@@ -359,7 +364,8 @@ class Clients:
         self.final_remaining = len(keys) * dcs
         for dc in range(dcs):
             for r in range(readers):
-                client = Client(len(self.clients), f"final-{dc}-{r}", dc, ClientSession(dcs), keys[r::readers])
+                client = Client(len(self.clients), f"final-{dc}-{r}", dc, ClientSession(dcs),
+                                final_keys=keys[r::readers])
                 self.clients.append(client)
                 world.push(world.now, CLIENT_NEXT, client.index)
 

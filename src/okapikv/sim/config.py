@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
+from okapikv.core.skew import SKEW_MODELS
 from okapikv.sim.cost import CostProfile
 
 #: ``SimConfig.workload``: ``mix`` draws each operation from ``mix``; ``paper`` alternates strictly a
@@ -85,6 +86,22 @@ class FaultPlan:
         ("restart_clock_back", 1.0),  # kill -9, restart with the clock stepped back (fixed at the heal)
         ("restart_clock_ahead", 1.0),  # kill -9, restart with the clock ahead (and it stays there)
     )
+    #: ``SimConfig.silent_links``: how long a directed link between DCs stays silent (``okapikv.sim.silent``),
+    #: the kind's weight, and the peer links' liveness settings: ``[connections] link_probe_ms`` and
+    #: ``link_ack_timeout_ms`` (1 s and 4 s in production) scaled to the simulator's sub-second
+    #: faults, and the production reconnect backoff (first step, largest step)
+    silent_link_ms: tuple[float, float] = (50.0, 400.0)
+    silent_kinds: tuple[tuple[str, float], ...] = (("silent_link", 2.0),)
+    link_probe_ms: float = 50.0
+    link_ack_timeout_ms: float = 200.0
+    link_backoff_ms: tuple[float, float] = (50.0, 1_000.0)
+    #: ``SimConfig.large_scans`` (``okapikv.sim.scans``): the kind's weight, SCANs per burst, how long a
+    #: scanner waits before it gives up (its connection closes), and what each key a scan slice may
+    #: examine costs its server
+    large_scan_kinds: tuple[tuple[str, float], ...] = (("large_scan", 3.0),)
+    large_scan_burst: int = 4
+    large_scan_patience_ms: float = 3_000.0
+    scan_key_us: int = 25_000
     drift_ppm_max: float = 200.0
     #: a client whose server stays down this long moves its session to another DC that can adopt
     #: it (the clients' ``fallback``, ``okapikv.client.failover``); 0: clients only retry
@@ -117,8 +134,10 @@ class SimConfig:
     #: simulated seconds of the fault phase (clients run; faults strike when enabled)
     duration_s: float = 2.0
     faults: bool = False
-    #: fixed clock offsets are drawn uniformly from [0, clock_skew_ms] per server
+    #: fixed clock offsets per server, drawn under ``clock_skew_model`` with parameter
+    #: ``clock_skew_ms`` (``okapikv.core.skew``: uniform in [0, X] independently per server, by default)
     clock_skew_ms: float = 0.0
+    clock_skew_model: str = "uniform"
     #: one-way WAN delays (ms); default: the paper's matrix
     wan_ms: tuple[tuple[float, ...], ...] | None = None
     #: WAN jitter: each message gets base * (1 + U(0, wan_jitter)) plus U(0, wan_jitter_ms)
@@ -149,6 +168,12 @@ class SimConfig:
     fault_plan: FaultPlan = field(default_factory=FaultPlan)
     #: the fault phase also steps clocks by minutes to hours (``FaultPlan.jump_kinds``)
     clock_jumps: bool = False
+    #: the fault phase also silences links between DCs (``FaultPlan.silent_kinds``): they carry
+    #: nothing until their liveness check declares them dead and they reconnect (``okapikv.sim.silent``)
+    silent_links: bool = False
+    #: the fault phase also brings bursts of whole-range SCANs, whose slices cost their servers
+    #: ``FaultPlan.scan_key_us`` per key (``okapikv.sim.scans``; use more ``keys_per_partition``)
+    large_scans: bool = False
     #: clients run on this many simulated seconds after the heal, and the liveness checker judges
     #: that part (``okapikv.check.liveness``); 0: clients stop at the heal
     liveness_s: float = 0.0
@@ -160,6 +185,9 @@ class SimConfig:
     #: simulated seconds allowed after the fault phase for replicas to become quiescent
     converge_timeout_s: float = 5.0
     piggyback_usv: bool = False
+    #: idle pacing (``CoreConfig.idle_after_us``, ``idle_interval_us``; 0: never back off, the paper's)
+    idle_after_ms: float = 0.0
+    idle_interval_ms: float = 200.0
     #: fraction of writes whose remote visibility latency is measured (0 disables)
     visibility_sample: float = 0.05
     #: check internal invariants while running (replication promise: vv[i] never covers an update
@@ -214,6 +242,8 @@ class SimConfig:
                 self.cost.validate()
             except ValueError as error:
                 problems.append(str(error))
+        if self.clock_skew_model not in SKEW_MODELS:
+            problems.append(f"unknown clock skew model {self.clock_skew_model!r} (one of {', '.join(SKEW_MODELS)})")
         if self.scan_page_items < 0:
             problems.append("scan_page_items must not be negative")
         if self.liveness_s < 0:

@@ -33,6 +33,7 @@ from okapikv.check.anomalies import Anomaly
 from okapikv.check.history import History, HistoryRecorder
 from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
+from okapikv.core.skew import clock_offsets_us, max_skew_in_dc_us
 from okapikv.core.stats import WaitStats
 from okapikv.core.timestamps import pack
 from okapikv.sim.clients import Clients
@@ -41,6 +42,7 @@ from okapikv.sim.cost import Costs
 from okapikv.sim.cpu import Cpu
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
+from okapikv.sim.scans import ClientRouter, ScanCost, Scanners
 from okapikv.sim.visibility import Visibility
 from okapikv.sim.workload import Workload
 from okapikv.sim.world import START_US, FaultRecord, World
@@ -70,6 +72,8 @@ class SimResult:
     snapshot_retries: int = 0
     messages: Counter[str] = field(default_factory=Counter)
     scan_restarts: int = 0
+    #: the largest difference of two clock offsets inside one DC (``okapikv.core.skew``)
+    max_dc_skew_us: int = 0
     #: per operation, the latency of each successful workload operation issued in the measurement
     #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
     latencies_us: dict[str, list[int]] = field(default_factory=dict)
@@ -108,6 +112,8 @@ class Simulation:
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
+                    idle_after_us=round(config.idle_after_ms * 1000),
+                    idle_interval_us=round(config.idle_interval_ms * 1000),
                     **({"max_scan_items": config.scan_page_items} if config.scan_page_items else {}),
                     max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                 )
@@ -115,8 +121,10 @@ class Simulation:
             for dc in range(dcs)
             for p in range(partitions)
         ]
+        self.offsets_us = clock_offsets_us(config.clock_skew_model, int(config.clock_skew_ms * 1000),
+                                           len(servers), rng)
         world = self.world = World.seeded(
-            rng, servers, skew_us=int(config.clock_skew_ms * 1000),
+            rng, servers, offsets_us=self.offsets_us,
             drift_ppm_max=config.fault_plan.drift_ppm_max if config.faults else 0.0, wan_ms=config.wan(),
             lan_us=config.lan_us, jitter=config.wan_jitter, jitter_ms=config.wan_jitter_ms,
             link_spread_ms=config.wan_link_spread_ms, factory=factory)
@@ -129,8 +137,14 @@ class Simulation:
         self.invariants = Invariants(world, max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                                      checking=config.invariants)
         self.visibility = Visibility(world, config, rng, self.clients, self.invariants, self.recorder)
-        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps)
-        world.clients = self.clients
+        self.scanners = Scanners(world, rng, keys=self.clients.workload.keys,
+                                 bound_us=round(config.liveness_operation_bound_ms * 1000),
+                                 anomalies=self.invariants.anomalies) if config.large_scans else None
+        self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps,
+                               silent_links=config.silent_links, scanners=self.scanners)
+        world.clients = self.clients if self.scanners is None else ClientRouter(self.clients, self.scanners)
+        if self.scanners is not None:
+            world.work_us = ScanCost(world, config.fault_plan.scan_key_us)
         world.watch(self.invariants)
         if config.visibility_sample or config.liveness_s or config.clock_jumps:
             world.on_write = self.visibility.written
@@ -155,6 +169,8 @@ class Simulation:
             "duration_s": c.duration_s,
             "faults": c.faults,
             "clock_skew_ms": c.clock_skew_ms,
+            "clock_skew_model": c.clock_skew_model,
+            "max_dc_skew_ms": max_skew_in_dc_us(self.offsets_us, c.num_partitions) / 1000,
             "clock_jumps": c.clock_jumps,
             "liveness_s": c.liveness_s,
             "max_clock_offset_ms": c.max_clock_offset_ms,
@@ -288,6 +304,8 @@ class Simulation:
         world = self.world
         if self.config.invariants:
             self.invariants.check_stability()
+        if self.scanners is not None:
+            self.scanners.finish()
         waits: dict[str, WaitStats] = {}
         waits_by_dc: dict[int, dict[str, WaitStats]] = {}
         server_operations: dict[int, Counter[str]] = {}
@@ -302,6 +320,7 @@ class Simulation:
                     total.total_us += stats.total_us
                     total.max_us = max(total.max_us, stats.max_us)
         return SimResult(
+            max_dc_skew_us=max_skew_in_dc_us(self.offsets_us, self.config.num_partitions),
             config=self.config,
             history=self.recorder.history() if self.recorder is not None else None,
             operations=self.clients.operations,

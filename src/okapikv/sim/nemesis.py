@@ -22,6 +22,13 @@ and the HLC"): a running server's clock *jumps* ahead and stays there; a server 
 *restarts with its clock stepped back* (its recovered clock bound, hence its HLC, ahead of its
 clock), fixed at the heal; a server is killed and *restarts with its clock ahead*, and stays so.
 
+With ``silent_links`` a directed replication link between two DCs goes *silent* (a cut that drops
+packets without a reset): it carries nothing, and after the fault's end only once the link's
+liveness check has found the connection dead and it has reconnected (``okapikv.sim.silent``).
+
+With ``large_scans`` (``scanners``) a *large scan* is a burst of whole-range SCANs at one DC
+(``okapikv.sim.scans``); they run until they complete, fail or give up, the heal included.
+
 Every fault is undone after its length or at the heal (``heal``), whichever comes first; after the
 heal no new fault strikes.
 """
@@ -33,17 +40,31 @@ from collections.abc import Callable
 
 from okapikv.core.server import Repair
 from okapikv.sim.config import FaultPlan
+from okapikv.sim.scans import Scanners
+from okapikv.sim.silent import LinkTimers, SilentLinks
 from okapikv.sim.world import World
 
 JUMP_KINDS = ("clock_jump", "restart_clock_back", "restart_clock_ahead")
 
 
 class Nemesis:
-    def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False) -> None:
+    def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False,
+                 silent_links: bool = False, scanners: Scanners | None = None) -> None:
         self.world = world
         self.plan = plan
         self.rng = rng
         self.clock_jumps = clock_jumps
+        self.silent_links = silent_links
+        self.scanners = scanners
+        #: the silent links, made with the plan's link timers; the network consults them (``Network.silent``)
+        #: once one may go silent
+        self.links = SilentLinks(
+            world.network,
+            LinkTimers(round(plan.link_probe_ms * 1000), round(plan.link_ack_timeout_ms * 1000),
+                       (round(plan.link_backoff_ms[0] * 1000), round(plan.link_backoff_ms[1] * 1000))),
+            note=world.note, name=world.name)
+        if silent_links:
+            world.network.silent = self.links
         self.healed = False  # every fault repaired; no new one strikes
         #: how to undo each fault still in force (each runs at most once)
         self.undo: list[Callable[[], None]] = []
@@ -55,6 +76,8 @@ class Nemesis:
         plan = self.plan
         rng = self.rng
         mix = plan.kinds + (plan.jump_kinds if self.clock_jumps else ())
+        mix += plan.silent_kinds if self.silent_links else ()
+        mix += plan.large_scan_kinds if self.scanners is not None else ()
         kinds = [k for k, w in mix if w > 0]
         weights = [w for _, w in mix if w > 0]
         at = start_us
@@ -71,7 +94,7 @@ class Nemesis:
         rng = self.rng
         dcs = self.world.num_dcs
         servers = len(self.world.servers)
-        if kind.startswith("partition") and dcs < 2:
+        if kind.startswith(("partition", "silent")) and dcs < 2:
             kind = "crash"  # nothing to cut off with one DC
         if kind == "partition_dc":
             dc = rng.randrange(dcs)
@@ -81,6 +104,15 @@ class Nemesis:
             a, b = rng.sample(range(dcs), 2)
             length = int(rng.uniform(*plan.partition_ms) * 1000)
             return lambda: self.partition_link(a, b, length)
+        if kind == "silent_link":
+            source = rng.randrange(servers)
+            step = rng.randrange(1, dcs)  # to the same partition in another DC: its replica
+            destination = (source + step * self.world.num_partitions) % servers
+            length = int(rng.uniform(*plan.silent_link_ms) * 1000)
+            return lambda: self.silent_link(source, destination, length)
+        if kind == "large_scan":
+            dc = rng.randrange(dcs)
+            return lambda: self.large_scan(dc)
         if kind == "pause":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
@@ -154,6 +186,29 @@ class Nemesis:
             world.network.repair_link(a, b)
 
         self._timed(length_us, repair)
+
+    def silent_link(self, source: int, destination: int, length_us: int) -> None:
+        """The link from server ``source`` to ``destination`` (in another DC) goes silent for
+        ``length_us`` (``okapikv.sim.silent``)."""
+        world = self.world
+        world.network.silent = self.links
+        if self.healed or not self.links.silence(source, destination):
+            return
+        world.note(f"silent link {world.name(source)}->{world.name(destination)} for {length_us / 1000:.0f} ms")
+
+        def end() -> None:
+            world.note(f"end of silence {world.name(source)}->{world.name(destination)}")
+            self.links.heal(source, destination)
+
+        self._timed(length_us, end)
+
+    def large_scan(self, dc: int) -> None:
+        """A burst of whole-range SCANs at DC ``dc`` (``okapikv.sim.scans``)."""
+        if self.healed or self.scanners is None:
+            return
+        count = self.plan.large_scan_burst
+        self.world.note(f"large scans: {count} whole-range SCANs at dc{dc}")
+        self.scanners.burst(dc, count, round(self.plan.large_scan_patience_ms * 1000))
 
     def pause(self, index: int, length_us: int) -> None:
         world = self.world

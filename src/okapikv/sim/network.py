@@ -13,7 +13,9 @@ A *cut* (a partitioned DC, or the link between two DCs) holds what the cut links
 order, and delivers it on repair (links are reliable). A crashed server receives nothing: what its
 peers send it meanwhile, and what was in flight to it, stays unacknowledged in their links
 (``unacked``) and is resent, in order, to the next incarnation (``resend``); what the crashed
-server itself had queued behind a cut dies with it (``drop_queues_from``).
+server itself had queued behind a cut dies with it (``drop_queues_from``). A *silent* link between
+DCs keeps what it carries until its liveness check has reconnected it (``silent``:
+``okapikv.sim.silent``).
 
 The network also keeps the ledger of replication batches in flight on each cross-DC link (the
 first update timestamp in each that the link had not carried before): the run is quiescent only
@@ -28,10 +30,27 @@ from __future__ import annotations
 import heapq
 from collections import Counter, deque
 from collections.abc import Callable
+from typing import Protocol
 
 from okapikv.core.messages import Message, ReplicateBatch, ServerId
 from okapikv.sim.cost import message_bytes
 from okapikv.sim.events import DELIVER, INFINITY, Events
+
+
+class SilentLinkHooks(Protocol):
+    """What the network asks of its silent links (``okapikv.sim.silent.SilentLinks``)."""
+
+    def carry(self, number: int, message: Message) -> bool:
+        """Keep ``message`` if link ``number`` is silent (True)."""
+
+    def prepend(self, number: int, messages: list[Message]) -> bool:
+        """Keep ``messages`` ahead of what link ``number`` keeps, if it is silent (True)."""
+
+    def drop_from(self, index: int) -> None:
+        """Server ``index`` crashed: what its silent links kept is lost."""
+
+    def holding(self) -> bool:
+        """Whether any silent link keeps messages."""
 
 
 class Network:
@@ -84,6 +103,8 @@ class Network:
         #: first waits for the link to finish sending what is ahead of it, then takes size / bandwidth
         self.wan_bytes_per_us = 0.0
         self.link_sending_until = [0.0] * (count_servers * count_servers)
+        #: links between DCs gone silent and their liveness check (``okapikv.sim.silent``), if any
+        self.silent: SilentLinkHooks | None = None
 
     # ================================================================ delays and cuts
 
@@ -162,7 +183,10 @@ class Network:
 
     def _transmit(self, link: int, src_dc: int, dst_dc: int, destination: int, message: Message) -> None:
         """Put a cross-DC message on its link: never delivered before the link's previous message.
-        Nothing leaves for a crashed server: the link waits to resend it to the next incarnation."""
+        Nothing leaves for a crashed server: the link waits to resend it to the next incarnation, nor
+        on a silent link: it keeps it until it has reconnected (``okapikv.sim.silent``)."""
+        if self.silent is not None and self.silent.carry(link, message):
+            return
         if self.down[destination]:
             self.unacked[destination].setdefault(link // self.count_servers, []).append(message)
             return
@@ -192,6 +216,8 @@ class Network:
         if not self.link_up(src_dc, dst_dc):
             self.held[link] = messages + self.held.get(link, [])
             return
+        if self.silent is not None and self.silent.prepend(link, messages):
+            return
         events = self.events
         for message in messages:
             if src_dc == dst_dc:
@@ -209,6 +235,8 @@ class Network:
                 if type(message) is ReplicateBatch:
                     self.inflight[link].pop()
                     self.replication_inflight -= 1
+        if self.silent is not None:
+            self.silent.drop_from(index)
 
     # ================================================================ the replication ledger
 
@@ -243,5 +271,5 @@ class Network:
                    for link, last in enumerate(self.link_last))
 
     def quiet(self) -> bool:
-        """No replication in flight and nothing held behind a cut."""
-        return not self.replication_inflight and not self.held
+        """No replication in flight and nothing held behind a cut or on a silent link."""
+        return not self.replication_inflight and not self.held and (self.silent is None or not self.silent.holding())

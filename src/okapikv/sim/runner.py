@@ -10,6 +10,7 @@ from okapikv.check.history import HistoryRecorder, save_history
 from okapikv.check.report import CheckReport, check_history
 from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
+from okapikv.core.skew import UNIFORM
 from okapikv.sim.config import SimConfig, dc_names
 from okapikv.sim.cost import packaged_profile, packaged_profiles
 from okapikv.sim.engine import SimResult, Simulation
@@ -66,14 +67,23 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append("--faults")
     if config.clock_skew_ms:
         parts.append(f"--clock-skew-ms {config.clock_skew_ms:g}")
+    if config.clock_skew_model != UNIFORM:
+        parts.append(f"--clock-skew-model {config.clock_skew_model}")
     if config.clock_jumps:
         parts.append("--clock-jumps")
+    if config.silent_links:
+        parts.append("--silent-links")
+    if config.large_scans:
+        parts.append("--large-scans")
+    if config.keys_per_partition != SimConfig().keys_per_partition:
+        parts.append(f"--keys-per-partition {config.keys_per_partition}")
     if config.liveness_s:
         parts.append(f"--liveness-s {config.liveness_s:g}")
     defaults = SimConfig()
     cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
-                  "clock_skew_ms", "clock_jumps", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s",
-                  "workload", "write_ratio"}
+                  "clock_skew_ms", "clock_skew_model", "clock_jumps", "silent_links", "large_scans",
+                  "keys_per_partition", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s", "workload",
+                  "write_ratio"}
     if config.workload != "mix":
         parts.append("--workload paper")
         if config.workload == "write-ratio":
@@ -159,8 +169,11 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         f"okapi sim: protocol {c.protocol}, seed {c.seed}, {c.num_dcs} DCs x {c.num_partitions} partitions, "
         f"{c.num_clients} clients, {c.duration_s:g} s fault phase"
         + (", faults" if c.faults else "")
-        + (f", clock skew up to {c.clock_skew_ms:g} ms" if c.clock_skew_ms else "")
+        + (f", clock skew {c.clock_skew_model} {c.clock_skew_ms:g} ms (at most "
+           f"{result.max_dc_skew_us / 1000:g} ms inside a DC)" if c.clock_skew_ms else "")
         + (", clock jumps" if c.clock_jumps else "")
+        + (", silent links" if c.silent_links else "")
+        + (", large scans" if c.large_scans else "")
         + (f", {c.liveness_s:g} s after the heal checked for liveness" if c.liveness_s else ""),
         f"simulated {result.simulated_us / 1e6:.3f} s ("
         + (f"quiescent {_ms(result.quiescent_us - result.fault_phase_end_us)} ms after the heal"

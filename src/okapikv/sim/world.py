@@ -7,7 +7,8 @@ carries out their effects (the h11 / aioquic model: the core takes ``now_us`` an
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
 - its ``Send`` effects go on the ``Network`` (FIFO links with delays, cuts), its ``Respond`` effects
   back to the client that sent the request (``pending``);
-- a server may be *slow* (every message costs it ``service_us``; a backlog queues), *paused*
+- a server may be *slow* (every message costs it ``service_us``, and ``work_us`` what a message
+  costs beyond, e.g. a large scan's slice: ``okapikv.sim.scans``; a backlog queues), *paused*
   (SIGSTOP: messages queue in its inbox, timers wait; ``resume`` processes them with its state
   intact) or *crashed* (``crash``: kill -9; ``restart``: a new incarnation from what was durable).
 
@@ -56,6 +57,7 @@ from okapikv.core.messages import (
     Respond,
     Send,
     ServerId,
+    StableTimeReport,
     SwapReply,
     VvReport,
     WriteReply,
@@ -80,9 +82,10 @@ from okapikv.sim.events import (
 from okapikv.sim.network import Network
 
 START_US = 1_000_000
-#: handling these never moves a server's next deadline earlier (they park nothing), so the world
-#: skips re-arming the timer after them (a measurable saving: they are most messages)
-_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, GsvExchange})
+#: handling these never moves a server's next deadline earlier (they park nothing) unless the server
+#: snaps back from idle pacing (``PartitionServer.woke``), so the world skips re-arming the timer after
+#: them otherwise (a measurable saving: they are most messages)
+_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, StableTimeReport, GsvExchange})
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
@@ -204,6 +207,8 @@ class World(Events):
         self.retired: list[PartitionServer] = []  # crashed incarnations (their counters count)
         self.inbox: list[list[Message]] = [[] for _ in range(count_servers)]
         self.service_us = [0] * count_servers
+        #: extra service time a message costs the server it reaches (``okapikv.sim.scans.ScanCost``)
+        self.work_us: Callable[[int, Message], int] | None = None
         self.busy_until = [0] * count_servers
         self.timer_at = [INFINITY] * count_servers
         self.timer_gen = [0] * count_servers
@@ -275,7 +280,7 @@ class World(Events):
         rng: random_module.Random,
         servers: list[PartitionServer],
         *,
-        skew_us: int,
+        offsets_us: Sequence[int],
         drift_ppm_max: float,
         wan_ms: Sequence[Sequence[float]],
         lan_us: tuple[int, int],
@@ -285,16 +290,19 @@ class World(Events):
         factory: ServerFactory,
         start_us: int = START_US,
     ) -> World:
-        """The simulation's world: clock offsets uniform in [0, ``skew_us``], drifts uniform within
-        ``drift_ppm_max``, and per-link extra delays between DCs uniform in [0, ``link_spread_ms``],
-        drawn from ``rng`` in that order; the same ``rng`` draws every delay of the run."""
+        """The simulation's world: each server's clock offset from ``offsets_us`` (drawn by the
+        caller under its skew model, ``okapikv.core.skew``), drifts uniform within ``drift_ppm_max``,
+        and per-link extra delays between DCs uniform in [0, ``link_spread_ms``], drawn from ``rng``
+        in that order; the same ``rng`` draws every delay of the run."""
+        if len(offsets_us) != len(servers):
+            raise ValueError(f"{len(offsets_us)} clock offsets for {len(servers)} servers")
         clocks = [
             ClockModel(
-                rng.randint(0, skew_us) if skew_us else 0,
+                offset_us,
                 rng.uniform(-drift_ppm_max, drift_ppm_max) if drift_ppm_max else 0.0,
                 start_us,
             )
-            for _ in servers
+            for offset_us in offsets_us
         ]
         count_servers = len(servers)
         partitions = count_servers // len(wan_ms)
@@ -433,7 +441,7 @@ class World(Events):
             self._apply(index, effects)
         if server.stable is not self.last_stable[index]:
             self._stable_changed(index)
-        if kind not in _NO_EARLIER_DEADLINE:
+        if kind not in _NO_EARLIER_DEADLINE or server.woke:
             self._arm(index)
 
     def _on_timer(self, index: int) -> None:
@@ -472,6 +480,7 @@ class World(Events):
         timer_gen = self.timer_gen
         clients = self.clients
         cpu = self.cpu
+        work_us = self.work_us
         events = 0
         while heap and not self.done:
             if until_us is not None and heap[0][0] > until_us:
@@ -486,12 +495,15 @@ class World(Events):
                     else:
                         cpu.arrive(target, payload)  # type: ignore[arg-type]
                     continue
-                if busy_until[target] > at or service_us[target]:
-                    start = max(at, busy_until[target]) + service_us[target]
+                extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
+                if busy_until[target] >= at or service_us[target] or extra:
+                    # Behind the backlog, even one that ends at this very instant: a message whose
+                    # processing ends now may still wait in the heap behind this delivery (it was
+                    # queued later), and the server handles what reached it in arrival order.
+                    start = max(at, busy_until[target]) + service_us[target] + extra
                     busy_until[target] = start
-                    if start > at:
-                        push(heap, (start, next(seq), PROCESS, target, payload))
-                        continue
+                    push(heap, (start, next(seq), PROCESS, target, payload))
+                    continue
                 if paused[target]:
                     self._hold(target, payload)  # type: ignore[arg-type]
                 else:

@@ -3,9 +3,12 @@
 The driver hands every core call's ``Changes`` to ``stage`` and gets back the number of the commit
 group the call's effects must wait for (``required``); when a group becomes durable, ``durable``
 moves up and ``on_durable`` runs, and the driver releases the effects waiting for it, in order.
-Groups are written one at a time on one worker thread: while a group's fsync runs, the calls that
-arrive join the next group, which starts as soon as the previous one is durable (or at the end of
-the event-loop turn when nothing is in flight, so the calls of one turn share a group).
+Groups are written one at a time: a group's statements run on the event loop's thread as it starts
+(``SqliteStore.prepare``) and its COMMIT, the fsync, on one worker thread, so the worker takes the
+GIL back once per group, not once per row; while a group's fsync runs, the calls that arrive join
+the next group, which starts as soon as the previous one is durable (or at the end of the
+event-loop turn when nothing is in flight, so the calls of one turn share a group). Maintenance and
+space checks run on the same worker, and no group is prepared while they do.
 
 What makes an effect wait (the "required" group) and what does not:
 
@@ -40,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from okapikv.core.server import Changes
 from okapikv.core.timestamps import physical_of
+from okapikv.storage.commit_rates import CommitRates
 from okapikv.storage.space import CHECK_INTERVAL_S, DiskSpace, is_disk_full
 from okapikv.storage.sqlite import CommitGroup, SqliteStore, State
 
@@ -64,7 +68,10 @@ class GroupCommitter:
         lazy_s: float = DEFAULT_LAZY_S,
         maintenance_s: float = DEFAULT_MAINTENANCE_S,
         space: DiskSpace | None = None,
+        operations: Callable[[], int] | None = None,
     ) -> None:
+        """``operations``: the server's count of client operations so far (``commit_rates``:
+        operations per fsync)."""
         self.store = store
         self.space = space
         #: less free space than the reserve: the driver refuses writes (``space``)
@@ -84,6 +91,7 @@ class GroupCommitter:
         self._next = CommitGroup(1, [])
         self._next_urgent = False
         self._in_flight: CommitGroup | None = None
+        self._worker_jobs = 0  # maintenance or space checks on the worker: no group starts meanwhile
         self._soon: asyncio.Handle | None = None  # _start at the end of this loop turn
         self._lazy: asyncio.TimerHandle | None = None  # _start after lazy_s (vector-only groups)
         self._last_state: State | None = None
@@ -98,6 +106,8 @@ class GroupCommitter:
         self.max_commit_seconds = 0.0
         self.bound_waits = 0
         self.full_commits = 0  # commits that failed for lack of space (and were retried)
+        self._operations = operations
+        self._rates = CommitRates()
 
     # ---------------------------------------------------------------- life cycle
 
@@ -179,8 +189,8 @@ class GroupCommitter:
         )
 
     def _schedule(self) -> None:
-        if self._in_flight is not None or self._closed or self._failed is not None:
-            return  # the running commit starts the next group when it ends
+        if self._in_flight is not None or self._worker_jobs or self._closed or self._failed is not None:
+            return  # the running commit (or worker job) starts the next group when it ends
         assert self._loop is not None
         if self._next_urgent:
             if self._soon is None:
@@ -198,7 +208,8 @@ class GroupCommitter:
 
     def _start(self) -> None:
         self._cancel_starts()
-        if self._in_flight is not None or self._closed or self._failed is not None or not self._has_work():
+        if (self._in_flight is not None or self._worker_jobs or self._closed or self._failed is not None
+                or not self._has_work()):
             return
         group = self._next
         self._in_flight = group
@@ -206,13 +217,27 @@ class GroupCommitter:
         self._next_urgent = False
         assert self._loop is not None
         started = time.perf_counter()
-        future = self._loop.run_in_executor(self._executor, self._commit, group)
+        # The statements here, the COMMIT (the fsync) alone on the worker (``SqliteStore.prepare``).
+        try:
+            self.store.prepare(group)
+        except Exception as error:  # noqa: BLE001 - the same outcome as a failed COMMIT
+            failed: asyncio.Future[bool] = self._loop.create_future()
+            failed.set_exception(error)
+            self._finished(group, failed, started)
+            return
+        future = self._loop.run_in_executor(self._executor, self._commit_prepared)
         future.add_done_callback(lambda done: self._finished(group, done, started))
 
+    def _commit_prepared(self) -> bool:
+        """On the worker: COMMIT the prepared group; then whether the disk is below its reserve
+        (``space``: a statvfs call, a few microseconds against the group's fsync)."""
+        self.store.finish()
+        return self._space_low()
+
     def _commit(self, group: CommitGroup) -> bool:
-        """On the worker: commit ``group``; then whether the disk is below its reserve (``space``:
-        a statvfs call, a few microseconds against the group's fsync)."""
-        self.store.commit(group)
+        """On the worker: prepare and COMMIT ``group`` (a retry after a full disk)."""
+        self.store.prepare(group)
+        self.store.finish()
         return self._space_low()
 
     def _finished(self, group: CommitGroup, done: asyncio.Future[bool], started: float) -> None:
@@ -224,6 +249,7 @@ class GroupCommitter:
             self._failed = error
             self._on_failure(error)
             return
+        self.store.record()  # before the group counts as durable (``commit_record``)
         self._in_flight = None
         self._full_retries = 0
         elapsed = time.perf_counter() - started
@@ -235,6 +261,8 @@ class GroupCommitter:
                 self.versions_written += 1
             else:
                 self.versions_deleted += 1
+        self._rates.record(time.monotonic(), self.groups_written, self.versions_written,
+                           self._operations() if self._operations is not None else 0)
         self._last_state = group.state
         self.durable = group.number
         if group.clock_bound_us is not None:
@@ -242,12 +270,28 @@ class GroupCommitter:
         self._on_durable()
         if time.monotonic() - self._last_maintenance >= self.maintenance_s and not self._closed:
             self._last_maintenance = time.monotonic()
-            assert self._loop is not None
-            # Queued on the one worker: the next group waits behind it (a short pause every
-            # ``maintenance_s``, against a WAL and a file that would otherwise only grow).
-            self._loop.run_in_executor(self._executor, self._maintain)
+            # On the one worker, and no group is prepared meanwhile (the connection is the
+            # worker's): a short pause every ``maintenance_s``, against a WAL and a file that
+            # would otherwise only grow.
+            self._on_worker(self._maintain)
         self._set_full(bool(done.result()))
         self._schedule()
+
+    def _on_worker(self, job: Callable[[], object], then: Callable[[asyncio.Future[object]], None] | None = None,
+                   ) -> None:
+        """Run ``job`` on the worker with no group started meanwhile (``_worker_jobs``); then
+        ``then`` with its outcome, and the next group."""
+        assert self._loop is not None
+        self._worker_jobs += 1
+        future = self._loop.run_in_executor(self._executor, job)
+
+        def done(outcome: asyncio.Future[object]) -> None:
+            self._worker_jobs -= 1
+            if then is not None:
+                then(outcome)
+            self._schedule()
+
+        future.add_done_callback(done)
 
     # ---------------------------------------------------------------- a full disk (``space``)
 
@@ -316,10 +360,8 @@ class GroupCommitter:
         self._space_timer = None
         if self._closed or self._failed is not None:
             return
-        assert self._loop is not None
-        future = self._loop.run_in_executor(self._executor, self._space_low)
-        future.add_done_callback(
-            lambda done: self._set_full(bool(done.result()) if done.exception() is None else self.disk_full))
+        self._on_worker(self._space_low, lambda done: self._set_full(
+            bool(done.result()) if done.exception() is None else self.disk_full))
 
     def _maintain(self) -> None:
         try:
@@ -335,6 +377,7 @@ class GroupCommitter:
         return self.required > self.durable
 
     def stats(self) -> dict[str, object]:
+        rates = self._rates.rates(time.monotonic())
         return {
             "path": str(self.store.path),
             "disk_bytes": self.store.disk_bytes(),
@@ -351,4 +394,8 @@ class GroupCommitter:
             "disk_full": self.disk_full,
             "full_commits": self.full_commits,
             "vacuumed_pages": self.store.vacuumed_pages,
+            "fsyncs": self.groups_written,
+            "fsyncs_per_s": rates.fsyncs_per_s,
+            "operations_per_fsync": rates.operations_per_fsync,
+            "versions_per_fsync": rates.versions_per_fsync,
         }

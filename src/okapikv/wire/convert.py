@@ -11,7 +11,13 @@ Conventions shared with the client library:
   grpcurl call, or a client that has not learned the cluster size yet, still works);
 - a missing value (absent key, tombstone) is ``found = false`` with empty bytes;
 - a SCAN ``limit`` of 0 means no limit; a SCAN reply's empty ``resume`` means the scan is done;
-- peer messages carry no source of their own: the ``PeerBatch`` that holds them names it.
+- peer messages carry no source of their own: the ``PeerBatch`` that holds them names it;
+- a scalar protocol (``Protocol.scalar``: GentleRain) sends one time where the others send a
+  vector: a session's ``time`` with no ``stable`` entries, a slice's ``snapshot_time`` with no
+  ``snapshot``, a SCAN snapshot's ``time`` with no ``vector``; each decodes to that time in every
+  entry, which is GentleRain's stable vector and snapshot (docs/protocol.md, "GentleRain"). The
+  encoder sends the minimum of the vector (its entries are equal under GentleRain; the minimum is
+  the one every entry promises). The decoders accept both forms from any sender.
 
 Peer batches are built from bytes: each core message is serialized once (a replication batch goes
 to every other DC unchanged) and framed into ``PeerBatch`` by hand as field 3, which protobuf
@@ -32,6 +38,7 @@ from okapikv.core.messages import (
     ErrorReply,
     GetReply,
     GetRequest,
+    GstBroadcast,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
@@ -52,6 +59,7 @@ from okapikv.core.messages import (
     Session,
     SliceReply,
     SnapshotRef,
+    StableTimeReport,
     SwapReply,
     SwapRequest,
     TxSlice,
@@ -75,16 +83,20 @@ READ_TX = "read_tx"
 
 
 def session_from_pb(message: pb.Session, num_dcs: int) -> Session:
-    """The core's ``Session``; no ``stable`` entries means zeros for every DC (a fresh session).
+    """The core's ``Session``; no ``stable`` entries means ``time`` (0 for a fresh session, the GST
+    of a scalar protocol's) for every DC.
 
     Slicing copies the repeated field into a list in one upb call, where ``tuple(stable)`` goes
     through the container's iterator element by element."""
     stable = tuple(message.stable[:])  # tuple(stable) took 410 ns for 1 entry, 490 for 3; this 165 and 235
-    return Session(stable or (0,) * num_dcs, message.dt)
+    return Session(stable or (message.time,) * num_dcs, message.dt)
 
 
-def fill_session(target: pb.Session, session: Session) -> None:
-    target.stable.extend(session.stable)
+def fill_session(target: pb.Session, session: Session, *, scalar: bool = False) -> None:
+    if scalar:
+        target.time = min(session.stable)
+    else:
+        target.stable.extend(session.stable)
     target.dt = session.dt
 
 
@@ -114,7 +126,8 @@ def delete_request(message: pb.DeleteRequest, request_id: int, num_dcs: int) -> 
 def scan_request(message: pb.ScanRequest, request_id: int, num_dcs: int) -> ScanRequest:
     snapshot = None
     if message.HasField("snapshot"):
-        snapshot = SnapshotRef(message.snapshot.dc, tuple(message.snapshot.vector[:]))
+        ref = message.snapshot
+        snapshot = SnapshotRef(ref.dc, tuple(ref.vector[:]) or (ref.time,) * num_dcs)
     return ScanRequest(
         request_id,
         message.start,
@@ -161,49 +174,55 @@ def operation_request(operation: pb.Operation, request_id: int, num_dcs: int) ->
 # ==================================================================== client replies
 
 
-def fill_get(target: pb.GetResponse, reply: GetReply) -> None:
+# ``scalar``: the server's protocol is scalar (module docstring).
+
+
+def fill_get(target: pb.GetResponse, reply: GetReply, *, scalar: bool = False) -> None:
     if reply.value is not None:
         target.found = True
         target.value = reply.value
-    fill_session(target.session, reply.session)
+    fill_session(target.session, reply.session, scalar=scalar)
 
 
-def fill_write(target: pb.PutResponse | pb.DeleteResponse, reply: WriteReply) -> None:
+def fill_write(target: pb.PutResponse | pb.DeleteResponse, reply: WriteReply, *, scalar: bool = False) -> None:
     target.found = reply.found
     target.timestamp = reply.timestamp
-    fill_session(target.session, reply.session)
+    fill_session(target.session, reply.session, scalar=scalar)
 
 
-def fill_swap(target: pb.SwapResponse, reply: SwapReply) -> None:
+def fill_swap(target: pb.SwapResponse, reply: SwapReply, *, scalar: bool = False) -> None:
     if reply.old_value is not None:
         target.found = True
         target.old_value = reply.old_value
     target.timestamp = reply.timestamp
-    fill_session(target.session, reply.session)
+    fill_session(target.session, reply.session, scalar=scalar)
 
 
-def fill_scan(target: pb.ScanResponse, reply: ScanReply) -> None:
+def fill_scan(target: pb.ScanResponse, reply: ScanReply, *, scalar: bool = False) -> None:
     items = target.items
     for key, value in reply.items:
         item = items.add()
         item.key = key
         item.value = value
-    fill_session(target.session, reply.session)
+    fill_session(target.session, reply.session, scalar=scalar)
     if reply.resume is not None:
         target.resume = reply.resume
     if reply.snapshot is not None:
         target.snapshot.dc = reply.snapshot.dc
-        target.snapshot.vector.extend(reply.snapshot.vector)
+        if scalar:
+            target.snapshot.time = min(reply.snapshot.vector)
+        else:
+            target.snapshot.vector.extend(reply.snapshot.vector)
 
 
-def fill_read_tx(target: pb.ReadTxResponse, reply: ReadTxReply) -> None:
+def fill_read_tx(target: pb.ReadTxResponse, reply: ReadTxReply, *, scalar: bool = False) -> None:
     values = target.values
     for value in reply.values:
         slot = values.add()
         if value is not None:
             slot.found = True
             slot.value = value
-    fill_session(target.session, reply.session)
+    fill_session(target.session, reply.session, scalar=scalar)
 
 
 # Pipeline results are kept as plain dicts and become protobuf in one call per batch
@@ -296,6 +315,23 @@ def result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dic
     raise TypeError(f"unexpected reply type {type(reply).__name__}")
 
 
+def scalar_result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dict[str, object], int]:
+    """``result_fields`` for a scalar protocol (module docstring): the session, and a SCAN page's
+    snapshot, as one time. The bound is ``result_fields``'s: one ``time`` takes at most what one
+    ``stable`` entry is counted for, and a vector has at least one."""
+    fields, bound = result_fields(operation_id, kind, reply)
+    for case, body in fields.items():
+        if case == "id" or case == "error":
+            continue
+        assert isinstance(body, dict)
+        session = body["session"]
+        body["session"] = {"time": min(session["stable"]), "dt": session["dt"]}
+        snapshot = body.get("snapshot")
+        if snapshot is not None:
+            body["snapshot"] = {"dc": snapshot["dc"], "time": min(snapshot["vector"])}
+    return fields, bound
+
+
 def error_fields(operation_id: int, code: str, message: str) -> tuple[dict[str, object], int]:
     """An error ``Result`` (``code``: a gRPC status name) and its size bound, as ``result_fields``
     gives them; UTF-8 takes at most 4 bytes a character."""
@@ -346,7 +382,8 @@ def _fill_items(target: pb.SliceReply, items: tuple[ReadItem, ...]) -> None:
             slot.dv.entries.extend(item.dv)
 
 
-def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
+def peer_message_to_pb(message: PeerMessage, *, scalar: bool = False) -> pb.PeerMessage:
+    """The protobuf form; ``scalar``: slices carry their snapshot as one time (module docstring)."""
     result = pb.PeerMessage()
     if isinstance(message, ReplicateBatch):
         _fill_updates(result.replicate, message.updates)
@@ -367,6 +404,16 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         if message.usv is not None:
             broadcast.has_usv = True
             _fill_vector(broadcast.usv, message.usv)
+    elif isinstance(message, StableTimeReport):
+        report = result.stable_time_report
+        report.SetInParent()
+        report.time = message.time
+        report.floor = message.floor
+    elif isinstance(message, GstBroadcast):
+        gst = result.gst_broadcast
+        gst.SetInParent()
+        gst.gst = message.gst
+        gst.horizon = message.horizon
     elif isinstance(message, GsvExchange):
         _fill_vector(result.gsv_exchange.gsv, message.gsv)
     elif isinstance(message, SliceReply):
@@ -380,13 +427,21 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
         _fill_items(reply, message.items)
     elif isinstance(message, TxSlice):
         tx = result.tx_slice
+        tx.SetInParent()
         tx.tx_id = message.tx_id
-        _fill_vector(tx.snapshot, message.snapshot)
+        if scalar:
+            tx.snapshot_time = min(message.snapshot)
+        else:
+            _fill_vector(tx.snapshot, message.snapshot)
         tx.keys.extend(message.keys)
     elif isinstance(message, ScanSlice):
         scan = result.scan_slice
+        scan.SetInParent()
         scan.tx_id = message.tx_id
-        _fill_vector(scan.snapshot, message.snapshot)
+        if scalar:
+            scan.snapshot_time = min(message.snapshot)
+        else:
+            _fill_vector(scan.snapshot, message.snapshot)
         scan.start = message.start
         scan.end = message.end
         if message.limit is not None:
@@ -420,8 +475,8 @@ def peer_message_to_pb(message: PeerMessage) -> pb.PeerMessage:
     return result
 
 
-def encode_peer_message(message: PeerMessage) -> bytes:
-    encoded: bytes = peer_message_to_pb(message).SerializeToString()
+def encode_peer_message(message: PeerMessage, *, scalar: bool = False) -> bytes:
+    encoded: bytes = peer_message_to_pb(message, scalar=scalar).SerializeToString()
     return encoded
 
 
@@ -483,8 +538,15 @@ def _vector(message: pb.Vector) -> Vector:
     return tuple(message.entries[:])  # a slice copies in one upb call (see session_from_pb)
 
 
-def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessage | None:
-    """The core message; None for an empty oneof (a newer peer's message this build ignores)."""
+def _snapshot(slice_message: pb.TxSlice | pb.ScanSlice, num_dcs: int) -> Vector:
+    if slice_message.HasField("snapshot"):
+        return _vector(slice_message.snapshot)
+    return (slice_message.snapshot_time,) * num_dcs
+
+
+def peer_message_from_pb(message: pb.PeerMessage, source: ServerId, num_dcs: int) -> PeerMessage | None:
+    """The core message; None for an empty oneof (a newer peer's message this build ignores).
+    ``num_dcs`` expands a scalar snapshot (module docstring)."""
     kind = message.WhichOneof("message")
     if kind == "replicate":
         replicate = message.replicate
@@ -500,6 +562,12 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         broadcast = message.gsv_broadcast
         usv = _vector(broadcast.usv) if broadcast.has_usv else None
         return GsvBroadcast(source, _vector(broadcast.gsv), usv, _vector(broadcast.horizon))
+    if kind == "stable_time_report":
+        report = message.stable_time_report
+        return StableTimeReport(source, report.time, report.floor)
+    if kind == "gst_broadcast":
+        gst = message.gst_broadcast
+        return GstBroadcast(source, gst.gst, gst.horizon)
     if kind == "gsv_exchange":
         return GsvExchange(source, _vector(message.gsv_exchange.gsv))
     if kind == "slice_reply":
@@ -517,11 +585,11 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId) -> PeerMessa
         return SliceReply(source, reply.tx_id, items, reply.too_old, reply.last_key or None, reply.clock_ahead_us)
     if kind == "tx_slice":
         tx = message.tx_slice
-        return TxSlice(source, tx.tx_id, _vector(tx.snapshot), tuple(tx.keys[:]))
+        return TxSlice(source, tx.tx_id, _snapshot(tx, num_dcs), tuple(tx.keys[:]))
     if kind == "scan_slice":
         scan = message.scan_slice
         limit = scan.limit if scan.has_limit else None
-        return ScanSlice(source, scan.tx_id, _vector(scan.snapshot), scan.start, scan.end, limit)
+        return ScanSlice(source, scan.tx_id, _snapshot(scan, num_dcs), scan.start, scan.end, limit)
     if kind == "catch_up_request":
         request = message.catch_up_request
         return CatchUpRequest(source, request.request_id, request.after, request.restarted, request.repair)

@@ -38,10 +38,15 @@ def _bytes_field(tag: bytes, data: bytes) -> bytes:
     return tag + encode_varint(len(data)) + data if data else b""
 
 
-def session(stable: Sequence[int], dt: int) -> bytes:
-    """A serialized ``Session``: ``stable`` packed (field 1), ``dt`` (field 2)."""
+def session(stable: Sequence[int], dt: int, *, scalar: bool = False) -> bytes:
+    """A serialized ``Session``: ``stable`` packed (field 1), ``dt`` (field 2); ``scalar`` (a scalar
+    protocol, ``okapikv.wire.convert``): no entries and ``time`` = the least entry (field 3)."""
+    dt_field = b"\x10" + encode_varint(dt) if dt else b""
+    if scalar:
+        time = min(stable)
+        return dt_field + (b"\x18" + encode_varint(time) if time else b"")
     packed = b"".join([encode_varint(entry) for entry in stable])
-    return _bytes_field(b"\x0a", packed) + (b"\x10" + encode_varint(dt) if dt else b"")
+    return _bytes_field(b"\x0a", packed) + dt_field
 
 
 def session_field(serialized_session: bytes) -> bytes:

@@ -7,12 +7,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Session(_message.Message):
-    __slots__ = ("stable", "dt")
+    __slots__ = ("stable", "dt", "time")
     STABLE_FIELD_NUMBER: _ClassVar[int]
     DT_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     stable: _containers.RepeatedScalarFieldContainer[int]
     dt: int
-    def __init__(self, stable: _Optional[_Iterable[int]] = ..., dt: _Optional[int] = ...) -> None: ...
+    time: int
+    def __init__(self, stable: _Optional[_Iterable[int]] = ..., dt: _Optional[int] = ..., time: _Optional[int] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("key", "session")
@@ -93,12 +95,14 @@ class DeleteResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class ScanSnapshot(_message.Message):
-    __slots__ = ("dc", "vector")
+    __slots__ = ("dc", "vector", "time")
     DC_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
     dc: int
     vector: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, dc: _Optional[int] = ..., vector: _Optional[_Iterable[int]] = ...) -> None: ...
+    time: int
+    def __init__(self, dc: _Optional[int] = ..., vector: _Optional[_Iterable[int]] = ..., time: _Optional[int] = ...) -> None: ...
 
 class ScanRequest(_message.Message):
     __slots__ = ("start", "end", "limit", "session", "snapshot")
@@ -358,31 +362,51 @@ class GsvExchange(_message.Message):
     gsv: Vector
     def __init__(self, gsv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
+class StableTimeReport(_message.Message):
+    __slots__ = ("time", "floor")
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    FLOOR_FIELD_NUMBER: _ClassVar[int]
+    time: int
+    floor: int
+    def __init__(self, time: _Optional[int] = ..., floor: _Optional[int] = ...) -> None: ...
+
+class GstBroadcast(_message.Message):
+    __slots__ = ("gst", "horizon")
+    GST_FIELD_NUMBER: _ClassVar[int]
+    HORIZON_FIELD_NUMBER: _ClassVar[int]
+    gst: int
+    horizon: int
+    def __init__(self, gst: _Optional[int] = ..., horizon: _Optional[int] = ...) -> None: ...
+
 class TxSlice(_message.Message):
-    __slots__ = ("tx_id", "snapshot", "keys")
+    __slots__ = ("tx_id", "snapshot", "keys", "snapshot_time")
     TX_ID_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_TIME_FIELD_NUMBER: _ClassVar[int]
     tx_id: int
     snapshot: Vector
     keys: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    snapshot_time: int
+    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., keys: _Optional[_Iterable[bytes]] = ..., snapshot_time: _Optional[int] = ...) -> None: ...
 
 class ScanSlice(_message.Message):
-    __slots__ = ("tx_id", "snapshot", "start", "end", "limit", "has_limit")
+    __slots__ = ("tx_id", "snapshot", "start", "end", "limit", "has_limit", "snapshot_time")
     TX_ID_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     HAS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_TIME_FIELD_NUMBER: _ClassVar[int]
     tx_id: int
     snapshot: Vector
     start: bytes
     end: bytes
     limit: int
     has_limit: bool
-    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., has_limit: _Optional[bool] = ...) -> None: ...
+    snapshot_time: int
+    def __init__(self, tx_id: _Optional[int] = ..., snapshot: _Optional[_Union[Vector, _Mapping]] = ..., start: _Optional[bytes] = ..., end: _Optional[bytes] = ..., limit: _Optional[int] = ..., has_limit: _Optional[bool] = ..., snapshot_time: _Optional[int] = ...) -> None: ...
 
 class ReadItem(_message.Message):
     __slots__ = ("key", "value", "found", "timestamp", "source_dc", "dv")
@@ -467,7 +491,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch")
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch", "stable_time_report", "gst_broadcast")
     REPLICATE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VV_REPORT_FIELD_NUMBER: _ClassVar[int]
@@ -481,6 +505,8 @@ class PeerMessage(_message.Message):
     REPLICA_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     RESTARTED_FIELD_NUMBER: _ClassVar[int]
     REPAIR_BATCH_FIELD_NUMBER: _ClassVar[int]
+    STABLE_TIME_REPORT_FIELD_NUMBER: _ClassVar[int]
+    GST_BROADCAST_FIELD_NUMBER: _ClassVar[int]
     replicate: ReplicateBatch
     heartbeat: Heartbeat
     vv_report: VvReport
@@ -494,7 +520,9 @@ class PeerMessage(_message.Message):
     replica_progress: ReplicaProgress
     restarted: Restarted
     repair_batch: RepairBatch
-    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ...) -> None: ...
+    stable_time_report: StableTimeReport
+    gst_broadcast: GstBroadcast
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ..., stable_time_report: _Optional[_Union[StableTimeReport, _Mapping]] = ..., gst_broadcast: _Optional[_Union[GstBroadcast, _Mapping]] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")

@@ -268,6 +268,14 @@ class StorageFigures:
     disk_full: bool
     full_commits: int
     vacuumed_pages: int
+    #: one per commit group (a WAL fsync each; ``okapikv.storage.commit_rates``), and over the last 10 s:
+    fsyncs: Annotated[int, counter("Commit groups written, one WAL fsync each.", "okapi_storage_fsyncs")]
+    fsyncs_per_s: Annotated[float, gauge("Commit fsyncs per second over the last 10 s.",
+                                         "okapi_storage_fsyncs_per_second")]
+    operations_per_fsync: Annotated[float, gauge("Client operations per commit fsync over the last 10 s.",
+                                                 "okapi_storage_operations_per_fsync")]
+    versions_per_fsync: Annotated[float, gauge("Versions written per commit fsync over the last 10 s.",
+                                               "okapi_storage_versions_per_fsync")]
     held_effect_groups: int
     recovered: RecoveredFigures | None
 

@@ -39,6 +39,7 @@ class TargetSpec:
     addresses: tuple[str, ...] = ()
     timeout_s: float = 10.0
     native: bool = True  # okapi: pipeline over the servers' native ports (False: gRPC streams)
+    coordinator: str = "session"  # okapi: who coordinates RO-TX and SCAN (client.policy.COORDINATORS)
 
     @property
     def num_dcs(self) -> int:
@@ -110,7 +111,8 @@ class OkapiTarget(Target):
         from okapikv.client import AsyncClient
 
         for address in self.spec.addresses:
-            client = AsyncClient(address, timeout_s=self.spec.timeout_s, native=self.spec.native)
+            client = AsyncClient(address, timeout_s=self.spec.timeout_s, native=self.spec.native,
+                                 coordinator=self.spec.coordinator)
             connect = getattr(client, "connect", None)
             if connect is not None:
                 await _maybe_await(connect())

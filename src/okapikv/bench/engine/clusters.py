@@ -25,6 +25,7 @@ from typing import Any
 
 from okapikv.bench.engine.errors import BenchError
 from okapikv.cluster import ports
+from okapikv.core.skew import max_skew_in_dc_us
 
 START_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 5.0
@@ -48,6 +49,10 @@ class RunningCluster:
     partitions: int
     servers: tuple[ServerEndpoint, ...]
     clock_skew_ms: float = 0.0
+    #: the skew model its offsets were laid out by, and the largest skew inside one DC it gave
+    #: (``okapikv.core.skew``); None for a cluster the bench did not start
+    clock_skew_model: str | None = None
+    max_dc_skew_ms: float | None = None
     wan: str = ""
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     workdir: tempfile.TemporaryDirectory[str] | None = None
@@ -163,11 +168,15 @@ def start_local(
     partitions: int,
     wan: str | float = "realistic",
     clock_skew_ms: float = 0.0,
+    clock_skew_model: str = "uniform",
+    clock_skew_seed: int = 1,
     host: str = "127.0.0.1",
     settings: dict[str, Any] | None = None,
+    durable: bool = False,
 ) -> RunningCluster:
     """Start one ``okapi server`` process per (DC, partition), as `okapi up` does, and wait until
-    every one passes its gRPC health check.
+    every one passes its gRPC health check. ``durable``: each server keeps its store in a data
+    directory of its own (``WORKDIR/<dc>-p<n>``, as `okapi up` lays them out), else in memory.
 
     The processes come from ``okapikv.cluster.launcher.start_server``, so they die with the
     benchmark even if it is killed (PR_SET_PDEATHSIG): a crashed run never leaves servers holding
@@ -183,19 +192,24 @@ def start_local(
     base_port = free_port_block(count, host)
     config = local_cluster(
         dcs=dcs, partitions=partitions, protocol=protocol, wan=wan, clock_skew_ms=clock_skew_ms,
-        base_port=base_port, host=host, cluster_id=f"okapi-bench-{os.getpid()}-{base_port}",
+        clock_skew_model=clock_skew_model, clock_skew_seed=clock_skew_seed, base_port=base_port, host=host,
+        cluster_id=f"okapi-bench-{os.getpid()}-{base_port}",
     )
     if settings:
         config = dataclasses.replace(config, **settings)
     workdir = tempfile.TemporaryDirectory(prefix="okapi-bench-")
     config_path = config.dump(Path(workdir.name) / "cluster.toml")
     cluster = RunningCluster(
-        protocol, tuple(config.dcs), partitions, (), clock_skew_ms=clock_skew_ms, wan=str(wan), workdir=workdir
+        protocol, tuple(config.dcs), partitions, (), clock_skew_ms=clock_skew_ms, clock_skew_model=clock_skew_model,
+        max_dc_skew_ms=max_skew_in_dc_us([round(server.clock_skew_ms * 1000) for server in config.servers],
+                                         partitions) / 1000,
+        wan=str(wan), workdir=workdir,
     )
     try:
         endpoints: list[ServerEndpoint] = []
         for server in config.servers:
-            process = start_server(config_path, server)
+            data_dir = Path(workdir.name) / f"{server.dc}-p{server.partition}" if durable else None
+            process = start_server(config_path, server, data_dir=data_dir)
             cluster.processes.append(process)
             endpoints.append(
                 ServerEndpoint(config.dc_index(server.dc), server.dc, server.partition, server.address, process.pid)

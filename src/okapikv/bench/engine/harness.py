@@ -5,7 +5,8 @@ progress view, one event loop) and yields the ``Bench`` that suites drive:
 
 - ``start(system, ...)``: a fresh local cluster for an okapikv system (or the one ``--connect``
   names), a throwaway redis-server for Redis; stopped afterwards whatever happens;
-- ``load``: the YCSB load phase (every record once), then a wait until remote DCs see it;
+- ``load``: the YCSB load phase (every record once; into okapikv through the client's bulk load,
+  ``okapikv.client.bulk``, as `okapi load` does), then a wait until remote DCs see it;
 - ``measure``: one measured run, recorded as a ``Run`` in a series (server stats and CPU read at the
   window's edges); ``copy_into`` reuses a run in another series;
 - ``visibility``: the remote update visibility probe per DC pair;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -26,7 +28,7 @@ from okapikv.bench.engine.busy_cpus import cpus_kept_busy
 from okapikv.bench.engine.clusters import RunningCluster, connect, start_local
 from okapikv.bench.engine.driver import WorkerPool, default_processes
 from okapikv.bench.engine.errors import BenchError
-from okapikv.bench.engine.generators import format_key
+from okapikv.bench.engine.generators import format_key, format_keys, make_values
 from okapikv.bench.engine.messages import RunSpec
 from okapikv.bench.engine.options import BenchOptions
 from okapikv.bench.engine.proc import total_cpu_seconds
@@ -40,6 +42,8 @@ from okapikv.bench.engine.workloads import WorkloadConfig
 
 LOAD_SESSIONS = 32
 LOAD_TIMEOUT_S = 300.0
+#: Records per ``bulk_put`` of the okapikv load phase: the progress bar moves at each.
+BULK_CHUNK = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,9 @@ class SystemUnderTest:
     dcs: int
     partitions: int
     clock_skew_ms: float
+    clock_skew_model: str | None = None  # how the offsets were laid out (``okapikv.core.skew``)
+    max_dc_skew_ms: float | None = None  # the largest skew between two servers of one DC
+    coordinator: str | None = None  # who coordinated RO-TX and SCAN (okapi systems)
 
 
 class Bench:
@@ -76,8 +83,9 @@ class Bench:
 
     @contextlib.contextmanager
     def start(self, system: System, dcs: tuple[str, ...] = ("local",), partitions: int = 1,
-              skew_ms: float = 0.0) -> Iterator[SystemUnderTest]:
-        """``system`` running, for the length of the ``with``: Redis ignores the cluster shape."""
+              skew_ms: float = 0.0, durable: bool | None = None) -> Iterator[SystemUnderTest]:
+        """``system`` running, for the length of the ``with``: Redis ignores the cluster shape.
+        ``durable``: the servers keep their stores on disk (default: ``--durable``)."""
         if not system.is_okapikv:
             with LocalRedis() as server:
                 target = TargetSpec("redis", (server.address,), self.options.timeout_s)
@@ -89,17 +97,23 @@ class Bench:
             cluster = connect(options.connect, options.timeout_s)
             system = System(cluster.protocol)
         else:
+            on_disk = options.durable if durable is None else durable
             self.ui.message(f"starting {system.name}: {len(dcs)} DC x {partitions} partition(s), skew {skew_ms:g} ms, "
-                            f"wan {options.wan}")
+                            f"wan {options.wan}" + (", durable" if on_disk else ""))
             cluster = start_local(protocol=system.protocol, dcs=dcs, partitions=partitions, wan=options.wan,
-                                  clock_skew_ms=skew_ms, settings=system.settings())
+                                  clock_skew_ms=skew_ms, clock_skew_model=options.clock_skew_model,
+                                  clock_skew_seed=options.seed, settings=system.settings(),
+                                  durable=on_disk)
         self.results.add_time("cluster_start_s", time.monotonic() - started)
         try:
             yield SystemUnderTest(
                 system=system, label=system.name,
-                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only),
+                target=TargetSpec("okapi", cluster.dc_addresses(), options.timeout_s, not options.grpc_only,
+                                  options.coordinator),
                 cluster=cluster, pids=tuple(cluster.pids()), dcs=cluster.num_dcs, partitions=cluster.partitions,
                 clock_skew_ms=cluster.clock_skew_ms if not options.connect else 0.0,
+                clock_skew_model=cluster.clock_skew_model, max_dc_skew_ms=cluster.max_dc_skew_ms,
+                coordinator=options.coordinator,
             )
         finally:
             cluster.stop()
@@ -118,30 +132,65 @@ class Bench:
 
     def load(self, sut: SystemUnderTest, sessions: int = LOAD_SESSIONS, records: int | None = None) -> float:
         """Insert every record once (the YCSB load phase; ``records``: other than ``--records``),
-        then wait until remote DCs see it. Returns the seconds the inserts took."""
+        then wait until remote DCs see it. Returns the seconds the inserts took. An okapikv system
+        is loaded through ``AsyncClient.bulk_put`` into its first DC (``_bulk_load``); Redis by
+        ``sessions`` closed-loop sessions of the load processes."""
         started = time.monotonic()
         workload = self.workload("a", sut) if records is None else self.workload("a", sut, records=records)
-        spec = RunSpec(sut.target, workload, clients=min(sessions, workload.records), warmup_s=0.0,
-                       duration_s=LOAD_TIMEOUT_S, phase="load", seed=self.options.seed)
         callback = self.ui.start_count(f"load {sut.label} {workload.records} records", workload.records)
-        outcome = self.pool.run(spec, processes=self._processes(spec.clients), on_progress=callback)
-        errors = sum(sum(worker.errors.values()) for worker in outcome.workers)
-        loaded = sum(worker.completed for worker in outcome.workers)
+        if sut.system.is_okapikv:
+            loaded, errors, last = self._bulk_load(sut, workload, callback), 0, ""
+        else:
+            spec = RunSpec(sut.target, workload, clients=min(sessions, workload.records), warmup_s=0.0,
+                           duration_s=LOAD_TIMEOUT_S, phase="load", seed=self.options.seed)
+            outcome = self.pool.run(spec, processes=self._processes(spec.clients), on_progress=callback)
+            errors = sum(sum(worker.errors.values()) for worker in outcome.workers)
+            loaded = sum(worker.completed for worker in outcome.workers)
+            last = next((w.last_error for w in outcome.workers if w.last_error), "")
         elapsed = time.monotonic() - started
         self.ui.finish_run(f"  loaded {loaded} records into {sut.label} in {elapsed:.1f} s ({loaded / elapsed:,.0f}/s)"
                            + (f" ({errors} errors)" if errors else ""), counted=False)
         if errors:
-            last = next((w.last_error for w in outcome.workers if w.last_error), "")
             raise BenchError(f"load phase of {sut.label}: {errors} of {workload.records} writes failed: {last}")
         if sut.system.is_okapikv and sut.dcs > 1 and sut.cluster is not None:
             keys = [format_key(index, workload.key_bytes)
-                    for index in range(max(0, workload.records - spec.clients), workload.records)]
+                    for index in range(max(0, workload.records - LOAD_SESSIONS), workload.records)]
             missing = self.runner.run(wait_until_visible(sut.cluster.dc_addresses(), keys, deadline_s=30.0,
                                                          timeout_s=self.options.timeout_s))
             if missing:
                 self.results.note(f"{sut.label}: {missing} loaded keys still invisible in a remote DC after 30 s")
         self.results.add_time("load_s", time.monotonic() - started)
         return elapsed
+
+    def _bulk_load(self, sut: SystemUnderTest, workload: WorkloadConfig,
+                   progress: Callable[[float, int, int], None]) -> int:
+        """Every record of ``workload`` (the keys and values the load processes would write) in
+        ``BULK_CHUNK``-record bulk loads of one session, on this harness's event loop; raises
+        ``BenchError`` when the load fails."""
+        import numpy as np
+
+        from okapikv.client.aio import AsyncClient
+        from okapikv.errors import OkapiError
+
+        values = make_values(16, workload.value_bytes, random.Random(f"{self.options.seed}/load"))
+        started = time.monotonic()
+
+        async def load() -> int:
+            async with AsyncClient(sut.target.addresses[0], timeout_s=self.options.timeout_s,
+                                   native=sut.target.native) as client:
+                done = 0
+                for first in range(0, workload.records, BULK_CHUNK):
+                    indices = np.arange(first, min(workload.records, first + BULK_CHUNK))
+                    keys = format_keys(indices, workload.key_bytes)
+                    done += await client.bulk_put(zip(keys, (values[int(i) % len(values)] for i in indices),
+                                                      strict=True))
+                    progress(time.monotonic() - started, done, done)
+                return done
+
+        try:
+            return self.runner.run(load())
+        except OkapiError as error:
+            raise BenchError(f"load phase of {sut.label}: {error}") from None
 
     def _processes(self, clients: int) -> int:
         return max(1, min(clients, self.options.processes or default_processes(clients)))
@@ -198,6 +247,8 @@ class Bench:
         server_cpu = after - before if before is not None and after is not None else None
         run = run_record(outcome, system=sut.label, dcs=sut.dcs, partitions=sut.partitions,
                          clock_skew_ms=sut.clock_skew_ms, load="lean" if lean else "client", server_cpu_s=server_cpu)
+        run = replace(run, clock_skew_model=sut.clock_skew_model, max_dc_skew_ms=sut.max_dc_skew_ms,
+                      coordinator=sut.coordinator)
         self.results.add_time("runs_s", time.monotonic() - started)
         self.results.series_for(series, kind, title).runs.append(run)
         self.ui.finish_run("  " + describe(run))

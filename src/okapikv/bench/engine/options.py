@@ -36,6 +36,10 @@ class BenchOptions:
     partitions: int = 1
     partitions_given: bool = False
     clock_skew_ms: float | None = None
+    #: how the skew's offsets are laid out over the servers (``okapikv.core.skew``; seeded by ``seed``)
+    clock_skew_model: str = "uniform"
+    #: who coordinates RO-TX and SCAN (``okapikv.client.policy.COORDINATORS``)
+    coordinator: str = "session"
     rotx_partitions: int = 2
     write_ratio: float | None = None
     records: int = 10_000
@@ -54,6 +58,7 @@ class BenchOptions:
     keep_cpus_busy: bool = False
     grpc_only: bool = False
     load: str = "client"  # okapi load generator: client (async client sessions) | lean (engine.lean)
+    durable: bool = False  # local okapikv servers keep their stores in data directories (SQLite)
 
     def scaled(self) -> BenchOptions:
         """``--quick``: sub-second windows and a small data set (CI must finish in a minute)."""

@@ -122,7 +122,8 @@ class Cpu:
 
 
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
-_OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations")
+_OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_skew_model", "max_dc_skew_ms",
+                        "coordinator")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +141,11 @@ class Run:
     rotx_partitions: int | None
     write_ratio: float | None
     load: str | None = None  # client | lean; absent in results written before the lean load
+    #: the skew model (``okapikv.core.skew``), the largest skew inside one DC it gave, and who
+    #: coordinated RO-TX and SCAN; None where unknown (Redis, a --connect cluster, older results)
+    clock_skew_model: str | None = None
+    max_dc_skew_ms: float | None = None
+    coordinator: str | None = None
     records: int
     duration_s: float
     warmup_s: float

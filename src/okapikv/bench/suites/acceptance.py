@@ -13,6 +13,7 @@ measures with them. Nothing is asserted by timing inside a unit test; this table
 
 from __future__ import annotations
 
+import math
 import operator
 import statistics
 from collections.abc import Callable, Mapping, Sequence
@@ -21,7 +22,7 @@ from typing import Any
 
 from okapikv.bench.engine.results import MemoryRow
 from okapikv.bench.engine.systems import System
-from okapikv.bench.suites.fast_figures import ByKey, FastFigures, ReplicationFigures, Verdict
+from okapikv.bench.suites.fast_figures import ByKey, DurableScale, FastFigures, IdlePair, ReplicationFigures, Verdict
 
 #: Concurrent sessions of the YCSB-A throughput targets (one load process).
 FAST_SESSIONS = 64
@@ -211,6 +212,99 @@ def scaling_gain(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measure
     return [Measured(client[0], client[1])] if client is not None else []
 
 
+def durable_cost(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """1 - durable / in-memory YCSB-A throughput (``okapi-durable`` against ``okapi``), paired rounds."""
+    ours, baseline = _ycsb(fast).get("okapi-durable"), _ycsb(fast).get("okapi")
+    if not ours or not baseline or not baseline.ops_s:
+        return []
+    medians = f"medians {ours.ops_s:,.0f} vs {baseline.ops_s:,.0f} ops/s"
+    rounds = paired(fast.ycsb_a_rounds or [], "okapi-durable", "okapi")
+    if rounds is None:
+        cost = 1 - ours.ops_s / baseline.ops_s
+        return [Measured(cost, f"{cost:+.1%} ({medians})")]
+    cost, worst, best = (1 - ratio for ratio in rounds)
+    return [Measured(cost, f"{cost:+.1%} (paired rounds {best:+.1%} .. {worst:+.1%}; {medians})")]
+
+
+def server_cpu_per_operation(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """Server CPU (every thread of the server process) per YCSB-A operation, in memory; the
+    durable run's beside it."""
+    cpu = fast.ycsb_a_server_us_per_op or {}
+    okapi, durable = _ycsb(fast).get("okapi"), _ycsb(fast).get("okapi-durable")
+    if not okapi or "okapi" not in cpu:
+        return []
+    text = f"{cpu['okapi']:.1f} us in memory at {okapi.ops_s:,.0f} ops/s"
+    if durable is not None and "okapi-durable" in cpu:
+        text += f"; durable {cpu['okapi-durable']:.1f} us at {durable.ops_s:,.0f} ops/s"
+    return [Measured(cpu["okapi"], text)]
+
+
+def redis_benchmark_share(clients: int, pipeline: int) -> Figures:
+    """okapikv's RESP port over redis-server under the same ``redis-benchmark`` point: the median
+    of the rounds' shares (each round ran both, one after the other)."""
+    def take(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+        points = [point for round_ in fast.redis_benchmark or [] for point in round_
+                  if point.clients == clients and point.pipeline == pipeline]
+        if not points:
+            return []
+        middle = sorted(points, key=lambda point: point.ratio)[len(points) // 2]
+        return [Measured(middle.ratio, f"{middle.ratio:.0%}: SET {middle.okapi_set:,.0f} vs {middle.redis_set:,.0f}, "
+                                       f"GET {middle.okapi_get:,.0f} vs {middle.redis_get:,.0f} requests/s")]
+    return take
+
+
+def _scale_note(found: DurableScale) -> str:
+    return " (--quick: a smaller data set, not the target's)" if found.quick else ""
+
+
+def load_rate(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """Records per second of the bulk load into one durable partition, the median round."""
+    found = fast.durable_scale
+    if found is None or not found.load_rates:
+        return []
+    rate = statistics.median(found.load_rates)
+    return [Measured(rate, f"{rate:,.0f} records/s" + _scale_note(found), {"records": found.large})]
+
+
+def data_size_cost(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """1 - YCSB-A throughput at the large data set over the small one (durable), paired rounds."""
+    found = fast.durable_scale
+    if found is None:
+        return []
+    rounds = paired(found.rounds, "large", "small")
+    if rounds is None:
+        return []
+    cost, worst, best = (1 - ratio for ratio in rounds)
+    large = statistics.median(round_["large"] for round_ in found.rounds if "large" in round_)
+    small = statistics.median(round_["small"] for round_ in found.rounds if "small" in round_)
+    return [Measured(cost, f"{cost:+.1%} (paired rounds {best:+.1%} .. {worst:+.1%}; medians {large:,.0f} vs "
+                           f"{small:,.0f} ops/s)" + _scale_note(found), {"large": found.large, "small": found.small})]
+
+
+def idle_cores(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """The busiest server's cores over the idle window (``suites.fast``, phase 7)."""
+    found = fast.idle
+    if found is None or not found.cores:
+        return []
+    busiest = max(found.cores)
+    return [Measured(busiest, f"{busiest:.4f} core on the busiest server, {statistics.mean(found.cores):.4f} mean, "
+                              f"{sum(found.cores):.3f} for the cluster ({found.idle_s:.0f} s)")]
+
+
+def idle_visibility(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """The first update after the idle spell: the worst pair's visibility over its bound, in ms (a
+    probe that timed out counts as infinitely late)."""
+    found = fast.idle
+    if found is None or not found.visibility:
+        return []
+    def over(pair: IdlePair) -> float:
+        return math.inf if pair.visible_ms is None else pair.visible_ms - pair.bound_ms
+    worst = max(found.visibility, key=over)
+    seen = "timed out" if worst.visible_ms is None else f"{worst.visible_ms:.0f} ms"
+    return [Measured(over(worst), f"worst pair {worst.source}->{worst.destination}: {seen} vs {worst.bound_ms:.0f} ms "
+                                  f"after {found.idle_s:.0f} s idle")]
+
+
 # ------------------------------------------------------------------ the table
 
 LATENCY_GOAL = Goal("<=", 400.0, "<= {:.0f} us")
@@ -261,6 +355,34 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
     AcceptanceTarget("scaling-1-2", "6. scaling 1 -> 2 partitions (YCSB-A)",
                      "2-partition over 1-partition YCSB-A throughput, paired rounds, lean load generator",
                      scaling_gain, Goal(">", 1.0, "throughput grows")),
+    AcceptanceTarget("durable-ycsb-a", f"durable YCSB-A, one partition, {FAST_SESSIONS} sessions",
+                     "1 - durable / in-memory YCSB-A throughput (SQLite, group commit), paired rounds",
+                     durable_cost, Goal("<=", 0.15, "within {:.0%} of in memory")),
+    AcceptanceTarget("server-cpu-per-op", "server CPU per operation (YCSB-A)",
+                     "server process CPU over operations in the YCSB-A window, in memory (durable beside it)",
+                     server_cpu_per_operation, Goal("<=", 10.0, "<= {:.0f} us")),
+    AcceptanceTarget("redis-benchmark-c1", "redis-benchmark -c 1 (no pipelining)",
+                     "okapikv's RESP port over redis-server, redis-benchmark -t set,get -c 1 -P 1",
+                     redis_benchmark_share(1, 1), None),
+    AcceptanceTarget("redis-benchmark-c50", "redis-benchmark -c 50 (no pipelining)",
+                     "okapikv's RESP port over redis-server, redis-benchmark -t set,get -c 50 -P 1",
+                     redis_benchmark_share(50, 1), Goal(">=", 1.0, ">= {:.0%} of redis-server")),
+    AcceptanceTarget("redis-benchmark-p16", "redis-benchmark -c 50 -P 16 (pipelined)",
+                     "okapikv's RESP port over redis-server, redis-benchmark -t set,get -c 50 -P 16",
+                     redis_benchmark_share(50, 16), None),
+    AcceptanceTarget("load-rate", "bulk load, {records:,} records, one durable partition",
+                     "records per second of `bulk_put` (what `okapi load` and the benchmarks use) into a fresh "
+                     "durable partition", load_rate, Goal(">=", 100_000.0, ">= {:,.0f} records/s")),
+    AcceptanceTarget("durable-data-size", "durable YCSB-A at {large:,} vs {small:,} records",
+                     "1 - YCSB-A throughput at the large data set over the small one, durable, paired rounds",
+                     data_size_cost, Goal("<=", 0.10, "within {:.0%}")),
+    AcceptanceTarget("idle-cores", "idle cores per server",
+                     "CPU of each server of an idle 3 DC x 2 partition cluster (the default `okapi up` shape) "
+                     "once it backed off; the busiest server", idle_cores, Goal("<=", 0.01, "<= {:.2f} core")),
+    AcceptanceTarget("idle-first-visibility", "first-update visibility after idle",
+                     "one PUT per DC pair after the idle spell: the worst pair's remote visibility over the UST "
+                     f"path plus {STABILIZATION_PERIODS} stabilization periods", idle_visibility,
+                     Goal("<=", 0, f"<= UST path + {STABILIZATION_PERIODS} stabilization periods")),
 )
 
 

@@ -23,6 +23,18 @@ goal lives). The phases:
 6. Scaling: YCSB-A on one and on two partitions (one DC), driven by the lean load generator
    (``engine.lean``: 64 sessions per partition from one process that leaves the CPU to the
    servers), and by the async client (64 sessions, one process) for comparison.
+7. Idle cost (``engine.idle``): the default `okapi up` shape (3 DCs x 2 partitions) left alone
+   ``IDLE_S`` seconds (``IDLE_S_QUICK`` with --quick) once its servers backed off
+   (``okapikv.core.pacing``): each server's cores, then the first update's remote visibility per
+   DC pair against the same bound as target 5.
+
+Durability and data size: phase 2 also runs YCSB-A on a durable partition (``okapi-durable``:
+SQLite, group commit, as `okapi up` runs servers), against the in-memory one in the same rounds,
+and reports the server CPU per operation of both. ``durable_scale`` bulk-loads ``LARGE_RECORDS``
+(the paper's records per partition; ``--quick``: ``LARGE_RECORDS_QUICK``, said in the row) into a
+fresh durable partition (the load rate) and runs YCSB-A on it and on one with ``--records``, in
+paired rounds. ``redis_benchmark`` runs redis-benchmark at ``REDIS_BENCHMARK_POINTS`` against
+okapikv's RESP port and redis-server, side by side in each round.
 
 Latency rounds, YCSB-A and RO-TX runs are made ``REPEATS`` times and the median is the figure (all
 runs stay in results.json and the CSVs): on a small VM single runs differ by a third. The systems a
@@ -37,11 +49,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
+from okapikv.bench.engine.errors import BenchError
 from okapikv.bench.engine.harness import Bench
+from okapikv.bench.engine.idle import SETTLE_MARGIN_S, measure_idle
 from okapikv.bench.engine.latency import SequentialLatency, measure_client_latency, measure_stdio_latency
 from okapikv.bench.engine.memory import run_memory
 from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.redis_ref import unavailable_reason
+from okapikv.bench.engine.redis_ref import LocalRedis, unavailable_reason
 from okapikv.bench.engine.replication import ReplicationSampler
 from okapikv.bench.engine.report import Section
 from okapikv.bench.engine.results import Run
@@ -55,7 +69,11 @@ from okapikv.bench.suites.acceptance import (
 )
 from okapikv.bench.suites.fast_figures import (
     LATENCY_PATHS,
+    BenchmarkPoint,
+    DurableScale,
     FastFigures,
+    IdleFigures,
+    IdlePair,
     LatencyPhase,
     PairUnderLoad,
     PathLatency,
@@ -70,6 +88,16 @@ ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 MEMORY_RECORDS = 1_000_000
 MEMORY_RECORDS_QUICK = 20_000
+#: The durable data-size targets: the paper's records per partition against the suites' usual
+#: ``--records``; --quick loads fewer (and says so in the row).
+LARGE_RECORDS = 1_000_000
+LARGE_RECORDS_QUICK = 20_000
+#: (clients, pipeline) of the redis-benchmark comparison, and its requests per test
+REDIS_BENCHMARK_POINTS = ((1, 1), (50, 1), (50, 16))
+REDIS_BENCHMARK_REQUESTS = 20_000
+REDIS_BENCHMARK_REQUESTS_QUICK = 2_000
+IDLE_S = 10.0
+IDLE_S_QUICK = 5.0
 OKAPI = System("okapi")
 
 
@@ -83,6 +111,7 @@ class Contender:
     partitions: int = 1
     native: bool = True  # False: the client on gRPC streams, not the servers' native ports
     lean: bool = False  # the lean load generator, FAST_SESSIONS sessions per partition
+    durable: bool = False  # the servers keep their stores on disk (SQLite, group commit), as `okapi up` runs them
 
 
 CONTENDERS = (
@@ -92,13 +121,15 @@ CONTENDERS = (
     Contender("okapi-2p", OKAPI, partitions=2),
     Contender("okapi-lean", OKAPI, lean=True),
     Contender("okapi-2p-lean", OKAPI, partitions=2, lean=True),
+    Contender("okapi-durable", OKAPI, durable=True),
 )
 REDIS_CONTENDER = Contender("redis", REDIS_SYSTEM)
 
 
 def planned(options: BenchOptions) -> int:
-    """YCSB-A x 6 systems and RO-TX x 2, 3 times each unless quick; replication x 2."""
-    return (len(CONTENDERS) + 2) * (1 if options.quick else REPEATS) + 2
+    """YCSB-A x 7 systems, RO-TX x 2 and the durable data sizes x 2, 3 times each unless quick;
+    replication x 2."""
+    return (len(CONTENDERS) + 2 + 2) * (1 if options.quick else REPEATS) + 2
 
 
 def ust_bound_ms(wan_ms: tuple[tuple[float, ...], ...], source: int, destination: int,
@@ -197,9 +228,12 @@ class FastSuite:
         def run(key: str) -> Run | None:
             contender = by_key[key]
             name = contender.system.name
-            with bench.start(contender.system, ("local",), contender.partitions, 0.0) as sut:
+            with bench.start(contender.system, ("local",), contender.partitions, 0.0,
+                             durable=contender.durable) as sut:
                 if not contender.native:  # what the native port buys: the same over gRPC streams
                     sut = replace(sut, label=f"{name} over gRPC", target=replace(sut.target, native=False))
+                if contender.durable:  # what durability costs: the same on disk (group commit)
+                    sut = replace(sut, label=f"{name} (durable)")
                 bench.load(sut)
                 if contender.lean:  # 6: partitions add capacity once the load generator leaves the CPU to them
                     sut = replace(sut, label=f"{name} (lean load)")
@@ -212,6 +246,8 @@ class FastSuite:
         found, rounds = self._interleaved(list(by_key), run)
         bench.copy_into(found.get("okapi"), "fast-scaling", "single", scaling)
         self.figures.ycsb_a = {key: Throughput.of(median) for key, median in found.items()}
+        self.figures.ycsb_a_server_us_per_op = {key: median.cpu.server_cpu_us_per_op for key, median in found.items()
+                                                if median is not None and median.cpu.server_cpu_us_per_op is not None}
         self.figures.ycsb_a_rounds = rounds
         self.publish()
 
@@ -230,6 +266,76 @@ class FastSuite:
         self.figures.rotx = {key: Throughput.of(median) for key, median in found.items()}
         self.figures.rotx_rounds = rounds
         self.publish()
+
+    # ------------------------------------------------------------------ durable data sizes, load rate
+
+    def durable_scale(self) -> None:
+        """Each round: a fresh durable partition bulk-loaded with the large data set (the load
+        rate: records over the load's seconds, ``Bench.load``) and measured under YCSB-A, and
+        another loaded with ``--records``, measured the same way."""
+        bench = self.bench
+        quick = self.options.quick
+        sizes = {"large": LARGE_RECORDS_QUICK if quick else LARGE_RECORDS, "small": self.options.records}
+        title = (f"YCSB-A durable, {FAST_SESSIONS} sessions, one partition: {sizes['large']:,} vs "
+                 f"{sizes['small']:,} records")
+        rates: list[float] = []
+
+        def run(key: str) -> Run | None:
+            records = sizes[key]
+            with bench.start(OKAPI, ("local",), 1, 0.0, durable=True) as sut:
+                sut = replace(sut, label=f"okapi (durable, {records:,} records)")
+                elapsed = bench.load(sut, records=records)
+                if key == "large" and elapsed > 0:
+                    rates.append(records / elapsed)
+                return bench.measure(sut, bench.workload("a", sut, records=records), FAST_SESSIONS, kind="single",
+                                     processes=1, series="fast-durable-scale", title=title)
+
+        _, rounds = self._interleaved(list(sizes), run)
+        self.figures.durable_scale = DurableScale(sizes["large"], sizes["small"], quick, rates, rounds)
+        self.publish()
+
+    # ------------------------------------------------------------------ redis-benchmark side by side
+
+    def redis_benchmark(self) -> None:
+        """``redis-benchmark -t set,get`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
+        of one in-memory okapikv partition and against redis-server, one right after the other, each
+        round (``suites.resp``: the same measurement, more points)."""
+        from okapikv.bench.suites import resp
+
+        bench = self.bench
+        reason = resp.unavailable_reason()
+        if reason is not None:
+            bench.results.note(f"redis-benchmark comparison skipped: {reason}")
+            return
+        requests = REDIS_BENCHMARK_REQUESTS_QUICK if self.options.quick else REDIS_BENCHMARK_REQUESTS
+
+        def body() -> None:
+            rounds: list[list[BenchmarkPoint]] = []
+            with bench.start(OKAPI) as sut, LocalRedis() as redis_server:
+                assert sut.cluster is not None
+                stats = next(iter(sut.cluster.fetch_stats().values()), {})
+                okapi_port = int(stats.get("driver", {}).get("resp_port", 0))
+                if not okapi_port:
+                    raise BenchError("the okapi server serves no RESP port")
+                for _ in range(self.repeats):
+                    points = []
+                    for clients, pipeline in REDIS_BENCHMARK_POINTS:
+                        okapi = resp.redis_benchmark(okapi_port, clients=clients, pipeline=pipeline, requests=requests)
+                        redis = resp.redis_benchmark(redis_server.port, clients=clients, pipeline=pipeline,
+                                                     requests=requests)
+                        point = BenchmarkPoint(clients, pipeline, okapi["SET"].requests_per_s,
+                                               okapi["GET"].requests_per_s, redis["SET"].requests_per_s,
+                                               redis["GET"].requests_per_s)
+                        points.append(point)
+                        bench.ui.finish_run(f"  redis-benchmark -c {clients} -P {pipeline}: okapi SET "
+                                            f"{point.okapi_set:,.0f} GET {point.okapi_get:,.0f}, redis-server SET "
+                                            f"{point.redis_set:,.0f} GET {point.redis_get:,.0f} requests/s "
+                                            f"({point.ratio:.0%})", counted=False)
+                    rounds.append(points)
+                    self.figures.redis_benchmark = rounds
+                    self.publish()
+
+        bench.guarded("redis-benchmark comparison", body)
 
     # ------------------------------------------------------------------ 5. replication
 
@@ -285,6 +391,37 @@ class FastSuite:
                     counted=False)
             return figures
 
+    # ------------------------------------------------------------------ 7. idle cost
+
+    def idle(self) -> None:
+        self.bench.guarded("idle cluster", self._idle_run)
+
+    def _idle_run(self) -> None:
+        bench = self.bench
+        o = self.options
+        from okapikv.cluster.config import local_cluster
+
+        config = local_cluster(dcs=PAPER_DCS, partitions=2, protocol="okapi", wan=o.wan)
+        idle_s = IDLE_S_QUICK if o.quick else IDLE_S
+        bench.ui.message(f"idle cluster: {len(PAPER_DCS)} DCs x 2 partitions left alone {idle_s:g} s, then one PUT "
+                         "per DC pair")
+        with bench.start(OKAPI, PAPER_DCS, 2, 0.0) as sut:
+            cluster = sut.cluster
+            assert cluster is not None
+            measured = measure_idle(bench.runner, sut.pids, cluster.dc_addresses(), cluster.dc_names, idle_s=idle_s,
+                                    settle_s=config.idle_after_ms / 1000 + SETTLE_MARGIN_S, timeout_s=o.timeout_s)
+        rows = []
+        for pair in measured.pairs:
+            source, destination = cluster.dc_names.index(pair.source), cluster.dc_names.index(pair.destination)
+            bound = ust_bound_ms(config.wan_ms, source, destination, config.stabilization_interval_ms)
+            rows.append(IdlePair(pair.source, pair.destination, round(pair.samples_ms[0], 3) if pair.samples_ms
+                                 else None, bound))
+        self.figures.idle = IdleFigures(measured.idle_s, measured.cores, rows)
+        self.publish()
+        if measured.cores:
+            bench.ui.finish_run(f"  idle: {max(measured.cores):.4f} cores on the busiest server, "
+                                f"{sum(measured.cores):.3f} for the cluster", counted=False)
+
     # ------------------------------------------------------------------ verdicts
 
     def verdicts(self) -> None:
@@ -302,6 +439,9 @@ def run(bench: Bench) -> None:
     suite.throughput()
     suite.rotx()
     suite.replication()
+    suite.durable_scale()
+    suite.redis_benchmark()
+    suite.idle()
     # The memory phase loads its own, larger key set into a fresh server.
     run_memory(bench, records=MEMORY_RECORDS_QUICK if bench.options.quick else MEMORY_RECORDS)
     suite.verdicts()

@@ -114,6 +114,74 @@ class ReplicationFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class BenchmarkPoint:
+    """One ``redis-benchmark -t set,get -c C -P P`` point of one round: requests per second of SET
+    and GET against okapikv's RESP port and against redis-server, one right after the other."""
+
+    clients: int
+    pipeline: int
+    okapi_set: float
+    okapi_get: float
+    redis_set: float
+    redis_get: float
+
+    @property
+    def ratio(self) -> float:
+        """okapikv's share of redis-server's throughput, the mean of SET's and GET's."""
+        shares = [ours / theirs for ours, theirs in ((self.okapi_set, self.redis_set), (self.okapi_get, self.redis_get))
+                  if theirs]
+        return sum(shares) / len(shares) if shares else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DurableScale:
+    """The durable data-size targets: each round bulk-loads ``large`` records into a fresh durable
+    partition (the load rate) and runs YCSB-A on it, and on another loaded with ``small``."""
+
+    large: int
+    small: int
+    quick: bool
+    load_rates: list[float]  # records per second, one per round
+    rounds: list[dict[str, float]]  # YCSB-A ops/s by "large" and "small", one per round
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DurableScale:
+        return cls(data["large"], data["small"], data.get("quick", False), list(data.get("load_rates", [])),
+                   list(data.get("rounds", [])))
+
+
+@dataclass(frozen=True, slots=True)
+class IdlePair:
+    """The idle phase, one DC pair: the first update's remote visibility after the idle spell
+    (None: the probe timed out) and Okapi's bound for the pair."""
+
+    source: str
+    destination: str
+    visible_ms: float | None
+    bound_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class IdleFigures:
+    """The idle phase (``engine.idle``): each server's cores over the idle window, and each pair's
+    first-update visibility after it."""
+
+    idle_s: float
+    cores: list[float]
+    visibility: list[IdlePair]
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IdleFigures:
+        return cls(data["idle_s"], list(data["cores"]), [IdlePair(**pair) for pair in data["visibility"]])
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """One row of the targets table as measured: a target of ``suites.acceptance.TARGETS``."""
 
@@ -143,6 +211,10 @@ class FastFigures:
     rotx_rounds: list[dict[str, float]] | None = None
     replication: ReplicationFigures | None = None  # the target's system
     replication_unbounded: ReplicationFigures | None = None  # plain okapi, the same load, for comparison
+    ycsb_a_server_us_per_op: dict[str, float] | None = None  # the median runs' server CPU per operation, by key
+    redis_benchmark: list[list[BenchmarkPoint]] | None = None  # each round's points
+    durable_scale: DurableScale | None = None
+    idle: IdleFigures | None = None  # the idle cluster's cores and first-update visibility
     targets: list[Verdict] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -151,7 +223,7 @@ class FastFigures:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if isinstance(value, LatencyPhase | ReplicationFigures):
+            if isinstance(value, LatencyPhase | ReplicationFigures | DurableScale | IdleFigures):
                 data[field.name] = value.to_dict()
             else:
                 data[field.name] = plain(value)
@@ -168,6 +240,7 @@ class FastFigures:
             return None if found is None else ReplicationFigures.from_dict(found)
 
         latency = data.get("latency")
+        idle = data.get("idle")
         targets = data.get("targets")
         return cls(
             latency=None if latency is None else LatencyPhase.from_dict(latency),
@@ -175,6 +248,11 @@ class FastFigures:
             rotx=by_key(data.get("rotx")), rotx_rounds=data.get("rotx_rounds"),
             replication=replication(data.get("replication")),
             replication_unbounded=replication(data.get("replication_unbounded")),
+            ycsb_a_server_us_per_op=data.get("ycsb_a_server_us_per_op"),
+            redis_benchmark=[[BenchmarkPoint(**point) for point in round_] for round_ in data["redis_benchmark"]]
+            if "redis_benchmark" in data else None,
+            durable_scale=DurableScale.from_dict(data["durable_scale"]) if "durable_scale" in data else None,
+            idle=None if idle is None else IdleFigures.from_dict(idle),
             targets=None if targets is None else [Verdict.from_dict(row) for row in targets],
         )
 

@@ -57,6 +57,10 @@ class Protocol(ABC):
     uses_usv: ClassVar[bool] = False
     #: whether the periodic stabilization (VV reports -> GSV) runs at all.
     stabilizes: ClassVar[bool] = True
+    #: whether the protocol's stable time, snapshots and sessions are one timestamp (GentleRain):
+    #: its stabilization reports and broadcasts one time (``core.stabilization.GstRound``), and its
+    #: slices and sessions travel as one time (``okapikv.wire.convert``), not a vector.
+    scalar: ClassVar[bool] = False
 
     def __init__(self, *, dc: int, num_dcs: int) -> None:
         self.dc = dc
@@ -130,6 +134,13 @@ def register(cls: type[Protocol]) -> type[Protocol]:
 
 def protocol_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def is_scalar(name: str) -> bool:
+    """Whether the protocol ``name`` sends sessions and snapshots as one time (``Protocol.scalar``):
+    what a client learns from the cluster's protocol name."""
+    cls = _REGISTRY.get(name)
+    return cls is not None and cls.scalar
 
 
 def create_protocol(name: str, *, dc: int, num_dcs: int) -> Protocol:

@@ -4,6 +4,10 @@
 - Replication carries 12 bytes (source DC, timestamp).
 - GST = the minimum of every entry of every partition's version vector in the DC: a remote version
   is visible once ``ut <= GST``. The server's stable vector holds the GST in every entry.
+- Scalar end to end (``scalar``): each partition reports one local stable time (the minimum of its
+  vv), the aggregator broadcasts one GST, and snapshots and sessions travel as one time
+  (docs/protocol.md, "GentleRain"; the paper, section 6: GentleRain's stabilization is the most
+  network-efficient and its transactions carry a scalar, not a vector).
 - RO-TX snapshot time st = max(dt_c, GST): the coordinator WAITS until the DC's GST reaches st,
   i.e. until every DC has delivered everything up to st (proportional to the furthest DC's delay).
 
@@ -22,6 +26,7 @@ from okapikv.core.vectors import Vector, merge_max
 @register
 class GentleRain(Protocol):
     name = "gentlerain"
+    scalar = True
 
     def assign_timestamp(self, *, previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
         return physical_put_timestamp(previous, max_dependency, now_us)
