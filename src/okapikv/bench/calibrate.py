@@ -10,8 +10,8 @@ encode and decode (``okapikv.wire``) is timed on the messages of the same run an
 their encoded size: the profile's ``send_us`` and ``send_per_byte_us``.
 
 What the core's handlers leave out (the driver's event loop, framing, system calls, the clients)
-is not timed here: ``okapi calibrate --from-bench results.json`` adds it from a real ``okapi bench``
-run's CPU counters (``okapikv.bench.validate.fit_overheads``). The figures are this machine's
+is not timed here: ``okapi calibrate --validate`` fits it to a real ``okapi bench`` run's CPU
+counters and throughput (``okapikv.bench.validate.fit``). The figures are this machine's
 Python costs (the ``source`` field says which command made them, when, on what).
 """
 
