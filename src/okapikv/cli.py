@@ -161,10 +161,12 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--seed", type=int, default=1, help="the seed of every random choice (default %(default)s)")
     p.add_argument("--seeds", default=None, metavar="A..B", help="sweep seeds A to B inclusive")
     p.add_argument("--dcs", type=int, default=3, help="number of DCs (default %(default)s)")
-    p.add_argument("--partitions", type=int, default=4, help="partitions per DC (default %(default)s)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="partitions per DC (default 4; --experiment: 32)")
     p.add_argument("--clients", type=int, default=12,
                    help="closed-loop client sessions, spread over the DCs (default %(default)s)")
-    p.add_argument("--duration-s", type=float, default=2.0, help="simulated seconds of the fault phase")
+    p.add_argument("--duration-s", type=float, default=None,
+                   help="simulated seconds of the fault phase (default 2; --experiment: 0.2 per run)")
     p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
@@ -190,7 +192,44 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "completes, every write becomes visible in every DC, within bounds)")
     p.add_argument("--history", default=None, metavar="FILE",
                    help="write the history (JSON lines) to FILE, for `okapi check FILE`; sweeps: FILE with {seed}")
-    p.set_defaults(target="okapikv.sim.cli:run_sim")
+    p.add_argument("--workload", choices=["mix", "paper", "write-ratio"], default="mix",
+                   help="mix (every operation, default), paper (RO-TX then PUT, alternating), write-ratio")
+    p.add_argument("--rotx-partitions", type=int, default=2, help="partitions each RO-TX reads from (default 2)")
+    p.add_argument("--write-ratio", type=float, default=None,
+                   help="paper workload: probability an operation is a PUT, else a RO-TX (default: alternate)")
+    p.add_argument("--think-us", type=int, default=1_000, help="client think time, uniform in [0, X] us")
+    p.add_argument("--warmup-s", type=float, default=0.0, help="latency and throughput leave out these first seconds")
+    p.add_argument("--cost", default=None, metavar="PROFILE",
+                   help="turn the cost model on: a profile file (JSON) or a packaged profile's name")
+    p.add_argument("--cores", type=int, default=None, help="with --cost: cores per server (default: the profile's)")
+    p.add_argument("--blocking", choices=["free", "thread"], default=None,
+                   help="with --cost: blocked requests cost nothing (free) or hold one of --threads (thread)")
+    p.add_argument("--threads", type=int, default=None, help="with --cost --blocking thread: threads per server")
+    p.add_argument("--experiment", default=None,
+                   choices=["fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic"],
+                   help="run one of the paper's experiments under the cost model (default profile python-server), "
+                        "written as okapi bench writes results (--out)")
+    p.add_argument("--protocols", default="okapi,cure,gentlerain", help="--experiment: the systems compared")
+    p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md")
+    p.set_defaults(target="okapikv.cli:run_sim_command")
+
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("calibrate", help="measure this machine's costs into a simulator cost profile, or validate one")
+    p.add_argument("--out", default="profile.json", help="where to write the profile (default %(default)s)")
+    p.add_argument("--name", default="this-vm", help="the profile's name (default %(default)s)")
+    p.add_argument("--cores", type=int, default=2, help="cores per server in the profile (default %(default)s)")
+    p.add_argument("--duration-s", type=float, default=0.5, help="simulated seconds per timed workload")
+    p.add_argument("--validate", nargs="+", default=None, metavar="RESULTS_JSON",
+                   help="instead: fit --profile on one `okapi bench --workload rotx` run and predict the others")
+    p.add_argument("--profile", default="this-vm", help="--validate: the profile (file or packaged name)")
+    p.add_argument("--fit", default="okapi P4 p=2 c=12", help="--validate: the run to fit on (default %(default)r)")
+    p.add_argument("--sim-duration-s", type=float, default=2.0, help="--validate: simulated seconds per point")
+    p.add_argument("--shared-cores", type=int, default=0,
+                   help="--validate: model the deployment as one machine of this many cores (default: a core each)")
+    p.add_argument("--markdown", default=None, help="--validate: also write the table here")
+    p.add_argument("--fitted-out", default=None, help="--validate: write the fitted profile here")
+    p.set_defaults(target="okapikv.bench.calibrate_command:run_calibrate")
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -272,13 +311,29 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(target="okapikv.bench.cli:run_bench")
 
 
+def run_sim_command(args: argparse.Namespace) -> int:
+    """``okapi sim``: one run or a sweep of seeds (``okapikv.sim.cli``), or with ``--experiment`` one
+    of the paper's experiments, written through the bench's results path (``okapikv.bench``)."""
+    args.partitions_given, args.duration_given = args.partitions is not None, args.duration_s is not None
+    if args.experiment is not None:
+        from okapikv.bench.sim_experiments import run_experiment_command
+
+        return run_experiment_command(args)
+    from okapikv.sim.cli import run_sim
+
+    args.partitions = 4 if args.partitions is None else args.partitions
+    args.duration_s = 2.0 if args.duration_s is None else args.duration_s
+    return run_sim(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from okapikv import __version__
 
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_check, _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_calibrate, _add_check,
+                _add_fuzz, _add_bench):
         add(sub)
     return parser
 

@@ -70,3 +70,29 @@ def test_a_sweep_and_a_single_run_count_the_same_operations(capsys: pytest.Captu
     assert f"workload operations: {issued} issued" in single
     assert f"with the {final} convergence reads after the heal, {issued + final} completed" in single
     assert f"checked {issued + final} operations" in single
+
+
+def test_every_run_prints_latency_and_throughput_and_the_paper_workload_alternates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.jsonl"
+    assert main(["sim", *SMALL, "--workload", "paper", "--rotx-partitions", "2", "--history", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "latency ms mean / p99: put " in out and "; rotx " in out and "ops/s over 0.3 s" in out
+    history = load_history(path)
+    for process in {op.process for op in history.operations if not op.final}:
+        kinds = [op.f for op in history.operations if op.process == process]
+        assert kinds == ["rotx", "put"] * (len(kinds) // 2) + ["rotx"] * (len(kinds) % 2)
+        assert all(len(op.keys or ()) == 2 for op in history.operations if op.process == process and op.f == "rotx")
+    assert main(["sim", *SMALL, "--workload", "paper", "--write-ratio", "0.9", "--history", str(path)]) == 0
+    operations = [op for op in load_history(path).operations if not op.final]
+    puts = sum(op.f == "put" for op in operations)
+    assert {op.f for op in operations} == {"put", "rotx"} and 0.8 < puts / len(operations) < 0.97
+
+
+def test_bad_workload_and_cost_flags_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", *SMALL, "--write-ratio", "0.5"]) == 2
+    assert main(["sim", *SMALL, "--workload", "write-ratio"]) == 2
+    assert main(["sim", *SMALL, "--cores", "2"]) == 2
+    assert main(["sim", *SMALL, "--cost", "no-such-profile"]) == 2
+    assert "no cost profile" in capsys.readouterr().err

@@ -12,7 +12,11 @@ included (``liveness_s``). One module per mechanism:
   time (``events``), and the deterministic mode protocol tests drive step by step
   (``World.fixed``, with ``caller.Caller`` as a synchronous client session);
 - ``clients``: the closed-loop sessions and their workload (``workload``); ``nemesis``: the
-  faults; ``invariants``: the checks a history cannot show; ``visibility``: remote visibility.
+  faults; ``invariants``: the checks a history cannot show; ``visibility``: remote visibility;
+- ``cost`` and ``cpu``: the cost model, off by default (``SimConfig.cost``): a CPU queue of
+  ``cores`` cores per server, a cost per message type, timer run and client operation, a WAN
+  bandwidth, and the ``free`` or ``thread`` model of blocked requests; ``experiments``: the
+  paper's experiments under it, as plain data (``okapi sim --experiment``, docs/simulated.md).
 
 Commands::
 
@@ -23,6 +27,8 @@ Commands::
     okapi sim --dcs 3 --partitions 32 --clients 3000 --duration-s 0.5 \\
               --clock-skew-ms 10                # the paper's deployment size, thousands of clients
     okapi sim --seed 7 --faults --history run.jsonl && okapi check run.jsonl
+    okapi sim --workload paper --rotx-partitions 4 --think-us 0 --cost python-server  # the cost model
+    okapi sim --experiment fig4 --out fig4      # a paper experiment at 3 DCs x 32 partitions
     okapi sim --seeds 1..20 --faults --clock-jumps --liveness-s 0.25 \\
               --partitions 3 --clients 6 --duration-s 0.5   # clocks hours off; liveness after the heal
 """

@@ -9,8 +9,14 @@ Counts: "workload operations" are the closed-loop clients' operations; the histo
 judge also holds the convergence reads made after the heal (every key, in every DC), so a run's
 "checked N operations" is the sum of the two, which the sweep's line shows apart.
 
-Knobs without a command-line flag (WAN matrix, think time, workload mix, fault rates, RO-TX size...)
-are ``SimConfig`` fields: use ``okapikv.sim.run_simulation(SimConfig(...))`` from Python.
+Every run prints each operation's latency (mean and p99) and the throughput over the fault phase
+(after ``--warmup-s``). ``--workload paper`` is the paper's workload (a RO-TX over
+``--rotx-partitions`` partitions then a PUT, strictly alternating per client); with
+``--write-ratio W`` each operation is instead a PUT with probability W, else such a RO-TX.
+``--cost PROFILE`` turns the cost model on (``okapikv.sim.cost``).
+
+Knobs without a command-line flag (WAN matrix, workload mix, fault rates...) are ``SimConfig``
+fields: use ``okapikv.sim.run_simulation(SimConfig(...))`` from Python.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 
 from okapikv.sim.config import SimConfig
-from okapikv.sim.runner import operation_counts, reproduce_command, run_simulation, summary_lines
+from okapikv.sim.cost import CostProfile, load_profile
+from okapikv.sim.runner import operation_counts, performance_line, reproduce_command, run_simulation, summary_lines
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -34,7 +42,33 @@ def parse_seeds(text: str) -> list[int]:
     return [int(text)]
 
 
-def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
+def cost_from_args(args: argparse.Namespace) -> CostProfile | None:
+    """The cost profile ``--cost`` names, with ``--cores``, ``--blocking`` and ``--threads`` applied."""
+    if args.cost is None:
+        if args.cores is not None or args.blocking is not None or args.threads is not None:
+            raise ValueError("--cores, --blocking and --threads need --cost")
+        return None
+    profile = load_profile(args.cost)
+    changes: dict[str, object] = {}
+    if args.cores is not None:
+        changes["cores"] = args.cores
+    if args.blocking is not None:
+        changes["blocking"] = args.blocking
+    if args.threads is not None:
+        changes["threads"] = args.threads
+    profile = replace(profile, **changes)  # type: ignore[arg-type]
+    profile.validate()
+    return profile
+
+
+def config_from_args(args: argparse.Namespace, seed: int, cost: CostProfile | None = None) -> SimConfig:
+    workload = args.workload
+    if args.write_ratio is not None:
+        if workload == "mix":
+            raise ValueError("--write-ratio goes with --workload paper (or write-ratio)")
+        workload = "write-ratio"
+    elif workload == "write-ratio":
+        raise ValueError("--workload write-ratio needs --write-ratio")
     return SimConfig(
         seed=seed,
         protocol=args.protocol,
@@ -50,13 +84,20 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         large_scans=args.large_scans,
         **({"keys_per_partition": args.keys_per_partition} if args.keys_per_partition else {}),
         liveness_s=args.liveness_s,
+        workload=workload,
+        rotx_partitions=args.rotx_partitions,
+        write_ratio=args.write_ratio if args.write_ratio is not None else 0.5,
+        think_us_max=args.think_us,
+        warmup_s=args.warmup_s,
+        cost=cost,
     )
 
 
 def run_sim(args: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(args.seeds) if args.seeds else [args.seed]
-        configs = [config_from_args(args, seed) for seed in seeds]
+        cost = cost_from_args(args)
+        configs = [config_from_args(args, seed, cost) for seed in seeds]
         for config in configs:
             config.validate()
         from okapikv.core.config import CoreConfig
@@ -85,6 +126,7 @@ def run_sim(args: argparse.Namespace) -> int:
         status = "ok" if outcome.ok else f"FAIL ({len(outcome.anomalies)} anomalies)"
         print(f"seed {config.seed}: {issued} workload ops + {final} convergence reads checked, {waits} waits, "
               f"{result.events} events, {result.wall_s:.1f} s: {status}", flush=True)
+        print(f"    {performance_line(result)}")
         if not outcome.ok:
             for line in summary_lines(outcome, max_anomalies=3)[-5:]:
                 print(f"    {line}")

@@ -19,6 +19,11 @@ recorded as an invoke and a completion in the history that
   snapshot is gone) starts the scan over, at most ``SCAN_RESTARTS`` times (docs/protocol.md,
   "Snapshot reads").
 
+Each successful workload operation issued in the measurement window (``SimConfig.warmup_s`` to
+the end of the fault phase) has its latency recorded (``latencies_us``), and the completions in
+the window are counted (the run's throughput). Under the cost model a client's own CPU per
+operation (``CostProfile.client_us``) runs on the machine of a server of its DC.
+
 After quiescence, ``start_final_reads`` adds convergence readers: every written key is read in
 every DC (``final`` reads) for the convergence checker, each with a fresh session.
 """
@@ -51,9 +56,10 @@ from okapikv.core.messages import (
 from okapikv.core.partitioning import partition_of
 from okapikv.core.session import ClientSession, adopt
 from okapikv.sim.config import SimConfig
+from okapikv.sim.cpu import ClientWork
 from okapikv.sim.events import CLIENT_NEXT
 from okapikv.sim.workload import Workload
-from okapikv.sim.world import World
+from okapikv.sim.world import START_US, World
 
 #: how long a client whose request was lost with a crashed server waits before resending it
 CLIENT_RETRY_US = 10_000
@@ -83,6 +89,9 @@ class Client:
     scan_restarts: int = 0
     counter: int = 0
     stopped: bool = False
+    turn: int = 0  # workload operations issued
+    kind: str = ""  # the operation in flight
+    started_us: int = 0  # when it was issued
 
 
 class Clients:
@@ -110,6 +119,12 @@ class Clients:
         self.final_remaining = 0
         #: called once every workload client has stopped
         self.on_all_stopped: Callable[[], None] = lambda: None
+        #: the measurement window (``SimConfig.warmup_s`` .. the end of the fault phase): the
+        #: latency of each successful operation issued in it, by operation, and how many completed in it
+        self.window = (START_US + round(config.warmup_s * 1_000_000), START_US + round(config.duration_s * 1_000_000))
+        self.latencies_us: dict[str, list[int]] = {}
+        self.window_completed = 0
+        self._client_us = config.cost.client_us if config.cost is not None else 0.0
 
     def start(self, start_us: int) -> None:
         """Every client issues its first operation within 1 ms of ``start_us``."""
@@ -136,7 +151,9 @@ class Clients:
         world = self.world
         now = world.now
         workload = self.workload
-        f = workload.operation()
+        f = workload.next_operation(client.turn)
+        client.turn += 1
+        client.kind, client.started_us = f, now
         dc = client.dc
         session = client.session.current
         rid = self._next_request
@@ -183,6 +200,11 @@ class Clients:
         client.server = dc * partitions + partition
         if isinstance(request, ScanRequest):
             client.scan, client.scan_items, client.scan_restarts = request, [], SCAN_RESTARTS
+        if self._client_us and world.cpu is not None:
+            # the client's own CPU, on the machine it shares with a server of its home DC
+            home = client.index % self.config.num_dcs
+            world.cpu.arrive(home * partitions + (client.index // self.config.num_dcs) % partitions,
+                             ClientWork(self._client_us))
         self._send(client, request)
 
     def _send(self, client: Client, request: ClientRequest) -> None:
@@ -243,6 +265,12 @@ class Clients:
             self.completed["ok"] += 1
             if op is not None and self.recorder is not None:
                 self.recorder.complete(op, "ok", now, **result_fields(reply))
+            if client.final_keys is None:
+                low, high = self.window
+                if low <= client.started_us <= high:
+                    self.latencies_us.setdefault(client.kind, []).append(now - client.started_us)
+                if low <= now <= high:
+                    self.window_completed += 1
         client.op = None
         if client.final_keys is not None:
             self.final_remaining -= 1

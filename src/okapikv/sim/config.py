@@ -13,6 +13,12 @@ from dataclasses import dataclass, field, replace
 
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.skew import SKEW_MODELS
+from okapikv.sim.cost import CostProfile
+
+#: ``SimConfig.workload``: ``mix`` draws each operation from ``mix``; ``paper`` alternates strictly a
+#: RO-TX over ``rotx_partitions`` partitions and a PUT, per client (the paper's workload, section 5);
+#: ``write-ratio`` issues a PUT with probability ``write_ratio``, else such a RO-TX
+WORKLOADS = ("mix", "paper", "write-ratio")
 
 
 def wan_matrix_ms(num_dcs: int) -> tuple[tuple[float, ...], ...]:
@@ -189,6 +195,17 @@ class SimConfig:
     invariants: bool = True
     #: record the history (needed for checking)
     record: bool = True
+    #: what the workload clients issue (``WORKLOADS``)
+    workload: str = "mix"
+    #: the ``write-ratio`` workload's share of PUTs
+    write_ratio: float = 0.5
+    #: latency and throughput are measured over the fault phase after this much of it (warm-up)
+    warmup_s: float = 0.0
+    #: the cost model (``okapikv.sim.cost``); None: calls cost no time (``service_us`` aside)
+    cost: CostProfile | None = None
+    #: after the fault phase, wait for quiescence and read every key everywhere; False (measurement
+    #: runs that are not checked): the run ends once the clients have finished their operations
+    drain: bool = True
 
     def with_seed(self, seed: int) -> SimConfig:
         return replace(self, seed=seed)
@@ -212,6 +229,19 @@ class SimConfig:
             problems.append("duration must be positive")
         if self.clock_skew_ms < 0:
             problems.append("clock skew must not be negative")
+        if self.workload not in WORKLOADS:
+            problems.append(f"workload must be one of {', '.join(WORKLOADS)}, not {self.workload!r}")
+        if not 0 <= self.write_ratio <= 1:
+            problems.append("write_ratio must be within [0, 1]")
+        if not 0 <= self.warmup_s < self.duration_s:
+            problems.append("warmup_s must be within [0, duration_s)")
+        if not self.drain and self.record:
+            problems.append("a run without the drain cannot be checked: set record=False")
+        if self.cost is not None:
+            try:
+                self.cost.validate()
+            except ValueError as error:
+                problems.append(str(error))
         if self.clock_skew_model not in SKEW_MODELS:
             problems.append(f"unknown clock skew model {self.clock_skew_model!r} (one of {', '.join(SKEW_MODELS)})")
         if self.scan_page_items < 0:

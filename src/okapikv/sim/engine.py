@@ -38,6 +38,8 @@ from okapikv.core.stats import WaitStats
 from okapikv.core.timestamps import pack
 from okapikv.sim.clients import Clients
 from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.cost import Costs
+from okapikv.sim.cpu import Cpu
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
 from okapikv.sim.scans import ClientRouter, ScanCost, Scanners
@@ -72,6 +74,22 @@ class SimResult:
     scan_restarts: int = 0
     #: the largest difference of two clock offsets inside one DC (``okapikv.core.skew``)
     max_dc_skew_us: int = 0
+    #: per operation, the latency of each successful workload operation issued in the measurement
+    #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
+    latencies_us: dict[str, list[int]] = field(default_factory=dict)
+    window_completed: int = 0
+    window_us: int = 0
+    #: under the cost model: each machine's share of CPU time used (one per server, or one shared),
+    #: and the most requests parked at once on a server
+    cpu_utilization: list[float] | None = None
+    max_blocked: int = 0
+    #: every server incarnation's counters (``ServerStats.as_dict``), over the whole run
+    server_stats: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def throughput_ops_s(self) -> float:
+        """Workload operations completed per simulated second in the measurement window."""
+        return self.window_completed / (self.window_us / 1e6) if self.window_us else 0.0
 
 
 class Simulation:
@@ -111,6 +129,9 @@ class Simulation:
             lan_us=config.lan_us, jitter=config.wan_jitter, jitter_ms=config.wan_jitter_ms,
             link_spread_ms=config.wan_link_spread_ms, factory=factory)
         world.service_us = [config.service_us] * len(servers)
+        if config.cost is not None:
+            world.cpu = Cpu(world, Costs(config.cost, partitions))
+            world.network.wan_bytes_per_us = config.cost.wan_bandwidth_mbps / 8
         self.recorder = HistoryRecorder(self._meta()) if config.record else None
         self.clients = Clients(world, config, rng, Workload(config, rng), self.recorder)
         self.invariants = Invariants(world, max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
@@ -186,6 +207,10 @@ class Simulation:
         if liveness_s:
             self.visibility.follow_from_us = self.fault_phase_end
         self.nemesis.heal()
+        if not self.config.drain:
+            world.note("end of the fault phase: clients finish their operations, then the run stops (no drain)")
+            self._stop_clients()
+            return
         if not liveness_s:
             world.note("heal: all faults repaired, clients stop")
             self._stop_clients()
@@ -207,6 +232,9 @@ class Simulation:
         self.clients.stop()
 
     def _all_clients_stopped(self) -> None:
+        if not self.config.drain:
+            self.world.done = True
+            return
         # Every timestamp issued, except what is legitimately ahead of the other clocks (a server's
         # clock or clock bound ahead): stable vectors pass it only once those clocks come within the
         # maximum offset of it (its writes then carry ``held_until_us``).
@@ -311,4 +339,11 @@ class Simulation:
             snapshot_retries=retries,
             scan_restarts=self.clients.scan_restarts,
             messages=Counter({kind.__name__: n for kind, n in world.network.counts.items()}),
+            latencies_us=self.clients.latencies_us,
+            window_completed=self.clients.window_completed,
+            window_us=self.clients.window[1] - self.clients.window[0],
+            cpu_utilization=None if world.cpu is None else [
+                world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],
+            max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
+            server_stats=[server.stats.as_dict() for server in world.retired + world.servers],
         )

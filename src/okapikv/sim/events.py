@@ -21,6 +21,9 @@ TIMER = 2  # payload: the timer generation of server ``target`` it was armed wit
 REPLY = 3  # payload: a reply for client ``target``
 CLIENT_NEXT = 4  # client ``target`` issues its next operation
 CONTROL = 5  # payload: a callable (faults, phases, probes)
+# Only under the cost model (``okapikv.sim.cpu``):
+RELEASE = 6  # payload: (effects, threaded) of a call on server ``target`` whose CPU time has elapsed
+CPU_FREE = 7  # a core of server ``target`` frees: run what its queue holds
 
 Event = tuple[int, int, int, int, object]
 

@@ -5,8 +5,9 @@ Links between servers are FIFO and reliable, as the production peer links are (d
 message of the same link. Delays: inside a DC uniform in ``lan_us``; between DCs the WAN matrix
 entry, plus relative and absolute jitter, plus a fixed extra delay per link (``link_extra``: links
 of different partitions take different routes, so updates of one client to two partitions may
-arrive in the other order, which the stabilization protocols must hide). Client requests and
-replies take ``client_us``.
+arrive in the other order, which the stabilization protocols must hide), plus, under a cost
+model with a WAN bandwidth (``wan_bytes_per_us``), the time to send it behind what the link is
+still sending. Client requests and replies take ``client_us``.
 
 A *cut* (a partitioned DC, or the link between two DCs) holds what the cut links carry, in FIFO
 order, and delivers it on repair (links are reliable). A crashed server receives nothing: what its
@@ -32,6 +33,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from okapikv.core.messages import Message, ReplicateBatch, ServerId
+from okapikv.sim.cost import message_bytes
 from okapikv.sim.events import DELIVER, INFINITY, Events
 
 
@@ -97,6 +99,10 @@ class Network:
         self.replication_inflight = 0
         #: messages sent, by type
         self.counts: dict[type, int] = {}
+        #: the cost model's WAN bandwidth per link (bytes per us; 0: unbounded): a message between DCs
+        #: first waits for the link to finish sending what is ahead of it, then takes size / bandwidth
+        self.wan_bytes_per_us = 0.0
+        self.link_sending_until = [0.0] * (count_servers * count_servers)
         #: links between DCs gone silent and their liveness check (``okapikv.sim.silent``), if any
         self.silent: SilentLinkHooks | None = None
 
@@ -185,7 +191,12 @@ class Network:
             self.unacked[destination].setdefault(link // self.count_servers, []).append(message)
             return
         events = self.events
-        at = events.now + self.wan_delay(src_dc, dst_dc) + self.link_extra[link]
+        sent = events.now
+        if self.wan_bytes_per_us:
+            done = max(float(sent), self.link_sending_until[link]) + message_bytes(message) / self.wan_bytes_per_us
+            self.link_sending_until[link] = done
+            sent = int(done)
+        at = sent + self.wan_delay(src_dc, dst_dc) + self.link_extra[link]
         last = self.link_last[link]
         if at < last:
             at = last

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from okapikv.check.anomalies import Anomaly
 from okapikv.check.history import HistoryRecorder, save_history
@@ -12,6 +12,7 @@ from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
 from okapikv.core.skew import UNIFORM
 from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.cost import packaged_profile, packaged_profiles
 from okapikv.sim.engine import SimResult, Simulation
 
 
@@ -78,11 +79,32 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append(f"--keys-per-partition {config.keys_per_partition}")
     if config.liveness_s:
         parts.append(f"--liveness-s {config.liveness_s:g}")
-    command = " ".join(parts)
+    defaults = SimConfig()
     cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
                   "clock_skew_ms", "clock_skew_model", "clock_jumps", "silent_links", "large_scans",
-                  "keys_per_partition", "liveness_s"}
-    defaults = SimConfig()
+                  "keys_per_partition", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s", "workload",
+                  "write_ratio"}
+    if config.workload != "mix":
+        parts.append("--workload paper")
+        if config.workload == "write-ratio":
+            parts.append(f"--write-ratio {config.write_ratio:g}")
+    if config.rotx_partitions != defaults.rotx_partitions:
+        parts.append(f"--rotx-partitions {config.rotx_partitions}")
+    if config.think_us_max != defaults.think_us_max:
+        parts.append(f"--think-us {config.think_us_max}")
+    if config.warmup_s:
+        parts.append(f"--warmup-s {config.warmup_s:g}")
+    cost = config.cost
+    if cost is not None and cost.name in packaged_profiles():
+        named = packaged_profile(cost.name)
+        if cost == replace(named, cores=cost.cores, blocking=cost.blocking, threads=cost.threads):
+            cli_fields.add("cost")
+            parts.append(f"--cost {cost.name}")
+            if cost.cores != named.cores:
+                parts.append(f"--cores {cost.cores}")
+            if cost.blocking != named.blocking or cost.threads != named.threads:
+                parts.append(f"--blocking {cost.blocking}" + (f" --threads {cost.threads}" if cost.threads else ""))
+    command = " ".join(parts)
     extra = {
         f.name: getattr(config, f.name)
         for f in fields(SimConfig)
@@ -92,6 +114,32 @@ def reproduce_command(config: SimConfig) -> str:
         settings = ", ".join(f"{name}={value!r}" for name, value in extra.items())
         command += f"   # plus SimConfig({settings})"
     return command
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values)
+
+
+def performance_line(result: SimResult) -> str:
+    """Each operation's latency (mean, p99) and the throughput in the measurement window."""
+    c = result.config
+    parts = [f"{name} {_ms(_mean(values))} / {_ms(_percentile(values, 0.99))} (n={len(values)})"
+             for name, values in sorted(result.latencies_us.items())]
+    window = f"{result.window_us / 1e6:g} s" + (f" after {c.warmup_s:g} s of warm-up" if c.warmup_s else "")
+    return (f"latency ms mean / p99: {'; '.join(parts) or 'no operation completed'}; "
+            f"throughput {result.throughput_ops_s:.0f} ops/s over {window}")
+
+
+def cost_line(result: SimResult) -> str | None:
+    """The cost model's figures: the profile, the CPU busy share, the most requests parked at once."""
+    cost = result.config.cost
+    if cost is None or result.cpu_utilization is None:
+        return None
+    busy = result.cpu_utilization
+    blocking = cost.blocking + (f" ({cost.threads} threads)" if cost.blocking == "thread" else "")
+    return (f"cost model: profile {cost.name} ({cost.cores} cores per server, blocking {blocking}); CPU busy "
+            f"mean {100 * sum(busy) / len(busy):.0f}%, busiest server {100 * max(busy):.0f}% (whole run); "
+            f"at most {result.max_blocked} requests parked at once on a server")
 
 
 def operation_counts(outcome: RunOutcome) -> tuple[int, int]:
@@ -149,6 +197,10 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         lines.append(f"snapshot retries (GC horizon): {result.snapshot_retries}")
     if result.scan_restarts:
         lines.append(f"paged scans started over (snapshot gone between pages): {result.scan_restarts}")
+    lines.append(performance_line(result))
+    cost = cost_line(result)
+    if cost is not None:
+        lines.append(cost)
     if result.visibility_us:
         parts = []
         for (source, destination), values in sorted(result.visibility_us.items()):

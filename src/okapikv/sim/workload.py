@@ -4,7 +4,9 @@ Keys are ``k000000`` .. in one fixed-width namespace, so byte order is numeric o
 ``n`` consecutive keys is a range. Popularity is zipfian (the paper's 0.99, section 5) over a
 seeded shuffle of the keys, so the hot keys land on different partitions. Every written value is
 ``<process>.<counter>``: unique in the whole run, which makes the history *differentiated* (a read
-names the write it read from), the precondition of the causal checker.
+names the write it read from), the precondition of the causal checker. The operations come from
+the mix, or (``SimConfig.workload``) alternate a RO-TX and a PUT per client (the paper's workload),
+or are a PUT with probability ``write_ratio``, else a RO-TX.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ class Workload:
     """Shared, immutable-after-construction tables; draws come from the run's single RNG."""
 
     __slots__ = ("rng", "keys", "key_partition", "_cdf", "_rank_to_key", "_ops", "_op_cdf",
-                 "_by_partition", "num_partitions", "rotx_partitions", "scan_span")
+                 "_by_partition", "num_partitions", "rotx_partitions", "scan_span", "mode", "write_ratio")
 
     def __init__(self, config: SimConfig, rng: random.Random) -> None:
         self.rng = rng
@@ -52,9 +54,21 @@ class Workload:
             self._by_partition[partition].append(index)
         self.rotx_partitions = max(1, min(config.rotx_partitions, config.num_partitions))
         self.scan_span = max(1, config.scan_span)
+        self.mode = config.workload
+        self.write_ratio = config.write_ratio
 
     def operation(self) -> str:
         return self._ops[bisect_left(self._op_cdf, self.rng.random())]
+
+    def next_operation(self, turn: int) -> str:
+        """A client's ``turn``-th operation (from 0) under the configured workload
+        (``okapikv.sim.config.WORKLOADS``)."""
+        mode = self.mode
+        if mode == "mix":
+            return self.operation()
+        if mode == "paper":
+            return "rotx" if turn % 2 == 0 else "put"
+        return "put" if self.rng.random() < self.write_ratio else "rotx"
 
     def key_index(self) -> int:
         return self._rank_to_key[bisect_left(self._cdf, self.rng.random())]

@@ -66,7 +66,19 @@ from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.timestamps import physical_of
 from okapikv.core.vectors import Vector
 from okapikv.sim.clock import ClockModel
-from okapikv.sim.events import CLIENT_NEXT, CONTROL, DELIVER, INFINITY, PROCESS, REPLY, TIMER, Events
+from okapikv.sim.cpu import TIMER_RUN, Cpu
+from okapikv.sim.events import (
+    CLIENT_NEXT,
+    CONTROL,
+    CPU_FREE,
+    DELIVER,
+    INFINITY,
+    PROCESS,
+    RELEASE,
+    REPLY,
+    TIMER,
+    Events,
+)
 from okapikv.sim.network import Network
 
 START_US = 1_000_000
@@ -212,6 +224,8 @@ class World(Events):
         self.on_write: Callable[[int, int, WriteReply | SwapReply], None] | None = None
         self.on_stable: Callable[[int], None] | None = None
         self.faults: list[FaultRecord] = []
+        #: the cost model's CPU queues (``okapikv.sim.cpu``); None: calls cost no time
+        self.cpu: Cpu | None = None
         self.done = False  # set to stop ``run``
         self.events_processed = 0
 
@@ -385,6 +399,10 @@ class World(Events):
         self._process(server, message)
 
     def _apply(self, index: int, effects: list[Effect]) -> None:
+        cpu = self.cpu
+        if cpu is not None and cpu.deferring:  # they leave once the call's CPU time has elapsed
+            cpu.deferred.extend(effects)
+            return
         partitions = self.num_partitions
         network = self.network
         for effect in effects:
@@ -461,6 +479,7 @@ class World(Events):
         service_us = self.service_us
         timer_gen = self.timer_gen
         clients = self.clients
+        cpu = self.cpu
         work_us = self.work_us
         events = 0
         while heap and not self.done:
@@ -470,6 +489,12 @@ class World(Events):
             self.now = at
             events += 1
             if kind == DELIVER:
+                if cpu is not None:
+                    if paused[target]:
+                        self._hold(target, payload)  # type: ignore[arg-type]
+                    else:
+                        cpu.arrive(target, payload)  # type: ignore[arg-type]
+                    continue
                 extra = work_us(target, payload) if work_us is not None else 0  # type: ignore[arg-type]
                 if busy_until[target] >= at or service_us[target] or extra:
                     # Behind the backlog, even one that ends at this very instant: a message whose
@@ -485,7 +510,10 @@ class World(Events):
                     self._process(target, payload)  # type: ignore[arg-type]
             elif kind == TIMER:
                 if payload == timer_gen[target] and not paused[target]:
-                    self._on_timer(target)
+                    if cpu is None:
+                        self._on_timer(target)
+                    else:
+                        cpu.arrive(target, TIMER_RUN)
             elif kind == REPLY:
                 clients.reply(target, payload)  # type: ignore[arg-type]
             elif kind == CLIENT_NEXT:
@@ -495,6 +523,10 @@ class World(Events):
                     self._hold(target, payload)  # type: ignore[arg-type]
                 else:
                     self._process(target, payload)  # type: ignore[arg-type]
+            elif kind == RELEASE:
+                cpu.release(target, payload)  # type: ignore[union-attr, arg-type]
+            elif kind == CPU_FREE:
+                cpu.wake(target)  # type: ignore[union-attr]
             else:
                 payload()  # type: ignore[operator]
         self.events_processed += events
@@ -564,12 +596,20 @@ class World(Events):
     def pause(self, index: int) -> None:
         """SIGSTOP: server ``index`` handles nothing until ``resume``; messages queue in its inbox."""
         self.paused[index] = True
+        if self.cpu is not None:
+            self.inbox[index].extend(self.cpu.paused(index))
 
     def resume(self, index: int) -> None:
         self.paused[index] = False
         queued, self.inbox[index] = self.inbox[index], []
+        cpu = self.cpu
         for message in queued:
-            self._process(index, message)
+            if cpu is None:
+                self._process(index, message)
+            else:
+                cpu.arrive(index, message)
+        if cpu is not None:
+            cpu.pump_server(index)
         self._rearm(index)
 
     def step_clock(self, index: int, forward_us: int) -> None:
@@ -579,9 +619,13 @@ class World(Events):
 
     def crash(self, index: int) -> None:
         """``kill -9`` of server ``index`` (module docstring); ``restart`` brings it back."""
+        cpu = self.cpu
+        if cpu is not None:
+            cpu.flush(index)
         self.paused[index] = self.down[index] = True  # paused: the event loop skips it; down: see _hold
         mine = self.take(index, (DELIVER, PROCESS))
-        for message in [*self.inbox[index], *(event[4] for event in mine)]:
+        queued = cpu.drop(index) if cpu is not None else []
+        for message in [*self.inbox[index], *queued, *(event[4] for event in mine)]:
             if not isinstance(message, ClientRequest):  # requests: resent once each, by the client side
                 self._hold(index, message)  # type: ignore[arg-type]
         self.inbox[index] = []

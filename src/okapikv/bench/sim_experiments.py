@@ -1,0 +1,121 @@
+"""``okapi sim --experiment NAME``: the paper's experiments simulated (``okapikv.sim.experiments``),
+written as ``okapi bench`` writes its results: results.json, the CSVs, the plots and report.md
+(``okapikv.bench.engine.report.write_outputs``), so both share one plotting and reporting path.
+
+The simulator's runs become ``Run`` records: throughput and latencies from the simulated window,
+waits and traffic from the servers' own counters (``summarize_waits``, ``summarize_traffic``, as
+for real servers; over the whole simulated run, drain included), remote visibility from the sampled
+writes. ``okapi sim`` without ``--experiment`` is ``okapikv.sim.cli.run_sim``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from okapikv.bench.engine.report import write_outputs
+from okapikv.bench.engine.results import Results, Run, VisibilityPair
+from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
+from okapikv.sim.cost import CostProfile, load_profile
+from okapikv.sim.experiments import EXPERIMENTS, Plan, points, run_experiment
+
+DEFAULT_PROFILE = "python-server"
+DEFAULTS = Plan()
+
+
+def run_from_record(data: dict[str, Any]) -> Run:
+    """A ``Run`` from an experiment's record (its servers' counters summarised as the bench does)."""
+    stats = {str(index): server for index, server in enumerate(data["server_stats"])}
+    delta = stats_delta(stats, {})
+    fields = {key: value for key, value in data.items()
+              if key not in ("server_stats", "simulated_s", "visibility_us", "checked", "anomalies", "cpu_s",
+                             "series")}
+    fields["waits"] = {kind: _plain(summary) for kind, summary in summarize_waits(delta).items()}
+    fields["traffic"] = _plain(summarize_traffic(delta, data["simulated_s"]))
+    fields["server_operations"] = delta.get("operations", {})
+    return Run.from_dict(fields)
+
+
+def _plain(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__dataclass_fields__}
+
+
+def visibility_pairs(data: dict[str, Any]) -> list[VisibilityPair]:
+    pairs = []
+    for label, values_us in sorted(data["visibility_us"].items()):
+        if not values_us:
+            continue
+        source, destination = label.split("->")
+        ordered = sorted(value / 1000 for value in values_us)
+
+        def at(fraction: float, ordered: list[float] = ordered) -> float:
+            return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
+
+        pairs.append(VisibilityPair(source, destination, len(ordered), 0, round(sum(ordered) / len(ordered), 2),
+                                    at(0.5), at(0.9), at(0.99), round(ordered[-1], 2), [round(v, 2) for v in ordered]))
+    return pairs
+
+
+def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str, Any]], command: str) -> Results:
+    titles = {point.series: (point.kind, point.title) for point in points(name, plan)}
+    results = Results(config={
+        "suite": f"sim --experiment {name}", "command": command, "dcs": plan.dcs, "partitions": plan.partitions,
+        "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
+        "clients_per_partition": plan.clients_per_partition, "cost_profile": profile.to_json()})
+    for data in runs:
+        if data["checked"]:  # the checkers' run: drained and recorded, not a measurement
+            continue
+        kind, title = titles[data["series"]]
+        results.series_for(data["series"], kind, title).runs.append(run_from_record(data))
+        if data["visibility_us"] and name == "visibility":
+            results.visibility[data["system"]] = visibility_pairs(data)
+    checked = [data for data in runs if data["checked"]]
+    results.note(f"simulated (okapikv.sim, cost profile {profile.name}: {profile.source}); latencies and "
+                 f"throughput in simulated time; {len(runs)} runs, {len(checked)} recorded and checked by the "
+                 f"causal, snapshot, session and convergence checkers "
+                 f"({sum(d['anomalies'] for d in checked)} anomalies; "
+                 + ", ".join(f"{d['system']} at {d['clients']} clients" for d in checked)
+                 + ": not in the series, its counters include its drain), the others unrecorded")
+    results.note(f"CPU time of the simulation: {sum(d['cpu_s'] for d in runs):.0f} s")
+    return results
+
+
+def run_experiment_command(args: argparse.Namespace) -> int:
+    name = args.experiment
+    try:
+        if name not in EXPERIMENTS:
+            raise ValueError(f"unknown experiment {name!r}: one of {', '.join(EXPERIMENTS)}")
+        profile = load_profile(args.cost or DEFAULT_PROFILE)
+        if args.cores is not None:
+            profile = profile.__class__(**{**profile.to_json(), "cores": args.cores})
+        plan = Plan(dcs=args.dcs, partitions=args.partitions if args.partitions_given else 32,
+                    duration_s=args.duration_s if args.duration_given else DEFAULTS.duration_s,
+                    warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=tuple(args.protocols.split(",")))
+        if plan.warmup_s >= plan.duration_s:
+            raise ValueError("--warmup-s must be below --duration-s")
+    except ValueError as error:
+        print(f"okapi sim: {error}", file=sys.stderr)
+        return 2
+    started = time.process_time()
+
+    def progress(run: dict[str, Any]) -> None:
+        all_latency = run["latency_us"].get("all", {})
+        check = f", checked: {run['anomalies']} anomalies" if run["checked"] else ""
+        print(f"  {run['system']:<10} {run['series']:<18} partitions={run['partitions']} p={run['rotx_partitions']}"
+              + (f" w={run['write_ratio']:g}" if run["write_ratio"] is not None else "")
+              + f" clients={run['clients']}: {run['throughput_ops_s']:.0f} ops/s, mean "
+              f"{all_latency.get('mean_us', 0) / 1000:.1f} ms ({run['cpu_s']:.1f} s CPU{check})", flush=True)
+
+    runs = run_experiment(name, plan, profile, progress=progress)
+    command = "okapi " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sim"] else f"okapi sim --experiment {name}"
+    results = results_of(name, plan, profile, runs, command)
+    results.add_time("simulation_cpu_s", time.process_time() - started)
+    out = Path(args.out)
+    files = write_outputs(results.to_dict(), out)
+    print(f"okapi sim --experiment {name}: {len(runs)} runs in {time.process_time() - started:.0f} s CPU; wrote "
+          f"{out}/results.json, report.md, {len(files['csv'])} CSV and {len(files['png'])} PNG files")
+    bad = sum(d["anomalies"] for d in runs if d["checked"])
+    return 0 if not bad else 1

@@ -1,0 +1,197 @@
+"""The paper's experiments (Okapi, section 5) as simulator runs under the cost model, as plain data.
+
+``okapi sim --experiment NAME`` (``okapikv.bench.sim_experiments`` writes the results files, plots
+and report through ``okapi bench``'s path) at 3 DCs x 32 partitions by default:
+
+- ``fig3``: scalability, 2 .. 32 partitions per DC, RO-TX over 2 partitions + PUT: the peak
+  throughput of each partition count, and the RO-TX and PUT latency at that peak;
+- ``fig4``: RO-TX over p = 1 .. 32 partitions + PUT at 32 partitions: throughput, RO-TX latency,
+  and how often and how long requests block, per p; ``fig5``: the same sweep's latency against
+  throughput, for p = 1, 4, 16;
+- ``write-ratio``: a PUT with probability w, else a RO-TX over 2 partitions, at a fixed load;
+- ``visibility``: remote update visibility per DC pair, at a fixed load;
+- ``traffic``: replication metadata, stabilization and heartbeat bytes, at a fixed load.
+
+Each sweep point is a peak-throughput sweep as the real suite measures one: the clients double
+(from one per partition of each DC) until the throughput grows by less than 5%
+(``PEAK_GROWTH``); unchecked runs end with their measurement (``SimConfig.drain``). Every run
+has clock offsets spread over 10 ms (the paper's suite, as
+``okapi bench --suite paper`` runs it) and the first run of every experiment is checked by the
+history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
+results say (``checked``).
+
+A run's record is a plain dict with ``okapi bench``'s ``Run`` fields that a simulation has (the
+throughput and latencies of the measurement window, simulated), plus ``server_stats`` (every
+server's counters) and ``visibility_us`` for the bench side to summarise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.cost import CostProfile
+from okapikv.sim.engine import SimResult
+from okapikv.sim.runner import run_simulation
+
+EXPERIMENTS = ("fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic")
+PROTOCOLS = ("okapi", "cure", "gentlerain")
+#: a sweep stops once doubling the clients raises the throughput by less than this share
+PEAK_GROWTH = 0.05
+MAX_SWEEP_STEPS = 6
+PAPER_SKEW_MS = 10.0
+WRITE_RATIOS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How large an experiment runs: the deployment, the simulated seconds per run, the load."""
+
+    dcs: int = 3
+    partitions: int = 32
+    duration_s: float = 0.2
+    warmup_s: float = 0.05
+    #: the fixed load of write-ratio, visibility and traffic: clients per partition of each DC
+    clients_per_partition: int = 8
+    protocols: tuple[str, ...] = PROTOCOLS
+    seed: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One series' point: a system at a cluster shape and a workload (clients: swept or fixed)."""
+
+    series: str
+    kind: str
+    title: str
+    system: str
+    partitions: int
+    rotx_partitions: int
+    write_ratio: float | None = None
+    clients: int | None = None  # None: sweep to the peak
+    keep: str = "all"  # the sweep's runs the series keeps: all, or peak
+    visibility_sample: float = 0.0
+
+
+def _levels(limit: int, wanted: tuple[int, ...]) -> list[int]:
+    return sorted({level for level in wanted if level <= limit} | ({limit} if limit < max(wanted) else set()))
+
+
+def points(name: str, plan: Plan) -> list[Point]:
+    """The points of experiment ``name`` (``EXPERIMENTS``)."""
+    n = plan.partitions
+    fixed = plan.clients_per_partition * n * plan.dcs
+    two = min(2, n)
+    if name == "fig3":
+        title = "Scalability: 2-partition RO-TX + PUT over 2..N partitions (paper, Figure 3), simulated"
+        return [Point("sim-scalability", "partitions", title, system, level, min(2, level), keep="peak")
+                for system in plan.protocols for level in _levels(n, (2, 4, 8, 16, 32))]
+    if name in ("fig4", "fig5"):
+        wanted = (1, 2, 4, 8, 16, 32) if name == "fig4" else (1, 4, 16)
+        title = f"RO-TX over p partitions + PUT (paper, Figure {name[-1]}), simulated"
+        return [Point(f"sim-{name}", "rotx_partitions", title, system, n, p)
+                for system in plan.protocols for p in _levels(n, wanted)]
+    if name == "write-ratio":
+        title = "Write-ratio sweep: PUT with probability w, else RO-TX (paper, write intensity), simulated"
+        return [Point("sim-write-ratio", "write_ratio", title, system, n, two, ratio, fixed)
+                for system in plan.protocols for ratio in WRITE_RATIOS]
+    if name in ("visibility", "traffic"):
+        title = f"{'Remote update visibility' if name == 'visibility' else 'Traffic'} at a fixed load, simulated"
+        return [Point(f"sim-{name}", "clients", title, system, n, two, None, fixed,
+                      visibility_sample=0.2 if name == "visibility" else 0.0) for system in plan.protocols]
+    raise ValueError(f"unknown experiment {name!r}: one of {', '.join(EXPERIMENTS)}")
+
+
+def config_of(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool) -> SimConfig:
+    return SimConfig(
+        seed=plan.seed, protocol=point.system, num_dcs=plan.dcs, num_partitions=point.partitions,
+        num_clients=clients, duration_s=plan.duration_s, warmup_s=plan.warmup_s, clock_skew_ms=PAPER_SKEW_MS,
+        think_us_max=0, workload="paper" if point.write_ratio is None else "write-ratio",
+        write_ratio=point.write_ratio if point.write_ratio is not None else 0.5,
+        rotx_partitions=point.rotx_partitions, invariants=checked,
+        # a write's visibility is followed through the history's operations, and known once visible
+        record=checked or point.visibility_sample > 0, drain=checked or point.visibility_sample > 0,
+        visibility_sample=point.visibility_sample, cost=profile)
+
+
+def _latency(values: list[int]) -> dict[str, float]:
+    ordered = sorted(values)
+    count = len(ordered)
+
+    def at(fraction: float) -> float:
+        return float(ordered[min(count - 1, int(fraction * count))])
+
+    return {"count": count, "mean_us": round(sum(ordered) / count, 1), "p50_us": at(0.5), "p99_us": at(0.99),
+            "p999_us": at(0.999), "max_us": float(ordered[-1])}
+
+
+def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cpu_s: float) -> dict[str, Any]:
+    """A run as ``okapi bench`` records one (``Run`` fields), plus what the bench side summarises."""
+    c = result.config
+    latency = {kind: _latency(values) for kind, values in sorted(result.latencies_us.items()) if values}
+    every = [v for values in result.latencies_us.values() for v in values]
+    if every:
+        latency = {"all": _latency(every), **latency}
+    names = dc_names(c.num_dcs)
+    return {
+        "system": c.protocol, "workload": "rotx", "clients": c.num_clients, "processes": 0, "dcs": c.num_dcs,
+        "partitions": c.num_partitions, "clock_skew_ms": c.clock_skew_ms, "rotx_partitions": c.rotx_partitions,
+        "write_ratio": c.write_ratio if c.workload == "write-ratio" else None, "load": "sim",
+        "records": c.num_keys, "duration_s": round(result.window_us / 1e6, 6), "warmup_s": c.warmup_s,
+        "operations": result.window_completed, "throughput_ops_s": round(result.throughput_ops_s, 1),
+        "errors": {}, "last_error": "", "latency_us": latency,
+        "cpu": {"client_s": 0.0, "client_cores": 0.0, "server_s": None, "server_cores": None,
+                "server_cpu_us_per_op": None},
+        "server_stats": result.server_stats,
+        "simulated_s": result.simulated_us / 1e6,
+        "visibility_us": {f"{names[s]}->{names[d]}": values for (s, d), values in result.visibility_us.items()},
+        "checked": checked, "anomalies": anomalies, "cpu_s": round(cpu_s, 2), "series": point.series,
+    }
+
+
+def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bool,
+              progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """The point's runs: one at its fixed load, or the peak sweep (every step, or only the peak);
+    with ``check_first``, first one more run at the first load, recorded and checked (``checked``),
+    which is not a measurement (its counters include its drain)."""
+    start = point.clients if point.clients is not None else point.partitions * plan.dcs
+    runs: list[dict[str, Any]] = []
+    if check_first:
+        runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
+    measured: list[dict[str, Any]] = []
+    clients = start
+    for _ in range(1 if point.clients is not None else MAX_SWEEP_STEPS):
+        run = _one(point, plan, profile, clients, checked=False, progress=progress)
+        measured.append(run)
+        if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
+            break
+        clients *= 2
+    if point.keep == "peak":
+        measured = [max(measured, key=lambda run: run["throughput_ops_s"])]
+    return runs + measured
+
+
+def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool,
+         progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    started = time.process_time()
+    outcome = run_simulation(config_of(point, plan, profile, clients, checked=checked), check=checked)
+    run = record(point, outcome.result, checked=checked, anomalies=len(outcome.anomalies),
+                 cpu_s=time.process_time() - started)
+    progress(run)
+    return run
+
+
+def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
+                   progress: Callable[[dict[str, Any]], None] = lambda run: None) -> list[dict[str, Any]]:
+    """Every run of experiment ``name``; the first of them the checked one (``run_point``)."""
+    runs: list[dict[str, Any]] = []
+    for index, point in enumerate(points(name, plan)):
+        runs += run_point(point, plan, profile, check_first=index == 0, progress=progress)
+    return runs
+
+
+def with_cores(profile: CostProfile, cores: int | None) -> CostProfile:
+    return profile if cores is None else replace(profile, cores=cores)

@@ -1,0 +1,42 @@
+"""The paper's experiments as simulator runs (``okapikv.sim.experiments``): their points, the
+peak-throughput sweep, and the checked first run."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from okapikv.sim.cost import packaged_profile
+from okapikv.sim.experiments import EXPERIMENTS, MAX_SWEEP_STEPS, PEAK_GROWTH, Plan, points, run_experiment
+
+PLAN = Plan(dcs=3, partitions=32)
+
+
+def test_each_experiment_has_the_papers_points() -> None:
+    assert {p.partitions for p in points("fig3", PLAN)} == {2, 4, 8, 16, 32}
+    assert {p.rotx_partitions for p in points("fig4", PLAN)} == {1, 2, 4, 8, 16, 32}
+    assert {p.rotx_partitions for p in points("fig5", PLAN)} == {1, 4, 16}
+    assert {p.write_ratio for p in points("write-ratio", PLAN)} == {0.05, 0.1, 0.25, 0.5, 0.75, 0.9}
+    assert all(p.clients == 8 * 32 * 3 for p in points("traffic", PLAN))
+    for name in EXPERIMENTS:
+        assert {p.system for p in points(name, PLAN)} == {"okapi", "cure", "gentlerain"}
+    small = Plan(partitions=3)
+    assert {p.rotx_partitions for p in points("fig4", small)} == {1, 2, 3}
+    with pytest.raises(ValueError, match="unknown experiment"):
+        points("fig9", PLAN)
+
+
+def test_a_sweep_doubles_the_clients_until_the_throughput_stops_growing() -> None:
+    plan = Plan(dcs=2, partitions=2, duration_s=0.1, warmup_s=0.03, protocols=("okapi",))
+    runs = run_experiment("fig5", plan, packaged_profile("python-server"))
+    assert runs[0]["checked"] and runs[0]["anomalies"] == 0 and runs[0]["clients"] == 4
+    assert not any(run["checked"] for run in runs[1:])
+    runs = runs[1:]
+    for p in (1, 2):
+        sweep = [run for run in runs if run["rotx_partitions"] == p]
+        assert [run["clients"] for run in sweep] == [4 * 2**step for step in range(len(sweep))]
+        growth = [b["throughput_ops_s"] / a["throughput_ops_s"] - 1 for a, b in pairwise(sweep)]
+        assert all(g >= PEAK_GROWTH for g in growth[:-1])
+        assert growth[-1] < PEAK_GROWTH or len(sweep) == MAX_SWEEP_STEPS
+        assert all(run["latency_us"]["rotx"]["mean_us"] > 0 and run["server_stats"] for run in sweep)
