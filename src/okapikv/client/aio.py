@@ -621,7 +621,7 @@ class AsyncClient:
                        window: int = bulk.BULK_WINDOW) -> int:
         """Write every ``(key, value)`` of ``pairs`` as a PUT, in large pipelined batches straight to
         each key's partition (``okapikv.client.bulk``: loading, not serving). The PUTs are
-        concurrent writes of this session; once it returns, all of them are acknowledged (durable
+        concurrent writes of the client's session; once it returns, all of them are acknowledged (durable
         on durable servers) and visible to the session's reads. Returns how many were written.
         Raises ``BulkLoadFailed`` (with the count acknowledged) at the first refused PUT or broken
         connection, and ``InvalidArgument`` for something that is not a pair, before sending."""
@@ -732,7 +732,7 @@ class AsyncClient:
         return topology.partition_of(key)
 
     def _coordinator(self, first_key: bytes | None) -> int:
-        """The partition whose server coordinates this session's RO-TX (``first_key``) or SCAN
+        """The partition whose server coordinates the session's RO-TX (``first_key``) or SCAN
         (``Policy.read_coordinator``: by default the session's own server)."""
         connections = self._connections
         assert connections.topology is not None

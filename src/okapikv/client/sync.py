@@ -447,7 +447,7 @@ class Client:
 
     def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
                  window: int = bulk.BULK_WINDOW) -> int:
-        """``AsyncClient.bulk_put`` for this session: the load runs on an event loop of its own (one
+        """``AsyncClient.bulk_put`` for the client's session: the load runs on an event loop of its own (one
         call for the whole load, so not one crossing per operation), over connections of its own to
         this client's DC. Not from inside a running event loop (use ``AsyncClient.bulk_put``)."""
         from okapikv.client.aio import AsyncClient
@@ -538,7 +538,7 @@ class Client:
         return self.topology.partition_of(key)
 
     def _coordinator(self, first_key: bytes | None) -> int:
-        """The partition whose server coordinates this session's RO-TX (``first_key``) or SCAN
+        """The partition whose server coordinates the session's RO-TX (``first_key``) or SCAN
         (``Policy.read_coordinator``: by default the session's own server)."""
         return self._policy.read_coordinator(self.topology, self._ordinal, first_key)
 
