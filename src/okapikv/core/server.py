@@ -168,12 +168,7 @@ class PartitionServer(PartitionState):
         """Process one message; returns the effects to carry out."""
         self.woke = False
         effects = self._dispatch(message, now_us, now_us)
-        follow = self._follow
-        if (follow is not None and follow(now_us, effects) and not self._outbox and not self.pacing.idle
-                and now_us - self._last_replication_send_us >= GSV_SHARE_MIN_US):
-            self._heartbeat(now_us, effects)
-        self._flush_outbox(effects, now_us)
-        return effects
+        return self._send_out(effects, now_us)
 
     def handle_batch(self, messages: Sequence[Message], now_us: int) -> list[Effect]:
         """Process several messages at one clock reading; local updates they create leave in one
@@ -182,6 +177,12 @@ class PartitionServer(PartitionState):
         effects: list[Effect] = []
         for message in messages:
             effects.extend(self._dispatch(message, now_us, now_us))
+        return self._send_out(effects, now_us)
+
+    def _send_out(self, effects: list[Effect], now_us: int) -> list[Effect]:
+        """After a step: where the DC's GSV follows this vv (``UsvFollowingVv``) and it moved with no
+        update waiting to carry it, a heartbeat takes it (at most every ``GSV_SHARE_MIN_US`` after a
+        batch, never while idle); then the step's local updates leave, one batch per peer."""
         follow = self._follow
         if (follow is not None and follow(now_us, effects) and not self._outbox and not self.pacing.idle
                 and now_us - self._last_replication_send_us >= GSV_SHARE_MIN_US):
