@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from okapikv.check.history import history_events
-from okapikv.core.messages import Heartbeat, ServerId
+from okapikv.core.messages import Heartbeat, PutRequest, ServerId
 from okapikv.sim import SimConfig, Simulation, WorkloadMix, run_simulation
 from okapikv.sim.cost import CostProfile, load_profile, message_bytes, packaged_profile, packaged_profiles
 from okapikv.sim.events import DELIVER, Events
@@ -62,6 +62,18 @@ def test_a_server_given_twice_the_cost_saturates_at_half_the_throughput() -> Non
     fast, slow = put_throughput(100.0), put_throughput(200.0)
     assert fast == pytest.approx(10_000, rel=0.03)  # one core, 100 us per PUT, 16 clients keep it busy
     assert slow / fast == pytest.approx(0.5, rel=0.03)
+
+
+def test_work_a_message_costs_beyond_the_profile_takes_cpu_time_too() -> None:
+    """``World.work_us`` (a large scan's slices: ``okapikv.sim.scans``) adds to the profile's cost,
+    as it adds to the service time when the cost model is off."""
+    profile = CostProfile(name="test", cores=1, put_us=100.0)
+    config = SimConfig(num_dcs=1, num_partitions=1, num_clients=16, duration_s=0.3, warmup_s=0.05,
+                       think_us_max=0, mix=PUTS, cost=profile)
+    simulation = Simulation(config)
+    simulation.world.work_us = lambda index, message: 100 if isinstance(message, PutRequest) else 0
+    result = simulation.run()
+    assert result.throughput_ops_s / put_throughput(100.0) == pytest.approx(0.5, rel=0.03)
 
 
 def blocked(blocking: str, threads: int) -> int:

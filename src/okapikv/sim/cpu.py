@@ -27,6 +27,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from itertools import count
 from typing import Protocol
 
@@ -56,6 +57,7 @@ class Host(Protocol):
     servers: list[PartitionServer]
     paused: list[bool]
     service_us: list[int]
+    work_us: Callable[[int, Message], int] | None
 
     def take(self, target: int, kinds: tuple[int, ...]) -> list[Event]: ...
 
@@ -195,6 +197,8 @@ class Cpu:
                 cost = costs.timer_us(effects, gc_slice=server.gc.next_slice_us != gc_slice)
             else:
                 cost = costs.message_us(job, effects)  # type: ignore[arg-type]
+                if world.work_us is not None:
+                    cost += world.work_us(index, job)  # type: ignore[arg-type]  # a large scan's slice
             after = server.parked_count
             if after < parked:
                 cost += costs.profile.resume_us * (parked - after)
