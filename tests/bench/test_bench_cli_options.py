@@ -40,6 +40,21 @@ def test_quick_scales_windows_and_records_down() -> None:
     assert planned_runs(_options("--suite", "course", "--quick", "--no-redis")) == 6 + 3 * 3
 
 
+def test_the_paper_plan_has_a_skew_sweep() -> None:
+    """Full: every system at 0, 5, 10 and 20 ms, 32 sessions, loaded; quick: Cure at 0 and 10 ms,
+    unloaded, at most the quick search's 8 sessions (suites.paper's docstring); and in the runs
+    planned for the progress bar."""
+    full = _paper_plan(_options("--suite", "paper"))
+    assert (full.skew_levels, full.skew_sessions, full.skew_systems, full.skew_load) == (
+        (0.0, 5.0, 10.0, 20.0), 32, None, True)
+    quick = _paper_plan(_options("--suite", "paper", "--quick"))
+    assert (quick.skew_levels, quick.skew_sessions, quick.skew_systems, quick.skew_load) == (
+        (0.0, 10.0), 8, ("cure",), False)
+    assert _paper_plan(_options("--suite", "paper", "--max-sessions", "16")).skew_sessions == 16
+    quick_cure = planned_runs(_options("--suite", "paper", "--quick", "--protocols", "cure"))
+    assert quick_cure == planned_runs(_options("--suite", "paper", "--quick", "--protocols", "okapi")) + 2
+
+
 @pytest.mark.parametrize("argv,message", [
     (("--protocols", "okapi,paxos"), "unknown protocol"),
     (("--workload", "g"), "unknown workload"),

@@ -67,6 +67,12 @@ def synthetic_results() -> dict[str, Any]:
             "name": "paper-scalability", "kind": "partitions", "title": "Scalability",
             "runs": [_run(system, "rotx", 12, 300.0 * n, partitions=n, rotx_partitions=min(2, n),
                           kinds=("rotx", "put")) for system in systems for n in (1, 2, 4)]},
+        "paper-skew": {
+            "name": "paper-skew", "kind": "clock_skew_ms", "title": "Clock-skew sweep",
+            "runs": [_run(system, "rotx", 32, 500.0, rotx_partitions=4, clock_skew_ms=skew, kinds=("rotx", "put"),
+                          clock_skew_model="uniform", max_dc_skew_ms=0.8 * skew,
+                          waits={**_waits(0.0 if system == "okapi" else 0.5),
+                                 "rotx_tx": _waits(0.4)["rotx"]}) for system in systems for skew in (0.0, 10.0)]},
     }
     visibility = {system: [{"source": a, "destination": b, "count": 3, "timeouts": 0, "mean_ms": 70.0,
                             "p50_ms": 70.0, "p90_ms": 80.0, "p99_ms": 90.0, "max_ms": 90.0,
@@ -81,7 +87,8 @@ def synthetic_results() -> dict[str, Any]:
 
 EXPECTED_PLOTS = {
     "single_client.png", "throughput_vs_clients.png", "latency_vs_clients.png", "latency_vs_throughput.png",
-    "rotx_sweep.png", "waits_vs_rotx_partitions.png", "rotx_latency_vs_throughput.png", "write_ratio.png",
+    "rotx_sweep.png", "waits_vs_rotx_partitions.png", "waits_vs_clock_skew.png", "rotx_latency_vs_throughput.png",
+    "write_ratio.png",
     "scalability.png", "visibility_cdf.png", "visibility_by_destination.png", "metadata.png",
 }
 
@@ -108,6 +115,11 @@ def test_every_output_is_written(written: tuple[Path, dict[str, Any], dict[str, 
             rows = list(csv.DictReader(handle))
         assert len(rows) == len(results["series"][name]["runs"])
         assert {"system", "throughput_ops_s", "all_mean_us", "all_p999_us", "cpu_server_cores"} <= set(rows[0])
+    with (tmp_path / "paper-skew.csv").open() as handle:
+        skew = list(csv.DictReader(handle))
+    assert [(row["clock_skew_ms"], row["clock_skew_model"], row["max_dc_skew_ms"]) for row in skew[:2]] == [
+        ("0.0", "uniform", "0.0"), ("10.0", "uniform", "8.0")]
+    assert skew[0]["rotx_tx_wait_probability"] and skew[0]["rotx_tx_wait_mean_us"]
     with (tmp_path / "visibility-samples.csv").open() as handle:
         assert len(list(csv.DictReader(handle))) == 3 * 2 * 3
 
@@ -119,6 +131,7 @@ def test_report_has_tables_and_links_every_plot(written: tuple[Path, dict[str, A
     for name in files["png"]:
         assert f"![{name}]({name})" in report
     assert "| system | workload | clients |" in report
+    assert "| p | w | skew ms | ops/s |" in report  # the skew sweep's table shows each run's skew
     assert "## Remote update visibility latency" in report
     assert "Redis reference skipped" in report
     # the traffic table shows Cure's vector metadata next to Okapi's 12 bytes

@@ -143,6 +143,26 @@ def _check_paper(results: dict[str, Any]) -> None:
     assert {"rotx_sweep.png", "waits_vs_rotx_partitions.png", "write_ratio.png", "scalability.png",
             "visibility_cdf.png", "visibility_by_destination.png", "metadata.png"} <= set(results["files"]["png"])
     _check_paper_figures(results, by_system)
+    _check_skew_sweep(results)
+
+
+def _check_skew_sweep(results: dict[str, Any]) -> None:
+    """The skew sweep (``suites.paper``; quick: Cure at 0 and 10 ms, a fresh cluster each, RO-TX
+    over both partitions + PUT at 8 sessions): its runs in ``paper-skew`` with the skews they ran
+    with, the in-DC skew each recorded, its rows in the paper section, its CSV and plot."""
+    runs = _runs(results, "paper-skew")
+    assert results["series"]["paper-skew"]["kind"] == "clock_skew_ms"
+    assert sorted((run["system"], run["clock_skew_ms"]) for run in runs) == [("cure", 0.0), ("cure", 10.0)]
+    assert all(run["rotx_partitions"] == 2 and run["clients"] == 8 and run["clock_skew_model"] == "uniform"
+               for run in runs), runs
+    inside = {run["clock_skew_ms"]: run["max_dc_skew_ms"] for run in runs}
+    assert inside[0.0] == 0.0 and 0.0 < inside[10.0] <= 10.0, inside
+    assert all(run["waits"]["rotx_tx"]["operations"] > 0 for run in runs), runs
+    plan = results["config"]["paper_plan"]["skew_sweep"]
+    assert (plan["clock_skew_ms"], plan["sessions"], plan["systems"]) == ([0.0, 10.0], 8, ["cure"])
+    rows = results["paper"]["skew"]
+    assert [(row["system"], row["clock_skew_ms"]) for row in rows] == [("cure", 0.0), ("cure", 10.0)]
+    assert "paper-skew.csv" in results["files"]["csv"] and "waits_vs_clock_skew.png" in results["files"]["png"]
 
 
 def _check_paper_figures(results: dict[str, Any], by_system: dict[str, list[dict[str, Any]]]) -> None:

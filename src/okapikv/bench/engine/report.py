@@ -56,7 +56,8 @@ def flatten_run(run: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
     row: dict[str, Any] = {
         key: run.get(key)
         for key in ("system", "workload", "clients", "processes", "load", "dcs", "partitions", "rotx_partitions",
-                    "write_ratio", "clock_skew_ms", "records", "duration_s", "operations", "throughput_ops_s")
+                    "write_ratio", "clock_skew_ms", "clock_skew_model", "max_dc_skew_ms", "records", "duration_s",
+                    "operations", "throughput_ops_s")
     }
     row["errors"] = sum(run.get("errors", {}).values())
     for kind in kinds:
@@ -144,7 +145,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 #: Series whose runs differ in cluster shape or workload parameters (their tables show them):
 #: the paper suite's figures, and every step of their peak searches (``*_sessions``).
 SWEPT_KINDS = ("rotx_partitions", "write_ratio", "partitions", "rotx_partitions_sessions",
-               "write_ratio_sessions", "partitions_sessions")
+               "write_ratio_sessions", "partitions_sessions", "clock_skew_ms")
 
 
 def series_table(series: dict[str, Any]) -> list[str]:
@@ -153,8 +154,9 @@ def series_table(series: dict[str, Any]) -> list[str]:
     header = ["system", "workload", "clients"]
     kind = series.get("kind")
     swept = kind in SWEPT_KINDS
+    skewed = kind == "clock_skew_ms"  # the paper suite's skew sweep: each run its own skew
     if swept:
-        header += ["partitions", "p", "w"]
+        header += ["partitions", "p", "w"] + (["skew ms"] if skewed else [])
     elif len({run.get("partitions") for run in runs}) > 1:  # e.g. the fast suite's 1 -> 2 partitions
         header.append("partitions")
     header += ["ops/s"] + [f"{k} mean/p50/p99/p999 ms" for k in kinds]
@@ -173,6 +175,8 @@ def series_table(series: dict[str, Any]) -> list[str]:
             ratio = run.get("write_ratio")
             row += [_fmt(run.get("partitions")), _fmt(run.get("rotx_partitions")),
                     "alt" if ratio is None else f"{ratio:g}"]
+            if skewed:
+                row.append(_fmt(run.get("clock_skew_ms"), 1))
         elif "partitions" in header:
             row.append(_fmt(run.get("partitions")))
         row.append(_fmt(run.get("throughput_ops_s")))

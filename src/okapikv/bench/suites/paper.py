@@ -4,9 +4,23 @@ For each protocol under a clock skew (10 ms unless ``--clock-skew-ms`` says othe
 emulated WAN between the paper's three regions: RO-TX over p = 1, 2, 4 .. N partitions (Figures 4,
 5), the write-ratio sweep, scalability over 1 .. N partitions (Figure 3), remote update visibility
 per DC pair and per destination DC (Figure 6), replication metadata and communication per
-operation.
+operation; and a clock-skew sweep (Figure 4d: "the waiting time is proportional to the clock skew").
 
-Every point of every sweep is a peak-throughput search (``engine.peak``): the closed-loop sessions
+The skew sweep runs a fresh cluster per skew level (0, 5, 10, 20 ms; the same DCs, partitions
+and ``--clock-skew-model`` as the main cluster) of each system, RO-TX over every partition of the
+cluster + PUT (where Cure's slices wait most: a RO-TX waits for the furthest-ahead clock of the
+partitions it reads, section 3.2), at one fixed session count (``SKEW_SESSIONS``, 32, capped by
+``--max-sessions``: a moderate load, below the peak at most points of the RO-TX sweep in
+docs/results/paper, so a stall is mostly the clock wait, not a saturated machine's queueing). It
+measures the stall against the skew, not throughput: one run per level, no peak search, no idle
+measurement. Series ``paper-skew`` (kind ``clock_skew_ms``); each run records its skew model and
+``max_dc_skew_ms``, the largest skew between two servers of one DC, which bounds a Cure slice's
+wait. ``--quick`` runs only Cure at 0 and 10 ms and does not load the store (a cluster start costs
+seconds on 2 cores, a Cure load more; a slice's clock wait comes before it reads a key,
+``okapikv.core.reads.SnapshotReads.on_slice``, so the stall does not depend on the data): the path
+is exercised in CI at the cost of two cluster starts.
+
+Every point of the other sweeps is a peak-throughput search (``engine.peak``): the closed-loop sessions
 double from ``sessions_start`` until throughput grows less than 5%, the mean latency passes
 ``--latency-cap-ms`` or the sessions reach ``--max-sessions``; the point's figure is the peak, with
 the sessions it took (the paper reports each system's peak, and blocking systems need more
@@ -30,6 +44,11 @@ from okapikv.bench.engine.workloads import WorkloadConfig
 from okapikv.bench.suites import paper_figures
 
 PAPER_SKEW_MS = 10.0
+#: The skew sweep's levels (ms), its session count, and what --quick keeps (module docstring).
+SKEW_LEVELS_MS = (0.0, 5.0, 10.0, 20.0)
+QUICK_SKEW_LEVELS_MS = (0.0, 10.0)
+SKEW_SESSIONS = 32
+QUICK_SKEW_SYSTEMS = ("cure",)
 MAX_SESSIONS = 1024
 QUICK_MAX_SESSIONS = 8
 LATENCY_CAP_MS = 250.0
@@ -49,6 +68,10 @@ class PaperPlan:
     rotx_rule: PeakRule  # the RO-TX-over-p sweep's peak search (Figures 4 and 5)
     rule: PeakRule  # the write-ratio and scalability sweeps' (quick: one step)
     idle_s: float
+    skew_levels: tuple[float, ...]  # the skew sweep (module docstring), ms
+    skew_sessions: int
+    skew_systems: tuple[str, ...] | None  # the systems it runs on; None: every one
+    skew_load: bool  # whether its clusters are loaded first
 
 
 def paper_plan(o: BenchOptions) -> PaperPlan:
@@ -68,6 +91,9 @@ def paper_plan(o: BenchOptions) -> PaperPlan:
         rotx_levels=rotx_levels, write_ratios=write_ratios, scale_levels=scale_levels,
         scale_rotx=min(o.rotx_partitions, 2), rotx_rule=rotx_rule, rule=rule,
         idle_s=QUICK_IDLE_S if o.quick else IDLE_S,
+        skew_levels=QUICK_SKEW_LEVELS_MS if o.quick else SKEW_LEVELS_MS,
+        skew_sessions=min(SKEW_SESSIONS, cap), skew_systems=QUICK_SKEW_SYSTEMS if o.quick else None,
+        skew_load=not o.quick,
     )
 
 
@@ -76,11 +102,16 @@ def _steps(rule: PeakRule) -> int:
     return int(math.log2(rule.max_sessions / rule.start)) + 1
 
 
+def _skew_systems(plan: PaperPlan, systems: tuple[System, ...]) -> list[System]:
+    return [system for system in systems if plan.skew_systems is None or system.name in plan.skew_systems]
+
+
 def planned(options: BenchOptions) -> int:
     plan = paper_plan(options)
     rotx = len(plan.rotx_levels) * min(_steps(plan.rotx_rule), 4)
     other = (len(plan.write_ratios) + len(plan.scale_levels) - 1) * min(_steps(plan.rule), 4)
-    return len(options.systems) * (rotx + other)
+    skew = 0 if options.connect else len(_skew_systems(plan, options.systems)) * len(plan.skew_levels)
+    return len(options.systems) * (rotx + other) + skew
 
 
 def _search(bench: Bench, sut: SystemUnderTest, workload: WorkloadConfig, rule: PeakRule, *, series: str,
@@ -102,6 +133,23 @@ def _search(bench: Bench, sut: SystemUnderTest, workload: WorkloadConfig, rule: 
     return found
 
 
+def _skew_sweep(bench: Bench, plan: PaperPlan) -> None:
+    """Each system's RO-TX over every partition + PUT on a fresh cluster per skew level, at
+    ``plan.skew_sessions`` sessions, into ``paper-skew`` (module docstring)."""
+    title = (f"Clock-skew sweep: RO-TX over every partition + PUT at {plan.skew_sessions} sessions, a fresh "
+             "cluster per skew (paper, Figure 4d: the stall against the skew)")
+    for system in _skew_systems(plan, bench.options.systems):
+        for skew_ms in plan.skew_levels:
+            def skew_cluster(system: System = system, skew_ms: float = skew_ms) -> None:
+                with bench.start(system, plan.dcs, plan.partitions, skew_ms) as sut:
+                    if plan.skew_load:
+                        bench.load(sut)
+                    workload = bench.workload("rotx", sut, rotx_partitions=sut.partitions, write_ratio=None)
+                    bench.measure(sut, workload, plan.skew_sessions, series="paper-skew", kind="clock_skew_ms",
+                                  title=title)
+            bench.guarded(f"skew sweep at {skew_ms:g} ms on {system.name}", skew_cluster)
+
+
 def run(bench: Bench) -> None:
     o = bench.options
     plan = paper_plan(o)
@@ -114,6 +162,9 @@ def run(bench: Bench) -> None:
                         "other_sweeps_max_sessions": plan.rule.max_sessions,
                         "latency_cap_ms": plan.rotx_rule.latency_cap_ms, "growth": plan.rotx_rule.growth},
         "idle_s": plan.idle_s,
+        "skew_sweep": {"clock_skew_ms": list(plan.skew_levels), "sessions": plan.skew_sessions,
+                       "rotx_partitions": plan.partitions, "loaded": plan.skew_load,
+                       "systems": list(plan.skew_systems) if plan.skew_systems is not None else None},
     }
     if o.connect:
         bench.results.note("--connect: protocols and partition counts are the running cluster's; "
@@ -159,6 +210,8 @@ def run(bench: Bench) -> None:
                     _search(bench, sut, workload, plan.rule, series="paper-scalability", kind="partitions",
                                   title=scale_title, idle_cores=idle_cores)
             bench.guarded(f"scalability with {partitions} partition(s) on {system.name}", scale_cluster)
+    if not o.connect:
+        _skew_sweep(bench, plan)
     series = bench.results.series.get("paper-scalability")
     if series:
         series.runs.sort(key=lambda run: (run.system, run.partitions))

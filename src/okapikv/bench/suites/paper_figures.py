@@ -6,6 +6,9 @@ section: results.json's ``paper`` (``Results.paper``), built from the runs by ``
   (Figures 3a, 4a, 5), server CPU per operation gross and net of the idle background;
 - ``stalls``: at each system's peak per p, RO-TX waits per slice and per transaction (Figure 4c/d
   is per transaction: ``okapikv.core.reads.SnapshotReads._count_stall``) and PUT waits;
+- ``skew``: the skew sweep (``suites.paper``): per system and skew level, the same stalls with the
+  run's skew model, largest in-DC skew, sessions, throughput and RO-TX latency (Figure 4d against
+  the skew);
 - ``visibility``: per destination DC, sources pooled, with the distance between the sources'
   medians (``engine.visibility.by_destination``; the pooled-over-everything CDF is in the plots);
 - ``metadata``: per replicated update, the paper's formula beside what the links carried
@@ -135,6 +138,23 @@ def stall_rows(results: Results) -> list[dict[str, Any]]:
     return rows
 
 
+def skew_rows(results: Results) -> list[dict[str, Any]]:
+    """The skew sweep's runs (series ``paper-skew``), by system then skew."""
+    series = results.series.get("paper-skew")
+    rows = []
+    for run in sorted(series.runs if series else [], key=lambda run: (run.system, run.clock_skew_ms)):
+        slice_p, slice_ms = _wait(run, "rotx")
+        tx_p, tx_ms = _wait(run, "rotx_tx")
+        put_p, put_ms = _wait(run, "write")
+        rows.append({"system": run.system, "clock_skew_ms": run.clock_skew_ms, "clock_skew_model": run.clock_skew_model,
+                     "max_dc_skew_ms": run.max_dc_skew_ms, "rotx_partitions": run.rotx_partitions,
+                     "sessions": run.clients, "throughput_ops_s": run.throughput_ops_s,
+                     "rotx_mean_ms": _mean_ms(run, "rotx"), "tx_probability": tx_p, "tx_mean_ms": tx_ms,
+                     "slice_probability": slice_p, "slice_mean_ms": slice_ms, "put_probability": put_p,
+                     "put_mean_ms": put_ms})
+    return rows
+
+
 def metadata_rows(results: Results) -> list[dict[str, Any]]:
     """Per system, from its run that replicated the most updates."""
     best: dict[str, Run] = {}
@@ -180,7 +200,7 @@ def summarize(results: Results) -> dict[str, Any]:
         (pair.source, pair.destination, pair.samples_ms) for pair in pairs)]
         for system, pairs in results.visibility.items()}
     section: dict[str, Any] = {
-        "peaks": peaks(results), "stalls": stall_rows(results), "visibility": visibility,
+        "peaks": peaks(results), "stalls": stall_rows(results), "skew": skew_rows(results), "visibility": visibility,
         "metadata": metadata_rows(results), "communication": communication_rows(results),
         "idle_cores": idle_cores(results)}
     data = results.to_dict()
@@ -234,6 +254,19 @@ def markdown(paper: dict[str, Any]) -> list[str]:  # noqa: C901 - one table afte
                           f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
                           f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
                           f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in stalls])
+    skew = paper.get("skew", [])
+    if skew:
+        lines += ["### RO-TX stalls against the clock skew (a fresh cluster per skew)", "",
+                  f"RO-TX over every partition (p = {skew[0]['rotx_partitions']}) + PUT at {skew[0]['sessions']} "
+                  "sessions, one run per system and skew (not a peak search); the largest in-DC skew bounds a "
+                  "Cure slice's wait (series `paper-skew`, paper-skew.csv, waits_vs_clock_skew.png).", ""]
+        lines += _table(["system", "skew ms", "model", "largest in-DC skew ms", "ops/s", "RO-TX mean ms",
+                         "per transaction: P / mean ms", "per slice: P / mean ms", "PUT: P / mean ms"],
+                        [[row["system"], _fmt(row["clock_skew_ms"], 1), str(row["clock_skew_model"] or "-"),
+                          _fmt(row["max_dc_skew_ms"], 1), _fmt(row["throughput_ops_s"]), _fmt(row["rotx_mean_ms"], 2),
+                          f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
+                          f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in skew])
     visibility = paper.get("visibility", {})
     if visibility:
         lines += ["### Remote update visibility per destination DC (sources pooled)", "",
