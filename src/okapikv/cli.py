@@ -9,6 +9,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from okapikv.core.config import DEFAULT_IDLE_INTERVAL_US
 from okapikv.core.deployment import PAPER_DC_NAMES
 from okapikv.core.skew import DC_MAJOR, SKEW_MODELS, UNIFORM
 
@@ -43,7 +44,7 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--idle-after-ms", type=float, default=None,
                    help="after this long without a write, rounds and heartbeats run every --idle-interval-ms "
                         "until the next write (default 1000; 0: never back off)")
-    p.add_argument("--idle-interval-ms", type=float, default=200.0,
+    p.add_argument("--idle-interval-ms", type=float, default=DEFAULT_IDLE_INTERVAL_US / 1000,
                    help="the period of rounds and heartbeats while idle (default %(default)s)")
     p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
     p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")

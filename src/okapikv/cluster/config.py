@@ -70,7 +70,7 @@ from typing import Any
 
 from okapikv.cluster.connections import ConnectionSettings
 from okapikv.cluster.reads import ReadLimits
-from okapikv.core.config import CoreConfig
+from okapikv.core.config import DEFAULT_IDLE_INTERVAL_US, CoreConfig
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.protocols import protocol_names
 from okapikv.core.skew import DC_MAJOR, clock_offsets_us
@@ -94,11 +94,11 @@ REALISTIC_WAN_MS: dict[frozenset[str], float] = {
 }
 DEFAULT_REALISTIC_WAN_MS = 50.0
 # Idle pacing (``okapikv.core.pacing``): after a second without a client write or remote update, a
-# partition's round, heartbeat and GC pass run every 200 ms instead of every few ms, and snap back at
-# the next write. An idle 3 DC x 2 partition cluster on a 2-core machine otherwise costs ~0.12 core
-# per server; at 100 ms it still cost ~0.02 (docs/benchmarks.md, "Idle cost").
+# partition's round, heartbeat and GC pass run once a second instead of every few ms, and snap back
+# at the next write. An idle 3 DC x 2 partition cluster on a 2-core machine otherwise costs ~0.12
+# core per server; at 200 ms ~0.015, at 1 s ~0.004 (docs/benchmarks.md, "Idle cost").
 DEFAULT_IDLE_AFTER_MS = 1000.0
-DEFAULT_IDLE_INTERVAL_MS = 200.0
+DEFAULT_IDLE_INTERVAL_MS = DEFAULT_IDLE_INTERVAL_US / 1000
 
 _TOP_LEVEL_KEYS = {
     "cluster_id",

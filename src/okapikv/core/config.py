@@ -18,6 +18,13 @@ from okapikv.core.protocols import protocol_names
 
 #: The limits on snapshot reads that must be positive (``max_snapshot_retries`` may be 0; the cluster
 #: config's ``[reads]`` section sets them all: ``okapikv.cluster.reads``).
+#: The idle pacing's period (``okapikv.core.pacing``; the cluster's default, ``okapi up``'s and the
+#: simulator's): an idle server's cost is per tick (about a dozen messages sent, received and
+#: acknowledged), and the first update after an idle spell is visible within the same bound whatever
+#: the period (the snap-back: ``tests/sim/test_idle.py``), so the period is as long as the stable
+#: vectors may trail an idle cluster's clocks (docs/benchmarks.md, "Idle cost").
+DEFAULT_IDLE_INTERVAL_US = 1_000_000
+
 READ_LIMITS = ("max_read_keys", "max_scan_items", "max_scan_bytes", "max_concurrent_reads", "max_read_items",
                "read_timeout_us", "read_deadline_us", "snapshot_lease_us")
 
@@ -35,7 +42,7 @@ class CoreConfig:
     # Idle pacing (``okapikv.core.pacing``): after this long without a client write or remote update,
     # the round, the heartbeat and the GC pass run once per ``idle_interval_us`` (0: never back off)
     idle_after_us: int = 0
-    idle_interval_us: int = 200_000
+    idle_interval_us: int = DEFAULT_IDLE_INTERVAL_US
     gc_interval_us: int = 50_000
     gc_budget: int = 2_000  # keys examined per GC pass, so a pass never stalls the server
     max_key_bytes: int = 1024

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from okapikv.core.config import DEFAULT_IDLE_INTERVAL_US
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.skew import SKEW_MODELS
 from okapikv.sim.cost import CostProfile
@@ -187,7 +188,7 @@ class SimConfig:
     piggyback_usv: bool = False
     #: idle pacing (``CoreConfig.idle_after_us``, ``idle_interval_us``; 0: never back off, the paper's)
     idle_after_ms: float = 0.0
-    idle_interval_ms: float = 200.0
+    idle_interval_ms: float = DEFAULT_IDLE_INTERVAL_US / 1000
     #: fraction of writes whose remote visibility latency is measured (0 disables)
     visibility_sample: float = 0.05
     #: check internal invariants while running (replication promise: vv[i] never covers an update
