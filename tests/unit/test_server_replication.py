@@ -591,6 +591,29 @@ class TestWaits:
         stamps = [r.timestamp for r in got]  # type: ignore[union-attr]
         assert stamps == sorted(stamps)
 
+    def test_a_backlog_of_clock_waiting_writes_runs_one_handler_per_microsecond(self) -> None:
+        # One write takes the clock's microsecond; the others wait for the next without their
+        # handler running again (a backlog of n writes cost n handler runs per microsecond).
+        server = make(num_dcs=1, protocol="cure")
+        server.on_timer(T0)
+        for request_id in range(1, 51):
+            server.handle(PutRequest(request_id, b"k%d" % request_id, b"v", session(1, dt=pack(T0 + 5))), T0)
+        calls: list[object] = []
+        handle = server._handlers[PutRequest]
+
+        def counting(message: object, now_us: int) -> object:
+            calls.append(message)
+            return handle(message, now_us)  # type: ignore[arg-type]
+
+        server._handlers[PutRequest] = counting  # type: ignore[assignment]
+        got = replies(server.on_timer(T0 + 6))
+        assert [r.request_id for r in got] == [1] and len(calls) == 1
+        while server.parked_count:
+            got += replies(server.on_timer(server.next_deadline()))
+        assert [r.request_id for r in got] == list(range(1, 51))
+        assert len(calls) == 50
+        assert server.stats.waits["put_dependency"].count == 50
+
 
 # ====================================================================== GC and snapshot horizon
 

@@ -93,7 +93,15 @@ from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
 from okapikv.core.stabilization import stabilization_for
 from okapikv.core.state import Parked, PartitionState, Wait, clock_offset_error
-from okapikv.core.timestamps import LOGICAL_BITS, LOGICAL_MASK, WaitForClock, offset_ceiling, pack, physical_of
+from okapikv.core.timestamps import (
+    CLOCK_PUT_WAITS,
+    LOGICAL_BITS,
+    LOGICAL_MASK,
+    WaitForClock,
+    offset_ceiling,
+    pack,
+    physical_of,
+)
 from okapikv.core.vectors import Vector, merge_max
 
 __all__ = ["Changes", "PartitionServer", "Repair"]
@@ -410,8 +418,17 @@ class PartitionServer(PartitionState):
             else:
                 still.append(parked)
         self.parked = still
+        spent = pack(now_us) <= self.vv[self.dc]
         for parked in ready:
             message = parked.message
+            if spent and parked.wait.reason in CLOCK_PUT_WAITS:
+                # Cure's and GentleRain's writes take the clock's microsecond, one write per
+                # microsecond (``physical_put_timestamp``): once this one is taken, every other write
+                # waits for the next, so its handler is not run again only to park it again (a
+                # backlog of n writes would cost n handler runs per microsecond).
+                self.parked.append(Parked(message, WaitForClock(physical_of(self.vv[self.dc]) + 1,
+                                                                parked.wait.reason), parked.since_us))
+                continue
             if type(message) is TxSlice or type(message) is ScanSlice:  # its reply says how long it waited
                 outcome = self.reads.on_slice(message, now_us, now_us - parked.since_us)
             else:
@@ -419,6 +436,7 @@ class PartitionServer(PartitionState):
             if isinstance(outcome, list):
                 self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
                 effects.extend(outcome)
+                spent = pack(now_us) <= self.vv[self.dc]
             else:
                 self.parked.append(Parked(parked.message, outcome, parked.since_us))
 

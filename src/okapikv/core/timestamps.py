@@ -76,6 +76,11 @@ def offset_ceiling(now_us: int, max_offset_us: int) -> int:
     return pack(now_us + max_offset_us, LOGICAL_MASK)
 
 
+#: the reasons a write waits under ``physical_put_timestamp``: a write can go once the clock reads past
+#: both the previous timestamp and its dependencies
+CLOCK_PUT_WAITS = frozenset({"put_dependency", "clock_tick"})
+
+
 def physical_put_timestamp(previous: int, max_dependency: int, now_us: int) -> int | WaitForClock:
     """Timestamp assignment of Cure and GentleRain: the physical clock alone.
 
