@@ -207,7 +207,7 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--threads", type=int, default=None, help="with --cost --blocking thread: threads per server")
     p.add_argument("--experiment", default=None,
                    choices=["fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic"],
-                   help="run one of the paper's experiments under the cost model (default profile python-server), "
+                   help="run one of the paper's experiments under the cost model (default profile python-quiet), "
                         "written as okapi bench writes results (--out)")
     p.add_argument("--protocols", default="okapi,cure,gentlerain", help="--experiment: the systems compared")
     p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md")

@@ -34,3 +34,30 @@ def test_the_visibility_experiment_has_a_cdf_per_pair(tmp_path: Path) -> None:
     assert {(pair["source"], pair["destination"]) for pair in pairs} == {("dc0", "dc1"), ("dc1", "dc0")}
     assert all(pair["count"] == len(pair["samples_ms"]) > 0 for pair in pairs)
     assert main(["sim", "--experiment", "visibility", "--cost", "no-such", "--out", str(out)]) == 2
+
+
+def test_okapi_piggyback_runs_as_its_own_system_and_is_checked(tmp_path: Path) -> None:
+    out = tmp_path / "traffic"
+    assert main(["sim", "--experiment", "traffic", "--dcs", "2", "--partitions", "2", "--duration-s", "0.1",
+                 "--warmup-s", "0.03", "--protocols", "okapi,okapi-piggyback", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    runs = results["series"]["sim-traffic"]["runs"]
+    assert [run["system"] for run in runs] == ["okapi", "okapi-piggyback"]
+    notes = " ".join(results["notes"])
+    assert "okapi at 32 clients" in notes and "okapi-piggyback at 32 clients" in notes and "(0 anomalies;" in notes
+    assert "okapi-piggyback" in (out / "report.md").read_text()
+    # the piggybacked USV changes what stabilization sends: the two systems' traffic differs
+    assert runs[0]["traffic"] != runs[1]["traffic"]
+
+
+def test_an_experiment_runs_at_five_dcs(tmp_path: Path) -> None:
+    out = tmp_path / "vis5"
+    assert main(["sim", "--experiment", "visibility", "--dcs", "5", "--partitions", "1", "--duration-s", "0.15",
+                 "--warmup-s", "0.05", "--protocols", "okapi", "--out", str(out)]) == 0
+    pairs = json.loads((out / "results.json").read_text())["visibility"]["okapi"]
+    assert len({(pair["source"], pair["destination"]) for pair in pairs}) == 5 * 4
+
+
+def test_a_system_the_simulator_lacks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "--experiment", "traffic", "--protocols", "okapi-bounded", "--out", str(tmp_path)]) == 2
+    assert "okapi-bounded" in capsys.readouterr().err
