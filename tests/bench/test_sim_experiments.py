@@ -61,3 +61,9 @@ def test_an_experiment_runs_at_five_dcs(tmp_path: Path) -> None:
 def test_a_system_the_simulator_lacks_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sim", "--experiment", "traffic", "--protocols", "okapi-bounded", "--out", str(tmp_path)]) == 2
     assert "okapi-bounded" in capsys.readouterr().err
+
+
+def test_rotx_levels_must_be_partition_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("1,x", "0,2"):
+        assert main(["sim", "--experiment", "fig4", "--rotx-levels", bad, "--out", str(tmp_path)]) == 2
+        assert "--rotx-levels" in capsys.readouterr().err

@@ -66,3 +66,8 @@ def test_every_systems_first_run_is_checked_and_labelled_with_its_name() -> None
     assert [(run["system"], run["checked"]) for run in runs] == [
         ("okapi", True), ("okapi", False), ("okapi-piggyback", True), ("okapi-piggyback", False)]
     assert all(run["anomalies"] == 0 for run in runs)
+
+
+def test_fig4_sweeps_the_rotx_levels_it_is_given() -> None:
+    assert {p.rotx_partitions for p in points("fig4", Plan(partitions=32, rotx_levels=(1, 8)))} == {1, 8}
+    assert {p.rotx_partitions for p in points("fig4", Plan(partitions=4, rotx_levels=(1, 8)))} == {1, 4}

@@ -86,6 +86,19 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
     return results
 
 
+def _levels(text: str | None) -> tuple[int, ...] | None:
+    """``--rotx-levels 1,4,16``: positive RO-TX sizes (``ValueError`` otherwise)."""
+    if text is None:
+        return None
+    try:
+        levels = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--rotx-levels {text!r}: comma-separated partition counts") from None
+    if not levels or min(levels) < 1:
+        raise ValueError(f"--rotx-levels {text!r}: every level at least 1")
+    return levels
+
+
 def run_experiment_command(args: argparse.Namespace) -> int:
     name = args.experiment
     try:
@@ -100,7 +113,8 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             profile = profile.__class__(**{**profile.to_json(), "cores": args.cores})
         plan = Plan(dcs=args.dcs, partitions=args.partitions if args.partitions_given else 32,
                     duration_s=args.duration_s if args.duration_given else DEFAULTS.duration_s,
-                    warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=protocols)
+                    warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=protocols,
+                    rotx_levels=_levels(args.rotx_levels))
         if plan.warmup_s >= plan.duration_s:
             raise ValueError("--warmup-s must be below --duration-s")
     except ValueError as error:

@@ -63,6 +63,8 @@ class Plan:
     clients_per_partition: int = 8
     protocols: tuple[str, ...] = PROTOCOLS
     seed: int = 1
+    #: fig4 and fig5: the RO-TX sizes swept (None: the paper's); fewer for the larger deployments
+    rotx_levels: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +97,7 @@ def points(name: str, plan: Plan) -> list[Point]:
         return [Point("sim-scalability", "partitions", title, system, level, min(2, level), keep="peak")
                 for system in plan.protocols for level in _levels(n, (2, 4, 8, 16, 32))]
     if name in ("fig4", "fig5"):
-        wanted = (1, 2, 4, 8, 16, 32) if name == "fig4" else (1, 4, 16)
+        wanted = plan.rotx_levels or ((1, 2, 4, 8, 16, 32) if name == "fig4" else (1, 4, 16))
         title = f"RO-TX over p partitions + PUT (paper, Figure {name[-1]}), simulated"
         return [Point(f"sim-{name}", "rotx_partitions", title, system, n, p)
                 for system in plan.protocols for p in _levels(n, wanted)]
