@@ -71,3 +71,11 @@ def test_every_systems_first_run_is_checked_and_labelled_with_its_name() -> None
 def test_fig4_sweeps_the_rotx_levels_it_is_given() -> None:
     assert {p.rotx_partitions for p in points("fig4", Plan(partitions=32, rotx_levels=(1, 8)))} == {1, 8}
     assert {p.rotx_partitions for p in points("fig4", Plan(partitions=4, rotx_levels=(1, 8)))} == {1, 4}
+
+
+def test_a_gentlerain_sweep_runs_until_its_servers_saturate() -> None:
+    """GentleRain's throughput doubles with its clients for many steps (each RO-TX waits for the
+    furthest DC); the sweep must not stop it before Okapi's ceiling."""
+    plan = Plan(dcs=2, partitions=1, duration_s=0.1, warmup_s=0.03, protocols=("gentlerain",), rotx_levels=(1,))
+    sweep = [run for run in run_experiment("fig4", plan, packaged_profile("python-quiet")) if not run["checked"]]
+    assert len(sweep) > 6

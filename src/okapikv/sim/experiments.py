@@ -46,7 +46,10 @@ PROTOCOLS = ("okapi", "cure", "gentlerain")
 VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
 #: a sweep stops once doubling the clients raises the throughput by less than this share
 PEAK_GROWTH = 0.05
-MAX_SWEEP_STEPS = 6
+#: at most this many doublings from one client per partition of each DC (128 per partition of each DC
+#: at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
+#: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
+MAX_SWEEP_STEPS = 8
 PAPER_SKEW_MS = 10.0
 WRITE_RATIOS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)
 
