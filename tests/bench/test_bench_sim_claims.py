@@ -106,3 +106,12 @@ def test_write_ratio_and_communication_rules() -> None:
 def test_without_simulated_results_every_row_says_so() -> None:
     rows = judge({})
     assert len(rows) == 19 and all(row.verdict == SILENT and row.why for row in rows)
+
+
+def test_a_peak_at_the_sweeps_last_step_is_called_a_lower_bound() -> None:
+    data = _fig3(1000, 990, 500)
+    for run in data["series"]["s"]["runs"]:
+        if run["system"] == "gentlerain" and run["partitions"] == 32 and run["clients"] == 96:
+            run["clients"], run["dcs"] = 32 * 3 * 128, 3
+    measured = judge({"fig3": data})[0].measured
+    assert "gentlerain at 32: the sweep's last step, a lower bound" in measured and "at 2:" not in measured
