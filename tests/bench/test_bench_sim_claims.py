@@ -115,3 +115,13 @@ def test_a_peak_at_the_sweeps_last_step_is_called_a_lower_bound() -> None:
             run["clients"], run["dcs"] = 32 * 3 * 128, 3
     measured = judge({"fig3": data})[0].measured
     assert "gentlerain at 32: the sweep's last step, a lower bound" in measured and "at 2:" not in measured
+
+
+def test_gentlerain_cheapest_per_second_but_not_per_operation_is_partly() -> None:
+    runs = []
+    for w in (0.1, 0.9):
+        runs += [_run("okapi", w=w, ops=1000.0, stabilization=3000.0),
+                 _run("cure", w=w, ops=1000.0, stabilization=2000.0),
+                 _run("gentlerain", w=w, ops=100.0, stabilization=500.0)]
+    row = judge({"write-ratio": _results(runs)})[18]
+    assert row.verdict == PARTLY and "lowest at 0 of 2 write ratios, its B/s at 2" in row.measured
