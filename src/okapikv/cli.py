@@ -213,6 +213,8 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="--experiment: the systems compared (also okapi-piggyback)")
     p.add_argument("--rotx-levels", default=None, metavar="P,P,...",
                    help="--experiment fig4|fig5: the RO-TX sizes swept (default fig4 1,2,4,8,16,32; fig5 1,4,16)")
+    p.add_argument("--sweep-steps", type=int, default=None,
+                   help="--experiment: a peak sweep's steps at most, each doubling the clients (default 8)")
     p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md")
     p.set_defaults(target="okapikv.cli:run_sim_command")
 

@@ -72,3 +72,14 @@ def test_rotx_levels_must_be_partition_counts(tmp_path: Path, capsys: pytest.Cap
     for bad in ("1,x", "0,2"):
         assert main(["sim", "--experiment", "fig4", "--rotx-levels", bad, "--out", str(tmp_path)]) == 2
         assert "--rotx-levels" in capsys.readouterr().err
+
+
+def test_sweep_steps_bound_a_sweep_and_are_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fig4"
+    assert main(["sim", "--experiment", "fig4", "--dcs", "2", "--partitions", "1", "--duration-s", "0.1",
+                 "--warmup-s", "0.03", "--protocols", "gentlerain", "--sweep-steps", "2", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["sweep_steps"] == 2
+    assert [run["clients"] for run in results["series"]["sim-fig4"]["runs"]] == [2, 4]
+    assert main(["sim", "--experiment", "fig4", "--sweep-steps", "0", "--out", str(out)]) == 2
+    assert "--sweep-steps" in capsys.readouterr().err

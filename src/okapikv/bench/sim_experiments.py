@@ -70,7 +70,8 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
     results = Results(config={
         "suite": f"sim --experiment {name}", "command": command, "dcs": plan.dcs, "partitions": plan.partitions,
         "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
-        "clients_per_partition": plan.clients_per_partition, "cost_profile": profile.to_json()})
+        "clients_per_partition": plan.clients_per_partition, "sweep_steps": plan.sweep_steps,
+        "cost_profile": profile.to_json()})
     for data in runs:
         if data["checked"]:  # the checkers' run: drained and recorded, not a measurement
             continue
@@ -117,7 +118,10 @@ def run_experiment_command(args: argparse.Namespace) -> int:
         plan = Plan(dcs=args.dcs, partitions=args.partitions if args.partitions_given else 32,
                     duration_s=args.duration_s if args.duration_given else DEFAULTS.duration_s,
                     warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=protocols,
-                    rotx_levels=_levels(args.rotx_levels))
+                    rotx_levels=_levels(args.rotx_levels),
+                    sweep_steps=args.sweep_steps if args.sweep_steps is not None else DEFAULTS.sweep_steps)
+        if plan.sweep_steps < 1:
+            raise ValueError("--sweep-steps must be at least 1")
         if plan.warmup_s >= plan.duration_s:
             raise ValueError("--warmup-s must be below --duration-s")
     except ValueError as error:

@@ -46,8 +46,8 @@ PROTOCOLS = ("okapi", "cure", "gentlerain")
 VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
 #: a sweep stops once doubling the clients raises the throughput by less than this share
 PEAK_GROWTH = 0.05
-#: at most this many doublings from one client per partition of each DC (128 per partition of each DC
-#: at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
+#: a peak sweep's steps at most, each doubling the clients from one per partition of each DC (128 per
+#: partition of each DC at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
 #: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
 MAX_SWEEP_STEPS = 8
 PAPER_SKEW_MS = 10.0
@@ -68,6 +68,8 @@ class Plan:
     seed: int = 1
     #: fig4 and fig5: the RO-TX sizes swept (None: the paper's); fewer for the larger deployments
     rotx_levels: tuple[int, ...] | None = None
+    #: a peak sweep's doublings at most (fewer: cheaper, and a peak at the last step a lower bound)
+    sweep_steps: int = MAX_SWEEP_STEPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +182,7 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
         runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
     measured: list[dict[str, Any]] = []
     clients = start
-    for _ in range(1 if point.clients is not None else MAX_SWEEP_STEPS):
+    for _ in range(1 if point.clients is not None else plan.sweep_steps):
         run = _one(point, plan, profile, clients, checked=False, progress=progress)
         measured.append(run)
         if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):

@@ -91,6 +91,10 @@ class _Sim:
                 best[at] = run
         return best
 
+    def steps(self, experiment: str) -> int:
+        """The experiment's sweep steps at most (a results.json without ``sweep_steps`` ran 6)."""
+        return int(self.results.get(experiment, {}).get("config", {}).get("sweep_steps", 6))
+
     def levels(self, experiment: str, key: str) -> list[Any]:
         return sorted({run[key] for run in self.runs(experiment)})
 
@@ -98,16 +102,25 @@ class _Sim:
         return {(run["system"], run[key]): run for run in self.runs(experiment)}
 
 
-def at_sweep_top(run: dict[str, Any]) -> bool:
-    """The run is its sweep's last possible step (``MAX_SWEEP_STEPS`` doublings from one client per
-    partition of each DC): its peak may lie beyond."""
-    return bool(run["clients"] >= run["partitions"] * run.get("dcs", 3) * 2 ** (MAX_SWEEP_STEPS - 1))
+def at_sweep_top(run: dict[str, Any], steps: int = MAX_SWEEP_STEPS) -> bool:
+    """The run is its sweep's last possible step (``steps`` steps, each doubling the clients, from one
+    client per partition of each DC): its peak may lie beyond."""
+    return bool(run["clients"] >= run["partitions"] * run.get("dcs", 3) * 2 ** (steps - 1))
 
 
-def _topped(peaks: dict[tuple[str, Any], dict[str, Any]]) -> str:
-    """What the verdict's reason says of the peaks at their sweep's top."""
-    top = sorted({f"{system} at {value}" for (system, value), run in peaks.items() if at_sweep_top(run)})
-    return f" ({', '.join(top)}: the sweep's last step, a lower bound)" if top else ""
+def _topped(sim: _Sim, experiment: str, key: str, peaks: dict[tuple[str, Any], dict[str, Any]]) -> str:
+    """What the measured figure says of the peaks at their sweep's last step that the growth rule did
+    not stop there (where the series keeps every step; fig3 keeps only the peak, so there it may)."""
+    steps = sim.steps(experiment)
+    top = []
+    for (system, value), run in sorted(peaks.items()):
+        below = sorted((r for r in sim.runs(experiment) if r["system"] == system and r[key] == value
+                        and r["clients"] < run["clients"]), key=lambda r: r["clients"])
+        still_growing = not below or run["throughput_ops_s"] >= below[-1]["throughput_ops_s"] * 1.05
+        if at_sweep_top(run, steps) and still_growing:
+            top.append(f"{system} at {value}")
+    return f" (peaks at the sweep's last step, {steps} steps, so possibly below the peak: {', '.join(top)})" if top \
+        else ""
 
 
 def _throughput(run: dict[str, Any] | None) -> float | None:
@@ -149,7 +162,8 @@ def _throughput_rule(sim: _Sim, experiment: str, key: str, label: str, topic: st
     known_gr = [r for _, r in gr if r is not None]
     if not known_cure or not known_gr:
         return SimClaim(topic, "-", SILENT, "the simulated results lack a system's peaks")
-    measured = f"Okapi / Cure {_listing(cure, label)}; Okapi / GentleRain {_listing(gr, label)}{_topped(peaks)}"
+    measured = (f"Okapi / Cure {_listing(cure, label)}; Okapi / GentleRain {_listing(gr, label)}"
+                f"{_topped(sim, experiment, key, peaks)}")
     cure_ok = all(r >= 1 - EQUAL for r in known_cure)
     gr_ok = all(r >= 1.3 for r in known_gr) if gentlerain_upto is None else max(known_gr) >= 1.3
     gr_ahead = all(r > 1 + EQUAL for r in known_gr)
@@ -204,7 +218,7 @@ def _sessions_rule(sim: _Sim) -> SimClaim:
             total += 1
             more_cure += clients["cure"] > clients["okapi"]
             more_gr += clients["gentlerain"] > clients["okapi"]
-            capped += any(at_sweep_top(run) for run in found.values() if run is not None)
+            capped += any(at_sweep_top(run, sim.steps(experiment)) for run in found.values() if run is not None)
     if not total:
         return SimClaim(topic, "-", SILENT, "no simulated peaks of all three systems")
     measured = (f"clients at the peak more than Okapi's at {more_cure} (Cure) and {more_gr} (GentleRain) of {total} "
