@@ -246,9 +246,8 @@ def _scaling_rule(sim: _Sim) -> SimClaim:
     if known and all(r >= 0.75 * linear for r in known):
         return SimClaim(topic, measured, REPRODUCED, "every system within 75% of linear")
     if known and all(r > 1.5 for r in known):
-        return SimClaim(topic, measured, PARTLY, "every system gains, sublinearly: a RO-TX over 2 partitions and "
-                        "the stabilization rounds (an aggregator per DC, every partition's report) cost more at "
-                        "more partitions")
+        return SimClaim(topic, measured, PARTLY, "every system gains, less than linearly (where a peak is its "
+                        "sweep's last step, row 1, the gain is a lower bound)")
     return SimClaim(topic, measured, NOT, "some system does not gain from added partitions")
 
 
@@ -304,8 +303,8 @@ def _cure_stall_rules(sim: _Sim) -> list[SimClaim]:
         second = SimClaim(topic, measured, REPRODUCED, "within 5-10 ms")
     else:
         second = SimClaim(topic, measured, PARTLY, "Cure stalls for milliseconds, not within 5-10 ms at every p: "
-                          "a stall lasts the offset between the reading server and its DC's slowest clock, "
-                          "which for offsets uniform in [0, 10] ms averages less than the skew")
+                          "a stall lasts about the offset between two servers' clocks, which for offsets "
+                          "uniform in [0, X] ms averages X / 3")
     return [first, second]
 
 
@@ -334,7 +333,7 @@ def _gentlerain_stall_rule(sim: _Sim) -> SimClaim:
                         "stabilization")
     if near:
         return SimClaim(topic, measured, PARTLY, "the wait is about the furthest DC's delay, but not every RO-TX "
-                        "waits: a RO-TX whose session's last write is already stable in its DC reads at once")
+                        "waits: a RO-TX reads at once when its DC's stable time covers its session's last write")
     return SimClaim(topic, measured, PARTLY if always else NOT,
                     "it always waits, but not about the furthest DC's delay" if always else
                     "not every RO-TX waits, and not about the furthest DC's delay")
