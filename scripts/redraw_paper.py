@@ -4,7 +4,8 @@
 
 The paper section (``okapikv.bench.suites.paper_figures.summarize``) is a function of the runs, so
 a saved results.json gives it again with the current code; the claims table docs/paper.md carries
-is ``paper_claims.render`` of the committed results (``tests/bench/test_bench_paper_claims.py``
+is ``paper_claims.render`` of the committed results, with the column of the simulated results
+under docs/results/simulated (``sim_claims.judge``; ``tests/bench/test_bench_paper_claims.py``
 checks both). Run it after changing how the section or the claims are computed, or to publish a
 run written elsewhere (``okapi bench --suite paper --out DIR``).
 """
@@ -20,10 +21,12 @@ from okapikv.bench.engine.results import Results
 from okapikv.bench.suites.paper_claims import render
 from okapikv.bench.suites.paper_figures import summarize
 from okapikv.bench.suites.registry import write_outputs
+from okapikv.bench.suites.sim_claims import judge, load
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "paper"
 PAPER_MD = ROOT / "docs" / "paper.md"
+SIMULATED = ROOT / "docs" / "results" / "simulated"
 BEGIN, END = "<!-- claims: generated from docs/results/paper/results.json -->", "<!-- claims end -->"
 
 
@@ -39,7 +42,8 @@ def main(source: Path) -> None:
     saved = json.loads((OUT / "results.json").read_text())
     head, rest = PAPER_MD.read_text().split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    PAPER_MD.write_text(head + BEGIN + "\n" + render(saved) + END + tail)
+    simulated = [claim.cell() for claim in judge(load(SIMULATED))]
+    PAPER_MD.write_text(head + BEGIN + "\n" + render(saved, simulated) + END + tail)
     print(f"redrew {OUT} and the claims table of {PAPER_MD}")
 
 

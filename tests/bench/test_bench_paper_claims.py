@@ -1,6 +1,7 @@
 """docs/paper.md and the committed paper results agree: the paper suite's summary is a function of
 its runs (a search's peak replayed from its recorded steps), and the claims table docs/paper.md
-carries is ``paper_claims.render`` of the committed results.json, row for row."""
+carries is ``paper_claims.render`` of the committed results.json, row for row, with the column
+``sim_claims.judge`` gives of the committed simulated results."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import Any
 from okapikv.bench.engine.results import Results
 from okapikv.bench.suites.paper_claims import NOT, PARTLY, REPRODUCED, claims, render
 from okapikv.bench.suites.paper_figures import summarize
+from okapikv.bench.suites.sim_claims import SILENT, judge, load
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "paper" / "results.json"
 PAPER_MD = ROOT / "docs" / "paper.md"
+SIMULATED = ROOT / "docs" / "results" / "simulated"
 BEGIN, END = "<!-- claims: generated from docs/results/paper/results.json -->", "<!-- claims end -->"
 
 
@@ -33,7 +36,8 @@ def test_docs_paper_md_carries_the_claims_table_of_the_committed_results() -> No
     text = PAPER_MD.read_text()
     assert BEGIN in text and END in text
     table = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    assert table == render(_committed()).strip()
+    simulated = [claim.cell() for claim in judge(load(SIMULATED))]
+    assert table == render(_committed(), simulated).strip()
 
 
 def test_every_part_of_the_evaluation_has_a_claim_with_a_verdict() -> None:
@@ -93,3 +97,13 @@ def test_gentlerain_row_counts_the_skew_sweep() -> None:
     rows[1]["tx_probability"] = 0.5
     [claim] = [claim for claim in claims(results) if claim.claim.startswith("GentleRain's RO-TX always waits")]
     assert claim.verdict == NOT
+def test_the_simulated_column_has_a_verdict_for_every_claim_in_its_order() -> None:
+    real = claims(_committed())
+    simulated = judge(load(SIMULATED))
+    assert [claim.topic for claim in simulated] == [claim.topic for claim in real]
+    assert all(claim.verdict in (REPRODUCED, PARTLY, NOT, SILENT) and claim.why for claim in simulated)
+
+
+def test_the_table_renders_without_simulated_results() -> None:
+    plain = render(_committed())
+    assert "simulated at the paper's scale" not in plain and plain.count("\n") == len(claims(_committed())) + 2

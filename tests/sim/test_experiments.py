@@ -8,7 +8,15 @@ from itertools import pairwise
 import pytest
 
 from okapikv.sim.cost import packaged_profile
-from okapikv.sim.experiments import EXPERIMENTS, MAX_SWEEP_STEPS, PEAK_GROWTH, Plan, points, run_experiment
+from okapikv.sim.experiments import (
+    EXPERIMENTS,
+    MAX_SWEEP_STEPS,
+    PEAK_GROWTH,
+    Plan,
+    config_of,
+    points,
+    run_experiment,
+)
 
 PLAN = Plan(dcs=3, partitions=32)
 
@@ -40,3 +48,34 @@ def test_a_sweep_doubles_the_clients_until_the_throughput_stops_growing() -> Non
         assert all(g >= PEAK_GROWTH for g in growth[:-1])
         assert growth[-1] < PEAK_GROWTH or len(sweep) == MAX_SWEEP_STEPS
         assert all(run["latency_us"]["rotx"]["mean_us"] > 0 and run["server_stats"] for run in sweep)
+
+
+def test_okapi_piggyback_is_okapi_with_the_usv_in_the_gsv_round() -> None:
+    plan = Plan(dcs=2, partitions=2, protocols=("okapi", "okapi-piggyback"))
+    piggyback = next(p for p in points("traffic", plan) if p.system == "okapi-piggyback")
+    config = config_of(piggyback, plan, packaged_profile("python-quiet"), 4, checked=False)
+    assert config.protocol == "okapi" and config.piggyback_usv
+    plain = next(p for p in points("traffic", plan) if p.system == "okapi")
+    assert not config_of(plain, plan, packaged_profile("python-quiet"), 4, checked=False).piggyback_usv
+
+
+def test_every_systems_first_run_is_checked_and_labelled_with_its_name() -> None:
+    plan = Plan(dcs=2, partitions=1, duration_s=0.1, warmup_s=0.03, clients_per_partition=2,
+                protocols=("okapi", "okapi-piggyback"))
+    runs = run_experiment("traffic", plan, packaged_profile("python-quiet"))
+    assert [(run["system"], run["checked"]) for run in runs] == [
+        ("okapi", True), ("okapi", False), ("okapi-piggyback", True), ("okapi-piggyback", False)]
+    assert all(run["anomalies"] == 0 for run in runs)
+
+
+def test_fig4_sweeps_the_rotx_levels_it_is_given() -> None:
+    assert {p.rotx_partitions for p in points("fig4", Plan(partitions=32, rotx_levels=(1, 8)))} == {1, 8}
+    assert {p.rotx_partitions for p in points("fig4", Plan(partitions=4, rotx_levels=(1, 8)))} == {1, 4}
+
+
+def test_a_gentlerain_sweep_runs_until_its_servers_saturate() -> None:
+    """GentleRain's throughput doubles with its clients for many steps (each RO-TX waits for the
+    furthest DC); the sweep must not stop it before Okapi's ceiling."""
+    plan = Plan(dcs=2, partitions=1, duration_s=0.1, warmup_s=0.03, protocols=("gentlerain",), rotx_levels=(1,))
+    sweep = [run for run in run_experiment("fig4", plan, packaged_profile("python-quiet")) if not run["checked"]]
+    assert len(sweep) > 6

@@ -19,10 +19,14 @@ from typing import Any
 from okapikv.bench.engine.report import write_outputs
 from okapikv.bench.engine.results import Results, Run, VisibilityPair
 from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
+from okapikv.bench.engine.systems import parse_system
 from okapikv.sim.cost import CostProfile, load_profile
-from okapikv.sim.experiments import EXPERIMENTS, Plan, points, run_experiment
+from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment
 
-DEFAULT_PROFILE = "python-server"
+#: this machine's Python costs fitted to the quiet machine's paper suite
+#: (docs/simulated.md, "The profile, and what it is"): ``python-server`` is the same fit's upper
+#: bound, from a loaded machine
+DEFAULT_PROFILE = "python-quiet"
 DEFAULTS = Plan()
 
 
@@ -59,12 +63,16 @@ def visibility_pairs(data: dict[str, Any]) -> list[VisibilityPair]:
     return pairs
 
 
-def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str, Any]], command: str) -> Results:
+def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str, Any]], command: str, *,
+               simulated: int, cpu_s: float) -> Results:
+    """The results of ``runs`` (those the series keep); ``simulated`` runs took ``cpu_s`` in all (a
+    sweep that keeps only its peak simulated its other steps too)."""
     titles = {point.series: (point.kind, point.title) for point in points(name, plan)}
     results = Results(config={
         "suite": f"sim --experiment {name}", "command": command, "dcs": plan.dcs, "partitions": plan.partitions,
         "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
-        "clients_per_partition": plan.clients_per_partition, "cost_profile": profile.to_json()})
+        "clients_per_partition": plan.clients_per_partition, "sweep_steps": plan.sweep_steps,
+        "cost_profile": profile.to_json()})
     for data in runs:
         if data["checked"]:  # the checkers' run: drained and recorded, not a measurement
             continue
@@ -74,13 +82,26 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
             results.visibility[data["system"]] = visibility_pairs(data)
     checked = [data for data in runs if data["checked"]]
     results.note(f"simulated (okapikv.sim, cost profile {profile.name}: {profile.source}); latencies and "
-                 f"throughput in simulated time; {len(runs)} runs, {len(checked)} recorded and checked by the "
-                 f"causal, snapshot, session and convergence checkers "
+                 f"throughput in simulated time; {simulated} runs simulated, {len(runs)} kept, {len(checked)} "
+                 f"recorded and checked by the causal, snapshot, session and convergence checkers "
                  f"({sum(d['anomalies'] for d in checked)} anomalies; "
                  + ", ".join(f"{d['system']} at {d['clients']} clients" for d in checked)
                  + ": not in the series, its counters include its drain), the others unrecorded")
-    results.note(f"CPU time of the simulation: {sum(d['cpu_s'] for d in runs):.0f} s")
+    results.note(f"CPU time of the simulation: {cpu_s:.0f} s")
     return results
+
+
+def _levels(text: str | None) -> tuple[int, ...] | None:
+    """``--rotx-levels 1,4,16``: positive RO-TX sizes (``ValueError`` otherwise)."""
+    if text is None:
+        return None
+    try:
+        levels = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--rotx-levels {text!r}: comma-separated partition counts") from None
+    if not levels or min(levels) < 1:
+        raise ValueError(f"--rotx-levels {text!r}: every level at least 1")
+    return levels
 
 
 def run_experiment_command(args: argparse.Namespace) -> int:
@@ -88,20 +109,31 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     try:
         if name not in EXPERIMENTS:
             raise ValueError(f"unknown experiment {name!r}: one of {', '.join(EXPERIMENTS)}")
+        protocols = tuple(args.protocols.split(","))
+        for system in protocols:
+            if system not in VARIANTS and parse_system(system).settings():
+                raise ValueError(f"the simulator has no {system!r}: one of the protocols or {', '.join(VARIANTS)}")
         profile = load_profile(args.cost or DEFAULT_PROFILE)
         if args.cores is not None:
             profile = profile.__class__(**{**profile.to_json(), "cores": args.cores})
         plan = Plan(dcs=args.dcs, partitions=args.partitions if args.partitions_given else 32,
                     duration_s=args.duration_s if args.duration_given else DEFAULTS.duration_s,
-                    warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=tuple(args.protocols.split(",")))
+                    warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=protocols,
+                    rotx_levels=_levels(args.rotx_levels),
+                    sweep_steps=args.sweep_steps if args.sweep_steps is not None else DEFAULTS.sweep_steps)
+        if plan.sweep_steps < 1:
+            raise ValueError("--sweep-steps must be at least 1")
         if plan.warmup_s >= plan.duration_s:
             raise ValueError("--warmup-s must be below --duration-s")
     except ValueError as error:
         print(f"okapi sim: {error}", file=sys.stderr)
         return 2
     started = time.process_time()
+    simulated = 0
 
     def progress(run: dict[str, Any]) -> None:
+        nonlocal simulated
+        simulated += 1
         all_latency = run["latency_us"].get("all", {})
         check = f", checked: {run['anomalies']} anomalies" if run["checked"] else ""
         print(f"  {run['system']:<10} {run['series']:<18} partitions={run['partitions']} p={run['rotx_partitions']}"
@@ -111,11 +143,12 @@ def run_experiment_command(args: argparse.Namespace) -> int:
 
     runs = run_experiment(name, plan, profile, progress=progress)
     command = "okapi " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sim"] else f"okapi sim --experiment {name}"
-    results = results_of(name, plan, profile, runs, command)
-    results.add_time("simulation_cpu_s", time.process_time() - started)
+    cpu_s = time.process_time() - started
+    results = results_of(name, plan, profile, runs, command, simulated=simulated, cpu_s=cpu_s)
+    results.add_time("simulation_cpu_s", cpu_s)
     out = Path(args.out)
     files = write_outputs(results.to_dict(), out)
-    print(f"okapi sim --experiment {name}: {len(runs)} runs in {time.process_time() - started:.0f} s CPU; wrote "
+    print(f"okapi sim --experiment {name}: {simulated} runs in {time.process_time() - started:.0f} s CPU; wrote "
           f"{out}/results.json, report.md, {len(files['csv'])} CSV and {len(files['png'])} PNG files")
     bad = sum(d["anomalies"] for d in runs if d["checked"])
     return 0 if not bad else 1

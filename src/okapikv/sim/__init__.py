@@ -27,7 +27,7 @@ Commands::
     okapi sim --dcs 3 --partitions 32 --clients 3000 --duration-s 0.5 \\
               --clock-skew-ms 10                # the paper's deployment size, thousands of clients
     okapi sim --seed 7 --faults --history run.jsonl && okapi check run.jsonl
-    okapi sim --workload paper --rotx-partitions 4 --think-us 0 --cost python-server  # the cost model
+    okapi sim --workload paper --rotx-partitions 4 --think-us 0 --cost python-quiet   # the cost model
     okapi sim --experiment fig4 --out fig4      # a paper experiment at 3 DCs x 32 partitions
     okapi sim --seeds 1..20 --faults --clock-jumps --liveness-s 0.25 \\
               --partitions 3 --clients 6 --duration-s 0.5   # clocks hours off; liveness after the heal

@@ -16,8 +16,8 @@ Each sweep point is a peak-throughput sweep as the real suite measures one: the 
 (from one per partition of each DC) until the throughput grows by less than 5%
 (``PEAK_GROWTH``); unchecked runs end with their measurement (``SimConfig.drain``). Every run
 has clock offsets spread over 10 ms (the paper's suite, as
-``okapi bench --suite paper`` runs it) and the first run of every experiment is checked by the
-history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
+``okapi bench --suite paper`` runs it) and the first run of every system in an experiment is checked
+by the history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
 results say (``checked``).
 
 A run's record is a plain dict with ``okapi bench``'s ``Run`` fields that a simulation has (the
@@ -39,9 +39,17 @@ from okapikv.sim.runner import run_simulation
 
 EXPERIMENTS = ("fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic")
 PROTOCOLS = ("okapi", "cure", "gentlerain")
+#: systems that are a protocol with other simulator settings, by the name the runs are labelled
+#: with (the bench's ``--protocols`` names, ``okapikv.bench.engine.systems.VARIANTS``, which this
+#: layer may not import): ``okapi-piggyback`` computes the USV inside the GSV round (the paper's
+#: untried idea, Okapi section 5; ``okapikv.core.stabilization.PiggybackedUsv``)
+VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
 #: a sweep stops once doubling the clients raises the throughput by less than this share
 PEAK_GROWTH = 0.05
-MAX_SWEEP_STEPS = 6
+#: a peak sweep's steps at most, each doubling the clients from one per partition of each DC (128 per
+#: partition of each DC at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
+#: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
+MAX_SWEEP_STEPS = 8
 PAPER_SKEW_MS = 10.0
 WRITE_RATIOS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)
 
@@ -58,6 +66,10 @@ class Plan:
     clients_per_partition: int = 8
     protocols: tuple[str, ...] = PROTOCOLS
     seed: int = 1
+    #: fig4 and fig5: the RO-TX sizes swept (None: the paper's); fewer for the larger deployments
+    rotx_levels: tuple[int, ...] | None = None
+    #: a peak sweep's doublings at most (fewer: cheaper, and a peak at the last step a lower bound)
+    sweep_steps: int = MAX_SWEEP_STEPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +102,7 @@ def points(name: str, plan: Plan) -> list[Point]:
         return [Point("sim-scalability", "partitions", title, system, level, min(2, level), keep="peak")
                 for system in plan.protocols for level in _levels(n, (2, 4, 8, 16, 32))]
     if name in ("fig4", "fig5"):
-        wanted = (1, 2, 4, 8, 16, 32) if name == "fig4" else (1, 4, 16)
+        wanted = plan.rotx_levels or ((1, 2, 4, 8, 16, 32) if name == "fig4" else (1, 4, 16))
         title = f"RO-TX over p partitions + PUT (paper, Figure {name[-1]}), simulated"
         return [Point(f"sim-{name}", "rotx_partitions", title, system, n, p)
                 for system in plan.protocols for p in _levels(n, wanted)]
@@ -105,9 +117,16 @@ def points(name: str, plan: Plan) -> list[Point]:
     raise ValueError(f"unknown experiment {name!r}: one of {', '.join(EXPERIMENTS)}")
 
 
+def system_settings(system: str) -> tuple[str, bool]:
+    """The protocol of a system's name and whether it piggybacks the USV (``VARIANTS``)."""
+    return VARIANTS.get(system, (system, False))
+
+
 def config_of(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool) -> SimConfig:
+    protocol, piggyback_usv = system_settings(point.system)
     return SimConfig(
-        seed=plan.seed, protocol=point.system, num_dcs=plan.dcs, num_partitions=point.partitions,
+        seed=plan.seed, protocol=protocol, piggyback_usv=piggyback_usv, num_dcs=plan.dcs,
+        num_partitions=point.partitions,
         num_clients=clients, duration_s=plan.duration_s, warmup_s=plan.warmup_s, clock_skew_ms=PAPER_SKEW_MS,
         think_us_max=0, workload="paper" if point.write_ratio is None else "write-ratio",
         write_ratio=point.write_ratio if point.write_ratio is not None else 0.5,
@@ -137,7 +156,7 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cp
         latency = {"all": _latency(every), **latency}
     names = dc_names(c.num_dcs)
     return {
-        "system": c.protocol, "workload": "rotx", "clients": c.num_clients, "processes": 0, "dcs": c.num_dcs,
+        "system": point.system, "workload": "rotx", "clients": c.num_clients, "processes": 0, "dcs": c.num_dcs,
         "partitions": c.num_partitions, "clock_skew_ms": c.clock_skew_ms, "rotx_partitions": c.rotx_partitions,
         "write_ratio": c.write_ratio if c.workload == "write-ratio" else None, "load": "sim",
         "records": c.num_keys, "duration_s": round(result.window_us / 1e6, 6), "warmup_s": c.warmup_s,
@@ -163,7 +182,7 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
         runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
     measured: list[dict[str, Any]] = []
     clients = start
-    for _ in range(1 if point.clients is not None else MAX_SWEEP_STEPS):
+    for _ in range(1 if point.clients is not None else plan.sweep_steps):
         run = _one(point, plan, profile, clients, checked=False, progress=progress)
         measured.append(run)
         if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
@@ -186,10 +205,13 @@ def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checke
 
 def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
                    progress: Callable[[dict[str, Any]], None] = lambda run: None) -> list[dict[str, Any]]:
-    """Every run of experiment ``name``; the first of them the checked one (``run_point``)."""
+    """Every run of experiment ``name``; each system's first point begins with its checked run
+    (``run_point``), so every protocol and variant compared is judged by the checkers."""
     runs: list[dict[str, Any]] = []
-    for index, point in enumerate(points(name, plan)):
-        runs += run_point(point, plan, profile, check_first=index == 0, progress=progress)
+    checked: set[str] = set()
+    for point in points(name, plan):
+        runs += run_point(point, plan, profile, check_first=point.system not in checked, progress=progress)
+        checked.add(point.system)
     return runs
 
 

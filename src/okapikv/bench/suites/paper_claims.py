@@ -533,15 +533,24 @@ def claims(results: dict[str, Any]) -> list[Claim]:
     return rows
 
 
-def table(rows: Iterable[Claim]) -> str:
-    """The claims as the Markdown table docs/paper.md and the paper report carry."""
-    lines = ["| # | topic | the paper | okapikv measured | where | verdict |", "|---|---|---|---|---|---|"]
+def table(rows: Iterable[Claim], simulated: Sequence[str] | None = None) -> str:
+    """The claims as the Markdown table docs/paper.md and the paper report carry; with ``simulated``
+    (a cell per row, ``sim_claims.SimClaim.cell``) a last column: the claim simulated at the
+    paper's scale."""
+    head = "| # | topic | the paper | okapikv measured | where | verdict |"
+    rule = "|---|---|---|---|---|---|"
+    if simulated is not None:
+        head, rule = head + " simulated at the paper's scale |", rule + "---|"
+    lines = [head, rule]
     for index, claim in enumerate(rows, 1):
-        lines.append(f"| {index} | {claim.topic} | {claim.claim} | {claim.measured} | {claim.figure} | "
-                     f"**{claim.verdict}**: {claim.why} |")
+        line = (f"| {index} | {claim.topic} | {claim.claim} | {claim.measured} | {claim.figure} | "
+                f"**{claim.verdict}**: {claim.why} |")
+        if simulated is not None:
+            line += f" {simulated[index - 1]} |"
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
-def render(results: dict[str, Any]) -> str:
-    """The claims table of a paper-suite results dictionary."""
-    return table(claims(results))
+def render(results: dict[str, Any], simulated: Sequence[str] | None = None) -> str:
+    """The claims table of a paper-suite results dictionary (with ``simulated``: ``table``)."""
+    return table(claims(results), simulated)
