@@ -23,9 +23,8 @@ from okapikv.bench.engine.systems import parse_system
 from okapikv.sim.cost import CostProfile, load_profile
 from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment
 
-#: this machine's Python costs fitted to the quiet machine's paper suite
-#: (docs/simulated.md, "The profile, and what it is"): ``python-server`` is the same fit's upper
-#: bound, from a loaded machine
+#: this machine's Python costs fitted to the quiet machine's paper suite; ``python-server`` is the
+#: same fit on a loaded machine, an upper bound (docs/simulated.md, "The profile, and what it is")
 DEFAULT_PROFILE = "python-quiet"
 DEFAULTS = Plan()
 
