@@ -79,7 +79,9 @@ def test_cure_stall_against_the_skew_follows_the_rule_of_paper_claims() -> None:
 
 
 def test_without_the_skew_sweep_the_cure_skew_row_says_so() -> None:
-    claim = _skew_claim(_committed())
+    results = _committed()
+    results["paper"] = {**results["paper"], "skew": []}
+    claim = _skew_claim(results)
     assert "the skew sweep (`paper-skew`) is not in these results" in claim.measured
     assert claim.verdict == PARTLY
     assert _skew_claim(_skew_results({}, {})).verdict == NOT
