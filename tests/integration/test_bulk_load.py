@@ -16,6 +16,7 @@ from integration_support import RunningCluster
 from okapikv.client.aio import AsyncClient
 from okapikv.client.sync import Client
 from okapikv.errors import BulkLoadFailed, InvalidArgument
+from okapikv.wire import okapikv_pb2 as pb
 
 
 def _okapi_load(cluster: RunningCluster, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -61,6 +62,35 @@ def test_a_refused_put_stops_the_load_with_what_was_acknowledged(cluster: Runnin
         assert failed.value.written <= 50 and "refused-big" in str(failed.value)
         assert failed.value.cause.__class__.__name__ == "InvalidArgument", failed.value.cause
         assert client.get(b"refused000") == b"v"  # the batches before it were applied
+
+
+def test_a_bulk_put_with_a_key_of_another_partition_is_refused_whole(cluster: RunningCluster) -> None:
+    """The server checks every key's partition before the core writes any pair (docs/protocol.md,
+    "Bulk PUT"); the same request with only its own keys is written and answered once."""
+    from okapikv.core.partitioning import partition_of
+
+    keys = [b"route%03d" % index for index in range(40)]
+    own = [key for key in keys if partition_of(key, 2) == 0]
+    assert 0 < len(own) < len(keys)
+
+    def send(batch_keys: list[bytes]) -> pb.Result:
+        batch = pb.OperationBatch()
+        operation = batch.operations.add(id=9)
+        operation.put_many.keys.extend(batch_keys)
+        operation.put_many.values.extend([b"v"] * len(batch_keys))
+        operation.put_many.session.time = 0
+        [results] = list(cluster.stub(0, 0).Pipeline(iter([batch]), timeout=10))
+        [result] = results.results
+        return result
+
+    refused = send(keys)
+    assert refused.id == 9 and refused.error.code == "FAILED_PRECONDITION", refused
+    assert "belongs to partition 1" in refused.error.message
+    with Client(cluster.address("dc0", 0)) as client:
+        assert all(client.get(key) is None for key in keys)
+        written = send(own)
+        assert written.WhichOneof("result") == "put_many" and written.put_many.count == len(own)
+        assert client.get(own[-1]) == b"v"
 
 
 def test_okapi_load_reads_tsv_and_put_lines(cluster: RunningCluster, tmp_path: Path) -> None:

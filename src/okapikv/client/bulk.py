@@ -5,24 +5,26 @@ load phase use. An operation of the ordinary API costs the client a future, an e
 pipeline's table and a session merge, and travels in batches of a few operations (the latency of
 concurrent sessions wants them small); a load wants none of that. Here:
 
-- the pairs are grouped by partition, and each partition's PUTs go over a connection of their own
-  to its server (the native port, or the gRPC ``Pipeline`` stream where there is none:
-  ``native.AsyncNativeCall``), in batches of ``BULK_BATCH`` operations (fewer where the cluster's
-  message limit says so), with ``BULK_WINDOW`` batches' worth of operations in flight: the server
-  takes each batch in one core call, and on a durable server the batches that arrive during a
-  commit share the next commit group (``okapikv.storage.group_commit``), so a load pays one
-  transaction and one fsync per group of thousands of records;
-- every PUT carries the session as it was when the load started, encoded once: they are
+- the pairs are grouped by partition, and each partition's pairs go over a connection of their
+  own to its server (the native port, or the gRPC ``Pipeline`` stream where there is none:
+  ``native.AsyncNativeCall``) as bulk PUTs (``PutManyRequest``) of ``BULK_BATCH`` pairs (fewer
+  where the cluster's message limit says so), with ``BULK_WINDOW`` of them in flight: the server
+  decodes a bulk PUT in one protobuf call and writes its pairs in one core call with one
+  admission and one reply, and on a durable server the bulk PUTs that arrive during a commit
+  share the next commit group (``okapikv.storage.group_commit``), so a load pays one transaction
+  and one fsync per group of thousands of records;
+- every pair is a PUT of the session as it was when the load started, encoded once: they are
   concurrent writes of that session (none depends on another). When the load ends the session
-  merges the reply session of the newest write of each partition, so what was loaded is visible
-  to the session's next reads (read-your-writes);
+  merges the reply session of the newest bulk PUT of each partition, so what was loaded is
+  visible to the session's next reads (read-your-writes);
 - results are counted as they arrive, with no per-operation future or timer: one deadline watches
   the whole load, restarted whenever results arrive (the client's ``timeout_s`` without progress
   fails the load).
 
-Failures are not retried: a refused PUT (an oversized key or value, a full disk) or a broken
-connection ends the load with ``BulkLoadFailed``, which says how many PUTs were acknowledged and
-carries the error of the first failure. Loading the same pairs again is safe (the same values are
+Failures are not retried: a refused bulk PUT (an oversized key or value, a full disk: the server
+refuses the whole bulk PUT and writes none of its pairs) or a broken connection ends the load with
+``BulkLoadFailed``, which says how many pairs were acknowledged and carries the error of the first
+failure. Loading the same pairs again is safe (the same values are
 written again, as new versions).
 """
 
@@ -46,6 +48,12 @@ from okapikv.wire import okapikv_pb2 as pb
 BULK_BATCH = 2_000
 #: Batches' worth of PUTs in flight per partition: the server always has the next batch.
 BULK_WINDOW = 4
+#: A bulk PUT's bytes beyond its pairs and session: the batch element's and the operation's tags
+#: and lengths, the operation id and the session field's tag (at their widest).
+BULK_FRAMING_BYTES = 32
+#: The ``Operation`` oneof case of ``PutManyRequest`` (field 8, length-delimited) and its result.
+PUT_MANY_TAG = b"\x42"
+PUT_MANY = "put_many"
 
 #: Opens the call carrying one partition's batches, with this load as its receiver.
 OpenCall = Callable[["PartitionLoad"], AsyncNativeCall | GrpcCall]
@@ -76,7 +84,9 @@ class PartitionLoad:
         self._timeout_s = timeout_s
         self._loop = asyncio.get_running_loop()
         self.done: asyncio.Future[Newest | None] = self._loop.create_future()
-        self.sent = 0  # PUTs handed to the call (pairs[:sent]); operation ids are 1 + index
+        self.sent = 0  # pairs handed to the call (pairs[:sent])
+        self._operations = 0  # bulk PUTs sent; their operation ids are 1, 2, ...
+        self._ranges: dict[int, tuple[int, int]] = {}  # unanswered operation id -> its pairs' slice
         self.acknowledged = 0
         self._newest: Newest | None = None
         self._progress = 0  # acknowledged at the last watchdog look
@@ -100,11 +110,12 @@ class PartitionLoad:
         newest = self._newest
         acknowledged = self.acknowledged
         for result in batch.results:
-            if result.WhichOneof("result") != "put":
+            if result.WhichOneof("result") != PUT_MANY:
                 self._fail_on(result)
                 return
-            reply = result.put
-            acknowledged += 1
+            reply = result.put_many
+            self._ranges.pop(result.id, None)
+            acknowledged += reply.count
             if newest is None or reply.timestamp > newest.timestamp:
                 newest = Newest(reply.timestamp, reply.session)
         self.acknowledged = acknowledged
@@ -129,32 +140,38 @@ class PartitionLoad:
             call.send(self._next_batch())
 
     def _next_batch(self) -> bytes:
-        """The next serialized ``OperationBatch``: up to ``batch`` PUTs within the byte budget (a
-        single PUT larger than the budget goes alone, and the server refuses it)."""
-        pairs, session, budget, put_tag = self._pairs, self._session, self._budget, ops.PUT.tag
+        """The next serialized ``OperationBatch``: one bulk PUT (``PutManyRequest``) of up to
+        ``batch`` pairs within the byte budget (a single pair larger than the budget goes alone,
+        and the server refuses it)."""
+        pairs, pair = self._pairs, encoding.put_many_pair
+        budget = self._budget - len(self._session) - BULK_FRAMING_BYTES
         first = self.sent
         end = min(len(pairs), first + self._batch)
-        elements: list[bytes] = []
+        fields: list[bytes] = []
         size = 0
         for index in range(first, end):
             key, value = pairs[index]
-            element = encoding.batch_element(encoding.operation(
-                index + 1, put_tag, encoding.write_request(key, value, session)))
-            if elements and size + len(element) > budget:
+            field = pair(key, value)
+            if fields and size + len(field) > budget:
                 break
-            elements.append(element)
-            size += len(element)
-        self.sent = first + len(elements)
-        return b"".join(elements)
+            fields.append(field)
+            size += len(field)
+        self.sent = first + len(fields)
+        self._operations += 1
+        self._ranges[self._operations] = (first, self.sent)
+        fields.append(encoding.put_many_session(self._session))
+        return encoding.batch_element(encoding.operation(self._operations, PUT_MANY_TAG, b"".join(fields)))
 
     # ---------------------------------------------------------------- ending
 
     def _fail_on(self, result: pb.Result) -> None:
-        key = self._pairs[result.id - 1][0] if 0 < result.id <= len(self._pairs) else b"?"
+        first, end = self._ranges.get(result.id, (0, 0))
+        what = (f"the bulk PUT of {end - first} pair(s) from key {self._pairs[first][0][:40]!r}" if end
+                else f"bulk PUT {result.id}")
         if result.WhichOneof("result") == "error":
-            failure = Failure(result.error.code, f"the PUT of key {key[:40]!r} failed: {result.error.message}")
+            failure = Failure(result.error.code, f"{what} failed: {result.error.message}")
         else:
-            failure = Failure("INTERNAL", f"the PUT of key {key[:40]!r} got a {result.WhichOneof('result')!r} result")
+            failure = Failure("INTERNAL", f"{what} got a {result.WhichOneof('result')!r} result")
         self._finish(failure)
 
     def _watch(self) -> None:

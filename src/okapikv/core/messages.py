@@ -97,6 +97,20 @@ class PutRequest:
 
 
 @message
+class PutManyRequest:
+    """A bulk load's batch: ``keys[i]`` gets ``values[i]``, each pair a PUT of ``session``.
+
+    The pairs are concurrent writes of one session (none depends on another), so they share one
+    admission and one reply (``PutManyReply``). Every pair is checked before any is written: a bad
+    key or value refuses the whole request and changes nothing (docs/protocol.md, "Bulk PUT")."""
+
+    request_id: int
+    keys: tuple[bytes, ...]
+    values: tuple[bytes, ...]
+    session: Session
+
+
+@message
 class SwapRequest:
     request_id: int
     key: bytes
@@ -146,7 +160,7 @@ class ScanRequest:
     snapshot: SnapshotRef | None = None
 
 
-ClientRequest = GetRequest | PutRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
+ClientRequest = GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
 
 
 # ---------------------------------------------------------------- client replies
@@ -165,6 +179,18 @@ class WriteReply:
 
     request_id: int
     found: bool
+    timestamp: int
+    session: Session
+
+
+@message
+class PutManyReply:
+    """Reply to ``PutManyRequest``: ``count`` pairs written; ``timestamp`` is the newest write's
+    and ``session`` what the client merges (the newest write's dependency time, and the remote
+    dependencies of every version the writes overwrote)."""
+
+    request_id: int
+    count: int
     timestamp: int
     session: Session
 
@@ -226,7 +252,7 @@ class ErrorReply:
     message: str
 
 
-ClientReply = GetReply | WriteReply | SwapReply | ReadTxReply | ScanReply | ErrorReply
+ClientReply = GetReply | WriteReply | PutManyReply | SwapReply | ReadTxReply | ScanReply | ErrorReply
 
 
 # ---------------------------------------------------------------- replication (between DCs)

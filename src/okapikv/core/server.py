@@ -67,6 +67,8 @@ from okapikv.core.messages import (
     GsvExchange,
     Heartbeat,
     Message,
+    PutManyReply,
+    PutManyRequest,
     PutRequest,
     ReadTxRequest,
     RepairBatch,
@@ -113,6 +115,16 @@ GSV_SHARE_MIN_US = 1_000
 Outcome = list[Effect] | Wait
 
 
+@dataclass(slots=True)
+class _PutManyProgress:
+    """How far a parked ``PutManyRequest`` got: its first ``done`` pairs are written, the newest
+    at ``timestamp``; ``remote`` merges the remote dependencies of the versions they overwrote."""
+
+    done: int
+    timestamp: int
+    remote: Vector
+
+
 @dataclass(frozen=True, slots=True)
 class Changes:
     """What changed since the last ``drain_changes``: the store's inserts and GC removals in order,
@@ -131,6 +143,8 @@ class PartitionServer(PartitionState):
     def __init__(self, config: CoreConfig) -> None:
         super().__init__(config)
         self._outbox: list[Update] = []
+        #: bulk PUTs parked part-way (Cure, GentleRain: one write per clock microsecond), by request id
+        self._put_many_progress: dict[int, _PutManyProgress] = {}
         self._last_replication_send_us = 0
         self._next_heartbeat_us = 0
         self.pacing = Pacing(config)
@@ -149,6 +163,7 @@ class PartitionServer(PartitionState):
         self._handlers: dict[type, Callable[[object, int], Outcome]] = {
             GetRequest: self._on_get,  # type: ignore[dict-item]
             PutRequest: self._on_put,  # type: ignore[dict-item]
+            PutManyRequest: self._on_put_many,  # type: ignore[dict-item]
             SwapRequest: self._on_swap,  # type: ignore[dict-item]
             DeleteRequest: self._on_delete,  # type: ignore[dict-item]
             ReadTxRequest: self.reads.on_read,  # type: ignore[dict-item]
@@ -564,6 +579,80 @@ class PartitionServer(PartitionState):
         else:
             pacing.active_us = now_us  # ``_wake`` inlined: this runs for every write
         return effects
+
+    def _on_put_many(self, request: PutManyRequest, now_us: int) -> Outcome:
+        """A bulk load's batch: each pair written as ``_write`` writes a PUT, with one admission
+        and one reply for all (``PutManyRequest``). Every pair is checked first, so a bad one
+        refuses the request before anything is written. Under a physical-clock protocol a write
+        may wait for the clock's next microsecond: the request parks with its progress
+        (``_PutManyProgress``) and goes on from there when it resumes; a wait past the maximum
+        clock offset refuses the first pair like a PUT, or stops a batch part-way with an
+        OUT_OF_RANGE error that says how many pairs were written."""
+        request_id, keys, values, session = request.request_id, request.keys, request.values, request.session
+        progress = self._put_many_progress.pop(request_id, None)
+        dc = self.dc
+        stable_before = self.stable
+        if progress is None:
+            refused = self._admit(request_id, session, now_us, self._check_pairs(keys, values))
+            if refused is not None:
+                return refused
+            progress = _PutManyProgress(0, 0, (0,) * self.num_dcs)
+        base = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
+        base_max = max(base)
+        store, visible, vv, protocol = self.store, self._visible, self.vv, self.protocol
+        outbox = self._outbox if self.num_dcs > 1 else None
+        done, remote = progress.done, progress.remote
+        timestamp = progress.timestamp
+        for index in range(done, len(keys)):
+            key = keys[index]
+            value = values[index]
+            current = store.newest(key, visible)
+            dependency, highest = base, base_max
+            if current is not None:  # it depends on what it overwrites, as ``_write``'s PUT
+                found = self._dependency_of(current)
+                dependency = merge_max(base, found)
+                highest = max(dependency)
+                remote = merge_max(remote, found[:dc] + (0,) + found[dc + 1 :])
+            assigned = protocol.assign_timestamp(previous=vv[dc], max_dependency=highest, now_us=now_us)
+            if isinstance(assigned, WaitForClock):
+                done = index
+                if self.too_long(assigned, now_us):
+                    written = f"{done} of {len(keys)} pairs written; " if done else ""
+                    if not done:
+                        self.stable = stable_before
+                    refusal = self._refuse_offset(request_id, f"{written}the write would wait for the clock to reach",
+                                                  pack(assigned.clock_us), now_us)
+                    self.stats.operations["put"] += done - progress.done
+                    return refusal
+                self.stats.operations["put"] += done - progress.done
+                self._put_many_progress[request_id] = _PutManyProgress(done, timestamp, remote)
+                return assigned
+            timestamp = assigned
+            vv[dc] = timestamp
+            version = Version(value, timestamp, dc, protocol.stored_dv(dependency=dependency, timestamp=timestamp))
+            store.insert(key, version)
+            if outbox is not None:
+                outbox.append(Update(key, value, timestamp, dc, protocol.replicated_dv(version=version)))
+        self.stats.operations["put"] += len(keys) - progress.done
+        self.stats.operations["put_many"] += 1
+        stable = merge_max(self.stable, remote) if any(remote) else self.stable
+        effects: list[Effect] = [Respond(PutManyReply(request_id, len(keys), timestamp, Session(stable, timestamp)))]
+        self._wake(now_us, effects, tell=True)
+        return effects
+
+    def _check_pairs(self, keys: Sequence[bytes], values: Sequence[bytes]) -> str | None:
+        """Why a bulk PUT's pairs are refused, or None: a count mismatch, no pairs, or the first bad
+        key or value (named by its position)."""
+        if len(keys) != len(values):
+            return f"a bulk PUT needs one value per key, not {len(keys)} keys and {len(values)} values"
+        if not keys:
+            return "a bulk PUT needs at least one pair"
+        max_key, max_value = self.config.max_key_bytes, self.config.max_value_bytes
+        for index, key in enumerate(keys):
+            if not key or len(key) > max_key or len(values[index]) > max_value:
+                problem = self.check_key(key) or self._check_value(values[index])
+                return f"pair {index} (key {key[:40]!r}): {problem}"
+        return None
 
     # ================================================================ replication
 

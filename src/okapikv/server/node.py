@@ -69,6 +69,7 @@ from okapikv.core.messages import (
     GetRequest,
     Message,
     PeerMessage,
+    PutManyRequest,
     PutRequest,
     ReadTxRequest,
     RepairBatch,
@@ -136,9 +137,9 @@ CLOCK_LOG_INTERVAL_S = 10.0
 PipelineEntry = tuple[PipelineSink, int, str, float]
 # Operation type names of the latency histograms (the same as the Pipeline result kinds).
 #: requests a full disk refuses (they would add versions); reads go on
-WRITE_REQUESTS = (PutRequest, SwapRequest, DeleteRequest)
+WRITE_REQUESTS = (PutRequest, PutManyRequest, SwapRequest, DeleteRequest)
 REQUEST_KINDS: dict[type, str] = {
-    GetRequest: "get", PutRequest: "put", SwapRequest: "swap", DeleteRequest: "delete",
+    GetRequest: "get", PutRequest: "put", PutManyRequest: "put_many", SwapRequest: "swap", DeleteRequest: "delete",
     ScanRequest: "scan", ReadTxRequest: "read_tx",
 }
 #: The result kinds of snapshot reads: dropped from the core when their client goes away.
@@ -408,6 +409,8 @@ class PartitionNode:
     def _misrouted(self, request: ClientRequest) -> str | None:
         """Single-key requests must reach the key's partition: a misrouted write would land where
         no correctly routed read ever looks. (RO-TX and SCAN may start at any server of the DC.)"""
+        if type(request) is PutManyRequest:
+            return self._misrouted_pairs(request)
         key = getattr(request, "key", None)
         if not key or self.config.partitions == 1 or len(key) > self.config.max_key_bytes:
             return None  # no key, or one the core refuses anyway (INVALID_ARGUMENT)
@@ -416,6 +419,20 @@ class PartitionNode:
             return None
         address = self.config.server(self.id.dc, owner).address
         return f"key belongs to partition {owner} ({address}); this server is partition {self.id.partition}"
+
+    def _misrouted_pairs(self, request: PutManyRequest) -> str | None:
+        """A bulk PUT is refused whole when any of its keys belongs to another partition."""
+        partitions = self.config.partitions
+        if partitions == 1:
+            return None
+        here, max_key = self.id.partition, self.config.max_key_bytes
+        for key in request.keys:
+            if key and len(key) <= max_key and partition_of(key, partitions) != here:
+                owner = partition_of(key, partitions)
+                address = self.config.server(self.id.dc, owner).address
+                return (f"key {key[:40]!r} belongs to partition {owner} ({address}); this server is partition "
+                        f"{here}, and a bulk PUT's keys must all belong to the server it is sent to")
+        return None
 
     # ================================================================ core calls and effects
 

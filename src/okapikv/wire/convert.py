@@ -43,6 +43,8 @@ from okapikv.core.messages import (
     GsvExchange,
     Heartbeat,
     PeerMessage,
+    PutManyReply,
+    PutManyRequest,
     PutRequest,
     ReadItem,
     ReadTxReply,
@@ -78,6 +80,7 @@ SWAP = "swap"
 DELETE = "delete"
 SCAN = "scan"
 READ_TX = "read_tx"
+PUT_MANY = "put_many"
 
 # ==================================================================== sessions
 
@@ -168,6 +171,10 @@ def operation_request(operation: pb.Operation, request_id: int, num_dcs: int) ->
         return SCAN, scan_request(operation.scan, request_id, num_dcs)
     if kind == READ_TX:
         return READ_TX, read_tx_request(operation.read_tx, request_id, num_dcs)
+    if kind == PUT_MANY:
+        put_many = operation.put_many
+        return PUT_MANY, PutManyRequest(request_id, tuple(put_many.keys[:]), tuple(put_many.values[:]),
+                                        session_from_pb(put_many.session, num_dcs))
     return None
 
 
@@ -289,6 +296,12 @@ def result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dic
                 RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable) + len(value))
     if isinstance(reply, ErrorReply):
         return error_fields(operation_id, reply.code, reply.message)
+    if isinstance(reply, PutManyReply):
+        session = reply.session
+        stable = session.stable
+        return ({"id": operation_id, "put_many": {"count": reply.count, "timestamp": reply.timestamp,
+                                                  "session": {"stable": stable, "dt": session.dt}}},
+                RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable))
     if isinstance(reply, ScanReply):
         session = reply.session
         stable = session.stable

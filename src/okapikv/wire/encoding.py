@@ -86,6 +86,18 @@ def read_tx_request(keys: Iterable[bytes], session_value: bytes) -> bytes:
     return fields + b"\x12" + session_value
 
 
+def put_many_pair(key: bytes, value: bytes) -> bytes:
+    """One pair of a ``PutManyRequest``: an element of ``keys`` (field 1) and one of ``values``
+    (field 2). Repeated fields may interleave on the wire (each keeps its own order), so a request
+    is its pairs' encodings one after the other, then ``put_many_session``; empty elements are kept."""
+    return b"\x0a" + encode_varint(len(key)) + key + b"\x12" + encode_varint(len(value)) + value
+
+
+def put_many_session(session_value: bytes) -> bytes:
+    """A ``PutManyRequest``'s session field (3), to follow its pairs."""
+    return b"\x1a" + session_value
+
+
 def operation(operation_id: int, tag: bytes, request: bytes) -> bytes:
     """A serialized ``Operation``: its id, then ``request`` in the oneof case ``tag`` names."""
     head = b"\x08" + encode_varint(operation_id) if operation_id else b""

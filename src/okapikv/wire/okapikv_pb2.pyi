@@ -76,6 +76,26 @@ class SwapResponse(_message.Message):
     session: Session
     def __init__(self, found: _Optional[bool] = ..., old_value: _Optional[bytes] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
+class PutManyRequest(_message.Message):
+    __slots__ = ("keys", "values", "session")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[bytes]
+    values: _containers.RepeatedScalarFieldContainer[bytes]
+    session: Session
+    def __init__(self, keys: _Optional[_Iterable[bytes]] = ..., values: _Optional[_Iterable[bytes]] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class PutManyResponse(_message.Message):
+    __slots__ = ("count", "timestamp", "session")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    timestamp: int
+    session: Session
+    def __init__(self, count: _Optional[int] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
 class DeleteRequest(_message.Message):
     __slots__ = ("key", "session")
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -233,7 +253,7 @@ class AdoptSessionResponse(_message.Message):
     def __init__(self, ready: _Optional[bool] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., behind_us: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx")
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "put_many")
     ID_FIELD_NUMBER: _ClassVar[int]
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +261,7 @@ class Operation(_message.Message):
     DELETE_FIELD_NUMBER: _ClassVar[int]
     SCAN_FIELD_NUMBER: _ClassVar[int]
     READ_TX_FIELD_NUMBER: _ClassVar[int]
+    PUT_MANY_FIELD_NUMBER: _ClassVar[int]
     id: int
     get: GetRequest
     put: PutRequest
@@ -248,7 +269,8 @@ class Operation(_message.Message):
     delete: DeleteRequest
     scan: ScanRequest
     read_tx: ReadTxRequest
-    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., swap: _Optional[_Union[SwapRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxRequest, _Mapping]] = ...) -> None: ...
+    put_many: PutManyRequest
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., swap: _Optional[_Union[SwapRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxRequest, _Mapping]] = ..., put_many: _Optional[_Union[PutManyRequest, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -259,7 +281,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "error")
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "error", "put_many")
     ID_FIELD_NUMBER: _ClassVar[int]
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +290,7 @@ class Result(_message.Message):
     SCAN_FIELD_NUMBER: _ClassVar[int]
     READ_TX_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    PUT_MANY_FIELD_NUMBER: _ClassVar[int]
     id: int
     get: GetResponse
     put: PutResponse
@@ -276,7 +299,8 @@ class Result(_message.Message):
     scan: ScanResponse
     read_tx: ReadTxResponse
     error: Error
-    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., swap: _Optional[_Union[SwapResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...
+    put_many: PutManyResponse
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., swap: _Optional[_Union[SwapResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., put_many: _Optional[_Union[PutManyResponse, _Mapping]] = ...) -> None: ...
 
 class OperationBatch(_message.Message):
     __slots__ = ("operations",)
