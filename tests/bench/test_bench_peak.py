@@ -1,5 +1,6 @@
 """The peak-throughput rule (``okapikv.bench.engine.peak``) on a fake measure function: it doubles
-the sessions and stops at < 5% growth, at the latency cap, or at the session cap."""
+the sessions and stops after two steps in a row of < 5% growth over the best, at the latency cap,
+or at the session cap."""
 
 from __future__ import annotations
 
@@ -24,16 +25,32 @@ def _fake(curve: dict[int, tuple[float, float]]) -> tuple[list[int], Callable[[i
 
 
 def test_it_stops_once_throughput_grows_less_than_five_percent() -> None:
+    once = PeakRule(4, 1024, 500.0, patience=1)  # the first flat step ends it
     asked, measure = _fake({4: (1000, 4), 8: (1900, 4.2), 16: (1950, 8), 32: (5000, 6)})
-    result = find_peak(measure, PeakRule(4, 1024, 500.0))
+    result = find_peak(measure, once)
     assert asked == [4, 8, 16] and result.stopped_by == STOP_GROWTH
     peak = result.peak
     assert peak is not None and (peak.sessions, peak.throughput_ops_s, peak.run) == (16, 1950, "run@16")
     asked, measure = _fake({4: (1000, 4), 8: (1049, 8)})  # 4.9%: saturated
-    assert find_peak(measure, PeakRule(4, 1024, 500.0)).stopped_by == STOP_GROWTH
+    assert find_peak(measure, once).stopped_by == STOP_GROWTH
     asked, measure = _fake({4: (1000, 4), 8: (1051, 8), 16: (1051, 16)})  # 5.1%: one more step
-    result = find_peak(measure, PeakRule(4, 1024, 500.0))
+    result = find_peak(measure, once)
     assert asked == [4, 8, 16] and result.peak is not None and result.peak.sessions == 8
+
+
+def test_by_default_one_flat_step_is_not_saturation() -> None:
+    """A noisy step (16 sessions below 8's) does not end the search; two flat steps in a row do,
+    each judged against the best step before it."""
+    asked, measure = _fake({4: (1000, 4), 8: (1700, 5), 16: (1650, 9), 32: (3000, 10), 64: (3100, 20),
+                            128: (3120, 40), 256: (9000, 50)})
+    result = find_peak(measure, PeakRule(4, 1024, 500.0))
+    assert asked == [4, 8, 16, 32, 64, 128] and result.stopped_by == STOP_GROWTH
+    assert result.peak is not None and result.peak.sessions == 128
+    asked, measure = _fake({4: (1000, 4), 8: (1040, 5), 16: (1060, 9)})  # neither 5% over the best before it
+    result = find_peak(measure, PeakRule(4, 1024, 500.0))
+    assert asked == [4, 8, 16] and result.stopped_by == STOP_GROWTH
+    with pytest.raises(ValueError):
+        PeakRule(4, 1024, 500.0, patience=0)
 
 
 def test_it_stops_at_the_latency_cap_and_keeps_the_best_step_within_it() -> None:

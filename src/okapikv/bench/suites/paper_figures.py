@@ -50,8 +50,10 @@ def rules(config: dict[str, Any]) -> tuple[PeakRule, PeakRule]:
     search = config.get("paper_plan", {}).get("peak_search", {})
     start, cap = int(search.get("start_sessions", 1)), int(search.get("max_sessions", 1))
     latency, growth = float(search.get("latency_cap_ms", 1.0)), float(search.get("growth", GROWTH))
+    patience = int(search.get("patience", 1))  # results that name none stopped at the first flat step
     other = int(search.get("other_sweeps_max_sessions", cap))
-    return PeakRule(start, cap, latency, growth), PeakRule(start, max(start, other), latency, growth)
+    return (PeakRule(start, cap, latency, growth, patience),
+            PeakRule(start, max(start, other), latency, growth, patience))
 
 
 def peaks(results: Results) -> list[dict[str, Any]]:
