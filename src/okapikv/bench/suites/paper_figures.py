@@ -31,6 +31,7 @@ from typing import Any
 from okapikv.bench.engine.peak import GROWTH, PeakRule, find_peak
 from okapikv.bench.engine.report import Section, _fmt, _table
 from okapikv.bench.engine.results import Results, Run
+from okapikv.bench.engine.stats import wait_of_cause
 from okapikv.bench.engine.visibility import by_destination
 from okapikv.bench.suites.paper_claims import Claim, claims, table
 
@@ -127,6 +128,26 @@ def _wait(run: Run, kind: str) -> tuple[float | None, float | None]:
     return wait.probability, round(wait.mean_us / 1000, 3)
 
 
+def _causes(run: Run) -> dict[str, float | None]:
+    """A PUT's waits by cause (``WRITE_WAIT_CAUSES``): the skew's (the paper's measurement) and the
+    clock microsecond's (one baseline write per microsecond), probability and mean (ms; None where
+    results predate the split)."""
+    waits = {kind: {"probability": w.probability, "mean_us": w.mean_us, "operations": w.operations,
+                    "reasons": w.reasons} for kind, w in (run.waits or {}).items()}
+    figures: dict[str, float | None] = {}
+    for kind, name in (("write_skew", "put_skew"), ("write_tick", "put_tick")):
+        wait = wait_of_cause(waits, kind)
+        mean_us = None if wait is None else wait["mean_us"]
+        figures[f"{name}_probability"] = None if wait is None else wait["probability"]
+        figures[f"{name}_mean_ms"] = None if mean_us is None else round(mean_us / 1000, 3)
+    return figures
+
+
+def _put_causes(row: dict[str, Any]) -> list[str]:
+    return [f"{_pct(row.get(f'{name}_probability'))} / {_fmt(row.get(f'{name}_mean_ms'), 2)}"
+            for name in ("put_skew", "put_tick")]
+
+
 def stall_rows(results: Results) -> list[dict[str, Any]]:
     series = results.series.get("paper-rotx-partitions")
     rows = []
@@ -136,7 +157,7 @@ def stall_rows(results: Results) -> list[dict[str, Any]]:
         put_p, put_ms = _wait(run, "write")
         rows.append({"system": run.system, "rotx_partitions": run.rotx_partitions, "sessions": run.clients,
                      "slice_probability": slice_p, "slice_mean_ms": slice_ms, "tx_probability": tx_p,
-                     "tx_mean_ms": tx_ms, "put_probability": put_p, "put_mean_ms": put_ms})
+                     "tx_mean_ms": tx_ms, "put_probability": put_p, "put_mean_ms": put_ms, **_causes(run)})
     return rows
 
 
@@ -153,7 +174,7 @@ def skew_rows(results: Results) -> list[dict[str, Any]]:
                      "sessions": run.clients, "throughput_ops_s": run.throughput_ops_s,
                      "rotx_mean_ms": _mean_ms(run, "rotx"), "tx_probability": tx_p, "tx_mean_ms": tx_ms,
                      "slice_probability": slice_p, "slice_mean_ms": slice_ms, "put_probability": put_p,
-                     "put_mean_ms": put_ms})
+                     "put_mean_ms": put_ms, **_causes(run)})
     return rows
 
 
@@ -251,11 +272,12 @@ def markdown(paper: dict[str, Any]) -> list[str]:  # noqa: C901 - one table afte
     if stalls:
         lines += ["### RO-TX stalls per transaction and per slice, at each peak (Figure 4c/d)", ""]
         lines += _table(["system", "p", "sessions", "per transaction: P / mean ms", "per slice: P / mean ms",
-                         "PUT: P / mean ms"],
+                         "PUT: P / mean ms", "PUT, skew: P / mean ms", "PUT, same us: P / mean ms"],
                         [[row["system"], _fmt(row["rotx_partitions"]), _fmt(row["sessions"]),
                           f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
                           f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
-                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in stalls])
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}", *_put_causes(row)]
+                         for row in stalls])
     skew = paper.get("skew", [])
     if skew:
         lines += ["### RO-TX stalls against the clock skew (a fresh cluster per skew)", "",
@@ -263,12 +285,14 @@ def markdown(paper: dict[str, Any]) -> list[str]:  # noqa: C901 - one table afte
                   "sessions, one run per system and skew (not a peak search); the largest in-DC skew bounds a "
                   "Cure slice's wait (series `paper-skew`, paper-skew.csv, waits_vs_clock_skew.png).", ""]
         lines += _table(["system", "skew ms", "model", "largest in-DC skew ms", "ops/s", "RO-TX mean ms",
-                         "per transaction: P / mean ms", "per slice: P / mean ms", "PUT: P / mean ms"],
+                         "per transaction: P / mean ms", "per slice: P / mean ms", "PUT: P / mean ms",
+                         "PUT, skew: P / mean ms", "PUT, same us: P / mean ms"],
                         [[row["system"], _fmt(row["clock_skew_ms"], 1), str(row["clock_skew_model"] or "-"),
                           _fmt(row["max_dc_skew_ms"], 1), _fmt(row["throughput_ops_s"]), _fmt(row["rotx_mean_ms"], 2),
                           f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
                           f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
-                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in skew])
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}", *_put_causes(row)]
+                         for row in skew])
     visibility = paper.get("visibility", {})
     if visibility:
         lines += ["### Remote update visibility per destination DC (sources pooled)", "",
