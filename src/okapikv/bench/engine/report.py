@@ -204,7 +204,9 @@ def series_table(series: dict[str, Any]) -> list[str]:
                 row.append("-" if not wait or not wait.get("operations") else
                            f"{wait['probability']:.1%} / {wait['mean_us'] / 1000:.2f}")
         cpu = run.get("cpu", {})
-        row.append(f"{_fmt(cpu.get('server_cores'), 2)} / {_fmt(cpu.get('client_cores'), 2)}")
+        busy = ("; busiest / median server " f"{cpu['server_busy_max']:.0%} / {cpu['server_busy_median']:.0%}"
+                if cpu.get("server_busy_max") is not None and cpu.get("server_busy_median") is not None else "")
+        row.append(f"{_fmt(cpu.get('server_cores'), 2)} / {_fmt(cpu.get('client_cores'), 2)}{busy}")
         row.append(_fmt(sum(run.get("errors", {}).values())))
         rows.append(row)
     return _table(header, rows)
