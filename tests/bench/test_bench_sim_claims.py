@@ -78,6 +78,8 @@ def test_no_simulated_verdict_from_a_short_window_old_runs_or_a_hot_server() -> 
     hot["series"]["s"]["runs"][0]["cpu"] = {"server_busy_max": 0.99, "server_busy_median": 0.4}
     row = judge({"fig3": hot})[0]
     assert row.verdict == INCONCLUSIVE and "hot server" in row.why
+    hot["series"]["s"]["runs"][0]["cpu"] = {"server_busy_max": 0.7, "server_busy_median": 0.4}  # not saturated
+    assert judge({"fig3": hot})[0].verdict == REPRODUCED
 
 
 def _fig4(cure_stalls: list[float], gentlerain: tuple[float, float]) -> dict[str, Any]:
