@@ -199,7 +199,10 @@ class Simulation:
         self.clients.start(START_US)
         if self.config.faults:
             self.nemesis.schedule(START_US, self.fault_phase_end)
-        world.at(self.clients.window[0], self._open_window)
+        if self.clients.window[0] > START_US:  # else the window opens now (no event: runs stay as they were)
+            world.at(self.clients.window[0], self._open_window)
+        else:
+            self._open_window()
         world.at(self.fault_phase_end, self._end_fault_phase)
         timeout_us = int(self.config.converge_timeout_s * 1_000_000)
         world.at(self.liveness_end + timeout_us, self._check_clients_stopped)
