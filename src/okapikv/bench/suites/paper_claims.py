@@ -140,6 +140,13 @@ class _Paper:
         return [(point, _ratio(self.figure(series, a, key, point, field), self.figure(series, b, key, point, field)))
                 for point in self.points(series, key)]
 
+    def evidence(self, what: str) -> str:
+        """What a row's figure rests on: ``what`` (the runs), in each run's measured window."""
+        config = self.results.get("config", {})
+        window, warmup = config.get("duration_s"), config.get("warmup_s")
+        return f" [{what}; each run's {window:g} s window after {warmup:g} s]" if window and warmup is not None \
+            else f" [{what}]"
+
     def lower_bounds(self, series: str, key: str, systems: Iterable[str] = SYSTEMS) -> list[str]:
         """The peaks of ``series`` that are lower bounds (``paper_figures.lower_bound``), named."""
         return [f"{peak['system']} at {key} {peak[key]:g}" for peak in self.peaks
@@ -179,7 +186,8 @@ def _throughput_claim(paper: _Paper, where: tuple[str, str], label: str, *, clai
     known_gr = [ratio for _, ratio in gentlerain if ratio is not None]
     if not known_cure or not known_gr:
         return [Claim(topic, claim, figure, "-", NOT, "the results have no peaks of these systems")]
-    measured = f"Okapi / Cure {_listing(cure, label)}; Okapi / GentleRain {_listing(gentlerain, label)}"
+    measured = (f"Okapi / Cure {_listing(cure, label)}; Okapi / GentleRain {_listing(gentlerain, label)}"
+                + paper.evidence("each point's peak run"))
     bounds = paper.lower_bounds(series, key)
     if bounds:
         return [Claim(topic, claim, figure, measured, INCONCLUSIVE, _capped(bounds))]
@@ -225,7 +233,7 @@ def _latency_claim(paper: _Paper) -> Claim:
                     f"PUT GentleRain {_x(found['put_gr'])}, Cure {_x(found['put_cure'])}")
     if not rows or not ratios["rotx_gr"] or not ratios["rotx_cure"]:
         return Claim("Fig. 3", claim, figure, "-", NOT, "no scalability peaks")
-    measured = "mean at the peak, over Okapi's: " + "; ".join(rows)
+    measured = "mean at the peak, over Okapi's: " + "; ".join(rows) + paper.evidence("the scalability peaks' runs")
     bounds = paper.lower_bounds(series, key)
     if bounds:
         return Claim("Fig. 3", claim, figure, measured, INCONCLUSIVE, _capped(bounds))
@@ -281,7 +289,7 @@ def _scaling_claim(paper: _Paper) -> Claim:
                              paper.figure(series, system, key, points[0], "throughput_ops_s"))
               for system in paper.systems}
     measured = f"peak at {points[-1]} over {points[0]} partition(s) per DC: " + ", ".join(
-        f"{system} {_x(ratio)}" for system, ratio in growth.items())
+        f"{system} {_x(ratio)}" for system, ratio in growth.items()) + paper.evidence("the scalability peaks' runs")
     bounds = paper.lower_bounds(series, key)
     if bounds:
         return Claim("Fig. 3", claim, figure, measured, INCONCLUSIVE, _capped(bounds))
@@ -305,7 +313,7 @@ def _rotx_latency_claim(paper: _Paper) -> Claim:
         return Claim("Fig. 4-5", claim, figure, "-", NOT, "no session count measured for all three systems")
     measured = (f"at the same p and sessions ({len(cells)} pairs of steps): GentleRain / Okapi "
                 f"{_span(c['gentlerain'] / c['okapi'] for c in cells)}, Cure / Okapi "
-                f"{_span(c['cure'] / c['okapi'] for c in cells)}")
+                f"{_span(c['cure'] / c['okapi'] for c in cells)}" + paper.evidence("every step of the RO-TX searches"))
     verdict, why = considerably_verdict([(c["gentlerain"] / c["okapi"], c["cure"] / c["okapi"]) for c in cells])
     return Claim("Fig. 4-5", claim, figure, measured, verdict, why)
 
@@ -516,7 +524,8 @@ def _write_ratio_claims(paper: _Paper) -> list[Claim]:
     else:
         measured = f"Okapi / Cure {_listing(known, 'w=')}; Cure's PUTs waited for the skew / the clock " + \
             "microsecond " + ", ".join(f"w={w:g}: {_pct(skew)} / {_pct(tick)}"
-                                       for (w, _), (skew, tick) in zip(known, causes, strict=True))
+                                       for (w, _), (skew, tick) in zip(known, causes, strict=True)) + \
+            paper.evidence("each ratio's peak run; waits: the servers' counters")
         if bounds:
             claims.append(Claim("writes", claim, figure, measured, INCONCLUSIVE, _capped(bounds)))
         else:
@@ -527,7 +536,7 @@ def _write_ratio_claims(paper: _Paper) -> list[Claim]:
     if not known:
         claims.append(Claim("writes", claim, figure, "-", NOT, "no GentleRain peaks"))
     else:
-        measured = f"Okapi / GentleRain {_listing(known, 'w=')}"
+        measured = f"Okapi / GentleRain {_listing(known, 'w=')}" + paper.evidence("each ratio's peak run")
         if bounds:
             claims.append(Claim("writes", claim, figure, measured, INCONCLUSIVE, _capped(bounds)))
         else:
