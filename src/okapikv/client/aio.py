@@ -607,6 +607,19 @@ class AsyncClient:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
 
+    async def incr(self, key: KeyLike, by: int = 1) -> int:
+        """Add ``by`` (negative: subtract) to the counter at ``key`` and return its value as the
+        session now sees it, its own increments included (docs/protocol.md, "Counters"). A key
+        holding an integer string counts on from it; any other string is ``InvalidArgument``.
+        Never retried once it may have been applied (an increment applied twice counts twice)."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready_now() or await self._ready()
+        reply = await self._invoke(ops.INCR, ops.incr_request(key_bytes, by, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        self.last_write_timestamp = ops.decode_timestamp(reply)
+        return ops.decode_incr(reply)
+
     async def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
         key_bytes = ops.to_bytes(key)
@@ -796,7 +809,7 @@ class AsyncClient:
             if attempts is None:
                 attempts = connections.policy.attempts(kind.method, [each.address for each in links],
                                                        started=started, start=start, rotate=rotate,
-                                                       writes=kind.writes)
+                                                       writes=kind.writes, once=kind.once)
             decision = attempts.judge(failure, loop.time())
             if isinstance(decision, Wait):
                 await asyncio.sleep(decision.delay_s)

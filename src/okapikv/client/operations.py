@@ -42,7 +42,8 @@ class OperationKind:
     and ``tag`` that case's field tag in ``Operation``.
     ``writes`` marks operations that are not idempotent: retrying them after a lost reply may apply
     them twice (at-least-once), which callers can see as ``found=True`` on a key they created
-    themselves.
+    themselves. ``once`` marks those never retried after they may have been applied, whatever the
+    client's ``at_most_once``: an increment applied twice would count twice.
     """
 
     method: str
@@ -50,6 +51,7 @@ class OperationKind:
     writes: bool
     message: Any  # the protobuf request class
     tag: bytes
+    once: bool = False
 
     def unary(self, stub: Any, request: Request, timeout_s: float) -> Any:
         """The operation as a unary call on ``stub`` (a call object for grpc.aio, the reply for sync)."""
@@ -73,6 +75,7 @@ SWAP = OperationKind("Swap", "swap", writes=True, message=pb.SwapRequest, tag=b"
 DELETE = OperationKind("Delete", "delete", writes=True, message=pb.DeleteRequest, tag=b"\x2a")
 SCAN = OperationKind("Scan", "scan", writes=False, message=pb.ScanRequest, tag=b"\x32")
 READ_TX = OperationKind("ReadTx", "read_tx", writes=False, message=pb.ReadTxRequest, tag=b"\x3a")
+INCR = OperationKind("Incr", "incr", writes=True, message=pb.IncrRequest, tag=b"\x4a", once=True)
 
 
 def to_bytes(value: KeyLike) -> bytes:
@@ -178,6 +181,14 @@ swap_request = put_request  # the same fields
 
 def delete_request(key: bytes, session: bytes) -> Request:
     return encoding.delete_request(key, session)
+
+
+def incr_request(key: bytes, by: int, session: bytes) -> Request:
+    """An ``IncrRequest`` (``by`` a signed 64-bit integer, else ``ValueError``)."""
+    if not -(1 << 63) <= by < (1 << 63):
+        raise ValueError(f"an increment is a signed 64-bit integer, not {by}")
+    fields: bytes = pb.IncrRequest(key=key, by=by).SerializeToString()
+    return fields + b"\x1a" + session
 
 
 def scan_request(start: bytes, end: bytes, wire_limit: int, session: bytes) -> Request:
@@ -292,6 +303,10 @@ def decode_found(reply: Any) -> bool:
 def decode_timestamp(reply: Any) -> int:
     """The write timestamp of a PUT, SWAP or DELETE reply."""
     return int(reply.timestamp)
+
+
+def decode_incr(reply: Any) -> int:
+    return int(reply.value)
 
 
 def decode_swap(reply: Any) -> bytes | None:

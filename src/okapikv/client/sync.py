@@ -217,7 +217,7 @@ class _SyncLink:
 
 
 def _retrying(policy: Policy, what: str, addresses: Sequence[str], attempt: Callable[[int, float], T], *,
-              start: int = 0, rotate: bool = False, writes: bool = False,
+              start: int = 0, rotate: bool = False, writes: bool = False, once: bool = False,
               fail_over: Callable[[], Sequence[str]] | None = None) -> T:
     """``attempt(server, timeout_s)`` (a call to ``addresses[server]``) until it succeeds, and
     after each failure what the policy says (``retry.Attempts``): the same again after a backoff,
@@ -238,7 +238,7 @@ def _retrying(policy: Policy, what: str, addresses: Sequence[str], attempt: Call
             failure = Failure(BROKEN, str(error))
         if attempts is None:
             attempts = policy.attempts(what, addresses, started=started, start=start, rotate=rotate, writes=writes,
-                                       fails_over=fail_over is not None)
+                                       once=once, fails_over=fail_over is not None)
         decision = attempts.judge(failure, time.monotonic())
         if isinstance(decision, Wait):
             time.sleep(decision.delay_s)
@@ -482,6 +482,14 @@ class Client:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
 
+    def incr(self, key: KeyLike, by: int = 1) -> int:
+        """``AsyncClient.incr``: add ``by`` to the counter at ``key``, return the value the session sees."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready()
+        reply = self._call(ops.INCR, ops.incr_request(key_bytes, by, state.wire()), self._partition(key_bytes))
+        self.last_write_timestamp = ops.decode_timestamp(reply)
+        return ops.decode_incr(reply)
+
     def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
         key_bytes = ops.to_bytes(key)
@@ -569,7 +577,7 @@ class Client:
             return self.topology.addresses
 
         reply = _retrying(self._policy, kind.method, self.topology.addresses, attempt, start=start,
-                          rotate=rotate, writes=kind.writes, fail_over=fail_over)
+                          rotate=rotate, writes=kind.writes, once=kind.once, fail_over=fail_over)
         self._state.merge(reply.session)
         return reply
 

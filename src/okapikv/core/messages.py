@@ -1,7 +1,7 @@
 """Every message and effect the core exchanges, as frozen dataclasses (no dict-typed messages).
 
 Three families:
-- client requests and replies (GET, PUT, SWAP, DELETE, SCAN, RO-TX), each request carrying the
+- client requests and replies (GET, PUT, SWAP, DELETE, INCR, SCAN, RO-TX), each request carrying the
   client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
 - peer messages between partition servers: replication batches and heartbeats between replicas of
   a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, or
@@ -126,6 +126,16 @@ class DeleteRequest:
 
 
 @message
+class IncrRequest:
+    """Add ``by`` (negative: subtract) to the counter at ``key`` (``okapikv.core.counters``)."""
+
+    request_id: int
+    key: bytes
+    by: int
+    session: Session
+
+
+@message
 class ReadTxRequest:
     """Read-only transaction over a key set: one causally consistent snapshot (section 3.2)."""
 
@@ -160,7 +170,9 @@ class ScanRequest:
     snapshot: SnapshotRef | None = None
 
 
-ClientRequest = GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
+ClientRequest = (
+    GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | IncrRequest | ReadTxRequest | ScanRequest
+)
 
 
 # ---------------------------------------------------------------- client replies
@@ -199,6 +211,16 @@ class PutManyReply:
 class SwapReply:
     request_id: int
     old_value: bytes | None
+    timestamp: int
+    session: Session
+
+
+@message
+class IncrReply:
+    """The counter's value the session sees after its increment (its own included)."""
+
+    request_id: int
+    value: int
     timestamp: int
     session: Session
 
@@ -252,7 +274,7 @@ class ErrorReply:
     message: str
 
 
-ClientReply = GetReply | WriteReply | PutManyReply | SwapReply | ReadTxReply | ScanReply | ErrorReply
+ClientReply = GetReply | WriteReply | PutManyReply | SwapReply | IncrReply | ReadTxReply | ScanReply | ErrorReply
 
 
 # ---------------------------------------------------------------- replication (between DCs)

@@ -39,6 +39,9 @@ from sortedcontainers import SortedList
 
 from okapikv.core.vectors import Vector
 
+#: ``okapikv.core.counters.MAGIC``: the stored value of a counter's version begins with it
+COUNTER_MAGIC = b"\xffOKAPI#C"
+
 
 class Version:
     """One version of a key. ``value is None`` marks a tombstone. ``dv`` is the version's dependency
@@ -107,6 +110,8 @@ def _version_class(source_dc: int, has_dv: bool) -> type[Version]:
 
 
 VisibilityPredicate = Callable[[Version], bool]
+#: (chain, position of the newest universally visible version, universally visible) -> positions to drop
+MergedCollect = Callable[[list[Version], int, VisibilityPredicate], list[int]]
 
 
 class Change(NamedTuple):
@@ -124,9 +129,13 @@ Entry = Version | list[Version]
 class MultiVersionStore:
     """Version chains (oldest first, so the common case of a newest write is an append)."""
 
-    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count", "_changes")
+    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count", "_changes", "_merged")
 
-    def __init__(self) -> None:
+    def __init__(self, merged: MergedCollect | None = None) -> None:
+        """``merged``: which versions GC may drop from a chain whose newest universally visible
+        version is a counter's, whose older versions may still count in a read
+        (``okapikv.core.counters.collectable``); None collects every chain as last-writer-wins."""
+        self._merged = merged
         # Most keys hold one version: storing it without a one-element list saves the list (56 B)
         # and its item array (16 B), 387 -> 306 B/key with 1M 8-byte keys and values (1 DC, RSS of a
         # plain process; scripts/measure_store_memory.py).
@@ -275,6 +284,9 @@ class MultiVersionStore:
         if keep_from < 0:
             return 0
         newest_visible = chain[keep_from]
+        if (keep_from and self._merged is not None and newest_visible.value is not None
+                and newest_visible.value.startswith(COUNTER_MAGIC)):
+            return self._collect_merged(key, chain, keep_from, self._merged(chain, keep_from, universally_visible))
         if newest_visible.value is None and (tombstone_removable is None or tombstone_removable(newest_visible)):
             keep_from += 1
         removed = keep_from
@@ -293,6 +305,22 @@ class MultiVersionStore:
             if chain[0].value is not None:
                 self._collectable.pop(key, None)
         return removed
+
+    def _collect_merged(self, key: bytes, chain: list[Version], keep_from: int, drop: list[int]) -> int:
+        """``collect`` where the newest universally visible version is a counter's: older versions
+        may still count in its merge, so only those ``drop`` names (positions, ascending) go."""
+        if not drop:
+            return 0
+        if self._changes is not None:
+            self._changes.extend(Change(key, chain[position], False) for position in drop)
+        for position in reversed(drop):
+            del chain[position]
+        self.version_count -= len(drop)
+        self.collected_count += len(drop)
+        if len(chain) == 1:
+            self._chains[key] = chain[0]
+            self._collectable.pop(key, None)
+        return len(drop)
 
     def collect_some(
         self,

@@ -524,7 +524,7 @@ class SnapshotReads:
         def in_snapshot(version: Version) -> bool:
             return visible(version=version, snapshot=snapshot)
 
-        newest = state.store.newest
+        newest = state.read_newest
         read_item = self._read_item
         items: list[ReadItem] = []
         if isinstance(message, TxSlice):

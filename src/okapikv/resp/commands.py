@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from okapikv import __version__
 from okapikv.resp import replies
+from okapikv.resp.counter_commands import COUNTER_COMMANDS, COUNTER_SUMMARY, NO_FLOAT, CounterCommands
 from okapikv.resp.cursors import CursorTable
 from okapikv.resp.glob import compile_pattern
 from okapikv.resp.operations import CommandError, SessionOperations
@@ -102,14 +103,16 @@ COMMANDS: dict[bytes, Spec] = {spec.name.upper().encode(): spec for spec in (
           f"keys with a value, counted by SCAN pages of {DBSIZE_PAGE} (each page one snapshot)"),
     _spec("config", -2, "", _NO_KEYS, "server", "2.0.0",
           "CONFIG GET of what clients probe (save, appendonly, databases, ...); read-only"),
+    *(_spec(name, arity, "write denyoom fast", (1, 1, 1), "string", "1.0.0", COUNTER_SUMMARY)
+      for name, arity, _, _ in COUNTER_COMMANDS),
 )}
 
 _NO_TTL = "okapikv has no TTLs (keys never expire)"
 _NO_MULTI_KEY_WRITE = "okapikv has no atomic multi-key writes; send one SET or DEL per key"
 _NO_CONDITIONAL = ("okapikv has no conditional writes: an always-available, replicated write cannot check a "
                    "condition that another DC may be changing at the same time")
-_NO_COUNTERS = ("okapikv has no read-modify-write but SWAP: increments made concurrently in two DCs would be "
-                "lost under last-writer-wins")
+_NO_READ_MODIFY_WRITE = ("okapikv has no read-modify-write but SWAP and counters: edits made concurrently in "
+                         "two DCs would be lost under last-writer-wins")
 _NO_FLUSH = "a flush is not one causal operation; DEL the keys"
 _NO_PUBSUB = "okapikv has no publish/subscribe"
 _DURABLE = "durability is the cluster's data directory (every write is committed before it is acknowledged)"
@@ -117,8 +120,8 @@ REFUSED: dict[bytes, str] = {
     b"MSET": _NO_MULTI_KEY_WRITE, b"MSETNX": _NO_MULTI_KEY_WRITE, b"RENAME": _NO_MULTI_KEY_WRITE,
     b"RENAMENX": _NO_MULTI_KEY_WRITE, b"COPY": _NO_MULTI_KEY_WRITE,
     b"SETNX": _NO_CONDITIONAL,
-    b"INCR": _NO_COUNTERS, b"INCRBY": _NO_COUNTERS, b"INCRBYFLOAT": _NO_COUNTERS, b"DECR": _NO_COUNTERS,
-    b"DECRBY": _NO_COUNTERS, b"APPEND": _NO_COUNTERS, b"SETRANGE": _NO_COUNTERS, b"GETDEL": _NO_COUNTERS,
+    b"INCRBYFLOAT": NO_FLOAT, b"APPEND": _NO_READ_MODIFY_WRITE, b"SETRANGE": _NO_READ_MODIFY_WRITE,
+    b"GETDEL": _NO_READ_MODIFY_WRITE,
     b"SETEX": _NO_TTL, b"PSETEX": _NO_TTL, b"GETEX": _NO_TTL, b"EXPIRE": _NO_TTL, b"PEXPIRE": _NO_TTL,
     b"EXPIREAT": _NO_TTL, b"PEXPIREAT": _NO_TTL, b"TTL": _NO_TTL, b"PTTL": _NO_TTL, b"PERSIST": _NO_TTL,
     b"EXPIRETIME": _NO_TTL, b"PEXPIRETIME": _NO_TTL,
@@ -154,7 +157,7 @@ class ServerFacts:
     started_at: float
 
 
-class Executor:
+class Executor(CounterCommands):
     """Runs one connection's commands (module docstring). ``execute`` returns the encoded reply;
     ``closing`` turns true after QUIT."""
 

@@ -38,6 +38,8 @@ from okapikv.core.messages import (
     ErrorReply,
     GetReply,
     GetRequest,
+    IncrReply,
+    IncrRequest,
     PutRequest,
     ReadTxReply,
     ReadTxRequest,
@@ -99,6 +101,14 @@ class SessionOperations:
             assert type(reply) is SwapReply
             return reply.old_value
         return await self._forward(lambda client: client.swap(key, value))
+
+    async def incr(self, key: bytes, by: int) -> int:
+        """The counter's value after adding ``by`` (``okapikv.core.counters``)."""
+        if self._local(key):
+            reply = await self._call(IncrRequest(self._node.next_request_id(), key, by, self.state.current))
+            assert type(reply) is IncrReply
+            return reply.value
+        return await self._forward(lambda client: client.incr(key, by))
 
     async def delete(self, key: bytes) -> bool:
         if self._local(key):

@@ -42,6 +42,8 @@ from okapikv.core.messages import (
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    IncrReply,
+    IncrRequest,
     PeerMessage,
     PutManyReply,
     PutManyRequest,
@@ -81,6 +83,7 @@ DELETE = "delete"
 SCAN = "scan"
 READ_TX = "read_tx"
 PUT_MANY = "put_many"
+INCR = "incr"
 
 # ==================================================================== sessions
 
@@ -124,6 +127,10 @@ def swap_request(message: pb.SwapRequest, request_id: int, num_dcs: int) -> Swap
 
 def delete_request(message: pb.DeleteRequest, request_id: int, num_dcs: int) -> DeleteRequest:
     return DeleteRequest(request_id, message.key, session_from_pb(message.session, num_dcs))
+
+
+def incr_request(message: pb.IncrRequest, request_id: int, num_dcs: int) -> IncrRequest:
+    return IncrRequest(request_id, message.key, message.by, session_from_pb(message.session, num_dcs))
 
 
 def scan_request(message: pb.ScanRequest, request_id: int, num_dcs: int) -> ScanRequest:
@@ -175,6 +182,8 @@ def operation_request(operation: pb.Operation, request_id: int, num_dcs: int) ->
         put_many = operation.put_many
         return PUT_MANY, PutManyRequest(request_id, tuple(put_many.keys[:]), tuple(put_many.values[:]),
                                         session_from_pb(put_many.session, num_dcs))
+    if kind == INCR:
+        return INCR, incr_request(operation.incr, request_id, num_dcs)
     return None
 
 
@@ -201,6 +210,12 @@ def fill_swap(target: pb.SwapResponse, reply: SwapReply, *, scalar: bool = False
     if reply.old_value is not None:
         target.found = True
         target.old_value = reply.old_value
+    target.timestamp = reply.timestamp
+    fill_session(target.session, reply.session, scalar=scalar)
+
+
+def fill_incr(target: pb.IncrResponse, reply: IncrReply, *, scalar: bool = False) -> None:
+    target.value = reply.value
     target.timestamp = reply.timestamp
     fill_session(target.session, reply.session, scalar=scalar)
 
@@ -301,6 +316,12 @@ def result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dic
         stable = session.stable
         return ({"id": operation_id, "put_many": {"count": reply.count, "timestamp": reply.timestamp,
                                                   "session": {"stable": stable, "dt": session.dt}}},
+                RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable))
+    if isinstance(reply, IncrReply):
+        session = reply.session
+        stable = session.stable
+        return ({"id": operation_id, "incr": {"value": reply.value, "timestamp": reply.timestamp,
+                                              "session": {"stable": stable, "dt": session.dt}}},
                 RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable))
     if isinstance(reply, ScanReply):
         session = reply.session

@@ -54,6 +54,11 @@ class KeyValueStub:
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.Incr = channel.unary_unary(
+                '/okapikv.KeyValue/Incr',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
+                _registered_method=True)
         self.Scan = channel.unary_unary(
                 '/okapikv.KeyValue/Scan',
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.ScanRequest.SerializeToString,
@@ -108,6 +113,12 @@ class KeyValueServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Incr(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +183,11 @@ def add_KeyValueServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.SerializeToString,
+            ),
+            'Incr': grpc.unary_unary_rpc_method_handler(
+                    servicer.Incr,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.SerializeToString,
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
@@ -312,6 +328,33 @@ class KeyValue:
             '/okapikv.KeyValue/Delete',
             okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.SerializeToString,
             okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Incr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.KeyValue/Incr',
+            okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
             options,
             channel_credentials,
             insecure,
