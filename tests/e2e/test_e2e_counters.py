@@ -4,8 +4,9 @@ cluster of 3 DCs, and the same command sequence against a real redis-server.
 - 1,000 INCRs, sent concurrently by connections spread over the three DCs while the link between
   two DCs is cut and healed (``okapikv.server.faults``), end with every DC reading exactly 1,000:
   none lost (last-writer-wins would keep one DC's), none counted twice (a link's resends).
-- INCR, INCRBY, DECR, DECRBY, GET, SET, DEL and their errors answer, on one connection, exactly
-  what redis-server answers for the same sequence.
+- INCR, INCRBY, DECR, DECRBY, GET, SET, DEL, their errors, and the expiry commands' replies that
+  do not depend on the clock's reading (TTL, PERSIST, EXPIRE, GETEX, SETEX, PSETEX, SET EX)
+  answer, on one connection, exactly what redis-server answers for the same sequence.
 """
 
 from __future__ import annotations
@@ -118,7 +119,15 @@ SEQUENCE: tuple[tuple[str, ...], ...] = (
     ("SET", "z", "007"), ("INCR", "z"), ("SET", "big", "9223372036854775807"), ("INCR", "big"),
     ("DECRBY", "big", "-1"), ("SET", "small", "-9223372036854775808"), ("DECR", "small"),
     ("SET", "a", "5"), ("INCR", "a"), ("DEL", "a"), ("GET", "a"), ("DECR", "a"), ("INCR", "new"),
-    ("INCR", "a", "b"), ("INCRBYFLOAT", "a", "1.5"),
+    ("INCR", "a", "b"),
+    # expiry (docs/protocol.md, "Expiry"): the replies that do not depend on the clock's reading
+    ("TTL", "nokey"), ("PTTL", "nokey"), ("TTL", "s"), ("EXPIRE", "nokey", "10"), ("PERSIST", "s"),
+    ("SET", "e", "v", "EX", "100"), ("TTL", "e"), ("PERSIST", "e"), ("TTL", "e"), ("EXPIRE", "e", "100"),
+    ("TTL", "e"), ("GETEX", "e", "PERSIST"), ("TTL", "e"), ("SETEX", "e", "100", "w"), ("GET", "e"), ("TTL", "e"),
+    ("PSETEX", "e", "100000", "x"), ("TTL", "e"), ("GETEX", "e", "EX", "50"), ("TTL", "e"),
+    ("SET", "e", "v", "EX", "0"), ("SET", "e", "v", "EX", "x"), ("SETEX", "e", "-1", "v"), ("GETEX", "e", "EX"),
+    ("EXPIRE", "e", "abc"), ("EXPIRE", "e", "0"), ("GET", "e"), ("TTL", "e"),
+    ("INCRBYFLOAT", "a", "1.5"),
 )
 
 
@@ -164,7 +173,7 @@ def test_counter_replies_match_redis_server(cluster: Cluster, tmp_path: Path) ->
     with redis_server(tmp_path) as port:
         expected = replies(redis.Redis(port=port, socket_timeout=10))
     okapi = redis.Redis(port=ports[("virginia", 0)], socket_timeout=60)
-    okapi.delete("a", "s", "t", "z", "big", "small", "new")
+    okapi.delete("a", "s", "t", "z", "big", "small", "new", "e")
     answered = replies(okapi)
     differences = [(command, mine, theirs) for command, mine, theirs in zip(SEQUENCE, answered, expected, strict=True)
                    if mine != theirs and command[0] != "INCRBYFLOAT"]

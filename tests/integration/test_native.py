@@ -64,6 +64,13 @@ def _session_ops(client: Client, prefix: str) -> list[object]:
     answers += [client.incr(counter), client.incr(counter, 5), client.incr(counter, by=-10), client.get(counter)]
     with pytest.raises(InvalidArgument, match="value is not an integer or out of range"):
         client.incr(keys[0])
+    expiring = f"{prefix}-expiring"
+    client.put(expiring, b"soon", ttl=100)
+    expiry = client.expire(expiring)
+    answers += [expiry.value, 0 < expiry.ttl_us <= 100_000_000, expiry.changed]
+    answers.append(client.expire(expiring, persist=True))
+    answers.append(client.expire(expiring, at_ms=1))  # a Unix time long past: gone at once
+    answers.append(client.get(expiring))
     return answers
 
 

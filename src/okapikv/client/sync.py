@@ -435,12 +435,14 @@ class Client:
         reply = self._call(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes))
         return ops.decode_get(reply)
 
-    def put(self, key: KeyLike, value: KeyLike) -> bool:
-        """Write ``value``; True if the key had a visible value before."""
+    def put(self, key: KeyLike, value: KeyLike, ttl: float | None = None) -> bool:
+        """Write ``value``; True if the key had a visible value before. ``ttl``: the key expires
+        that many seconds after its server writes it (docs/protocol.md, "Expiry")."""
         key_bytes = ops.to_bytes(key)
         request_value = ops.to_bytes(value)
+        ttl_ms = ops.ttl_to_ms(ttl)
         state = self._ready()
-        reply = self._call(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
+        reply = self._call(ops.PUT, ops.put_request(key_bytes, request_value, state.wire(), ttl_ms),
                            self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
@@ -489,6 +491,14 @@ class Client:
         reply = self._call(ops.INCR, ops.incr_request(key_bytes, by, state.wire()), self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_incr(reply)
+
+    def expire(self, key: KeyLike, *, ttl_ms: int = 0, at_ms: int = 0, persist: bool = False) -> ops.Expiry:
+        """``AsyncClient.expire``: the key's value and time to live, and a new expiry if asked."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready()
+        reply = self._call(ops.EXPIRE, ops.expire_request(key_bytes, ttl_ms, at_ms, persist, state.wire()),
+                           self._partition(key_bytes))
+        return ops.decode_expire(reply)
 
     def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""

@@ -90,10 +90,14 @@ class GetRequest:
 
 @message
 class PutRequest:
+    """``expires``: 0 none, positive an absolute expiry, negative a time to live
+    (``okapikv.core.expiry.resolve``)."""
+
     request_id: int
     key: bytes
     value: bytes
     session: Session
+    expires: int = 0
 
 
 @message
@@ -136,6 +140,17 @@ class IncrRequest:
 
 
 @message
+class ExpireRequest:
+    """Read ``key``'s value and time to live and, unless ``expires`` is None, write its value again
+    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). Refused for a counter."""
+
+    request_id: int
+    key: bytes
+    expires: int | None
+    session: Session
+
+
+@message
 class ReadTxRequest:
     """Read-only transaction over a key set: one causally consistent snapshot (section 3.2)."""
 
@@ -171,7 +186,8 @@ class ScanRequest:
 
 
 ClientRequest = (
-    GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | IncrRequest | ReadTxRequest | ScanRequest
+    GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | IncrRequest | ExpireRequest
+    | ReadTxRequest | ScanRequest
 )
 
 
@@ -226,6 +242,19 @@ class IncrReply:
 
 
 @message
+class ExpireReply:
+    """``value``: the key's value (None: absent); ``ttl_us``: its time to live after the request
+    (-2 absent, -1 none, as Redis's TTL); ``changed``: a new version was written, at ``timestamp``."""
+
+    request_id: int
+    value: bytes | None
+    ttl_us: int
+    changed: bool
+    timestamp: int
+    session: Session
+
+
+@message
 class ReadTxReply:
     request_id: int
     values: tuple[bytes | None, ...]
@@ -274,7 +303,9 @@ class ErrorReply:
     message: str
 
 
-ClientReply = GetReply | WriteReply | PutManyReply | SwapReply | IncrReply | ReadTxReply | ScanReply | ErrorReply
+ClientReply = (
+    GetReply | WriteReply | PutManyReply | SwapReply | IncrReply | ExpireReply | ReadTxReply | ScanReply | ErrorReply
+)
 
 
 # ---------------------------------------------------------------- replication (between DCs)

@@ -13,7 +13,8 @@ Invariants (tested in ``tests/unit/test_mvstore.py``):
   one demotes);
 - the key index holds exactly the keys with at least one version; ``version_count`` is the number
   of versions held;
-- every key holding more than one version or a tombstone is in the GC queue (``_collectable``).
+- every key holding more than one version, a tombstone or a value that expires is in the GC queue
+  (``_collectable``).
 
 Garbage collection (invariant tested by ``tests/property/test_prop_gc.py``): a version may be
 removed only when a newer version of the same key is visible in every snapshot that may still be
@@ -41,6 +42,14 @@ from okapikv.core.vectors import Vector
 
 #: ``okapikv.core.counters.MAGIC``: the stored value of a counter's version begins with it
 COUNTER_MAGIC = b"\xffOKAPI#C"
+#: ``okapikv.core.expiry.MAGIC``: the stored value of a version with an expiry begins with it
+EXPIRY_MAGIC = b"\xffOKAPI#E"
+
+
+def _lingers(value: bytes | None) -> bool:
+    """Whether a key whose only version holds ``value`` stays in the GC queue: a tombstone, or a
+    value that expires (collected once expired, as a tombstone)."""
+    return value is None or value.startswith(EXPIRY_MAGIC)
 
 
 class Version:
@@ -183,7 +192,7 @@ class MultiVersionStore:
             self._chains[key] = version
             self._index.add(key)
             self.version_count += 1
-            if version.value is None:
+            if _lingers(version.value):
                 self._collectable[key] = None
             if self._changes is not None:
                 self._changes.append(Change(key, version, True))
@@ -267,10 +276,11 @@ class MultiVersionStore:
         universally_visible: VisibilityPredicate,
         *,
         tombstone_removable: VisibilityPredicate | None = None,
+        expired: VisibilityPredicate | None = None,
     ) -> int:
         """Drop every version older than the newest universally visible one (and that one too when
-        it is a tombstone that ``tombstone_removable`` allows to go: by default always). Returns how
-        many versions were removed."""
+        it is a tombstone, or ``expired`` says it expired, that ``tombstone_removable`` allows to
+        go: by default always). Returns how many versions were removed."""
         entry = self._chains.get(key)
         if entry is None:
             self._collectable.pop(key, None)
@@ -287,7 +297,8 @@ class MultiVersionStore:
         if (keep_from and self._merged is not None and newest_visible.value is not None
                 and newest_visible.value.startswith(COUNTER_MAGIC)):
             return self._collect_merged(key, chain, keep_from, self._merged(chain, keep_from, universally_visible))
-        if newest_visible.value is None and (tombstone_removable is None or tombstone_removable(newest_visible)):
+        if ((newest_visible.value is None or (expired is not None and expired(newest_visible)))
+                and (tombstone_removable is None or tombstone_removable(newest_visible))):
             keep_from += 1
         removed = keep_from
         if removed:
@@ -302,7 +313,7 @@ class MultiVersionStore:
             self._collectable.pop(key, None)
         elif len(chain) == 1:
             self._chains[key] = chain[0]  # demote: a single version is held without a list
-            if chain[0].value is not None:
+            if not _lingers(chain[0].value):
                 self._collectable.pop(key, None)
         return removed
 
@@ -328,6 +339,7 @@ class MultiVersionStore:
         budget: int,
         *,
         tombstone_removable: VisibilityPredicate | None = None,
+        expired: VisibilityPredicate | None = None,
     ) -> int:
         """Collect up to ``budget`` keys that hold more than one version or a tombstone, so a GC pass
         never stalls the server for long. Keys are visited round robin: one not yet fully collected
@@ -336,8 +348,9 @@ class MultiVersionStore:
         for _ in range(min(budget, len(self._collectable))):
             key = next(iter(self._collectable))
             del self._collectable[key]
-            removed += self.collect(key, universally_visible, tombstone_removable=tombstone_removable)
+            removed += self.collect(key, universally_visible, tombstone_removable=tombstone_removable,
+                                    expired=expired)
             entry = self._chains.get(key)
-            if entry is not None and (not isinstance(entry, Version) or entry.value is None):
+            if entry is not None and (not isinstance(entry, Version) or _lingers(entry.value)):
                 self._collectable[key] = None  # not done yet: back of the queue
         return removed

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from okapikv.core import counters
+from okapikv.core import counters, expiry
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     CatchUpReply,
@@ -138,12 +138,13 @@ class PartitionState:
         self.stats.rejected_requests += 1
         return [Respond(ErrorReply(request_id, ErrorCode.INVALID_ARGUMENT, message))]
 
-    def read_newest(self, key: bytes, visible: VisibilityPredicate) -> Version | None:
-        """What a read of ``key`` returns: the newest version ``visible`` accepts, or where that is
-        a counter's, its merged value (``okapikv.core.counters.read_view``)."""
+    def read_newest(self, key: bytes, visible: VisibilityPredicate, now_us: int) -> Version | None:
+        """What a read of ``key`` at ``now_us`` returns: the newest version ``visible`` accepts (of
+        no value once expired: ``okapikv.core.expiry.view``), or where that is a counter's, its
+        merged value (``okapikv.core.counters.read_view``)."""
         version = self.store.newest(key, visible)
         if version is None or version.value is None or not version.value.startswith(COUNTER_MAGIC):
-            return version
+            return expiry.view(version, now_us)
         resolved = counters.resolve(self.store.versions(key), visible, self.num_dcs)
         return counters.read_view(resolved, self.num_dcs)
 

@@ -59,6 +59,11 @@ class KeyValueStub:
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
                 _registered_method=True)
+        self.Expire = channel.unary_unary(
+                '/okapikv.KeyValue/Expire',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.FromString,
+                _registered_method=True)
         self.Scan = channel.unary_unary(
                 '/okapikv.KeyValue/Scan',
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.ScanRequest.SerializeToString,
@@ -119,6 +124,12 @@ class KeyValueServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Incr(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Expire(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -188,6 +199,11 @@ def add_KeyValueServicer_to_server(servicer, server):
                     servicer.Incr,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.SerializeToString,
+            ),
+            'Expire': grpc.unary_unary_rpc_method_handler(
+                    servicer.Expire,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.SerializeToString,
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
@@ -355,6 +371,33 @@ class KeyValue:
             '/okapikv.KeyValue/Incr',
             okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
             okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Expire(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.KeyValue/Expire',
+            okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.FromString,
             options,
             channel_credentials,
             insecure,
