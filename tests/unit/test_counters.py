@@ -232,4 +232,6 @@ class TestCluster:
         mesh.run(T0 + 500_000, T0 + 1_000_000, 5_000)
         for dc in range(2):
             assert get(mesh, dc, b"c", T0 + 1_000_000) == b"8"
-            assert mesh.servers[ServerId(dc, 0)].store.version_count == 1  # the newest dominates
+            # DC 0's newest dominates its older one; DC 1's one stays: one version per DC at most
+            versions = mesh.servers[ServerId(dc, 0)].store.versions(b"c")
+            assert sorted(version.source_dc for version in versions) == [0, 1]

@@ -21,8 +21,8 @@ key visible to it:
   not observe*, the same rule in every DC);
 - the value is ``base + sum(P - N)``, rendered as a decimal integer like Redis's GET.
 
-A DC's own totals are taken from every version of its epoch in the chain, visible or not: the
-partition is the only writer of its DC's entry, so the entry only grows (``increment``).
+A DC's own totals are taken from its newest version in the chain, visible or not: the partition
+is the only writer of its DC's entry, so the entry only grows (``increment``).
 
 GC (``collectable``) may drop a version only when no snapshot that may still be read would count
 it: it is older than the newest universally visible version and superseded by that version's
@@ -132,24 +132,36 @@ class Resolved:
 
 def resolve(chain: Sequence[Version], visible: Callable[[Version], bool], num_dcs: int) -> Resolved:
     """The key's content for a reader that sees the versions ``visible`` accepts (module docstring).
-    ``chain`` is oldest first."""
+    ``chain`` is oldest first.
+
+    Only the newest visible counter version of each DC is merged: a DC's versions dominate its
+    older ones (its own entry only grows, and each of its writes merged a superset of what the one
+    before it saw, a server's visible versions only growing; its epochs only move forward), so the
+    scan stops once it has one of each DC, or at a visible string or tombstone (everything older
+    is older than its epoch). An INCR costs the distance to those versions, not the chain's length."""
     epoch: Order | None = None
     string: Version | None = None
     counters: list[tuple[Version, CounterState]] = []
+    seen: set[int] = set()
     for version in reversed(chain):
         if not visible(version):
             continue
-        if is_counter(version.value):
-            assert version.value is not None
-            state = decode(version.value)
+        value = version.value
+        if value is not None and value.startswith(MAGIC):
+            if version.source_dc in seen:
+                continue
+            seen.add(version.source_dc)
+            state = decode(value)
             counters.append((version, state))
             if epoch is None or state.epoch > epoch:
                 epoch = state.epoch
-        elif string is None:
+            if len(seen) == num_dcs:
+                break
+        else:
             string = version
             if epoch is None or version.order > epoch:
                 epoch = version.order
-            break  # older versions are older than its epoch: none of them counts
+            break
     totals: tuple[tuple[int, int], ...] = ((0, 0),) * num_dcs
     base = 0
     merged: list[Version] = []
@@ -196,12 +208,13 @@ def increment(chain: Sequence[Version], resolved: Resolved, dc: int, num_dcs: in
     if not INT64_MIN <= state.value + by <= INT64_MAX:
         return OVERFLOW
     own_p, own_n = state.totals[dc]
-    for version in chain:  # this DC's entry only grows: its highest, visible or not
-        if is_counter(version.value):
-            assert version.value is not None
-            other = decode(version.value)
+    for version in reversed(chain):  # this DC's entry only grows: from its newest version, visible or not
+        value = version.value
+        if version.source_dc == dc and value is not None and value.startswith(MAGIC):
+            other = decode(value)
             if other.epoch == state.epoch:
                 own_p, own_n = max(own_p, other.totals[dc][0]), max(own_n, other.totals[dc][1])
+            break
     own = (own_p + by, own_n) if by >= 0 else (own_p, own_n - by)
     totals = state.totals[:dc] + (own,) + state.totals[dc + 1 :]
     return CounterState(state.epoch, state.base, totals)
@@ -224,42 +237,26 @@ def parse_integer(value: bytes) -> int | None:
 
 def collectable(chain: list[Version], keep_from: int, universally_visible: Callable[[Version], bool]) -> list[int]:
     """The positions below ``keep_from`` (the newest universally visible version, a counter) that GC
-    may drop without changing any read a snapshot still allowed may make (module docstring)."""
-    universal: list[tuple[int, Version, CounterState | None]] = []
-    for position in range(keep_from + 1):
-        version = chain[position]
-        if universally_visible(version):
-            value = version.value
-            universal.append((position, version, decode(value) if value is not None and is_counter(value) else None))
-    epoch = max(state.epoch if state is not None else version.order for _, version, state in universal)
-    counters_of_epoch = [(position, state) for position, _, state in universal
-                         if state is not None and state.epoch == epoch]
+    may drop without changing any read a snapshot still allowed may make (module docstring): a
+    version of an epoch older than the universally visible one, a string or tombstone below it (or
+    its own, whose base its counters carry), and a counter version of that epoch older than a
+    universally visible one of its DC, which dominates it (``resolve``). One pass, one decode each."""
+    states = [decode(version.value) if version.value is not None and version.value.startswith(MAGIC) else None
+              for version in chain[: keep_from + 1]]
+    universal = [universally_visible(version) for version in chain[: keep_from + 1]]
+    epoch = max(state.epoch if state is not None else chain[position].order
+                for position, state in enumerate(states) if universal[position])
+    newest: dict[int, int] = {}  # DC -> position of its newest universally visible counter version of the epoch
+    for position in range(keep_from, -1, -1):
+        state = states[position]
+        if universal[position] and state is not None and state.epoch == epoch:
+            newest.setdefault(chain[position].source_dc, position)
     drop: list[int] = []
     for position in range(keep_from):
-        version = chain[position]
-        value = version.value
-        if value is None or not is_counter(value):
-            # A string or tombstone below the epoch is read by no one; the epoch's own one is only
-            # read for its base, which its counters carry.
-            if version.order < epoch or any(state.epoch == version.order for _, state in counters_of_epoch):
+        version, state = chain[position], states[position]
+        if state is None:
+            if version.order < epoch or (version.order == epoch and newest):
                 drop.append(position)
-            continue
-        state = decode(value)
-        if state.epoch < epoch:
+        elif state.epoch < epoch or (state.epoch == epoch and newest.get(version.source_dc, -1) > position):
             drop.append(position)
-        elif state.epoch == epoch:
-            others = [other.totals for where, other in counters_of_epoch if where != position]
-            if others and all(_dominated(state.totals, totals) for totals in [_merge_all(others)]):
-                drop.append(position)
     return drop
-
-
-def _merge_all(totals: list[tuple[tuple[int, int], ...]]) -> tuple[tuple[int, int], ...]:
-    merged = totals[0]
-    for other in totals[1:]:
-        merged = _merge_totals(merged, other)
-    return merged
-
-
-def _dominated(mine: Sequence[tuple[int, int]], others: Sequence[tuple[int, int]]) -> bool:
-    return all(p <= q and n <= m for (p, n), (q, m) in zip(mine, others, strict=True))
