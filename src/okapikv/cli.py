@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -75,12 +76,14 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # Each identity flag defaults to an environment variable (images are configured that way); a flag wins.
     p = sub.add_parser("server", help="run one partition server from a cluster config file")
-    p.add_argument("--config", required=True, help="cluster config file (TOML), see `okapi up --print-config`")
-    p.add_argument("--dc", required=True, help="the DC name of this server")
-    p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
-    p.add_argument("--data-dir", default=None,
-                   help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    _add_env_default(p, "--config", "OKAPI_CONFIG", help="cluster config file (TOML), see `okapi up --print-config`")
+    _add_env_default(p, "--dc", "OKAPI_DC", help="the DC name of this server")
+    _add_env_default(p, "--partition", "OKAPI_PARTITION", type=int, help="the partition number of this server")
+    p.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
+                   help="keep the data in this directory (SQLite, recovered at start; default $OKAPI_DATA_DIR); "
+                        "default: in memory only")
     p.add_argument("--repair", action="store_true",
                    help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
                         "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
@@ -94,6 +97,31 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--log-format", choices=["text", "json"], default=None,
                    help="one event per line as text (default) or JSON ($OKAPI_LOG_FORMAT)")
     p.set_defaults(target="okapikv.server.main:run_server")
+
+
+def _add_env_default(p: argparse.ArgumentParser, flag: str, variable: str, **options: object) -> None:
+    """A flag that defaults to ``$variable`` and is required only while that is unset or empty."""
+    value = os.environ.get(variable) or None
+    help_text = f"{options.pop('help')} (default ${variable})"
+    p.add_argument(flag, default=value, required=value is None, help=help_text, **options)  # type: ignore[arg-type]
+
+
+def _add_health(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("health", help="exit 0 when a server serves, else 1 with one line saying why (probes)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT",
+                   help="the server to check (default: this host's server, from $OKAPI_CONFIG, $OKAPI_DC and "
+                        "$OKAPI_PARTITION or --config/--dc/--partition)")
+    p.add_argument("--config", default=os.environ.get("OKAPI_CONFIG") or None,
+                   help="cluster config file (default $OKAPI_CONFIG): its [tls] and the server's bind address")
+    p.add_argument("--dc", default=os.environ.get("OKAPI_DC") or None, help="with --config: the DC (default $OKAPI_DC)")
+    p.add_argument("--partition", type=int, default=os.environ.get("OKAPI_PARTITION") or None,
+                   help="with --config: the partition (default $OKAPI_PARTITION)")
+    p.add_argument("--timeout-s", type=float, default=3.0, help="give up after this long (default %(default)g s)")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the config's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the server demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.add_argument("--tls-server-name", default=None, help="TLS: host name the server certificate names")
+    p.set_defaults(target="okapikv.cluster.health:run_health")
 
 
 def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -338,8 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_calibrate, _add_check,
-                _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_health, _add_client, _add_load, _add_status, _add_sim, _add_calibrate,
+                _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 
