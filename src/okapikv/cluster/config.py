@@ -139,8 +139,8 @@ class ServerConfig:
 
     ``bind`` (optional) is where the server listens when that is not where it is dialled: behind NAT,
     a published container port or a per-pod load balancer the server binds, say, ``0.0.0.0:7100``
-    while peers and clients dial ``address`` (what ClusterInfo advertises), as etcd's
-    ``--listen-*``/``--advertise-*`` and CockroachDB's ``--advertise-addr`` split them. Every
+    while peers and clients dial ``address`` (what ClusterInfo advertises), the listen/advertise
+    split of etcd and CockroachDB. Every
     listener of the server then binds on the host of ``bind``: the client port on ``bind`` itself,
     the peer, metrics, native and RESP listeners on their own ports."""
 
