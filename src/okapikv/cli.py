@@ -21,8 +21,8 @@ DEFAULT_DCS = ",".join(PAPER_DC_NAMES)
 CLIENT_TIMEOUT_S = 600.0
 
 
-def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("up", help="start a local multi-DC cluster (one process per partition server)")
+def _add_cluster_shape(p: argparse.ArgumentParser) -> None:
+    """The flags that shape a cluster, shared by `okapi up` and `okapi deploy`."""
     p.add_argument("--dcs", default=DEFAULT_DCS, help="comma-separated DC names (default: %(default)s)")
     p.add_argument("--partitions", type=int, default=2, help="partitions per DC (default: %(default)s)")
     p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
@@ -30,6 +30,11 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wan.add_argument("--wan-ms", type=float, default=None, help="one uniform one-way WAN delay between DCs, in ms")
     wan.add_argument("--wan", choices=["off", "realistic"], default="realistic",
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
+
+
+def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("up", help="start a local multi-DC cluster (one process per partition server)")
+    _add_cluster_shape(p)
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model lays them out")
     p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=DC_MAJOR,
@@ -122,6 +127,20 @@ def _add_health(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
     p.add_argument("--tls-server-name", default=None, help="TLS: host name the server certificate names")
     p.set_defaults(target="okapikv.cluster.health:run_health")
+
+
+def _add_deploy(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("deploy", help="write a compose project or Kubernetes manifests for a cluster (docs/deploy.md)")
+    p.add_argument("platform", choices=["compose", "k8s"], help="compose: a compose project; k8s: Kubernetes manifests")
+    p.add_argument("--out", default=None, help="directory to write (default okapi-compose or okapi-k8s)")
+    p.add_argument("--config", default=None, help="take the cluster's settings from this config file instead")
+    _add_cluster_shape(p)
+    p.add_argument("--heartbeat-ms", type=float, default=None, help="heartbeat interval (default 5, as okapi up)")
+    p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (default 5)")
+    p.add_argument("--cluster-id", default="okapi-local", help="the cluster id peers check (default %(default)s)")
+    p.add_argument("--image", default="okapikv:latest", help="the server image (default %(default)s; Dockerfile)")
+    p.add_argument("--storage-gib", type=int, default=10, help="k8s: each server's data volume (default 10 GiB)")
+    p.set_defaults(target="okapikv.deploy.command:run_deploy")
 
 
 def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -366,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_health, _add_client, _add_load, _add_status, _add_sim, _add_calibrate,
-                _add_check, _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
+                _add_calibrate, _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 

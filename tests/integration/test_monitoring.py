@@ -1,4 +1,4 @@
-"""The Grafana dashboard and the Prometheus alert rules in deploy/ (docs/deploy.md, "Dashboard and
+"""The Grafana dashboard and the Prometheus alert rules in src/okapikv/deploy/monitoring (docs/deploy.md, "Dashboard and
 alerts"): every metric they name is one a live server exports, and each alert fires on synthetic
 series that break its condition and stays quiet on healthy ones (promtool's rule tests).
 
@@ -25,8 +25,8 @@ from okapikv.cluster.config import local_cluster
 from okapikv.server.app import serve
 
 ROOT = Path(__file__).resolve().parents[2]
-DASHBOARD = ROOT / "deploy" / "grafana" / "okapi-dashboard.json"
-RULES = ROOT / "deploy" / "prometheus" / "okapi-alerts.yml"
+DASHBOARD = ROOT / "src" / "okapikv" / "deploy" / "monitoring" / "okapi-dashboard.json"
+RULES = ROOT / "src" / "okapikv" / "deploy" / "monitoring" / "okapi-alerts.yml"
 #: Series Prometheus makes itself (one per scrape target), not a server.
 PROMETHEUS_SERIES = {"up"}
 _NAME = re.compile(r"\b((?:okapi|process)_[a-z0-9_]+|up)\b")
@@ -102,7 +102,7 @@ def test_every_metric_the_dashboard_and_the_alerts_name_is_exported(tmp_path: Pa
     named = {name for expression in dashboard_expressions() + rule_expressions() for name in named_series(expression)}
     assert len(named) > 20  # the extraction found the dashboard's and the rules' names
     missing = sorted(named - exported - PROMETHEUS_SERIES)
-    assert not missing, f"named by deploy/ but not exported by a server: {missing}"
+    assert not missing, f"named by the dashboard or the rules but not exported by a server: {missing}"
 
 
 # ------------------------------------------------------------------ promtool on synthetic series

@@ -71,7 +71,7 @@ def test_the_license_file_is_the_mit_license_pyproject_names() -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_unknown_flag_prints_the_subcommands_usage(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    required = {"check": ["history.jsonl"], "load": ["records.tsv"],
+    required = {"check": ["history.jsonl"], "load": ["records.tsv"], "deploy": ["compose"],
                 "server": ["--config", "c.toml", "--dc", "a", "--partition", "0"]}
     arguments = [command, *required.get(command, []), "--bogus"]
     with pytest.raises(SystemExit) as exited:
