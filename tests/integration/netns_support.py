@@ -100,8 +100,11 @@ class Hosts:
                  "ip", "saddr", self.addresses[there], "drop")
 
     def heal(self, first: int, second: int) -> None:
+        """Undo ``cut``: every cut of either host (a host cut from several is healed at the first)."""
         for index in (first, second):
-            must("ip", "netns", "exec", self.namespaces[index], "nft", "delete", "table", "inet", CUT_TABLE)
+            namespace = self.namespaces[index]
+            if run("ip", "netns", "exec", namespace, "nft", "list", "table", "inet", CUT_TABLE).returncode == 0:
+                must("ip", "netns", "exec", namespace, "nft", "delete", "table", "inet", CUT_TABLE)
 
 
 def _setup(hosts: Hosts) -> None:
