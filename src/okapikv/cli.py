@@ -410,6 +410,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+#: Optional dependencies, by the extra that installs them (pyproject.toml): a server install has none.
+EXTRAS = {"numpy": "check", "matplotlib": "bench", "hdrh": "bench"}
+
+
+def _missing_extra(command: str, error: ModuleNotFoundError) -> int | None:
+    """Exit status 2 with the install command when ``error`` is an optional dependency, else None."""
+    root = (error.name or "").split(".")[0]
+    if root not in EXTRAS:
+        return None
+    print(f"okapi {command}: needs {root}, which a server install leaves out: pip install 'okapikv[{EXTRAS[root]}]'",
+          file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     module_name, function_name = args.target.split(":")
@@ -419,8 +433,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if error.name and error.name.startswith("okapikv"):
             print(f"okapi {args.command}: not available in this build ({error.name})", file=sys.stderr)
             return 2
+        missing = _missing_extra(args.command, error)
+        if missing is not None:
+            return missing
         raise
-    result: int = getattr(module, function_name)(args)
+    try:
+        result: int = getattr(module, function_name)(args)
+    except ModuleNotFoundError as error:  # a dependency imported where it is first needed
+        missing = _missing_extra(args.command, error)
+        if missing is None:
+            raise
+        return missing
     return result
 
 
