@@ -1,4 +1,4 @@
-# okapikv server image (docs/deploy.md, "Images, compose and Kubernetes").
+# okapikv server image (docs/deploy.md, "6. Images, compose and Kubernetes").
 #   docker build -t okapikv:latest .                       # or podman build
 #   docker build --build-arg BASE_IMAGE=my-python:3.11 .  # any Debian-like image with Python >= 3.11
 # One `okapi server` per container, configured by its environment (OKAPI_CONFIG, OKAPI_DC,

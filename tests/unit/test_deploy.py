@@ -1,4 +1,5 @@
-"""`okapi deploy compose|k8s` and the Dockerfile (docs/deploy.md, "Images, compose and Kubernetes").
+"""`okapi deploy compose|k8s` and the Dockerfile (docs/deploy.md, "6. Images, compose and
+Kubernetes").
 
 What must hold: the compose project and the Kubernetes manifests generated from one set of
 parameters describe the cluster config exactly (every server one service / one pod, at the

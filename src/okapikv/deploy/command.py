@@ -23,8 +23,8 @@ def template(args: argparse.Namespace) -> ClusterConfig:
     if args.config:
         config = ClusterConfig.load(args.config)
         if config.tls is not None:
-            raise ValueError("--config: a [tls] section is not generated for containers yet; remove it "
-                             "(docs/deploy.md, Images, compose and Kubernetes)")
+            raise ValueError("--config: generated containers are plaintext; remove the [tls] section, then add it "
+                             "to the generated config with the certificates mounted (docs/deploy.md, section 6)")
         return config
     wan: float | str = args.wan_ms if args.wan_ms is not None else args.wan
     config = local_cluster(dcs=[name for name in args.dcs.split(",") if name.strip()], partitions=args.partitions,
