@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from okapikv.cluster.config import ClusterConfig, join_address
+from okapikv.cluster.config import ClusterConfig, join_address, local_cluster
 from okapikv.deploy import yaml_text
 from okapikv.deploy.compose import monitoring_file
 from okapikv.deploy.kubernetes import POD_INDEX_LABEL
@@ -35,6 +35,7 @@ from okapikv.deploy.model import (
     compose_host,
     kubernetes_host,
 )
+from okapikv.tls import TlsConfig
 
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the generated files back (the test extra)")
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,3 +242,21 @@ def test_bad_parameters_write_nothing_and_say_why(tmp_path: Path) -> None:
                             "--dcs", "us east,us-east"], capture_output=True, text=True, timeout=60, check=False)
     assert clash.returncode == 2 and "same container names" in clash.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_config_file_gives_the_cluster_its_settings(tmp_path: Path) -> None:
+    source = local_cluster(dcs=("a", "b"), partitions=3, protocol="gentlerain", wan=7.0, cluster_id="from-file")
+    path = source.dump(tmp_path / "source.toml")
+    result = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "compose", "--config", str(path),
+                             "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    written = ClusterConfig.load(tmp_path / "out" / "cluster.toml")
+    assert (written.dcs, written.partitions, written.protocol, written.wan_ms, written.cluster_id) == (
+        source.dcs, source.partitions, source.protocol, source.wan_ms, source.cluster_id)
+    assert [s.address for s in written.servers] == [f"okapi-{s.dc}-{s.partition}:{GRPC_PORT}" for s in source.servers]
+    assert _load(tmp_path / "out" / "compose.yaml")["name"] == "from-file"
+    secured = ClusterConfig(dcs=source.dcs, partitions=source.partitions, servers=source.servers,
+                            tls=TlsConfig("ca.pem", "server.pem", "key.pem")).dump(tmp_path / "tls.toml")
+    refused = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "k8s", "--config", str(secured),
+                              "--out", str(tmp_path / "k8s")], capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode == 2 and "plaintext" in refused.stderr and not (tmp_path / "k8s").exists()
