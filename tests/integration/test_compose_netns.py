@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from netns_support import Hosts, namespace_hosts, start_agent
+from netns_support import Hosts, namespace_hosts, server_logs, start_agent
 
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the generated compose file (the test extra)")
 
@@ -129,15 +129,13 @@ def test_the_generated_compose_topology_runs_in_namespaces(hosts: Hosts, tmp_pat
     assert len(names) == len(DCS)
     _hosts_files(hosts, names)
 
-    logs, environments = [], []
-    for index, (name, service) in enumerate(services.items()):
-        environment = _environment(service, _mounts(service, project, tmp_path / "volumes"))
-        environments.append(environment)
-        log = (tmp_path / f"{name}.log").open("w")
-        logs.append(log)
-        hosts.exec(index, _okapi(service["command"]), env=environment, stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=subprocess.STDOUT)
-    try:
+    environments = []
+    with server_logs(tmp_path, names) as logs:
+        for index, (name, service) in enumerate(services.items()):
+            environment = _environment(service, _mounts(service, project, tmp_path / "volumes"))
+            environments.append(environment)
+            hosts.exec(index, _okapi(service["command"]), env=environment, stdin=subprocess.DEVNULL,
+                       stdout=logs[name], stderr=subprocess.STDOUT)
         for index, service in enumerate(services.values()):
             _healthy(hosts, index, service, environments[index])
         # Each DC's client dials its own server by service name, as a client on the project network would.
@@ -183,14 +181,6 @@ def test_the_generated_compose_topology_runs_in_namespaces(hosts: Hosts, tmp_pat
         _converged(clients, "split", {"east", "north"})
         for client in clients:
             client.stop()
-    except AssertionError:
-        for log in logs:
-            log.flush()
-        print("\n".join(f"--- {name}\n{(tmp_path / f'{name}.log').read_text()[-3000:]}" for name in names))
-        raise
-    finally:
-        for log in logs:
-            log.close()
     # The data went to each service's own volume.
     for name in names:
         assert any((tmp_path / "volumes" / f"{name}-data").iterdir())
