@@ -198,3 +198,20 @@ def test_the_alert_rules_fire_on_synthetic_series_and_only_there(tmp_path: Path)
     assert result.returncode == 0, result.stdout + result.stderr
     every_alert = {rule.split(":", 1)[1].strip() for rule in RULES.read_text().splitlines() if "- alert:" in rule}
     assert every_alert == {check["alertname"] for check in promtool_tests(RULES)["tests"][0]["alert_rule_test"]}
+
+
+def test_every_dashboard_expression_is_valid_promql(tmp_path: Path) -> None:
+    """promtool parses each panel's query (the ``$dc`` variable as Grafana's "All" fills it) as a
+    recording rule: a typo would otherwise show only as an empty panel."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian's prometheus package; scripts/install-test-deps.sh)")
+    rules = [{"record": f"okapi:dashboard_panel_{index}", "expr": expression.replace("$dc", ".*")}
+             for index, expression in enumerate(dashboard_expressions()) if not expression.startswith("label_values")]
+    path = tmp_path / "dashboard-rules.yml"
+    path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
+    checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60,
+                             check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in checked.stdout
+
