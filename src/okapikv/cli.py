@@ -140,6 +140,11 @@ def _add_deploy(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--cluster-id", default="okapi-local", help="the cluster id peers check (default %(default)s)")
     p.add_argument("--image", default="okapikv:latest", help="the server image (default %(default)s; Dockerfile)")
     p.add_argument("--storage-gib", type=int, default=10, help="k8s: each server's data volume (default 10 GiB)")
+    p.add_argument("--tls", action="store_true",
+                   help="mutual TLS with one certificate naming --tls-server-name: compose mounts ./tls "
+                        "(ca.crt, tls.crt, tls.key), k8s the Secret okapi-tls")
+    p.add_argument("--tls-server-name", default="okapi", help="with --tls: the name the certificate names "
+                                                              "(default %(default)s)")
     p.set_defaults(target="okapikv.deploy.command:run_deploy")
 
 

@@ -4,7 +4,8 @@ Each service of the generated compose.yaml becomes a network namespace (``netns_
 own interface and address behind a bridge, a stand-in for its container) running the service's
 own command with the service's own environment; the compose volumes and bind mounts are mapped to
 folders of the test (a value of the environment naming a mount target is rewritten to the
-mount's source, as the mount would make it). Service names resolve through a hosts file per
+mount's source, as the mount would make it). The project is generated with ``--tls``: every link,
+probe and client speaks mutual TLS with the one certificate it mounts. Service names resolve through a hosts file per
 namespace (``/etc/netns/NS/hosts``, which ``ip netns exec`` mounts over ``/etc/hosts``), as
 compose's DNS resolves them, so the servers dial each other by the names the generated
 cluster.toml gives them and listen on their ``bind`` address. Each service's HEALTHCHECK
@@ -22,6 +23,7 @@ Skips, saying why, where namespaces or nftables are unavailable (``netns_support
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -33,12 +35,15 @@ from typing import Any
 
 import pytest
 from netns_support import Hosts, namespace_hosts, server_logs, start_agent
+from tls_support import CertificateAuthority
 
 yaml = pytest.importorskip("yaml", reason="PyYAML reads the generated compose file (the test extra)")
 
 DCS = ("east", "west", "north")
 HEALTHY_TIMEOUT_S = 60.0
 CONVERGE_TIMEOUT_S = 30.0
+#: `okapi deploy compose --tls`: one certificate, naming this, for every server (mutual TLS).
+SERVER_NAME = "okapi.internal"
 #: ``ip netns exec NS`` bind-mounts each file of NETNS_ETC/NS over the same name in /etc.
 NETNS_ETC = Path("/etc/netns")
 
@@ -49,8 +54,18 @@ def _okapi(command: list[str]) -> list[str]:
     return [sys.executable, "-m", "okapikv.cli", *command[1:]]
 
 
+def _as_mounted(value: str, mounts: dict[str, Path]) -> str:
+    """A path of the container as the mounts make it on this machine."""
+    for target, source in mounts.items():
+        if value == target or value.startswith(target + "/"):
+            return str(source) + value[len(target):]
+    return value
+
+
 def _mounts(service: dict[str, Any], project: Path, volumes: Path) -> dict[str, Path]:
-    """Mount target in the container -> the folder or file of the test standing in for it."""
+    """Mount target in the container -> the folder or file of the test standing in for it. A mounted
+    config file that names paths of other mounts (the TLS files) is read through a copy naming
+    their stand-ins, since the servers here share one file system."""
     mounts = {}
     for entry in service["volumes"]:
         source, target = entry.split(":")[:2]
@@ -59,16 +74,20 @@ def _mounts(service: dict[str, Any], project: Path, volumes: Path) -> dict[str, 
         else:  # a named volume: a folder of its own
             mounts[target] = volumes / source
             mounts[target].mkdir(parents=True, exist_ok=True)
+    for target, source in list(mounts.items()):
+        if source.suffix == ".toml":
+            text = source.read_text()
+            for other, stand_in in mounts.items():
+                if other != target:
+                    text = text.replace(f'"{other}/', f'"{stand_in}/')
+            mounts[target] = volumes / f"mounted-{source.name}"
+            mounts[target].write_text(text)
     return mounts
 
 
 def _environment(service: dict[str, Any], mounts: dict[str, Path]) -> dict[str, str]:
     environment = dict(os.environ)
-    for name, value in service["environment"].items():
-        for target, source in mounts.items():
-            if value == target or value.startswith(target + "/"):
-                value = str(source) + value[len(target):]
-        environment[name] = value
+    environment.update({name: _as_mounted(value, mounts) for name, value in service["environment"].items()})
     return environment
 
 
@@ -120,9 +139,18 @@ def _converged(clients: list[Any], key: str, expected: set[str | None] | None = 
 def test_the_generated_compose_topology_runs_in_namespaces(hosts: Hosts, tmp_path: Path) -> None:
     project = tmp_path / "compose"
     generated = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "compose", "--out", str(project),
-                                "--dcs", ",".join(DCS), "--partitions", "1", "--wan-ms", "5"],
-                               capture_output=True, text=True, timeout=60, check=False)
+                                "--dcs", ",".join(DCS), "--partitions", "1", "--wan-ms", "5", "--tls",
+                                "--tls-server-name", SERVER_NAME], capture_output=True, text=True, timeout=60,
+                               check=False)
     assert generated.returncode == 0, generated.stderr
+    # The one certificate the project mounts (./tls), naming the name every peer and probe expects.
+    authority = CertificateAuthority.create(tmp_path, "compose")
+    issued = authority.issue("okapi", ips=(), dns=(SERVER_NAME,))
+    (project / "tls").mkdir()
+    for source, name in ((authority.path, "ca.crt"), (issued.certificate, "tls.crt"), (issued.key, "tls.key")):
+        shutil.copyfile(source, project / "tls" / name)
+    tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key),
+                     "--server-name", SERVER_NAME]
     compose = yaml.safe_load((project / "compose.yaml").read_text())
     services = {name: service for name, service in compose["services"].items() if "profiles" not in service}
     names = list(services)
@@ -139,7 +167,8 @@ def test_the_generated_compose_topology_runs_in_namespaces(hosts: Hosts, tmp_pat
         for index, service in enumerate(services.values()):
             _healthy(hosts, index, service, environments[index])
         # Each DC's client dials its own server by service name, as a client on the project network would.
-        clients = [start_agent(hosts, index, f"{name}:7100", len(DCS)) for index, name in enumerate(names)]
+        clients = [start_agent(hosts, index, f"{name}:7100", len(DCS), *tls_arguments)
+                   for index, name in enumerate(names)]
         east, west, north = clients
         for client in clients:
             client("ready", addresses=[f"{name}:7100" for name in names])
@@ -181,6 +210,11 @@ def test_the_generated_compose_topology_runs_in_namespaces(hosts: Hosts, tmp_pat
         _converged(clients, "split", {"east", "north"})
         for client in clients:
             client.stop()
-    # The data went to each service's own volume.
+    # The data went to each service's own volume; every server listened on its bind address, with TLS.
     for name in names:
         assert any((tmp_path / "volumes" / f"{name}-data").iterdir())
+        events = [json.loads(line) for line in (tmp_path / f"{name}.log").read_text().splitlines()
+                  if line.startswith("{")]
+        listening = [event for event in events if event.get("event") == "listening"]
+        assert listening and listening[0]["address"] == f"{name}:7100" and listening[0]["bind"] == "0.0.0.0:7100"
+        assert listening[0]["tls"] is True and listening[0]["client_auth"] is True

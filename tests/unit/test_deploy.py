@@ -23,7 +23,7 @@ import pytest
 from okapikv.cluster.config import ClusterConfig, join_address, local_cluster
 from okapikv.deploy import yaml_text
 from okapikv.deploy.compose import monitoring_file
-from okapikv.deploy.kubernetes import POD_INDEX_LABEL
+from okapikv.deploy.kubernetes import POD_INDEX_LABEL, TLS_SECRET
 from okapikv.deploy.model import (
     CONFIG_PATH,
     DATA_DIR,
@@ -31,6 +31,7 @@ from okapikv.deploy.model import (
     METRICS_PORT,
     NATIVE_PORT,
     RESP_PORT,
+    TLS_DIR,
     Deployment,
     compose_host,
     kubernetes_host,
@@ -259,4 +260,32 @@ def test_a_config_file_gives_the_cluster_its_settings(tmp_path: Path) -> None:
                             tls=TlsConfig("ca.pem", "server.pem", "key.pem")).dump(tmp_path / "tls.toml")
     refused = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "k8s", "--config", str(secured),
                               "--out", str(tmp_path / "k8s")], capture_output=True, text=True, timeout=60, check=False)
-    assert refused.returncode == 2 and "plaintext" in refused.stderr and not (tmp_path / "k8s").exists()
+    assert refused.returncode == 2 and "--tls gives" in refused.stderr and not (tmp_path / "k8s").exists()
+
+
+def test_with_tls_every_server_probe_and_scrape_uses_the_mounted_certificate(tmp_path: Path) -> None:
+    for platform in ("compose", "k8s"):
+        result = _deploy(platform, tmp_path / platform, "--tls", "--tls-server-name", "okapi.internal")
+        assert result.returncode == 0, result.stderr
+    config = ClusterConfig.load(tmp_path / "compose" / "cluster.toml")
+    assert config.tls == TlsConfig(f"{TLS_DIR}/ca.crt", f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key", client_auth=True,
+                                   server_name="okapi.internal")
+    services = _load(tmp_path / "compose" / "compose.yaml")["services"]
+    for name, service in services.items():
+        if name != "grafana":
+            assert any(volume.startswith("./tls:") and volume.endswith(":ro") for volume in service["volumes"]), name
+    job = _load(tmp_path / "compose" / "prometheus" / "prometheus.yml")["scrape_configs"][0]
+    assert job["scheme"] == "https" and job["tls_config"]["server_name"] == "okapi.internal"
+    documents = _manifests(tmp_path / "k8s")
+    stateful = [document for document in documents if document["kind"] == "StatefulSet"]
+    assert len(stateful) == 3
+    for document in stateful:
+        pod = document["spec"]["template"]["spec"]
+        secret = next(volume for volume in pod["volumes"] if volume["name"] == "tls")["secret"]
+        assert secret == {"secretName": TLS_SECRET, "defaultMode": 0o440}
+        assert {"name": "tls", "mountPath": TLS_DIR, "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    configmap = next(document for document in documents if document["kind"] == "ConfigMap")
+    assert ClusterConfig.from_toml(configmap["data"]["cluster.toml"]).tls == config.tls
+    validate = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate (the test extra)")
+    for document in documents:
+        validate.validate(document, "1.30.0", strict=True)

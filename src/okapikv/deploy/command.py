@@ -23,8 +23,8 @@ def template(args: argparse.Namespace) -> ClusterConfig:
     if args.config:
         config = ClusterConfig.load(args.config)
         if config.tls is not None:
-            raise ValueError("--config: generated containers are plaintext; remove the [tls] section, then add it "
-                             "to the generated config with the certificates mounted (docs/deploy.md, section 6)")
+            raise ValueError("--config: remove the [tls] section: --tls gives the containers theirs "
+                             "(docs/deploy.md, section 6)")
         return config
     wan: float | str = args.wan_ms if args.wan_ms is not None else args.wan
     config = local_cluster(dcs=[name for name in args.dcs.split(",") if name.strip()], partitions=args.partitions,
@@ -38,7 +38,8 @@ def run_deploy(args: argparse.Namespace) -> int:
     try:
         if args.partitions < 1:
             raise ValueError("--partitions must be at least 1")
-        deployment = Deployment(template(args), image=args.image, storage_gib=args.storage_gib)
+        deployment = Deployment(template(args), image=args.image, storage_gib=args.storage_gib,
+                                tls_server_name=args.tls_server_name if args.tls else None)
         out = Path(args.out or ("okapi-compose" if args.platform == "compose" else "okapi-k8s"))
         written = write_compose(deployment, out) if args.platform == "compose" else write_kubernetes(deployment, out)
     except (ValueError, OSError) as error:

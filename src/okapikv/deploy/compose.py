@@ -24,6 +24,7 @@ from okapikv.deploy.model import (
     PORTS,
     SERVER_COMMAND,
     STOP_GRACE_S,
+    TLS_DIR,
     Deployment,
     compose_host,
     dns_label,
@@ -50,7 +51,8 @@ def compose_project(deployment: Deployment) -> dict[str, Any]:
             "hostname": slot.name,
             "command": list(SERVER_COMMAND),
             "environment": deployment.environment(slot),
-            "volumes": [f"{slot.volume}:{DATA_DIR}", f"./cluster.toml:{CONFIG_PATH}:ro"],
+            "volumes": [f"{slot.volume}:{DATA_DIR}", f"./cluster.toml:{CONFIG_PATH}:ro",
+                        *([f"./tls:{TLS_DIR}:ro"] if deployment.tls_server_name else [])],
             "expose": [str(port) for port in PORTS.values()],
             "healthcheck": {"test": ["CMD", *HEALTH_COMMAND], "interval": "10s", "timeout": "5s", "retries": 3,
                             "start_period": "60s"},
@@ -64,7 +66,8 @@ def compose_project(deployment: Deployment) -> dict[str, Any]:
         "image": PROMETHEUS_IMAGE,
         "profiles": ["monitoring"],
         "volumes": ["./prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro",
-                    f"./prometheus/{ALERTS}:/etc/prometheus/{ALERTS}:ro"],
+                    f"./prometheus/{ALERTS}:/etc/prometheus/{ALERTS}:ro",
+                    *(["./tls:/etc/prometheus/tls:ro"] if deployment.tls_server_name else [])],
         "ports": ["127.0.0.1:9090:9090"],
     }
     services["grafana"] = {
@@ -81,12 +84,16 @@ def compose_project(deployment: Deployment) -> dict[str, Any]:
 
 
 def prometheus_config(deployment: Deployment) -> dict[str, Any]:
-    return {
-        "global": {"scrape_interval": "5s", "evaluation_interval": "15s"},
-        "rule_files": [f"/etc/prometheus/{ALERTS}"],
-        "scrape_configs": [{"job_name": "okapi", "static_configs": [
-            {"targets": [f"{slot.name}:{METRICS_PORT}" for slot in deployment.slots]}]}],
-    }
+    """Every server's metrics; with TLS over HTTPS, Prometheus presenting the servers' certificate
+    (the metrics endpoint demands one, ``okapikv.server.metrics``)."""
+    job: dict[str, Any] = {"job_name": "okapi", "static_configs": [
+        {"targets": [f"{slot.name}:{METRICS_PORT}" for slot in deployment.slots]}]}
+    if deployment.tls_server_name:
+        job["scheme"] = "https"
+        job["tls_config"] = {"ca_file": "/etc/prometheus/tls/ca.crt", "cert_file": "/etc/prometheus/tls/tls.crt",
+                             "key_file": "/etc/prometheus/tls/tls.key", "server_name": deployment.tls_server_name}
+    return {"global": {"scrape_interval": "5s", "evaluation_interval": "15s"},
+            "rule_files": [f"/etc/prometheus/{ALERTS}"], "scrape_configs": [job]}
 
 
 def grafana_provisioning() -> dict[str, dict[str, Any]]:

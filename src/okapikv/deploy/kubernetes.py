@@ -24,12 +24,15 @@ from okapikv.deploy.model import (
     PORTS,
     SERVER_COMMAND,
     STOP_GRACE_S,
+    TLS_DIR,
     Deployment,
     Slot,
     kubernetes_host,
 )
 
 CONFIG_MAP = "okapi-config"
+#: With TLS, the Secret holding ca.crt, tls.crt and tls.key (made by the operator or cert-manager).
+TLS_SECRET = "okapi-tls"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 
@@ -68,7 +71,9 @@ def stateful_set(deployment: Deployment, slots: tuple[Slot, ...]) -> dict[str, A
         "livenessProbe": _probe(10, 6),
         "volumeMounts": [{"name": "data", "mountPath": DATA_DIR},
                          {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                         {"name": "tmp", "mountPath": "/tmp"}],  # SQLite's temporary files
+                         {"name": "tmp", "mountPath": "/tmp"},  # SQLite's temporary files
+                         *([{"name": "tls", "mountPath": TLS_DIR, "readOnly": True}]
+                           if deployment.tls_server_name else [])],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
@@ -90,7 +95,10 @@ def stateful_set(deployment: Deployment, slots: tuple[Slot, ...]) -> dict[str, A
                                         "fsGroup": IMAGE_UID},
                     "containers": [container],
                     "volumes": [{"name": "config", "configMap": {"name": CONFIG_MAP}},
-                                {"name": "tmp", "emptyDir": {}}],
+                                {"name": "tmp", "emptyDir": {}},
+                                # group-readable: the server runs as IMAGE_UID with fsGroup IMAGE_UID
+                                *([{"name": "tls", "secret": {"secretName": TLS_SECRET, "defaultMode": 0o440}}]
+                                  if deployment.tls_server_name else [])],
                 },
             },
             "volumeClaimTemplates": [{

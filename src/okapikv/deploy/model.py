@@ -4,7 +4,8 @@ A ``Deployment`` is the cluster config `okapi up` would run (same DCs, partition
 emulation, intervals) with each server in a container of its own: every server listens on the same
 ports inside its container (``bind = "0.0.0.0:7100"``) and is dialled at its container's name
 (``address``), which the platform resolves: the compose service name, or the Kubernetes pod name
-under its DC's headless Service. Everything both renderings need per server comes from here: its
+under its DC's headless Service. With ``tls_server_name`` every listener speaks mutual TLS with one
+certificate mounted at ``TLS_DIR``. Everything both renderings need per server comes from here: its
 name, its address, its environment (``okapi server`` and ``okapi health`` read their identity from
 ``OKAPI_CONFIG``, ``OKAPI_DC``, ``OKAPI_PARTITION``, ``OKAPI_DATA_DIR``), its ports, its data
 volume and its health check, so the two cannot drift apart.
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from okapikv.cluster.config import ClusterConfig, ServerConfig, join_address
+from okapikv.tls import TlsConfig
 
 #: Ports inside every container (each server has its own network namespace, so all use the same).
 GRPC_PORT = 7100
@@ -29,6 +31,11 @@ PORTS: dict[str, int] = {"grpc": GRPC_PORT, "native": NATIVE_PORT, "resp": RESP_
 CONFIG_DIR = "/etc/okapi"
 CONFIG_PATH = f"{CONFIG_DIR}/cluster.toml"
 DATA_DIR = "/var/lib/okapi"
+#: With TLS: the CA, the certificate and its key, as a Kubernetes TLS Secret (or cert-manager) names
+#: them. One certificate serves every server: it names ``tls_server_name``, which every peer, probe
+#: and client expects (the config's ``[tls] server_name``), so pods and services need no SAN each.
+TLS_DIR = f"{CONFIG_DIR}/tls"
+TLS_FILES = ("ca.crt", "tls.crt", "tls.key")
 #: The server's command and its probe: identity from the environment (``okapikv.cli``).
 SERVER_COMMAND = ("okapi", "server")
 HEALTH_COMMAND = ("okapi", "health")
@@ -70,11 +77,12 @@ class Slot:
 @dataclass(frozen=True, slots=True)
 class Deployment:
     """A cluster config (``template``: its settings; its addresses are replaced per platform), the
-    image and the data volume size."""
+    image, the data volume size, and the host name the TLS certificate names (None: plaintext)."""
 
     template: ClusterConfig
     image: str = DEFAULT_IMAGE
     storage_gib: int = 10
+    tls_server_name: str | None = None
 
     def __post_init__(self) -> None:
         groups = [f"okapi-{dns_label(dc)}" for dc in self.template.dcs]
@@ -86,6 +94,10 @@ class Deployment:
             raise ValueError(f"image {self.image!r} must be a non-empty reference without spaces")
         if not 1 <= self.storage_gib <= 1 << 20:
             raise ValueError("the data volume size must be 1 GiB or more")
+        if self.template.tls is not None:
+            raise ValueError("the cluster's TLS comes from the deployment (--tls), not from the config's [tls]")
+        if self.tls_server_name is not None and not self.tls_server_name.strip():
+            raise ValueError("--tls-server-name must name the host the certificate names")
 
     @property
     def slots(self) -> tuple[Slot, ...]:
@@ -106,7 +118,10 @@ class Deployment:
                 server, address=join_address(host(slot), GRPC_PORT), bind=join_address("0.0.0.0", GRPC_PORT),
                 native_port=NATIVE_PORT, resp_port=RESP_PORT if self.template.resp else 0,
                 metrics_port=METRICS_PORT, peer_address=None))
-        return dataclasses.replace(self.template, servers=tuple(servers))
+        ca, certificate, key = (f"{TLS_DIR}/{name}" for name in TLS_FILES)
+        tls = None if self.tls_server_name is None else TlsConfig(ca, certificate, key, client_auth=True,
+                                                                  server_name=self.tls_server_name)
+        return dataclasses.replace(self.template, servers=tuple(servers), tls=tls)
 
     @staticmethod
     def environment(slot: Slot) -> dict[str, str]:
