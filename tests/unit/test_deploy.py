@@ -242,6 +242,9 @@ def test_bad_parameters_write_nothing_and_say_why(tmp_path: Path) -> None:
     clash = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "k8s", "--out", str(tmp_path / "out"),
                             "--dcs", "us east,us-east"], capture_output=True, text=True, timeout=60, check=False)
     assert clash.returncode == 2 and "same container names" in clash.stderr
+    long_name = subprocess.run([sys.executable, "-m", "okapikv.cli", "deploy", "k8s", "--out", str(tmp_path / "out"),
+                                "--dcs", "a" * 47 + ",b"], capture_output=True, text=True, timeout=60, check=False)
+    assert long_name.returncode == 2 and "longer than the 52 characters" in long_name.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -45,6 +45,8 @@ IMAGE_UID = 10001
 #: A server's grace after SIGTERM: health NOT_SERVING, links closed, in-flight calls finished.
 STOP_GRACE_S = 15
 
+#: The longest StatefulSet name (its pods' controller-revision-hash label adds 11 characters).
+MAX_GROUP_NAME = 52
 _LABEL = re.compile(r"[^a-z0-9-]+")
 
 
@@ -88,8 +90,10 @@ class Deployment:
         groups = [f"okapi-{dns_label(dc)}" for dc in self.template.dcs]
         if len(set(groups)) != len(groups):
             raise ValueError(f"DC names {', '.join(self.template.dcs)} give the same container names: rename one")
-        if any(len(group) + 1 + len(str(self.template.partitions - 1)) > 52 for group in groups):
-            raise ValueError("a DC name is too long for container names (at most 40 characters)")
+        too_long = [group for group in groups if len(group) > MAX_GROUP_NAME]
+        if too_long:  # a StatefulSet's name goes into its pods' controller-revision-hash label (63 at most)
+            raise ValueError(f"{too_long[0]!r} is longer than the {MAX_GROUP_NAME} characters a StatefulSet may "
+                             "have: shorten the DC name")
         if not self.image or any(char.isspace() for char in self.image):
             raise ValueError(f"image {self.image!r} must be a non-empty reference without spaces")
         if not 1 <= self.storage_gib <= 1 << 20:
