@@ -71,20 +71,26 @@ def test_a_key_set_with_ex_is_read_everywhere_until_it_expires_then_nowhere(clus
     oregon.set("plain", "p")
     assert oregon.ttl("plain") == -1 and oregon.pttl("plain") == -1
     before = {dc: versions(cluster, dc) for dc in DCS}
-    started = time.monotonic()  # the server's expiry is 2 s after a time between these two
-    assert oregon.set("session", "token", ex=2)
-    written = time.monotonic()
-    assert oregon.ttl("session") in (1, 2) and 1000 < oregon.pttl("session") <= 2000
-    seen = {dc: until(lambda r=redis_of[dc]: r.get("session"), lambda v: v == b"token", VISIBLE_S)  # type: ignore[misc]
-            for dc in DCS}
-    assert time.monotonic() - started < 2, "too slow to see the key in every DC before it expired"
-    assert seen == {dc: b"token" for dc in DCS}
+    for attempt in range(3):  # a machine too loaded to show the key everywhere within 2 s: again, new key
+        key = f"session-{attempt}"
+        started = time.monotonic()  # the server's expiry is 2 s after a time between these two
+        assert oregon.set(key, "token", ex=2)
+        written = time.monotonic()
+        pttl = oregon.pttl(key)
+        assert 2000 - (time.monotonic() - started) * 1000 - 1 <= pttl <= 2000 and oregon.ttl(key) in (0, 1, 2)
+        seen = {dc: until(lambda r=redis_of[dc], k=key: r.get(k), lambda v: v == b"token", VISIBLE_S)  # type: ignore[misc]
+                for dc in DCS}
+        assert seen == {dc: b"token" for dc in DCS}
+        if time.monotonic() - started < 2:
+            break
+    else:
+        pytest.fail("three times too slow to see the key in every DC before it expired")
     time.sleep(max(0.0, 2.0 - (time.monotonic() - written)))
     # expired by every server's clock (one machine: no skew); the bound is the maximum clock offset
-    after = {dc: redis_of[dc].get("session") for dc in DCS}
+    after = {dc: redis_of[dc].get(key) for dc in DCS}
     assert after == {dc: None for dc in DCS}
-    assert {dc: redis_of[dc].ttl("session") for dc in DCS} == {dc: -2 for dc in DCS}
-    assert oregon.exists("session") == 0 and b"session" not in oregon.keys("*")
+    assert {dc: redis_of[dc].ttl(key) for dc in DCS} == {dc: -2 for dc in DCS}
+    assert oregon.exists(key) == 0 and key.encode() not in oregon.keys("*")
     collected = {dc: until(lambda d=dc: versions(cluster, d), lambda n, d=dc: n < before[d] + 1, 30)  # type: ignore[misc]
                  for dc in DCS}
     assert all(collected[dc] <= before[dc] for dc in DCS), (before, collected)
@@ -106,8 +112,8 @@ def test_the_later_write_of_the_ttl_wins_in_every_dc(cluster: Cluster) -> None:
         assert ttl in (0, 1, -2)
     time.sleep(1.1)
     assert {dc: redis_of[dc].get("k") for dc in DCS} == {dc: None for dc in DCS}
-    oregon.set("kept", "v", px=300)
+    oregon.set("kept", "v", px=2000)
     assert oregon.persist("kept") is True
-    time.sleep(0.5)
+    time.sleep(2.1)
     assert oregon.get("kept") == b"v" and oregon.getex("kept", ex=50) == b"v" and oregon.ttl("kept") in (49, 50)
     assert oregon.getex("kept", persist=True) == b"v" and oregon.ttl("kept") == -1
