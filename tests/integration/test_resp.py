@@ -101,6 +101,22 @@ def test_redis_py_reads_and_writes_keys_of_every_partition(cluster: RunningClust
     assert get_value(cluster, 0, f"{prefix}-p08".encode()) == b"8"
 
 
+def test_counters_and_expiry_on_keys_of_every_partition(cluster: RunningCluster, client: redis.Redis) -> None:
+    """INCR and the expiry commands on the connection's own partition and forwarded to the other."""
+    keys = [key.decode() for key in keys_for_each_partition(2, "ttl-incr")]
+    for key in keys:
+        assert client.incr(key) == 1 and client.incrby(key, 9) == 10 and client.decr(key) == 9
+        assert client.get(key) == b"9" and client.ttl(key) == -1
+        with pytest.raises(redis.ResponseError, match="a counter has no expiry"):
+            client.expire(key, 10)
+        assert client.set(key, "v", ex=100) is True and client.ttl(key) in (99, 100)
+        assert client.persist(key) is True and client.ttl(key) == -1
+        assert client.expire(key, 100) is True and client.getex(key, persist=True) == b"v"
+        assert client.set(key, "w", exat=int(time.time()) + 100) is True and 98 <= client.ttl(key) <= 100
+        assert client.pexpireat(key, 1_000) is True and client.get(key) is None and client.ttl(key) == -2
+        assert client.incr(key) == 1  # an expired key counts from 0
+
+
 def test_a_pipeline_runs_in_order_with_each_command_after_the_one_before(cluster: RunningCluster) -> None:
     """One write holding commands on both partitions (the remote ones forwarded) and snapshot reads:
     replies come back in order, and each command sees what the ones before it did."""
