@@ -142,7 +142,8 @@ class IncrRequest:
 @message
 class ExpireRequest:
     """Read ``key``'s value and time to live and, unless ``expires`` is None, write its value again
-    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). Refused for a counter."""
+    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). A counter's expiry is part
+    of its state (``okapikv.core.counters.set_expiry``)."""
 
     request_id: int
     key: bytes

@@ -544,28 +544,42 @@ class PartitionServer(PartitionState):
         """TTL, PERSIST, EXPIRE and their kin (``okapikv.core.expiry``): read the key and, with
         ``expires`` and a value to keep, write that value again with the new expiry (a write like
         a PUT, depending on the version it read). PERSIST of a key without an expiry, and any
-        expiry of an absent key, write nothing."""
+        expiry of an absent key, write nothing. A counter's expiry is part of its state
+        (``okapikv.core.counters``): EXPIRE and PERSIST write the state with the new expiry."""
         request_id, key, session = request.request_id, request.key, request.session
-        stable_before = self.stable
         refused = self._admit(request_id, session, now_us, self.check_key(key))
         if refused is not None:
             return refused
         current = self.store.newest(key, self._visible)
+        expires = request.expires
         if current is not None and current.value is not None and current.value.startswith(COUNTER_MAGIC):
-            if request.expires:  # TTL reads -1 and PERSIST changes nothing, as for any key without one
-                self.stable = stable_before
-                return self.reject(request_id, "a counter has no expiry: SET it with one to make it expire")
-            current = self.read_newest(key, self._visible, now_us)  # its value; never expires
+            resolved = counters.resolve(self.store.versions(key), self._visible, self.num_dcs)
+            state = resolved.state
+            if state is not None:  # a counter: its expiry is part of its state (``counters.set_expiry``)
+                current = counters.read_view(resolved, self.num_dcs, now_us)
+                ttl_us = state.remaining_us(now_us)
+                if current is None or current.value is None or expires is None or (expires == 0 and ttl_us == -1):
+                    return self._expire_read(request, current, ttl_us)
+                return self._write("expire", request_id, key, None, session, now_us, None,
+                                   expires=expiry.resolve(expires, now_us))
+            current = resolved.version  # a string or tombstone newer than the counters' epoch
         seen = expiry.view(current, now_us)
         value = seen.value if seen is not None else None
-        expires = request.expires
         if value is None or expires is None or (expires == 0 and expiry.remaining_us(current, now_us) == -1):
-            stable, dt = self._read_contribution(current)
-            self.stats.operations["ttl"] += 1
-            ttl_us = expiry.remaining_us(current, now_us) if value is not None else -2
-            return [Respond(ExpireReply(request_id, value, ttl_us, False, 0, Session(stable, max(dt, session.dt))))]
+            return self._expire_read(request, current, expiry.remaining_us(current, now_us) if value is not None
+                                     else -2)
         return self._write("expire", request_id, key, expiry.wrap(value, expiry.resolve(expires, now_us)), session,
                            now_us, None)
+
+    def _expire_read(self, request: ExpireRequest, current: Version | None, ttl_us: int) -> Outcome:
+        """TTL, or an EXPIRE or PERSIST that writes nothing: the value and time left read."""
+        stable, dt = self._read_contribution(current)
+        self.stats.operations["ttl"] += 1
+        value = current.value if current is not None and ttl_us != -2 else None
+        if value is not None and value.startswith(EXPIRY_MAGIC):
+            value = expiry.split(value)[0]
+        session = Session(stable, max(dt, request.session.dt))
+        return [Respond(ExpireReply(request.request_id, value, ttl_us, False, 0, session))]
 
     def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
         problem = self.check_key(request.key) or self._check_value(request.value)
@@ -582,9 +596,11 @@ class PartitionServer(PartitionState):
         problem: str | None,
         *,
         by: int | None = None,
+        expires: int | None = None,
     ) -> Outcome:
         """A PUT, SWAP, DELETE (``value`` None) or, with ``by``, an INCR: its value is the counter's
-        state after the increment (``okapikv.core.counters``)."""
+        state after the increment (``okapikv.core.counters``); with ``expires`` (absolute, 0 for
+        PERSIST), an EXPIRE of a counter: its state with that expiry."""
         stable_before = self.stable
         refused = self._admit(request_id, session, now_us, problem)
         if refused is not None:
@@ -592,19 +608,19 @@ class PartitionServer(PartitionState):
         dc = self.dc
         current = expiry.view(self.store.newest(key, self._visible), now_us)
         counter: counters.CounterState | None = None
-        if by is not None or (current is not None and current.value is not None
-                              and current.value.startswith(COUNTER_MAGIC)):
+        if by is not None or expires is not None or (current is not None and current.value is not None
+                                                     and current.value.startswith(COUNTER_MAGIC)):
             chain = self.store.versions(key)
             resolved = counters.resolve(chain, self._visible, self.num_dcs)
-            if resolved.state is None:
-                resolved = counters.Resolved(expiry.view(resolved.version, now_us))
             if by is not None:
-                outcome = counters.increment(chain, resolved, dc, self.num_dcs, by)
+                outcome = counters.increment(chain, resolved, dc, self.num_dcs, by, now_us)
                 if isinstance(outcome, str):
                     self.stable = stable_before
                     return self.reject(request_id, outcome)
-                counter, value = outcome, counters.encode(outcome)
-            current = counters.read_view(resolved, self.num_dcs)
+                counter = outcome
+            elif expires is not None:
+                counter = counters.set_expiry(chain, resolved, dc, expires)
+            current = counters.read_view(resolved, self.num_dcs, now_us)
         dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
         if current is not None:
             # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
@@ -622,6 +638,9 @@ class PartitionServer(PartitionState):
             return timestamp
         self.stats.operations[kind] += 1
         self.vv[dc] = timestamp
+        if counter is not None:
+            counter = counters.stamped(counter, (timestamp, dc))
+            value = counters.encode(counter)
         version = Version(value, timestamp, dc, self.protocol.stored_dv(dependency=dependency, timestamp=timestamp))
         self.store.insert(key, version)
         if self.num_dcs > 1:
@@ -632,6 +651,9 @@ class PartitionServer(PartitionState):
         reply: ClientReply
         if kind == "swap":
             reply = SwapReply(request_id, current.value if current is not None else None, timestamp, reply_session)
+        elif kind == "expire" and counter is not None:
+            reply = ExpireReply(request_id, str(counter.value).encode(), counter.remaining_us(now_us), True,
+                                timestamp, reply_session)
         elif counter is not None:
             reply = IncrReply(request_id, counter.value, timestamp, reply_session)
         elif kind == "expire":

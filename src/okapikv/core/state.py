@@ -146,7 +146,7 @@ class PartitionState:
         if version is None or version.value is None or not version.value.startswith(COUNTER_MAGIC):
             return expiry.view(version, now_us)
         resolved = counters.resolve(self.store.versions(key), visible, self.num_dcs)
-        return counters.read_view(resolved, self.num_dcs)
+        return counters.read_view(resolved, self.num_dcs, now_us)
 
     def check_key(self, key: bytes) -> str | None:
         if not key:
