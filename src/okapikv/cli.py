@@ -349,6 +349,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="paper suite: the most sessions the peak-throughput search doubles to (default 1024; quick 8)")
     p.add_argument("--latency-cap-ms", type=float, default=None,
                    help="paper suite: the peak search stops once mean latency passes this (default 250)")
+    p.add_argument("--incr-ratio", type=float, default=0.0,
+                   help="probability an operation is an INCR of one of 16 hot counters (default 0)")
+    p.add_argument("--ttl-ms", type=int, default=0,
+                   help="every write a PUT expiring after this many ms (default 0: none)")
     p.add_argument("--records", type=int, default=10_000, help="records loaded before measuring")
     p.add_argument("--key-bytes", type=int, default=8, help="key size (zero-padded decimal, so order = insertion)")
     p.add_argument("--value-bytes", type=int, default=8, help="value size")
