@@ -92,9 +92,10 @@ from okapikv.server.pipeline import PipelineSink
 from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
+from okapikv.storage.logged_store import LoggedStore
 from okapikv.storage.recovery import open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
-from okapikv.storage.sqlite import Identity, SqliteStore
+from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import (
     approximate_size,
@@ -196,7 +197,7 @@ class PartitionNode:
         self.oversized_dropped = 0
         self.latency = LatencyHistograms()
         self.lag_samples = LagSamples(self.num_dcs)
-        self._storage: SqliteStore | None = None
+        self._storage: LoggedStore | None = None
         self._committer: GroupCommitter | None = None
         self._held: deque[tuple[int, list[Effect]]] = deque()
         self.recovered: RecoveredFigures | None = None
