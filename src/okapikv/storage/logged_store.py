@@ -30,7 +30,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from okapikv.core.mvstore import Change, Version
@@ -131,11 +131,13 @@ class LoggedStore:
     # ---------------------------------------------------------------- recovery
 
     def _recover_log(self, record: Tally | None) -> bool:
-        """Replay the log into the checkpoint (module docstring); whether the directory held no data."""
+        """Replay the log into the checkpoint (module docstring); whether the directory held no data.
+        Two passes: the first verifies every record and finds the tally the log ends at, keeping no
+        changes; only when that passes the check does the second fold them into SQLite."""
         base = self.db.tally
         paths = segments(self.directory)
         scan = LogScan()
-        pending: list[LogRecord] = []
+        tally = base
         last = base.seq
         for entry in read_log(paths, scan):
             if entry.seq <= base.seq:
@@ -144,29 +146,22 @@ class LoggedStore:
                 raise DataDamagedError(
                     f"{self.directory}: the log lost committed groups: after group {last} it holds group "
                     f"{entry.seq}; {REPAIR_HINT}")
-            pending.append(entry)
             last = entry.seq
+            bound = tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us
+            tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts, bound)
         if scan.torn is not None:
             log.warning("%s: dropped a torn last record at byte %d (a write cut short by a crash; never "
                         "acknowledged)", scan.torn[0], scan.torn[1], extra={"event": "log_torn_tail"})
-        tally = base
-        if pending:
-            bound = base.clock_bound_us
-            for entry in pending:
-                if entry.clock_bound_us is not None:
-                    bound = entry.clock_bound_us
-            final = pending[-1]
-            tally = Tally(final.seq, final.inserted, final.local_inserted, final.local_ts, bound)
         self._check_record(record, tally, bool(paths))
-        if pending:
-            self._apply(pending, tally)
-            self.replayed = sum(len(entry.changes) for entry in pending)
+        replayed = tally.seq > base.seq
+        if replayed:
+            self.replayed = self._apply(read_log(paths, LogScan()), base)[1]
         if paths:
             for path in paths:
                 path.unlink()
             sync_directory(self.directory)
         self.tally = tally
-        return self.db.fresh and not pending
+        return self.db.fresh and not replayed
 
     def _check_record(self, record: Tally | None, stored: Tally, had_log: bool) -> None:
         """Committed groups the checkpoint and the log lost (``commit_record``)."""
@@ -196,18 +191,31 @@ class LoggedStore:
             f"{local} acknowledged local write(s) ({lost}) and {replicated} replicated update(s): its log "
             f"segments were cut short, lost or replaced by older copies; {REPAIR_HINT}")
 
-    def _apply(self, entries: list[LogRecord], tally: Tally) -> None:
-        """Fold ``entries`` into the checkpoint in one SQLite transaction."""
-        changes: list[Change] = []
+    def _apply(self, entries: Iterable[LogRecord], base: Tally) -> tuple[Tally, int]:
+        """Fold the records of ``entries`` after the checkpoint's ``base`` into it in one SQLite
+        transaction; returns the tally it ends at and the number of changes folded. Streaming: only
+        each row's last change is kept, so a checkpoint of overwrites holds the live rows, not the log."""
+        tally = base
+        last: dict[tuple[bytes, int, int], Change] = {}
         state: State | None = None
         bound: int | None = None
+        count = 0
         for entry in entries:
-            changes.extend(entry.changes)
+            if entry.seq <= base.seq:
+                continue
+            tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts,
+                          tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us)
+            for change in entry.changes:
+                version = change.version
+                last[(change.key, version.timestamp, version.source_dc)] = change
+            count += len(entry.changes)
             if entry.state is not None:
                 state = State(**entry.state)
             if entry.clock_bound_us is not None:
                 bound = entry.clock_bound_us
-        self.db.apply(changes, state, bound, tally, before_commit=lambda: self._fault("checkpoint"))
+        if tally.seq > base.seq:
+            self.db.apply(list(last.values()), state, bound, tally, before_commit=lambda: self._fault("checkpoint"))
+        return tally, count
 
     def _fault(self, point: str) -> None:
         if self._kill_at == point and self.commits >= self._kill_after:
@@ -304,15 +312,7 @@ class LoggedStore:
             if not paths:
                 return
             started = time.perf_counter()
-            base = self.db.tally
-            entries = [entry for entry in read_log(paths, LogScan()) if entry.seq > base.seq]
-            if entries:
-                last = entries[-1]
-                bound = base.clock_bound_us
-                for entry in entries:
-                    if entry.clock_bound_us is not None:
-                        bound = entry.clock_bound_us
-                self._apply(entries, Tally(last.seq, last.inserted, last.local_inserted, last.local_ts, bound))
+            self._apply(read_log(paths, LogScan()), self.db.tally)
             self._fault("checkpoint-committed")
             for path in paths:
                 path.unlink(missing_ok=True)
