@@ -327,7 +327,8 @@ class PartitionNode:
 
     async def call(self, request: ClientRequest) -> ClientReply:
         """Run one request (unary RPC) and wait for its reply, however long the core parks it."""
-        future: asyncio.Future[ClientReply] = asyncio.get_running_loop().create_future()
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()  # a lookup is a getpid
+        future: asyncio.Future[ClientReply] = loop.create_future()
         request_id = request.request_id
         self.client_requests += 1
         problem = self._misrouted(request)
