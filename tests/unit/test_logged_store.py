@@ -170,3 +170,32 @@ def test_kill_9_at_any_point_loses_no_acknowledged_group(tmp_path: Path, point: 
         assert not segments(tmp_path)
     finally:
         store.close()
+
+
+def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that runs out of space part-way leaves no partial record behind: the retry (the
+    group committer's, after the reserve is released) appends the same record cleanly."""
+    store = LoggedStore(tmp_path, IDENTITY)
+    store.commit(group(1))
+    real_write = os.write
+    failures = [1]
+
+    def short_write(descriptor: int, data: bytes | memoryview) -> int:
+        if failures:
+            failures.pop()
+            real_write(descriptor, bytes(data[: len(data) // 2]))
+            raise OSError(28, "No space left on device")
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(os, "write", short_write)
+    store.prepare(group(2))
+    with pytest.raises(OSError):
+        store.finish()
+    store.prepare(group(2))
+    store.finish()
+    store.record()
+    monkeypatch.setattr(os, "write", real_write)
+    store.close(checkpoint=False)
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.close()
