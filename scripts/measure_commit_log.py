@@ -171,7 +171,7 @@ def main() -> None:
         store.close(checkpoint=False)
         replay, versions = recovery_s(directory)  # replays the log into the checkpoint, loads it
         print(f"recovery of {versions} versions from the log ({log_bytes / 2**20:.0f} MiB): {replay:.2f} s "
-              "(replay into the checkpoint, then load)")
+              "(read, fold, load into a core)")
         again, versions = recovery_s(directory)
         on_disk = sum(path.stat().st_size for path in directory.iterdir() if path.is_file())
         print(f"recovery of {versions} versions from the checkpoint ({on_disk / 2**20:.0f} MiB on disk): {again:.2f} s")

@@ -47,11 +47,15 @@ def test_groups_in_the_log_alone_come_back_after_a_crash(tmp_path: Path) -> None
     assert segments(tmp_path), "the groups are in the log, not yet checkpointed"
     store.close(checkpoint=False)  # as after kill -9: nothing folded into SQLite
     again = LoggedStore(tmp_path, IDENTITY)
-    assert len(keys(again)) == 15 and again.replayed == 15
     assert again.tally.seq == 5 and again.load_state() == state(5) and again.load_clock_bound_us() == 10_005
-    assert [v.dv for k, v in again.load_versions() if k == b"k3-0"] == [(1, 2)]
-    assert not segments(tmp_path), "replayed into the checkpoint, then deleted"
+    loaded = list(again.load_versions())
+    assert len(loaded) == 15 and again.replayed == 15
+    assert [v.dv for k, v in loaded if k == b"k3-0"] == [(1, 2)]
     again.close()
+    assert not segments(tmp_path), "folded into the checkpoint, then deleted"
+    third = LoggedStore(tmp_path, IDENTITY)
+    assert third.replayed == 0 and len(keys(third)) == 15 and third.load_state() == state(5)
+    third.close()
 
 
 def test_removals_and_overwrites_fold_into_the_checkpoint(tmp_path: Path) -> None:
@@ -167,9 +171,9 @@ def test_kill_9_at_any_point_loses_no_acknowledged_group(tmp_path: Path, point: 
         present = keys(store)
         for number in acknowledged:
             assert all(b"k%d-%d" % (number, index) in present for index in range(3)), number
-        assert not segments(tmp_path)
     finally:
         store.close()
+    assert not segments(tmp_path)
 
 
 def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,3 +203,19 @@ def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path: Path, monk
     again = LoggedStore(tmp_path, IDENTITY)
     assert again.tally.seq == 2 and len(keys(again)) == 6
     again.close()
+
+
+def test_a_segment_opened_for_a_group_that_never_came_is_reused(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY)
+    for number in (1, 2):
+        store.commit(group(number))
+    store._rotate()
+    store._writer._open(3)  # the crash came after the segment's header, before group 3's record
+    store.close(checkpoint=False)
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.commit(group(3))
+    again.close()
+    final = LoggedStore(tmp_path, IDENTITY)
+    assert len(keys(final)) == 9
+    final.close()

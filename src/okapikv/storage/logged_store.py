@@ -9,16 +9,17 @@ removals of the same keys collapse), and deletes the segments once that transact
 segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one or two
 segments, which bounds recovery time and disk use (docs/storage.md); a clean close checkpoints all.
 
-Recovery (at open): the SQLite checks, then every segment is read and verified; the records after
-the checkpoint's group number must follow it without a gap, the last group must reach the commit
-record's (else committed groups were lost: one line, ``DataDamagedError``), and they are folded into
-SQLite (a checkpoint at open) before the segments are deleted; ``recovery`` then loads SQLite as it
-is. A crash at any point is safe: a checkpoint is one SQLite transaction, records it already holds
-are skipped on replay, and segments are deleted only after it is durable.
+Recovery (at open): the SQLite checks, then every segment is read and verified, folding each row's
+last change in memory; the records after the checkpoint's group number must follow it without a
+gap, and the last group must reach the commit record's (else committed groups were lost: one line,
+``DataDamagedError``). ``load_versions`` yields the checkpoint's rows the log did not change, then
+the log's inserts; after that the checkpointer folds the recovered segments into SQLite in the
+background. A crash at any point is safe: a checkpoint is one SQLite transaction, records it
+already holds are skipped on replay, and segments are deleted only after it is durable.
 
 Threads: ``prepare`` on the loop; ``finish``, ``maintain``, ``checkpoint`` and ``close`` on the one
-storage worker; the checkpointer thread alone uses the SQLite connection after open (``_ckpt_lock``
-serializes it with ``checkpoint`` and ``close``).
+storage worker; once the core has loaded, the checkpointer thread alone uses the SQLite connection
+(``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,24 @@ import signal
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from okapikv.core.mvstore import Change, Version
 from okapikv.storage.commit_record import RECORD_NAME, RecordFile, Tally, read_record
 from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
 from okapikv.storage.integrity import describe_timestamp
-from okapikv.storage.log import LogRecord, LogScan, LogWriter, encode_record, read_log, segments, sync_directory
+from okapikv.storage.log import (
+    MAGIC,
+    LogRecord,
+    LogScan,
+    LogWriter,
+    encode_record,
+    read_log,
+    segment_name,
+    segments,
+    sync_directory,
+)
 from okapikv.storage.sqlite import CommitGroup, DirectoryLock, Identity, SqliteStore, State
 
 log = logging.getLogger("okapikv.storage")
@@ -80,6 +92,7 @@ class LoggedStore:
         self.commits = 0
         self.replayed = 0
         self.tally = Tally()
+        self._folded: Folded | None = None
         try:
             self.fresh = self._recover_log(read_record(self.directory))
             self._record = RecordFile(self.directory)
@@ -109,13 +122,31 @@ class LoggedStore:
         return self.db.vacuumed_pages
 
     def load_state(self) -> State | None:
-        return self.db.load_state()
+        """The state as of the last group: the log's newest, else the checkpoint's."""
+        folded = self._folded
+        return folded.state if folded is not None and folded.state is not None else self.db.load_state()
 
     def load_clock_bound_us(self) -> int:
-        return self.db.load_clock_bound_us()
+        return max(self.db.load_clock_bound_us(), self.tally.clock_bound_us)
 
     def load_versions(self) -> Iterator[tuple[bytes, Version]]:
-        return self.db.load_versions()
+        """Every version as of the last group: the checkpoint's rows that the log did not change,
+        then the log's inserts (each row's last change). Once read, the checkpointer may fold the
+        log into SQLite (it would otherwise share the connection with this read)."""
+        folded = self._folded
+        if folded is None or not folded.last:
+            yield from self.db.load_versions()
+        else:
+            changed = folded.last
+            for key, version in self.db.load_versions():
+                if (key, version.timestamp, version.source_dc) not in changed:
+                    yield key, version
+            for change in changed.values():
+                if change.inserted:
+                    yield change.key, change.version
+        if folded is not None:
+            folded.last = {}  # the state and tally stay what ``load_state`` reports
+        self._wake.set()
 
     def version_count(self) -> int:
         return self.db.version_count()
@@ -131,37 +162,36 @@ class LoggedStore:
     # ---------------------------------------------------------------- recovery
 
     def _recover_log(self, record: Tally | None) -> bool:
-        """Replay the log into the checkpoint (module docstring); whether the directory held no data.
-        Two passes: the first verifies every record and finds the tally the log ends at, keeping no
-        changes; only when that passes the check does the second fold them into SQLite."""
+        """Read the log after the checkpoint (module docstring); whether the directory held no data.
+        Nothing is written unless every check passes: then a torn tail is cut off, and the segments
+        are handed to the checkpointer, which folds them into SQLite once the core has loaded."""
         base = self.db.tally
         paths = segments(self.directory)
         scan = LogScan()
-        tally = base
-        last = base.seq
-        for entry in read_log(paths, scan):
-            if entry.seq <= base.seq:
-                continue  # already in the checkpoint (a crash before its segments were deleted)
-            if entry.seq != last + 1:
-                raise DataDamagedError(
-                    f"{self.directory}: the log lost committed groups: after group {last} it holds group "
-                    f"{entry.seq}; {REPAIR_HINT}")
-            last = entry.seq
-            bound = tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us
-            tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts, bound)
-        if scan.torn is not None:
-            log.warning("%s: dropped a torn last record at byte %d (a write cut short by a crash; never "
-                        "acknowledged)", scan.torn[0], scan.torn[1], extra={"event": "log_torn_tail"})
+        self._folded = _fold(read_log(paths, scan), base, self.directory)
+        tally = self._folded.tally
         self._check_record(record, tally, bool(paths))
-        replayed = tally.seq > base.seq
-        if replayed:
-            self.replayed = self._apply(read_log(paths, LogScan()), base)[1]
-        if paths:
-            for path in paths:
-                path.unlink()
+        if scan.torn is not None:
+            torn, offset = scan.torn
+            log.warning("%s: dropped a torn last record at byte %d (a write cut short by a crash; never "
+                        "acknowledged)", torn, offset, extra={"event": "log_torn_tail"})
+            if offset <= len(MAGIC):
+                torn.unlink()
+                paths.remove(torn)
+            else:
+                os.truncate(torn, offset)
+                with open(torn, "rb+") as file:
+                    os.fsync(file.fileno())
             sync_directory(self.directory)
+        opened_next = self.directory / segment_name(tally.seq + 1)
+        if opened_next in paths:  # created for the next group, which never came: the writer reopens it
+            opened_next.unlink()
+            paths.remove(opened_next)
+            sync_directory(self.directory)
+        self._closed_segments.extend(paths)
+        self.replayed = self._folded.count
         self.tally = tally
-        return self.db.fresh and not replayed
+        return self.db.fresh and tally.seq == base.seq
 
     def _check_record(self, record: Tally | None, stored: Tally, had_log: bool) -> None:
         """Committed groups the checkpoint and the log lost (``commit_record``)."""
@@ -191,31 +221,13 @@ class LoggedStore:
             f"{local} acknowledged local write(s) ({lost}) and {replicated} replicated update(s): its log "
             f"segments were cut short, lost or replaced by older copies; {REPAIR_HINT}")
 
-    def _apply(self, entries: Iterable[LogRecord], base: Tally) -> tuple[Tally, int]:
+    def _apply(self, entries: Iterable[LogRecord], base: Tally) -> None:
         """Fold the records of ``entries`` after the checkpoint's ``base`` into it in one SQLite
-        transaction; returns the tally it ends at and the number of changes folded. Streaming: only
-        each row's last change is kept, so a checkpoint of overwrites holds the live rows, not the log."""
-        tally = base
-        last: dict[tuple[bytes, int, int], Change] = {}
-        state: State | None = None
-        bound: int | None = None
-        count = 0
-        for entry in entries:
-            if entry.seq <= base.seq:
-                continue
-            tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts,
-                          tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us)
-            for change in entry.changes:
-                version = change.version
-                last[(change.key, version.timestamp, version.source_dc)] = change
-            count += len(entry.changes)
-            if entry.state is not None:
-                state = State(**entry.state)
-            if entry.clock_bound_us is not None:
-                bound = entry.clock_bound_us
-        if tally.seq > base.seq:
-            self.db.apply(list(last.values()), state, bound, tally, before_commit=lambda: self._fault("checkpoint"))
-        return tally, count
+        transaction (``_fold``)."""
+        folded = _fold(entries, base, self.directory)
+        if folded.tally.seq > base.seq:
+            self.db.apply(list(folded.last.values()), folded.state, folded.bound, folded.tally,
+                          before_commit=lambda: self._fault("checkpoint"))
 
     def _fault(self, point: str) -> None:
         if self._kill_at == point and self.commits >= self._kill_after:
@@ -345,6 +357,42 @@ class LoggedStore:
                 self._record.close()
             self._record = None
         self.db.close(checkpoint=checkpoint)
+
+
+@dataclass(slots=True)
+class Folded:
+    """Records folded after a checkpoint: each row's last change (by ``(key, timestamp, source
+    DC)``), the newest state and clock bound, the tally they end at and the changes read."""
+
+    tally: Tally
+    last: dict[tuple[bytes, int, int], Change]
+    state: State | None = None
+    bound: int | None = None
+    count: int = 0
+
+
+def _fold(entries: Iterable[LogRecord], base: Tally, directory: Path) -> Folded:
+    """Fold the records after ``base`` as they are read (only each row's last change is kept, so
+    folding overwrites holds the live rows, not the log); a group number that skips is lost data."""
+    folded = Folded(base, {})
+    last = folded.last
+    for entry in entries:
+        if entry.seq <= base.seq:
+            continue  # already in the checkpoint (a crash before its segments were deleted)
+        if entry.seq != folded.tally.seq + 1:
+            raise DataDamagedError(f"{directory}: the log lost committed groups: after group {folded.tally.seq} it "
+                                   f"holds group {entry.seq}; {REPAIR_HINT}")
+        bound = folded.tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us
+        folded.tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts, bound)
+        for change in entry.changes:
+            version = change.version
+            last[(change.key, version.timestamp, version.source_dc)] = change
+        folded.count += len(entry.changes)
+        if entry.state is not None:
+            folded.state = State(**entry.state)
+        if entry.clock_bound_us is not None:
+            folded.bound = entry.clock_bound_us
+    return folded
 
 
 def salvage_log(directory: Path, local_dc: int, stamp: str) -> tuple[list[tuple[bytes, Version]], list[Path]]:
