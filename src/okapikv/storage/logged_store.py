@@ -313,7 +313,7 @@ class LoggedStore:
                 return
             try:
                 self._checkpoint()
-            except Exception as error:  # noqa: BLE001 - the segments stay; the next pass tries again
+            except Exception as error:
                 log.warning("%s: checkpoint failed (the log keeps its segments): %s", self.directory, error)
 
     def _checkpoint(self) -> None:
@@ -348,7 +348,7 @@ class LoggedStore:
             try:
                 self._rotate()
                 self._checkpoint()
-            except Exception as error:  # noqa: BLE001 - the log keeps what the checkpoint did not take
+            except Exception as error:
                 log.warning("%s: final checkpoint failed (the log keeps its segments): %s", self.directory, error)
         else:
             self._writer.close()
