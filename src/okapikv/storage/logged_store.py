@@ -350,8 +350,7 @@ class LoggedStore:
                 self._checkpoint()
             except Exception as error:
                 log.warning("%s: final checkpoint failed (the log keeps its segments): %s", self.directory, error)
-        else:
-            self._writer.close()
+        self._writer.close()  # (a segment whose first append failed holds no record: the next open reuses it)
         if self._record is not None:
             with contextlib.suppress(OSError):
                 self._record.close()
