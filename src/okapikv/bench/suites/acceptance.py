@@ -22,7 +22,16 @@ from typing import Any
 
 from okapikv.bench.engine.results import MemoryRow
 from okapikv.bench.engine.systems import System
-from okapikv.bench.suites.fast_figures import ByKey, DurableScale, FastFigures, IdlePair, ReplicationFigures, Verdict
+from okapikv.bench.suites.fast_figures import (
+    DURABLE,
+    FDATASYNC,
+    ByKey,
+    DurableScale,
+    FastFigures,
+    IdlePair,
+    ReplicationFigures,
+    Verdict,
+)
 
 #: Concurrent sessions of the YCSB-A throughput targets (one load process).
 FAST_SESSIONS = 64
@@ -84,6 +93,21 @@ def latency(via: str, kind: str) -> Figures:
         mean = fast.latency.paths[via][kind].mean_us
         return [Measured(mean, f"{mean:.0f} us")]
     return take
+
+
+def durable_put_over_fdatasync(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """A durable PUT's p50 minus the disk's fdatasync p50, paired within each round (the disk's
+    speed moves between rounds on a shared machine), median of the rounds, in us."""
+    if fast.latency is None or DURABLE not in fast.latency.paths:
+        return []
+    pairs = [one[DURABLE]["put"].p50_us - one[FDATASYNC]["put"].p50_us for one in fast.latency.rounds
+             if DURABLE in one and FDATASYNC in one]
+    if not pairs:
+        return []
+    over = statistics.median(pairs)
+    put, disk = fast.latency.paths[DURABLE]["put"], fast.latency.paths[FDATASYNC]["put"]
+    return [Measured(over, f"{over:+.0f} us (PUT p50 {put.p50_us:.0f}, p99 {put.p99_us:.0f}; fdatasync p50 "
+                           f"{disk.p50_us:.0f} us)")]
 
 
 def _ycsb(fast: FastFigures) -> ByKey:
@@ -325,6 +349,10 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
                       LATENCY_GOAL),
     *_latency_targets("client_grpc", "Client over gRPC only", "the same {}s over the gRPC stream, not the native port",
                       None),
+    AcceptanceTarget("durable-put-over-fdatasync", "1. PUT latency, one client, durable server",
+                     "p50 of sequential PUTs through the blocking Client to a durable server minus the p50 of "
+                     "fdatasyncs of a 100-byte append on its file system, paired in each round",
+                     durable_put_over_fdatasync, Goal("<=", 500.0, "<= fdatasync p50 + {:.0f} us")),
     AcceptanceTarget("ycsb-a-throughput", f"2. YCSB-A, one partition, {FAST_SESSIONS} sessions",
                      "throughput of the async client's sessions in one load process, 1 DC x 1 partition",
                      ycsb_throughput, Goal(">=", 30_000.0, ">= {:,.0f} ops/s")),

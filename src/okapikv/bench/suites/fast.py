@@ -7,7 +7,9 @@ goal lives). The phases:
 1. Latency: one client, one DC, one partition, one operation at a time. GET and PUT through the
    blocking ``Client`` (what scripts and the stdin/stdout client use) and through an ``okapi client``
    process driven line by line over its stdin/stdout, as the course's tools drive it
-   (``engine.latency``).
+   (``engine.latency``); and PUTs through the ``Client`` to a durable server, each round beside the
+   disk's own fdatasync of a 100-byte append on the same file system (``measure_fdatasync``): what
+   a lone session's durable write costs over the disk (docs/storage.md).
 2. Throughput: one partition server under YCSB-A with ``FAST_SESSIONS`` concurrent sessions of the
    async client in one load process; redis-server driven by redis-py through the same load
    generator with the same sessions (the ratio is reported); and the same store with the
@@ -43,16 +45,23 @@ target compares take turns, round by round, each run on a fresh cluster (``_inte
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from okapikv.bench.engine.errors import BenchError
 from okapikv.bench.engine.harness import Bench
 from okapikv.bench.engine.idle import SETTLE_MARGIN_S, measure_idle
-from okapikv.bench.engine.latency import SequentialLatency, measure_client_latency, measure_stdio_latency
+from okapikv.bench.engine.latency import (
+    SequentialLatency,
+    measure_client_latency,
+    measure_fdatasync,
+    measure_stdio_latency,
+)
 from okapikv.bench.engine.memory import run_memory
 from okapikv.bench.engine.options import BenchOptions
 from okapikv.bench.engine.redis_ref import LocalRedis, unavailable_reason
@@ -68,6 +77,8 @@ from okapikv.bench.suites.acceptance import (
     judge,
 )
 from okapikv.bench.suites.fast_figures import (
+    DURABLE,
+    FDATASYNC,
     LATENCY_PATHS,
     BenchmarkPoint,
     DurableScale,
@@ -181,7 +192,16 @@ class FastSuite:
                 rounds.append({"client": measure_client_latency(address, operations),
                                "stdio": measure_stdio_latency(address, operations),
                                "client_grpc": measure_client_latency(address, operations, native=False)})
+        # A durable server, one session: its PUTs beside the disk's own fdatasync in each round.
+        with self.bench.start(OKAPI, durable=True) as sut:
+            address = sut.target.addresses[0]
+            for number, found in enumerate(rounds):
+                self.bench.ui.message(f"durable round {number + 1}/{self.repeats}: {operations} fdatasyncs of the "
+                                      "disk, then sequential PUTs to a durable server through the blocking Client")
+                found[FDATASYNC] = {"put": measure_fdatasync(Path(tempfile.gettempdir()), operations)}
+                found[DURABLE] = {"put": measure_client_latency(address, operations)["put"]}
         paths = {via: {kind: _median_by(rounds, via, kind) for kind in ("get", "put")} for via, _ in LATENCY_PATHS}
+        paths.update({via: {"put": _median_by(rounds, via, "put")} for via in (DURABLE, FDATASYNC)})
         self.figures.latency = LatencyPhase(paths, operations, rounds)
         self.publish()
         for via, label in LATENCY_PATHS:
@@ -466,6 +486,12 @@ def render(fast: dict[str, Any]) -> list[str]:
             get, put = figures.latency.paths[key]["get"], figures.latency.paths[key]["put"]
             lines.append(f"| {via} | {get.mean_us:.0f} | {get.p50_us:.0f} | {get.p99_us:.0f} | "
                          f"{put.mean_us:.0f} | {put.p50_us:.0f} | {put.p99_us:.0f} |")
+    if figures.latency is not None and DURABLE in figures.latency.paths:
+        put, disk = figures.latency.paths[DURABLE]["put"], figures.latency.paths[FDATASYNC]["put"]
+        lines += ["", "One session's PUTs to a durable server beside the disk's own fdatasync of a 100-byte append, "
+                  "same rounds (µs):", "", "| what | mean | p50 | p99 |", "|---|---|---|---|",
+                  f"| PUT, Client, durable server | {put.mean_us:.0f} | {put.p50_us:.0f} | {put.p99_us:.0f} |",
+                  f"| fdatasync | {disk.mean_us:.0f} | {disk.p50_us:.0f} | {disk.p99_us:.0f} |"]
     runs = [found for found in (figures.replication, figures.replication_unbounded)
             if found is not None and found.visibility]
     if runs:

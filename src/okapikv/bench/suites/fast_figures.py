@@ -18,6 +18,10 @@ from okapikv.bench.engine.results import Run, VisibilityPair, plain
 
 #: (results key, label) of the one-at-a-time latency paths; the last is shown for comparison only.
 LATENCY_PATHS = (("client", "Client"), ("stdio", "okapi client"), ("client_grpc", "Client over gRPC only"))
+#: The latency phase's durable pair: PUTs through the Client to a durable server, and the disk's own
+#: fdatasync of a 100-byte append on the same file system, measured in the same rounds (PUT only).
+DURABLE = "client_durable"
+FDATASYNC = "fdatasync"
 
 #: By path, by operation kind (get, put).
 PathLatency = dict[str, dict[str, SequentialLatency]]
