@@ -1,7 +1,10 @@
-"""The SQLite file of one partition server (stdlib ``sqlite3``, WAL mode, ``synchronous=FULL``).
+"""The SQLite file of one partition server (stdlib ``sqlite3``, WAL mode, ``synchronous=FULL``): the
+checkpoint of the commit log (``logged_store``), written by ``apply`` in the background; a server
+writes it per group only through ``commit`` when used alone (tests, tools).
 
 Layout of a data directory::
 
+    DIR/log-*.okl           the commit log's segments (``log``)
     DIR/okapi.sqlite3       the database (plus its -wal and -shm files while open)
     DIR/COMMITTED           the commit record, an account of the committed groups (``commit_record``)
     DIR/LOCK                held (flock) by the server using the directory
