@@ -234,6 +234,8 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--counters-ttls", action="store_true",
+                   help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",
                    help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
                         "each page must be answered, other clients' GETs must not starve, and no read may stay "
