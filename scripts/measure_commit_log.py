@@ -20,22 +20,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from okapikv.bench.engine.storage_costs import IDENTITY, STATE, measure_storage_costs
 from okapikv.core.mvstore import Change, Version
-from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import pack
-from okapikv.storage.log import segments
 from okapikv.storage.logged_store import LoggedStore
-from okapikv.storage.recovery import recover
-from okapikv.storage.sqlite import CommitGroup, Identity, SqliteStore, State
-
-IDENTITY = Identity("measure", ("a",), 1, "okapi", "a", 0)
-STATE = State((1,), (1,), (1,), (0,))
+from okapikv.storage.sqlite import CommitGroup, SqliteStore
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -91,44 +84,6 @@ def swap_groups_cpu_us(store: LoggedStore | SqliteStore, groups: int, start: int
     return 1e6 * (time.process_time() - began) / groups
 
 
-def checkpoint_s(directory: Path, rows: int, busy: bool) -> float:
-    """One checkpoint of ``rows`` logged inserts, alone or with a thread spinning in Python beside it
-    (an event loop at full load: the checkpointer competes for the GIL, switch interval 0.5 ms as in a
-    durable server)."""
-    store = LoggedStore(directory, IDENTITY, segment_bytes=1 << 40)
-    for start in range(0, rows, 1000):
-        store.commit(CommitGroup(0, [Change(b"user%09d" % index, Version(b"v" * 8, pack(10 + index), 0, None), True)
-                                     for index in range(start, min(start + 1000, rows))], STATE))
-    stop = threading.Event()
-    spinner = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)])
-    if busy:
-        spinner.start()
-    started = time.perf_counter()
-    store.checkpoint()
-    elapsed = time.perf_counter() - started
-    stop.set()
-    if busy:
-        spinner.join()
-    store.close()
-    return elapsed
-
-
-def recovery_s(directory: Path) -> tuple[float, int]:
-    started = time.perf_counter()
-    store = LoggedStore(directory, IDENTITY)
-    core = PartitionServer(_core_config())
-    recovered = recover(core, store)
-    elapsed = time.perf_counter() - started
-    store.close()
-    return elapsed, recovered.versions
-
-
-def _core_config():  # type: ignore[no-untyped-def]
-    from okapikv.cluster.config import local_cluster
-
-    return local_cluster(dcs=("a",), partitions=1, wan=0).core_config(0, 0)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -139,7 +94,11 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as root:
         base = Path(root)
-        sync, logged_lone, sqlite_lone, logged_cpu, sqlite_cpu = [], [], [], [], []
+        sync: list[float] = []
+        logged_lone: list[float] = []
+        sqlite_lone: list[float] = []
+        logged_cpu: list[float] = []
+        sqlite_cpu: list[float] = []
         for round_number in range(args.rounds):
             sync += fdatasync_ms(base, args.lone)
             for name in ("log", "sqlite"):
@@ -156,26 +115,13 @@ def main() -> None:
             print(f"{name}: p50 {percentile(samples, 0.5):.3f} ms, p99 {percentile(samples, 0.99):.3f} ms")
         print(f"CPU per group of 16 SWAPs: log {statistics.median(logged_cpu):.0f} us, sqlite "
               f"{statistics.median(sqlite_cpu):.0f} us (medians of {args.rounds} rounds: {logged_cpu} / {sqlite_cpu})")
-        sys.setswitchinterval(0.0005)
-        for busy in (False, True):
-            took = checkpoint_s(base / f"checkpoint-{busy}", 100_000, busy)
-            print(f"checkpoint of 100,000 logged versions, {'beside a busy thread' if busy else 'alone'}: {took:.2f} s")
-        directory = base / "recovery"
-        store = LoggedStore(directory, IDENTITY, segment_bytes=1 << 40)  # no checkpoint: everything in the log
-        batch = 10_000
-        for start in range(0, args.records, batch):
-            changes = [Change(b"user%09d" % index, Version(b"v" * 8, pack(10 + index), 0, None), True)
-                       for index in range(start, min(start + batch, args.records))]
-            store.commit(CommitGroup(0, changes, STATE))
-        log_bytes = sum(path.stat().st_size for path in segments(directory))
-        store.close(checkpoint=False)
-        replay, versions = recovery_s(directory)  # replays the log into the checkpoint, loads it
-        print(f"recovery of {versions} versions from the log ({log_bytes / 2**20:.0f} MiB): {replay:.2f} s "
-              "(read, fold, load into a core)")
-        again, versions = recovery_s(directory)
-        on_disk = sum(path.stat().st_size for path in directory.iterdir() if path.is_file())
-        print(f"recovery of {versions} versions from the checkpoint ({on_disk / 2**20:.0f} MiB on disk): {again:.2f} s")
-
+        costs = measure_storage_costs(base / "costs", args.records, 100_000)
+        for busy, took in ((False, costs.checkpoint_alone_s), (True, costs.checkpoint_busy_s)):
+            print(f"checkpoint of {costs.checkpoint_rows:,} logged versions, "
+                  f"{'beside a busy thread' if busy else 'alone'}: {took:.2f} s")
+        print(f"recovery of {costs.records:,} versions from the log ({costs.log_bytes / 2**20:.0f} MiB): "
+              f"{costs.recovery_log_s:.2f} s (read, fold, load into a core)")
+        print(f"recovery of {costs.records:,} versions from the checkpoint: {costs.recovery_checkpoint_s:.2f} s")
 
 if __name__ == "__main__":
     main()

@@ -247,7 +247,9 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         assert [(point["clients"], point["pipeline"]) for point in points] == [(1, 1), (50, 1), (50, 16)]
     ids = {row["id"] for row in fast["targets"]}
     assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "durable-data-size",
-            "durable-put-over-fdatasync"} <= ids, ids
+            "durable-put-over-fdatasync", "recovery", "checkpoint-under-load"} <= ids, ids
+    storage = fast["storage"]
+    assert storage["records"] == 20_000 and storage["recovery_log_s"] > 0 and storage["checkpoint_busy_s"] > 0
     idle = fast["idle"]
     assert len(idle["cores"]) == 6 and len(idle["visibility"]) == 6 and idle["idle_s"] >= 5
     assert {"idle cores per server", "first-update visibility after idle"} <= {row["target"] for row in fast["targets"]}

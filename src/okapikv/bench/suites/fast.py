@@ -29,6 +29,9 @@ goal lives). The phases:
    ``IDLE_S`` seconds (``IDLE_S_QUICK`` with --quick) once its servers backed off
    (``okapikv.core.pacing``): each server's cores, then the first update's remote visibility per
    DC pair against the same bound as target 5.
+8. Storage (``engine.storage_costs``): the commit log's background costs on the store alone, a
+   restart's recovery of the large data set from the log and from the checkpoint, and a checkpoint
+   of ``CHECKPOINT_ROWS`` logged versions alone and beside a thread spinning in Python.
 
 Durability and data size: phase 2 also runs YCSB-A on a durable partition (``okapi-durable``:
 SQLite, group commit, as `okapi up` runs servers), against the in-memory one in the same rounds,
@@ -68,6 +71,7 @@ from okapikv.bench.engine.redis_ref import LocalRedis, unavailable_reason
 from okapikv.bench.engine.replication import ReplicationSampler
 from okapikv.bench.engine.report import Section
 from okapikv.bench.engine.results import Run
+from okapikv.bench.engine.storage_costs import measure_storage_costs
 from okapikv.bench.engine.systems import PAPER_DCS, REDIS_SYSTEM, System
 from okapikv.bench.engine.visibility import measure_visibility, summarize
 from okapikv.bench.suites.acceptance import (
@@ -99,6 +103,8 @@ ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 MEMORY_RECORDS = 1_000_000
 MEMORY_RECORDS_QUICK = 20_000
+#: Logged versions a checkpoint folds in the storage phase (``engine.storage_costs``).
+CHECKPOINT_ROWS = 100_000
 #: The durable data-size targets: the paper's records per partition against the suites' usual
 #: ``--records``; --quick loads fewer (and says so in the row).
 LARGE_RECORDS = 1_000_000
@@ -314,6 +320,24 @@ class FastSuite:
         self.figures.durable_scale = DurableScale(sizes["large"], sizes["small"], quick, rates, rounds)
         self.publish()
 
+    def storage(self) -> None:
+        """The commit log's background costs on the store alone (``engine.storage_costs``): recovery
+        of the large data set from the log and from the checkpoint, a checkpoint alone and under load."""
+        records = LARGE_RECORDS_QUICK if self.options.quick else LARGE_RECORDS
+        rows = min(records, CHECKPOINT_ROWS)
+
+        def body() -> None:
+            with tempfile.TemporaryDirectory(prefix="okapi-bench-storage-") as root:
+                self.figures.storage = measure_storage_costs(Path(root), records, rows)
+            found = self.figures.storage
+            self.bench.ui.finish_run(f"  recovery of {records:,} versions: {found.recovery_log_s:.2f} s from the log, "
+                                     f"{found.recovery_checkpoint_s:.2f} s from the checkpoint; a checkpoint of "
+                                     f"{rows:,}: {found.checkpoint_alone_s:.2f} s alone, "
+                                     f"{found.checkpoint_busy_s:.2f} s beside a busy thread", counted=False)
+
+        self.bench.guarded("storage", body)
+        self.publish()
+
     # ------------------------------------------------------------------ redis-benchmark side by side
 
     def redis_benchmark(self) -> None:
@@ -462,6 +486,7 @@ def run(bench: Bench) -> None:
     suite.rotx()
     suite.replication()
     suite.durable_scale()
+    suite.storage()
     suite.redis_benchmark()
     suite.idle()
     # The memory phase loads its own, larger key set into a fresh server.
