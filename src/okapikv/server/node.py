@@ -181,7 +181,7 @@ class PartitionNode:
             self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
             bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
             else ())
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # a TimerHandle, or a call_soon's Handle
         self._timer_deadline_us = 0
         self._last_sent: object = None
         self._last_frames: list[tuple[bytes, int]] = []
@@ -632,11 +632,18 @@ class PartitionNode:
                 return
             self._timer.cancel()
         assert self._loop is not None
+        self._timer_deadline_us = deadline
         delay_s = self.clock.seconds_until(deadline)
+        if delay_s * 1_000_000 <= SPIN_US:
+            # A write parked for the next clock microsecond (Cure, GentleRain), wherever it was
+            # parked (a client batch, a peer's message, a timer): ``_on_timer`` spins up to it on
+            # the loop's next round; a millisecond timer would hold it a whole millisecond, a
+            # same-microsecond artefact the paper's servers do not have.
+            self._timer = self._loop.call_soon(self._on_timer)
+            return
         # Event-loop timers have millisecond granularity (libuv truncates): round up, or a timer
         # due in 0.9 ms would fire at once and spin until the deadline.
         delay_s = math.ceil(delay_s * 1000) / 1000
-        self._timer_deadline_us = deadline
         self._timer = self._loop.call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:
