@@ -167,6 +167,8 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timestamps", action="store_true",
                    help="end PUT/SWAP/DELETE result lines in ' ts=<n>', the write's server timestamp "
                         "(not the course format; used by okapi fuzz)")
+    p.add_argument("--counters", action="store_true",
+                   help="piped: accept INCR k and PUTEX k v ms too (not the course format; used by okapi fuzz)")
     p.add_argument("--at-most-once", action="store_true",
                    help="do not retry a PUT/SWAP/DELETE whose connection broke after it was sent (a retry "
                         "could apply it twice): answer 'ERROR outcome unknown: ...', a line outside the "
@@ -313,6 +315,8 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
                    help="local cluster: first of its consecutive ports (default: drawn, see OKAPI_PORT_RANGE)")
     p.add_argument("--protocol", default=None, help="local cluster: okapi | cure | gentlerain (default: okapi)")
     p.add_argument("--partitions", type=int, default=None, help="local cluster: partitions per DC (default: 2)")
+    p.add_argument("--counters-ttls", action="store_true",
+                   help="mix in INCRs of shared counters and expiring PUTs (okapi client --counters), checked apart")
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
                    help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
                         "operations, restart them 1 s later, check the history")

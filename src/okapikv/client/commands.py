@@ -15,7 +15,14 @@ case-sensitive, words separated by ASCII whitespace; one result per command in i
 ``TX`` (a read-only transaction, one causally consistent snapshot) is ours, in the same style. With
 ``okapi client --timestamps`` (ours too, for ``okapi fuzz``) the PUT, SWAP and DELETE lines end in
 `` ts=<n>``: the server's timestamp of the write (``PUT k found ts=123``), which with the client's DC
-is the write's last-writer-wins rank; without the flag the output is exactly the course's. A line
+is the write's last-writer-wins rank; without the flag the output is exactly the course's. With
+``okapi client --counters`` (ours, for ``okapi fuzz --counters-ttls``) two more commands are
+accepted, which the course's protocol does not have::
+
+    INCR k         ->  INCR k n            (n: the counter's value after the increment)
+    PUTEX k v ms   ->  PUTEX k found | PUTEX k not_found   (a PUT expiring ms milliseconds later)
+
+A line
 that is not a valid command yields exactly one line starting with ``ERROR `` and the client goes on,
 so one bad line never desynchronises a driver that counts result lines. Blank lines are ignored.
 
@@ -35,7 +42,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 _TOKEN = re.compile(r"[\x21-\x7f]+")
 #: What separates words: ASCII whitespace only. ``str.split()`` would also split on characters such
@@ -86,7 +93,19 @@ class Stop:
     pass
 
 
-Command = Put | Swap | Get | Delete | Scan | Tx | Stop
+@dataclass(frozen=True, slots=True)
+class Incr:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutEx:
+    key: str
+    value: str
+    ttl_ms: int
+
+
+Command = Put | Swap | Get | Delete | Scan | Tx | Stop | Incr | PutEx
 
 # keyword -> (number of arguments, or None for "one or more"), usage
 _SYNTAX: dict[str, tuple[int | None, str]] = {
@@ -97,6 +116,11 @@ _SYNTAX: dict[str, tuple[int | None, str]] = {
     "SCAN": (2, "SCAN <start> <end>"),
     "TX": (None, "TX <key> [<key> ...]"),
     "STOP": (0, "STOP"),
+}
+#: ``--counters``: the commands beyond the course's
+_COUNTER_SYNTAX: dict[str, tuple[int | None, str]] = {
+    "INCR": (1, "INCR <key>"),
+    "PUTEX": (3, "PUTEX <key> <value> <milliseconds>"),
 }
 
 HELP = """\
@@ -111,16 +135,18 @@ commands (keywords are upper case; keys and values are printable ASCII without s
   help                    this text"""
 
 
-def parse(line: str) -> Command | None:
-    """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed."""
+def parse(line: str, counters: bool = False) -> Command | None:
+    """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed.
+    ``counters``: INCR and PUTEX are commands too (``okapi client --counters``)."""
     words = [word for word in _SEPARATORS.split(line) if word]
     if not words:
         return None
     keyword, arguments = words[0], words[1:]
-    syntax = _SYNTAX.get(keyword)
+    known = {**_SYNTAX, **_COUNTER_SYNTAX} if counters else _SYNTAX
+    syntax = known.get(keyword)
     if syntax is None:
-        hint = " (keywords are upper case)" if keyword.upper() in _SYNTAX else ""
-        raise CommandError(f"unknown command {_show(keyword)}{hint}; expected one of {', '.join(_SYNTAX)}")
+        hint = " (keywords are upper case)" if keyword.upper() in known else ""
+        raise CommandError(f"unknown command {_show(keyword)}{hint}; expected one of {', '.join(known)}")
     count, usage = syntax
     if count is None:
         if not arguments:
@@ -143,6 +169,12 @@ def parse(line: str) -> Command | None:
         return Scan(arguments[0], arguments[1])
     if keyword == "TX":
         return Tx(tuple(arguments))
+    if keyword == "INCR":
+        return Incr(arguments[0])
+    if keyword == "PUTEX":
+        if not arguments[2].isdigit() or not 0 < int(arguments[2]) <= 1 << 40:
+            raise CommandError(f"PUTEX needs a positive number of milliseconds, got {_show(arguments[2])}")
+        return PutEx(arguments[0], arguments[1], int(arguments[2]))
     return Stop()
 
 
@@ -219,6 +251,13 @@ class KeyValueApi(Protocol):
     def read_tx(self, keys: list[str]) -> list[bytes | None]: ...
 
 
+class CounterApi(Protocol):
+    """What ``execute`` needs of a client for INCR and PUTEX (``okapikv.Client`` has it)."""
+
+    def incr(self, key: str, by: int = 1) -> int: ...
+    def put(self, key: str, value: str, ttl: float | None = None) -> bool: ...
+
+
 def _write_timestamp(client: KeyValueApi, timestamps: bool) -> int | None:
     """The timestamp of the write ``client`` just completed, when asked for and known.
 
@@ -247,4 +286,9 @@ def execute(client: KeyValueApi, command: Command, timestamps: bool = False) -> 
         return format_scan(command, client.scan(command.start, command.end))
     if isinstance(command, Tx):
         return format_tx(command, client.read_tx(list(command.keys)))
+    if isinstance(command, Incr):
+        return [f"INCR {command.key} {cast(CounterApi, client).incr(command.key)}"]
+    if isinstance(command, PutEx):
+        found = cast(CounterApi, client).put(command.key, command.value, ttl=command.ttl_ms / 1000)
+        return [f"PUTEX {command.key} {'found' if found else 'not_found'}"]
     return ["STOP"]
