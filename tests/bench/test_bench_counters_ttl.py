@@ -3,15 +3,19 @@ and `okapi bench --workload a --quick --incr-ratio ... --ttl-ms ...` end to end 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
+import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from okapikv.bench.engine.adapters import MemoryTarget, RedisTarget, Target, TargetSpec
 from okapikv.bench.engine.generators import InsertSequence
 from okapikv.bench.engine.keyspace import PartitionedKeyspace
 from okapikv.bench.engine.workloads import (
@@ -26,6 +30,7 @@ from okapikv.bench.engine.workloads import (
     WorkloadConfig,
     make_source,
 )
+from okapikv.cluster.ports import free_port_block
 
 OPS = 10_000
 
@@ -81,3 +86,45 @@ def test_bench_quick_with_counters_and_ttl_issues_both_without_errors(tmp_path: 
                               "--ttl-ms", "10", "--quick", "--out", str(tmp_path / "lean")],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode != 0 and "--ttl-ms" in refused.stderr
+
+
+async def _incr_and_put_ttl(target: Target) -> None:
+    await target.open()
+    try:
+        session = target.session(0)
+        for _ in range(3):
+            await session.incr(b"#n")
+        await session.put_ttl(b"k", b"v", 60_000)
+        assert await session.get(b"k") == b"v"
+    finally:
+        await target.close()
+
+
+def test_memory_target_counts_and_stores() -> None:
+    target = MemoryTarget()
+    asyncio.run(_incr_and_put_ttl(target))
+    assert target.store.counts[b"#n"] == 3
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
+def test_redis_target_sends_incr_and_set_px(tmp_path: Path) -> None:
+    import redis
+
+    port = free_port_block(1)
+    process = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+                                "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        check = redis.Redis(port=port, socket_timeout=10)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                check.ping()
+                break
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.05)
+        asyncio.run(_incr_and_put_ttl(RedisTarget(TargetSpec("redis", (f"127.0.0.1:{port}",)), 1)))
+        assert check.get("#n") == b"3" and 59_000 < check.pttl("k") <= 60_000
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -149,12 +149,15 @@ class _RedisSession:
         return value
 
     async def put(self, key: bytes, value: bytes) -> None:
-        await self.put_ttl(key, value, 0)
-
-    async def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> None:
         # A new key must also enter the scan index; one pipelined round trip for both.
         pipe = self.redis.pipeline(transaction=False)
-        pipe.set(key, value, px=ttl_ms or None)
+        pipe.set(key, value)
+        pipe.zadd(REDIS_INDEX_KEY, {key: 0})
+        await pipe.execute()
+
+    async def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(key, value, px=ttl_ms)
         pipe.zadd(REDIS_INDEX_KEY, {key: 0})
         await pipe.execute()
 
