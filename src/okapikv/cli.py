@@ -79,8 +79,13 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--config", required=True, help="cluster config file (TOML), see `okapi up --print-config`")
     p.add_argument("--dc", required=True, help="the DC name of this server")
     p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
-    p.add_argument("--data-dir", default=None,
-                   help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    storage = p.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", default=None,
+                         help="keep the data in this directory (SQLite, recovered at start); one of --data-dir "
+                              "and --in-memory is required")
+    storage.add_argument("--in-memory", action="store_true",
+                         help="keep no data on disk (benchmarks, tests): a restart loses this server's data and "
+                              "fetches it back from its replicas before serving")
     p.add_argument("--repair", action="store_true",
                    help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
                         "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
@@ -88,7 +93,7 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="SQLite structure check at start: quick (default), full (slower), off; "
                         "row checksums are verified in every mode")
     p.add_argument("--disk-reserve-mb", type=float, default=None,
-                   help="space kept in reserve for a full disk (default: 64, at most 5%% of the file system)")
+                   help="MiB kept in reserve for a full disk (default: 16, at most 5%% of the file system)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,

@@ -192,18 +192,29 @@ def test_sigterm_stops_up_whenever_it_arrives(tmp_path: Path) -> None:
 
 def test_server_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     missing = subprocess.run([*OKAPI, "server", "--config", str(tmp_path / "nope.toml"), "--dc", "a",
-                              "--partition", "0"], capture_output=True, text=True, timeout=60)
+                              "--partition", "0", "--in-memory"], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "cannot read cluster config" in missing.stderr
     bad = tmp_path / "bad.toml"
     bad.write_text('dcs = ["a"]\npartitions = 1\n[[servers]]\ndc = "b"\npartition = 0\naddress = "127.0.0.1:1"\n')
-    result = subprocess.run([*OKAPI, "server", "--config", str(bad), "--dc", "a", "--partition", "0"],
+    result = subprocess.run([*OKAPI, "server", "--config", str(bad), "--dc", "a", "--partition", "0", "--in-memory"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown DC 'b'" in result.stderr
 
 
+def test_server_without_a_data_dir_refuses_to_start(tmp_path: Path) -> None:
+    """Durable is the default: no --data-dir and no --in-memory is a mistake, caught before anything
+    is read or created."""
+    result = subprocess.run([*OKAPI, "server", "--config", str(tmp_path / "cluster.toml"), "--dc", "a",
+                             "--partition", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["okapi server: pass --data-dir DIR to keep a/0's data (or --in-memory "
+                                          "to keep none)"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_server_refuses_an_address_in_use(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(dcs=("solo",), partitions=1)
-    extra = subprocess.run([*OKAPI, "server", "--config", str(cluster.path), "--dc", "solo", "--partition", "0"],
-                           capture_output=True, text=True, timeout=60)
+    extra = subprocess.run([*OKAPI, "server", "--config", str(cluster.path), "--dc", "solo", "--partition", "0",
+                            "--in-memory"], capture_output=True, text=True, timeout=60)
     assert extra.returncode == 1 and "cannot listen" in extra.stderr

@@ -59,8 +59,8 @@ def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
         log = (tmp_path / f"{dc}.log").open("w")
         logs.append(log)
         hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                           "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=subprocess.STDOUT)
+                           "--partition", "0", "--in-memory", "--log-format", "json"],
+                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key)]
     clients = [start_agent(hosts, index, f"{address}:{PORT}", len(DCS), *tls_arguments)
                for index, address in enumerate(hosts.addresses)]

@@ -55,8 +55,8 @@ def test_replication_flows_within_seconds_of_healing_a_silent_cut(hosts: Hosts, 
         log = (tmp_path / f"{dc}.log").open("w")
         logs.append(log)
         hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                           "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=subprocess.STDOUT)
+                           "--partition", "0", "--in-memory", "--log-format", "json"],
+                   stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     east, west = (start_agent(hosts, index, server.address, len(DCS)) for index, server in enumerate(servers))
     try:
         for client in (east, west):

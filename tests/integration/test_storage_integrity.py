@@ -348,7 +348,7 @@ def test_a_full_disk_refuses_writes_keeps_reads_and_a_restart_says_why(tmp_path:
 def test_repair_needs_a_data_directory(stored: tuple[DurableCluster, Path, Path]) -> None:
     cluster, _, _ = stored
     in_memory = ("--data-dir", str(cluster.data_dir("a", 0)))
-    command = [arg for arg in cluster.command("a", 0, "--repair") if arg not in in_memory]
+    command = [arg for arg in cluster.command("a", 0, "--repair") if arg not in in_memory] + ["--in-memory"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
     assert result.returncode == 2 and "--repair rebuilds a --data-dir" in result.stderr
 

@@ -311,7 +311,7 @@ def test_unreadable_certificate_fails_at_start(pki: Pki, tmp_path: Path) -> None
     config = _config(broken)
     path = config.dump(tmp_path / "cluster.toml")
     result = subprocess.run([sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", "east",
-                             "--partition", "0"], capture_output=True, text=True, timeout=60)
+                             "--partition", "0", "--in-memory"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "tls certificate" in result.stderr and "missing.pem" in result.stderr
 

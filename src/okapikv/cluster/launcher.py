@@ -175,6 +175,8 @@ def start_server(
         command += ["--data-dir", str(data_dir)]
         if repair:
             command.append("--repair")
+    else:
+        command.append("--in-memory")
     if log_format:
         command += ["--log-format", log_format]
     environment = child_environment()  # the server ends with this process (okapikv.lifetime)

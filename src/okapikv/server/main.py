@@ -1,4 +1,6 @@
-"""`okapi server --config FILE --dc NAME --partition N`: run one partition server.
+"""`okapi server --config FILE --dc NAME --partition N (--data-dir DIR | --in-memory)`: run one
+partition server. Durable is the default: without ``--data-dir`` the server refuses to start (exit
+2) unless ``--in-memory`` asks for a server that keeps nothing.
 
 Exit codes: 0 after a clean shutdown (SIGINT/SIGTERM), 1 if the server cannot listen on its address
 or cannot use its ``--data-dir`` (locked by another server, another server's data or data format, or
@@ -31,6 +33,11 @@ DURABLE_SWITCH_INTERVAL_S = 0.0005
 
 def run_server(args: argparse.Namespace) -> int:
     exit_with_parent()  # a server a launcher started ends with it (okapikv.lifetime)
+    if not getattr(args, "data_dir", None) and not getattr(args, "in_memory", False):
+        # Durable is the default: a forgotten flag must not run a server that loses its data silently.
+        print(f"okapi server: pass --data-dir DIR to keep {args.dc}/{args.partition}'s data "
+              "(or --in-memory to keep none)", file=sys.stderr)
+        return 2
     try:
         config = ClusterConfig.load(args.config)
         dc = config.dc_index(args.dc)
