@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from okapikv.core.catchup import CatchUp, Repair
+from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
 from okapikv.core.messages import (
@@ -106,7 +106,7 @@ from okapikv.core.timestamps import (
 )
 from okapikv.core.vectors import Vector, merge_max
 
-__all__ = ["Changes", "PartitionServer", "Repair"]
+__all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
@@ -394,15 +394,16 @@ class PartitionServer(PartitionState):
         self.gsv = merge_max(self.gsv, gsv)
         self.horizon = merge_max(self.horizon, horizon)
 
-    def start_catch_up(self, repair: Repair | None = None) -> list[Effect]:
+    def start_catch_up(self, repair: Repair | None = None, verify: Verify | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
         before any other effect of this incarnation leaves: the request tells the replica to stop
         trusting our old stream).
 
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
-        and serve nothing until the repair ends (``okapikv.core.catchup``)."""
-        return self.catch_up.start(repair)
+        and serve nothing until the repair ends (``okapikv.core.catchup``). With ``verify`` (a start
+        that may hold less than its replicas know it had), check their answers for lost writes."""
+        return self.catch_up.start(repair, verify)
 
     # ================================================================ dispatch and waits
 
@@ -410,7 +411,7 @@ class PartitionServer(PartitionState):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
-        if self.catch_up.repair is not None and isinstance(message, ClientRequest):
+        if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
         outcome = handler(message, now_us)
         if isinstance(outcome, list):

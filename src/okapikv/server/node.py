@@ -80,7 +80,7 @@ from okapikv.core.messages import (
     SwapRequest,
 )
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import PartitionServer, Repair
+from okapikv.core.server import PartitionServer, Repair, Verify
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
 from okapikv.server.admission import Admission, visibility_bounds_us
@@ -205,6 +205,7 @@ class PartitionNode:
         self._repair_logged = True
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._fresh_start = False  # an empty data directory, started without --repair
+        self._lost_logged = False  # the data_lost error (``okapikv.core.catchup``, Verification)
         self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
@@ -264,6 +265,22 @@ class PartitionNode:
                     describe_timestamp(pack(recovered.clock_bound_us)), extra={"event": "repair_started"})
         self._check_recovered_clock()
 
+    def _log_lost(self, lost: int) -> None:
+        """A replica holds writes of this server that it does not: say so loudly, once."""
+        held = describe_timestamp(lost)
+        if self._storage is None:
+            self._repair_logged = False  # the repair under way ends with "repair complete"
+            log.error("%s: started in memory, but a replica holds updates of this server up to %s: its data was lost "
+                      "with the last run. Repairing from the replicas; client requests are refused until the repair "
+                      "ends (start servers with --data-dir DIR to keep their data)", self.label, held,
+                      extra={"event": "data_lost"})
+            return
+        what = "was empty" if self._fresh_start else "is older than its replicas know"
+        log.error("%s: the data directory %s, but a replica holds updates of this server up to %s: its data was "
+                  "lost. Restart it with --repair to fetch its own writes back from the replicas "
+                  "(docs/operations.md); client requests are refused until then", self.label, what, held,
+                  extra={"event": "data_lost"})
+
     def _check_recovered_clock(self) -> None:
         """Warn once, loudly, when the recovered HLC (restarted at the clock bound kept on disk) is
         ahead of the clock by more than the maximum offset plus the bound's lead: the clock stepped
@@ -299,10 +316,25 @@ class PartitionNode:
         # incarnation (its first heartbeats can reach a replica before that replica answers the
         # catch-up request): only what lies below it can be a lost earlier incarnation's.
         self._started_us = self.clock.now_us()
-        self._carry_out(self.core.start_catch_up(self._repair_plan))
+        self._carry_out(self.core.start_catch_up(self._repair_plan, self._verify_plan()))
         self._repair_plan = None
         self._arm_timer()
         self.input_guard.start(self._loop)
+
+    def _verify_plan(self) -> Verify | None:
+        """How this start checks with its replicas for writes it lost (``okapikv.core.catchup``,
+        Verification): a start with no data (in memory, an empty directory) holds client requests
+        until every replica has answered; in memory, a loss is repaired at once (nothing on disk to
+        mark), while a directory that lost writes needs ``--repair``."""
+        if self._repair_plan is not None:
+            return None
+        fresh = self._storage is None or self._fresh_start
+        return Verify(pack(self._started_us), hold=fresh, repair=self._storage is None)
+
+    @property
+    def checking(self) -> bool:
+        """A start with no data still waiting for its replicas' answers (health: NOT_SERVING)."""
+        return self.core.repairing == "checking"
 
     async def close(self) -> None:
         self.input_guard.stop()
@@ -654,16 +686,10 @@ class PartitionNode:
             while now_us < deadline:
                 now_us = self.clock.now_us()
             self._core_timer(now_us)
-        known = self.core.stats.replica_knows_clock
-        if known and physical_of(known) >= self._started_us:
-            known = 0  # this incarnation's own heartbeat
-        if self._fresh_start and (known or not self.core.catching_up):
-            self._fresh_start = False
-            if known:
-                log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
-                          "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
-                          "(docs/operations.md)", self.label,
-                          describe_timestamp(self.core.stats.replica_knows_clock), extra={"event": "data_lost"})
+        lost = self.core.catch_up.lost_through
+        if lost and not self._lost_logged:
+            self._lost_logged = True
+            self._log_lost(lost)
         if not self._repair_logged and self.core.repairing is None:
             self._repair_logged = True
             if self._committer is not None:
