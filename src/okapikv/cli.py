@@ -58,6 +58,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--repair", action="store_true",
                    help="start every server with --repair: one whose data directory is damaged, lost committed "
                         "writes or is empty rebuilds it from its replicas (docs/operations.md)")
+    p.add_argument("--restart-budget", type=int, default=5, metavar="N",
+                   help="restart a server that dies with its own command line, at most N times in 60 s "
+                        "(default %(default)s; 0: never; docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
     p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,

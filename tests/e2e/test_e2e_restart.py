@@ -44,7 +44,7 @@ def _kill(pid: int) -> None:
 
 @pytest.mark.slow
 def test_a_restarted_server_never_serves_less_than_a_session_saw(tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path, ["a", "b"], partitions=1, extra=["--wan", "off"])
+    cluster = Cluster(tmp_path, ["a", "b"], partitions=1, extra=["--wan", "off", "--restart-budget", "0"])
     cluster.start()
     config = str(tmp_path / "cluster.toml")
     server = ["server", "--config", config, "--dc", "a", "--partition", "0"]

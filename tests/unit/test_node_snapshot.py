@@ -24,7 +24,8 @@ from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.wire.stats import counter, exported, from_json, gauge, to_document
 
 TOP_LEVEL = {
-    "cluster_id", "protocol", "dc", "dc_index", "partition", "address", "clock_us", "clock_unix_us", "clock_skew_us",
+    "cluster_id", "protocol", "dc", "dc_index", "partition", "address", "pid",
+    "clock_us", "clock_unix_us", "clock_skew_us",
     "hlc", "hlc_ahead_us", "max_clock_offset_us", "clock_ahead_at_start_us", "vv", "stable", "gsv", "horizon",
     "stable_lag_ms", "stable_lag_samples", "parked", "pending_reads", "snapshot_leases", "keys", "catching_up",
     "repairing", "repair_waiting", "storage", "versions", "versions_collected", "latency", "core", "driver", "wire",

@@ -92,6 +92,7 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
     links = snapshot.links
     waits = core.waits
     return {
+        "pid": snapshot.identity.pid or None,
         "protocol": snapshot.identity.protocol,
         "cluster_id": snapshot.identity.cluster_id,
         "clock_skew_ms": snapshot.clock.clock_skew_us / 1000,
@@ -192,8 +193,8 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
     from rich.text import Text
 
     table = Table(title=title)
-    numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys", "fsync/s (ops)"}
-    columns = ["DC", "part", "address", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
+    numeric = {"part", "pid", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys", "fsync/s (ops)"}
+    columns = ["DC", "part", "address", "pid", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
                "queue", "versions", "GC'd", "fsync/s (ops)"]
     for column in columns:
         table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
@@ -208,8 +209,9 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
                    f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
                    _format_fsyncs(record), *lags]
         else:
-            row = [*("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
-        table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]), _state(record), *row)
+            row = [*("-" for _ in columns[5:]), *("-" for _ in topology.dcs)]
+        table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]),
+                      str(record.get("pid") or "-"), _state(record), *row)
     return table
 
 
@@ -222,6 +224,7 @@ def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: 
 
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("server", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("pid", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True, min_width=len("up, links down"))
     table.add_column("ops", justify="right", no_wrap=True)
     if watching:
@@ -240,8 +243,8 @@ def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: 
                        *([] if watching else [str(record["versions"])]),
                        _format_lag(max(lags) if lags else None)]
         else:
-            figures = ["-"] * (len(table.columns) - 2)
-        table.add_row(Text(label), _state(record), *figures)
+            figures = ["-"] * (len(table.columns) - 3)
+        table.add_row(Text(label), str(record.get("pid") or "-"), _state(record), *figures)
     return table
 
 

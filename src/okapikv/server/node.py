@@ -735,7 +735,7 @@ class PartitionNode:
         committer = self._committer
         return NodeSnapshot(
             identity=ServerIdentity(config.cluster_id, config.protocol, names[self.id.dc], self.id.dc,
-                                    self.id.partition, self.server_config.address),
+                                    self.id.partition, self.server_config.address, os.getpid()),
             clock=ClockFigures(now_us, now_us + EPOCH_UNIX_US, self.clock.skew_us, core.hlc,
                                physical_of(core.hlc) - now_us, core.config.max_clock_offset_us,
                                self.clock_ahead_at_start_us),

@@ -91,6 +91,7 @@ class ServerIdentity:
     dc_index: int
     partition: int
     address: str
+    pid: int = 0  # the server's process id (`okapi status`, restarting one by hand)
 
 
 @dataclass(frozen=True, slots=True)
