@@ -230,7 +230,7 @@ def test_server_refuses_an_address_in_use(cluster_factory: ClusterFactory) -> No
     cluster = cluster_factory(dcs=("solo",), partitions=1)
     extra = subprocess.run([*OKAPI, "server", "--config", str(cluster.path), "--dc", "solo", "--partition", "0",
                             "--in-memory"], capture_output=True, text=True, timeout=60)
-    assert extra.returncode == 1 and "cannot listen" in extra.stderr
+    assert extra.returncode == 2 and "cannot listen" in extra.stderr
 
 
 def test_two_simultaneous_ups_leave_exactly_one_cluster(tmp_path: Path) -> None:

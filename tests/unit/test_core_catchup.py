@@ -173,3 +173,12 @@ def test_a_current_disk_finds_no_loss() -> None:
     asked = requests(catch_up.start(verify=Verify(own_from=pack(T0))))  # type: ignore[arg-type]
     catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 10)), T0)
     assert catch_up.serving and catch_up.lost_through == 0
+
+
+def test_a_released_replica_no_longer_holds_clients_but_its_answer_is_still_checked() -> None:
+    state, catch_up = make(dcs=2)
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0), hold=True)))  # type: ignore[arg-type]
+    catch_up.release(1)  # the driver could not reach it: a DC cut off still serves
+    assert catch_up.serving and catch_up.holding_for == []
+    catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 5)), T0)
+    assert not catch_up.serving and catch_up.status == "lost"

@@ -50,7 +50,6 @@ import fcntl
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -72,6 +71,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.cluster.ports import address_in_use
 from okapikv.core.skew import DC_MAJOR
 from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
@@ -162,17 +162,7 @@ def listener_addresses(config: ClusterConfig) -> list[str]:
 
 def busy_addresses(config: ClusterConfig) -> list[str]:
     """Addresses some other process already listens on (a cluster still running?)."""
-    busy = []
-    for address in listener_addresses(config):
-        host, port = split_address(address)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                busy.append(address)
-    return busy
+    return [address for address in listener_addresses(config) if address_in_use(*split_address(address))]
 
 
 DEFAULT_DATA_DIR = "okapi-data"

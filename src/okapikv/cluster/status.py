@@ -32,6 +32,7 @@ from typing import Any
 import grpc
 
 from okapikv.cluster.config import ClusterConfig, load_default_cluster
+from okapikv.cluster.probe import protocol_problem
 from okapikv.tls import ClientTls, client_tls_from_args, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -64,6 +65,9 @@ def topology_from_config(config: ClusterConfig, tls: ClientTls | None = None) ->
 
 
 def topology_from_server(address: str, tls: ClientTls | None = None) -> Topology:
+    problem = protocol_problem(address, tls)  # another protocol, or TLS: one line within 2 s
+    if problem is not None:
+        raise ValueError(problem)
     with open_channel(address, tls) as channel:
         stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
         try:
@@ -126,7 +130,8 @@ def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
         try:
             snapshot = from_json(stub.Stats(pb.StatsRequest(), timeout=TIMEOUT_S).json)
         except grpc.RpcError as error:
-            record.update(reachable=False, error=f"{error.code().name}: {error.details()}")
+            problem = protocol_problem(address, tls)  # clearer than gRPC's words for another protocol
+            record.update(reachable=False, error=problem or f"{error.code().name}: {error.details()}")
             return record
         except ValueError as error:  # not a Stats document (json.JSONDecodeError is a ValueError)
             record.update(reachable=False, error=f"unreadable Stats: {error}")

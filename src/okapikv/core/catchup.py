@@ -114,6 +114,8 @@ class CatchUp:
         self._verify_bound = 0  # the recovered ``vv`` entry of this DC at start
         #: replica DC -> id of the restart request whose answer the verification still waits for
         self.verifying: dict[int, int] = {}
+        #: replica DCs the hold no longer waits for (``release``); their answers are still checked
+        self.released: set[int] = set()
         #: the highest timestamp of this DC a replica held that this server had lost (0: none seen)
         self.lost_through = 0
         #: lost writes found and not repaired here (``Verify.repair`` off): refuse client requests
@@ -124,7 +126,19 @@ class CatchUp:
         """Whether client requests and slices are served: no repair, no hold, no loss unrepaired."""
         if self.repair is not None or self.refusing_lost:
             return False
-        return not (self._verify is not None and self._verify.hold and self.verifying)
+        return not (self._verify is not None and self._verify.hold and self.holding_for)
+
+    @property
+    def holding_for(self) -> list[int]:
+        """Replica DCs whose answer a start with no data still holds client requests for."""
+        return [dc for dc in self.verifying if dc not in self.released]
+
+    def release(self, dc: int) -> None:
+        """Stop holding client requests for replica ``dc``'s answer (the driver found it
+        unreachable: a DC cut off must still serve). Its answer, when it comes, is still checked,
+        and a loss it shows is repaired or refused then."""
+        if dc in self.verifying:
+            self.released.add(dc)
 
     @property
     def status(self) -> str | None:
@@ -384,7 +398,7 @@ class CatchUp:
                        f"{self.lost_through}): it must be restarted with --repair (docs/operations.md)")
             else:
                 why = (f"this server started without its data and is checking that no replica holds writes it "
-                       f"lost (waiting for {len(self.verifying)} of {len(state.peers)} replicas' answers)")
+                       f"lost (waiting for {len(self.holding_for)} of {len(state.peers)} replicas' answers)")
             return [Respond(ErrorReply(request.request_id, ErrorCode.UNAVAILABLE,
                                        f"{why}; retry, or use another DC"))]
         if repairing.fetching:

@@ -131,6 +131,9 @@ SPIN_US = 50
 SPIN_BUDGET_US = 2_000
 #: At most one warning per this many seconds about inputs the maximum clock offset held off.
 CLOCK_LOG_INTERVAL_S = 10.0
+#: How long a start with no data holds client requests for a replica its link has not reached
+#: (``PartitionNode._release_unreachable``); a reached replica's answer is always waited for.
+UNREACHABLE_HOLD_US = 3_000_000
 
 
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
@@ -264,6 +267,21 @@ class PartitionNode:
                     len(self.core.peers), recovered.damage, moved, recovered.salvaged,
                     describe_timestamp(pack(recovered.clock_bound_us)), extra={"event": "repair_started"})
         self._check_recovered_clock()
+
+    def _release_unreachable(self) -> None:
+        """A start with no data waits for every replica's answer, but not for ever for one its link
+        has not reached in ``UNREACHABLE_HOLD_US``: a DC cut off from the others must still serve.
+        Said loudly, since what that replica holds of this server's is unchecked until it answers."""
+        catch_up = self.core.catch_up
+        for dc in catch_up.holding_for:
+            link = self._links.get(ServerId(dc, self.id.partition))
+            if link is not None and link.connected:
+                continue  # reached: its answer is on the way
+            catch_up.release(dc)
+            log.warning("%s: started without its data and cannot reach its replica in DC %s after %.0f s: serving "
+                        "without its answer; if it holds writes this server acknowledged before, they are missing "
+                        "here until it answers (then repaired, or refused until --repair)", self.label,
+                        self.config.dcs[dc], UNREACHABLE_HOLD_US / 1e6, extra={"event": "unchecked_start"})
 
     def _log_lost(self, lost: int) -> None:
         """A replica holds writes of this server that it does not: say so loudly, once."""
@@ -686,10 +704,12 @@ class PartitionNode:
             while now_us < deadline:
                 now_us = self.clock.now_us()
             self._core_timer(now_us)
-        lost = self.core.catch_up.lost_through
-        if lost and not self._lost_logged:
+        catch_up = self.core.catch_up
+        if catch_up.lost_through and not self._lost_logged:
             self._lost_logged = True
-            self._log_lost(lost)
+            self._log_lost(catch_up.lost_through)
+        if catch_up.holding_for and now_us - self._started_us >= UNREACHABLE_HOLD_US:
+            self._release_unreachable()
         if not self._repair_logged and self.core.repairing is None:
             self._repair_logged = True
             if self._committer is not None:
