@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -381,8 +382,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"okapi {args.command}: not available in this build ({error.name})", file=sys.stderr)
             return 2
         raise
-    result: int = getattr(module, function_name)(args)
+    try:
+        result: int = getattr(module, function_name)(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at exit
+    except BrokenPipeError:
+        return _reader_gone()
     return result
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``okapi status --json | head -c 1500``): stop quietly, as
+    Unix tools do, and point stdout at /dev/null so the interpreter's last flush does not fail
+    again with a traceback. Exit 141, a shell's status for a command ended by SIGPIPE."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     idle_after_ms = getattr(args, "idle_after_ms", None)
     if idle_after_ms is None:
         idle_after_ms = DEFAULT_IDLE_AFTER_MS if heartbeat_ms is None else 0.0
-    return local_cluster(
+    config = local_cluster(
         dcs=dcs,
         partitions=args.partitions,
         protocol=args.protocol,
@@ -149,6 +149,13 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         resp=resp,
         resp_base_port=resp_base_port or 0,
     )
+    # A server further ahead than the limit has its timestamps refused or clamped by the others
+    # (docs/operations.md, "Clocks: the maximum offset"): a mistake, not an experiment.
+    ahead = max(server.clock_skew_ms for server in config.servers)
+    if ahead > config.max_clock_offset_ms:
+        raise ValueError(f"--clock-skew-ms {args.clock_skew_ms:g} puts a server {ahead:g} ms ahead, above the clock "
+                         f"offset limit ({config.max_clock_offset_ms:g} ms, max_clock_offset_ms)")
+    return config
 
 
 def listener_addresses(config: ClusterConfig) -> list[str]:

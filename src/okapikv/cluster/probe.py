@@ -54,8 +54,8 @@ def protocol_problem(address: str, tls: ClientTls | None = None, timeout_s: floa
                     context.load_cert_chain(tls.certificate, tls.key)
                 stream = context.wrap_socket(raw, server_hostname=host.strip("[]"))
             except ssl.SSLError as error:
-                return (f"{address} does not speak TLS ({error.reason or error}): drop the --tls-* flags, or "
-                        "check the address")
+                return (f"{address} does not speak TLS ({error.reason or error}): drop --tls-ca, --tls-cert and "
+                        "--tls-key, or check the address")
             except OSError:
                 return None
         try:
