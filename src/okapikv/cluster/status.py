@@ -97,6 +97,9 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
     waits = core.waits
     return {
         "pid": snapshot.identity.pid or None,
+        # None, or why it refuses clients: repairing ("fetching", "settling"), "checking" (a start
+        # with no data waiting for its replicas) or "lost" (writes lost: restart it with --repair)
+        "repairing": snapshot.stabilization.repairing,
         "protocol": snapshot.identity.protocol,
         "cluster_id": snapshot.identity.cluster_id,
         "clock_skew_ms": snapshot.clock.clock_skew_us / 1000,
@@ -186,13 +189,17 @@ def _state(record: dict[str, Any]) -> Any:
 
     if not record["reachable"]:
         return Text("DOWN", style="bold red")
+    if record.get("repairing") == "lost":
+        return Text("LOST: --repair", style="bold red")
+    if record.get("repairing"):
+        return Text(f"up, {record['repairing']}", style="yellow")
     if record["links_down"]:
         return Text("up, links down", style="yellow")
     return Text("up", style="green")
 
 
 def _full_table(topology: Topology, records: list[dict[str, Any]], watching: bool, title: Any) -> Any:
-    """Every figure, with one lag column per DC (about 150 columns for 3 DCs). Names and addresses
+    """Every figure, with one lag column per DC (about 200 columns for 3 DCs). Names and addresses
     are ``Text``, never markup: ``[::1]:7100`` is an address, not a style."""
     from rich.table import Table
     from rich.text import Text
