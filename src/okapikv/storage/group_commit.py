@@ -137,7 +137,7 @@ class GroupCommitter:
                 await loop.run_in_executor(self._executor, self.store.commit, group)
                 self.durable = group.number
                 self._on_durable()
-            except Exception as error:  # noqa: BLE001 - reported, then the store is closed anyway
+            except Exception as error:
                 log.error("final commit failed: %s", error)
         await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
         self._executor.shutdown(wait=True)
@@ -220,7 +220,7 @@ class GroupCommitter:
         # The statements here, the COMMIT (the fsync) alone on the worker (``SqliteStore.prepare``).
         try:
             self.store.prepare(group)
-        except Exception as error:  # noqa: BLE001 - the same outcome as a failed COMMIT
+        except Exception as error:
             failed: asyncio.Future[bool] = self._loop.create_future()
             failed.set_exception(error)
             self._finished(group, failed, started)
@@ -366,7 +366,7 @@ class GroupCommitter:
     def _maintain(self) -> None:
         try:
             self.store.maintain()
-        except Exception as error:  # noqa: BLE001 - maintenance is best effort; commits report real failures
+        except Exception as error:
             log.warning("storage maintenance failed: %s", error)
 
     # ---------------------------------------------------------------- introspection
