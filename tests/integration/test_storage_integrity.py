@@ -274,6 +274,44 @@ def test_an_empty_directory_started_without_repair_says_its_data_was_lost(tmp_pa
                  "the data_lost error")
 
 
+def test_an_older_copy_of_the_disk_refuses_clients_until_repaired(tmp_path: Path) -> None:
+    """A data directory restored from an older copy holds less than the replicas know: the first
+    replica's answer shows it, the server refuses clients (naming --repair) instead of serving reads
+    that miss acknowledged writes, and --repair brings them back."""
+    with durable_cluster(tmp_path, ("a", "b"), 1, wan_ms=2) as cluster:
+        put_all(cluster, "a", range(10))
+        cluster.stop("a", 0)
+        backup = tmp_path / "backup"
+        shutil.copytree(cluster.data_dir("a", 0), backup)
+        cluster.start("a", 0)
+        cluster.wait_serving()
+        put_all(cluster, "a", range(10, 20))
+        other = cluster.stub("b", 0)
+        wait_for(lambda: len(other.Scan(pb.ScanRequest(start=b"k-", end=b"k-~"), timeout=30).items) == 20, 30,
+                 "a's writes reaching b")
+        cluster.stop("a", 0, signal.SIGKILL)
+        shutil.rmtree(cluster.data_dir("a", 0))
+        shutil.copytree(backup, cluster.data_dir("a", 0))
+        cluster.start("a", 0)
+        cluster.wait_serving()
+        wait_for(lambda: cluster.stats("a", 0)["repairing"] == "lost", 30, "the loss to show")
+        with pytest.raises(grpc.RpcError) as refused:
+            cluster.stub("a", 0).Get(pb.GetRequest(key=b"k-0015"), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and "--repair" in str(refused.value.details())
+        assert "is older than its replicas know" in cluster.log_path("a", 0).read_text()
+        cluster.stop("a", 0)
+        cluster.start("a", 0, "--repair")
+        cluster.wait_serving()
+        wait_for(lambda: cluster.stats("a", 0)["repairing"] is None, 60, "the repair")
+        assert cluster.stub("a", 0).Get(pb.GetRequest(key=b"k-0015"), timeout=30).value == value_of(15)
+        wait_for(lambda: "repair complete" in cluster.log_path("a", 0).read_text(), 30, "the repair's end")
+        cluster.stop("a", 0)
+        cluster.start("a", 0)  # what the repair fetched is on disk: no loss shows any more
+        cluster.wait_serving()
+        assert cluster.stub("a", 0).Get(pb.GetRequest(key=b"k-0015"), timeout=30).value == value_of(15)
+        assert cluster.stats("a", 0)["repairing"] is None
+
+
 def test_a_new_cluster_with_empty_directories_reports_no_lost_data(tmp_path: Path) -> None:
     """A new cluster's servers start empty at the same moment: a replica's catch-up answer may
     already hold the asker's own first heartbeats, which are not data of an earlier incarnation."""

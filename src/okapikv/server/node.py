@@ -90,9 +90,10 @@ from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.wire_bytes import PeerWireBytes
+from okapikv.storage.errors import DataDirError
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
-from okapikv.storage.recovery import open_and_recover, repair_finished
+from okapikv.storage.recovery import mark_behind, open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity, SqliteStore
 from okapikv.wire import okapikv_pb2 as pb
@@ -209,6 +210,8 @@ class PartitionNode:
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._fresh_start = False  # an empty data directory, started without --repair
         self._lost_logged = False  # the data_lost error (``okapikv.core.catchup``, Verification)
+        self._repair_asked = False  # --repair given (an intact directory may still be an older copy)
+        self._closing = False  # ``close`` began: the core is not called any more
         self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
@@ -248,6 +251,7 @@ class PartitionNode:
             log.warning("%s: migrated %s to data format 2: %d version(s) checksummed as they stood", self.label,
                         store.path, store.migrated_versions, extra={"event": "data_migrated"})
         self._fresh_start = store.fresh and recovered.repair is None
+        self._repair_asked = repair
         if recovered.repair is None:
             log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
                      recovered.keys, directory)
@@ -284,8 +288,20 @@ class PartitionNode:
                         self.config.dcs[dc], UNREACHABLE_HOLD_US / 1e6, extra={"event": "unchecked_start"})
 
     def _log_lost(self, lost: int) -> None:
-        """A replica holds writes of this server that it does not: say so loudly, once."""
+        """A replica holds writes of this server that it does not: say so loudly, once, and mark a
+        data directory as one to repair (``mark_behind``: until the repair ends, for ``--repair``)."""
         held = describe_timestamp(lost)
+        if self._storage is not None:
+            try:
+                mark_behind(self._storage.directory)
+            except DataDirError as error:
+                log.error("%s: %s", self.label, error)
+        if self._storage is not None and self._repair_asked:
+            self._repair_logged = False
+            log.warning("%s: --repair: the data directory is older than its replicas know (they hold updates of this "
+                        "server up to %s): repairing from the replicas; client requests are refused until the repair "
+                        "ends", self.label, held, extra={"event": "repair_started"})
+            return
         if self._storage is None:
             self._repair_logged = False  # the repair under way ends with "repair complete"
             log.error("%s: started in memory, but a replica holds updates of this server up to %s: its data was lost "
@@ -343,11 +359,13 @@ class PartitionNode:
         """How this start checks with its replicas for writes it lost (``okapikv.core.catchup``,
         Verification): a start with no data (in memory, an empty directory) holds client requests
         until every replica has answered; in memory, a loss is repaired at once (nothing on disk to
-        mark), while a directory that lost writes needs ``--repair``."""
+        mark), while a directory that lost writes needs ``--repair``. With ``--repair`` on an intact
+        directory (perhaps an older copy) both: it holds, and repairs a loss the answers show."""
         if self._repair_plan is not None:
             return None
         fresh = self._storage is None or self._fresh_start
-        return Verify(pack(self._started_us), hold=fresh, repair=self._storage is None)
+        asked = self._storage is None or self._repair_asked
+        return Verify(pack(self._started_us), hold=fresh or self._repair_asked, repair=asked)
 
     @property
     def checking(self) -> bool:
@@ -355,6 +373,7 @@ class PartitionNode:
         return self.core.repairing == "checking"
 
     async def close(self) -> None:
+        self._closing = True  # no core step from here on (``run_core``)
         self.input_guard.stop()
         if self._timer is not None:
             self._timer.cancel()
@@ -487,6 +506,12 @@ class PartitionNode:
     # ================================================================ core calls and effects
 
     def run_core(self, messages: Sequence[Message]) -> None:
+        if self._closing:
+            # The final clock bound is being written: a core step now could announce a timestamp
+            # above it (a heartbeat riding on the step), which the next start would take for a write
+            # it lost. Peers resend what is dropped here through the catch-up after the restart.
+            self._fail_requests(messages, ErrorCode.UNAVAILABLE, "the server is shutting down")
+            return
         now_us = self.clock.now_us()
         core = self.core
         try:
@@ -525,12 +550,12 @@ class PartitionNode:
             extra={"event": "clock_offset", "refused": refused, "held_back": clamped,
                    "ahead_ms": round(ahead_us / 1000, 3), "source": source})
 
-    def _fail_requests(self, messages: Sequence[Message]) -> None:
+    def _fail_requests(self, messages: Sequence[Message], code: ErrorCode = ErrorCode.INTERNAL,
+                       why: str = "the server failed on this request (see its log)") -> None:
         for message in messages:
             request_id = getattr(message, "request_id", None)
             if request_id is not None and request_id in self._waiting:
-                self._deliver(ErrorReply(request_id, ErrorCode.INTERNAL,
-                                         "the server failed on this request (see its log)"))
+                self._deliver(ErrorReply(request_id, code, why))
 
     def _carry_out(self, effects: list[Effect]) -> None:
         """Carry out the effects of one core call now, or once what they need is durable."""
