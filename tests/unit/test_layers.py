@@ -45,6 +45,7 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.wire": {CORE},  # protobuf <-> core messages, framing
     "okapikv.storage": {CORE},  # durable state of one partition server
     "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls", "okapikv.lifetime"},  # config, launcher, status
+    "okapikv.deploy": {"okapikv.cluster", "okapikv.tls"},  # compose files and manifests rendered from a cluster config
     "okapikv.client": CLIENT_BELOW,  # never the server, never the cluster package
     # ``okapi client`` finds the local cluster from its config file, and checks that its address
     # speaks gRPC (``okapikv.cluster.probe``), and uses nothing else of cluster/

@@ -35,7 +35,7 @@ from okapikv.bench.engine.workloads import YCSB
 from okapikv.bench.suites.registry import SUITES, planned_runs, write_outputs
 
 #: The modules of the ``bench`` extra (pyproject.toml) that `okapi bench` cannot run without.
-EXTRA_MODULES = ("matplotlib", "hdrh")
+EXTRA_MODULES = ("numpy", "matplotlib", "hdrh")
 EXTRA_HINT = "pip install '.[bench]' in the repository"
 
 

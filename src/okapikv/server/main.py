@@ -80,6 +80,8 @@ def preflight(config: ClusterConfig, dc: int, partition: int, data_dir: str | No
 
 def run_server(args: argparse.Namespace) -> int:
     exit_with_parent()  # a server a launcher started ends with it (okapikv.lifetime)
+    if getattr(args, "in_memory", False):
+        args.data_dir = None  # --in-memory wins over a $OKAPI_DATA_DIR default
     if not getattr(args, "data_dir", None) and not getattr(args, "in_memory", False):
         # Durable is the default: a forgotten flag must not run a server that loses its data silently.
         print(f"okapi server: pass --data-dir DIR to keep {args.dc}/{args.partition}'s data "
