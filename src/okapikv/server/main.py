@@ -59,12 +59,12 @@ def preflight(config: ClusterConfig, dc: int, partition: int, data_dir: str | No
                 raise ValueError(f"tls key {tls.key} does not match tls certificate {tls.certificate}") from None
             raise ValueError(f"tls certificate {tls.certificate} with key {tls.key}: {error.reason or error}") from None
     server = config.server(dc, partition)
-    addresses = [server.address, *(address for address in (server.peer_address,) if address)]
-    if config.resp and server.resp_address:
-        addresses.append(server.resp_address)
+    addresses = [server.listen_address, *(address for address in (server.peer_listen_address,) if address)]
+    if config.resp and server.resp_port:
+        addresses.append(join_address(server.listen_host, server.resp_port))
     metrics = server.metrics_port if metrics_port is None else metrics_port
     if metrics:
-        addresses.append(join_address(split_address(server.address)[0], metrics))
+        addresses.append(join_address(server.listen_host, metrics))
     for address in addresses:
         if address_in_use(*split_address(address)):
             raise ValueError(f"cannot listen on {address}: address in use (another server? `okapi status` shows "
