@@ -142,7 +142,7 @@ class GarbageCollector:
         replica that lacked the tombstone would otherwise never get it."""
         state = self.state
         timestamp = version.timestamp
-        if timestamp > min(state.vv):
+        if timestamp > state.counted_min(state.vv):  # a removed DC's stream counts until relayed
             return False
         source = version.source_dc
         if self._universal or source == state.dc:

@@ -17,7 +17,9 @@ other mechanisms, each with its own state:
 - ``reads`` (``okapikv.core.reads``): snapshot reads, coordinated and served;
 - ``catch_up`` (``okapikv.core.catchup``): catch-up and repair after a restart;
 - ``gc`` (``okapikv.core.gc``): garbage collection;
-- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back.
+- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back;
+- ``members`` (``okapikv.core.membership``): the membership epoch, the DCs the minima count, and
+  the relay of a removed DC's updates between the survivors.
 
 Blocking (Cure's and GentleRain's waits) never sleeps here: the request is parked (``parked``),
 its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from okapikv.core.catchup import CatchUp, Repair
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
+from okapikv.core.membership import Members, Membership
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -66,11 +69,14 @@ from okapikv.core.messages import (
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    MembershipUpdate,
     Message,
     PutManyReply,
     PutManyRequest,
     PutRequest,
     ReadTxRequest,
+    RelayReply,
+    RelayRequest,
     RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
@@ -156,6 +162,7 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
+        self.members = Members(self)
         # the stabilization hooks on the per-message paths, looked up once
         self._follow = self.stabilization.follow
         self._take_gsv = self.stabilization.take_gsv
@@ -179,10 +186,13 @@ class PartitionServer(PartitionState):
             ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
             SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]
             Restarted: self.reads.on_restarted,  # type: ignore[dict-item]
-            CatchUpRequest: self.catch_up.on_request,  # type: ignore[dict-item]
+            CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
             CatchUpReply: self.catch_up.on_reply,  # type: ignore[dict-item]
             ReplicaProgress: self.gc.on_replica_progress,  # type: ignore[dict-item]
             RepairBatch: self.catch_up.on_repair_batch,  # type: ignore[dict-item]
+            MembershipUpdate: self._on_membership,  # type: ignore[dict-item]
+            RelayRequest: self.members.on_relay_request,  # type: ignore[dict-item]
+            RelayReply: self._on_relay_reply,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -402,7 +412,41 @@ class PartitionServer(PartitionState):
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
         and serve nothing until the repair ends (``okapikv.core.catchup``)."""
-        return self.catch_up.start(repair)
+        return self.catch_up.start(repair) + self.members.start()
+
+    # ================================================================ membership
+
+    @property
+    def membership(self) -> Membership:
+        return self.members.view
+
+    def change_membership(self, view: Membership, now_us: int) -> list[Effect]:
+        """Adopt ``view`` if it is ordered after this server's membership (the admin RPC, `okapi dc
+        remove`), pass it on, and start relaying what a newly removed DC sent (``okapikv.core.membership``)."""
+        self.woke = False
+        effects = self._membership_moved(self.members.change(view), now_us)
+        return self._send_out(effects, now_us)
+
+    def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_update(message, now_us), now_us)
+
+    def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):  # a removed DC's server restarted
+            return self.members.tell(message.source)
+        return self.catch_up.on_request(message, now_us)
+
+    def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_relay_reply(message, now_us), now_us)
+
+    def _membership_moved(self, effects: list[Effect], now_us: int) -> list[Effect]:
+        """The counted DCs may have changed: recompute the stable vector at once from the GSVs
+        already here (``stabilization``), re-check what is parked, and snap back from idle."""
+        self.stats.membership_changes = self.members.changes
+        stabilization = self.stabilization
+        if stabilization.runs:
+            effects.extend(stabilization.recount(now_us))
+            self._wake(now_us, effects, tell=True)
+        return effects
 
     # ================================================================ dispatch and waits
 
@@ -412,6 +456,11 @@ class PartitionServer(PartitionState):
             raise TypeError(f"unknown message type {type(message).__name__}")
         if self.catch_up.repair is not None and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
+        if not self.members.serving and isinstance(message, ClientRequest):
+            self.stats.rejected_requests += 1
+            return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
+                                       f"this DC was removed from the cluster (membership epoch "
+                                       f"{self.members.view.epoch}); use another DC"))]
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
@@ -676,6 +725,9 @@ class PartitionServer(PartitionState):
         self._next_heartbeat_us = now_us + self._heartbeat_period_us
 
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):
+            # a removed DC's stream: its vv entry stays where the relay left it
+            return self.members.tell(message.source)
         vv = self.vv
         catch_up = self.catch_up
         awaited = catch_up.awaited
@@ -715,6 +767,8 @@ class PartitionServer(PartitionState):
             effects: list[Effect] = []
             self._wake(now_us, effects, tell=False)
             return effects
+        if self.members.ignores(source):
+            return self.members.tell(message.source)
         if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
             self.vv[source] = self.watermark(message, source, message.timestamp, now_us)
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
