@@ -4,12 +4,15 @@
 Before the removal a's writes stay invisible in b (Okapi makes a remote update visible once every
 DC has it, and c never will); after it, b sees them within a few stabilization periods, writes
 flow both ways, and overwritten versions are collected again (versions per key back to one).
+Then c's servers come back on empty data directories with `--repair` and `okapi dc add c`: c
+has everything written while it was gone, and its new writes reach a and b.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +22,8 @@ from pathlib import Path
 import pytest
 from okapi_processes import ClientProcess, Cluster
 
+from okapikv.cluster.config import ClusterConfig
+from okapikv.cluster.launcher import start_server
 from okapikv.core.partitioning import partition_of
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -51,11 +56,13 @@ def versions_per_key(cluster: Cluster, dcs: tuple[str, ...]) -> dict[str, tuple[
             for record in document["servers"] if record["dc"] in dcs and record.get("reachable")}
 
 
-def test_removing_a_dead_dc_unfreezes_the_survivors(tmp_path: Path) -> None:
+def test_removing_a_dead_dc_unfreezes_the_survivors_and_adding_it_back(tmp_path: Path) -> None:
     cluster = Cluster(tmp_path, ["a", "b", "c"], partitions=2, extra=["--wan", "off"])
     cluster.start()
     writer = ClientProcess(cluster.env, "--connect", cluster.address("a"))
     reader = ClientProcess(cluster.env, "--connect", cluster.address("b"))
+    clients = [writer, reader]
+    restarted: list[subprocess.Popen[bytes]] = []
     try:
         refused = okapi(cluster, "dc", "remove", "c")
         assert refused.returncode == 2 and "answer" in refused.stderr  # c is up: --force needed
@@ -94,7 +101,43 @@ def test_removing_a_dead_dc_unfreezes_the_survivors(tmp_path: Path) -> None:
         live = [record for record in servers if record.get("reachable")]
         assert all(record["membership_epoch"] == 1 for record in live)
         assert all(record["dc_states"] == {"a": "member", "b": "member", "c": "removed"} for record in live)
+
+        refused = okapi(cluster, "dc", "add", "c")
+        assert refused.returncode == 2 and "do not answer" in refused.stderr  # its servers are down
+        config = ClusterConfig.load(tmp_path / "cluster.toml")
+        for server in [server for server in config.servers if server.dc == "c"]:
+            data_dir = tmp_path / "okapi-data" / f"c-p{server.partition}"
+            shutil.rmtree(data_dir)  # a region lost: new, empty disks
+            restarted.append(start_server(tmp_path / "cluster.toml", server, data_dir=data_dir, repair=True))
+        wait_for_status(cluster, "c", within_s=60.0)
+        added = okapi(cluster, "dc", "add", "c")
+        print(added.stdout, added.stderr)
+        assert added.returncode == 0, added.stderr
+        assert "epoch 1 -> 2" in added.stdout and "epoch 2 -> 3" in added.stdout
+        rejoined = ClientProcess(cluster.env, "--connect", cluster.address("c"))
+        clients.append(rejoined)
+        for key in keys:
+            assert rejoined.send(f"GET {key}") == [f"GET {key} a-{key}"]
+        assert rejoined.send("GET from-b") == ["GET from-b 1"]
+        assert rejoined.send("GET hot") == [f"GET hot {OVERWRITES - 1}"]
+        assert rejoined.send("PUT from-c 2") == ["PUT from-c not_found"]
+        wait_for(writer, "GET from-c", "GET from-c 2", VISIBLE_WITHIN_S)
+        wait_for(reader, "GET from-c", "GET from-c 2", VISIBLE_WITHIN_S)
     finally:
-        writer.close()
-        reader.close()
+        for client in clients:
+            client.close()
+        for process in restarted:
+            process.terminate()
+            process.wait(timeout=15)
         cluster.stop()
+
+
+def wait_for_status(cluster: Cluster, dc: str, within_s: float) -> None:
+    """Until every server of ``dc`` answers `okapi status`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        document = json.loads(okapi(cluster, "status", "--json").stdout)
+        if all(record.get("reachable") for record in document["servers"] if record["dc"] == dc):
+            return
+        assert time.monotonic() < deadline, f"{dc}'s servers do not answer after {within_s} s"
+        time.sleep(0.5)

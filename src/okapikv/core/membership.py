@@ -4,7 +4,8 @@ A cluster's DCs are fixed by its config (every vector keeps one entry per DC), b
 good must stop holding the others back: under Okapi a remote update is visible only once every DC
 has it (the USV is a minimum over every DC's GSV), under GentleRain once every DC's stream is past
 it (the GST is a minimum over every ``vv`` entry), and garbage collection waits on the same minima.
-So each server keeps a ``Membership``: an epoch and each DC's state, ``member`` or ``removed``.
+So each server keeps a ``Membership``: an epoch and each DC's state, ``member``, ``removed`` or
+``joining`` (a removed DC coming back, ``okapi dc add``).
 A change is made at one server (the admin RPC, ``okapi dc remove``) and flooded on the peer links
 (``MembershipUpdate``, to the server's DC and its replicas); a server adopts a membership ordered
 after its own (``Membership.key``: the epoch first, so every live server ends on the same one) and
@@ -24,6 +25,13 @@ While removed, a DC gets nothing from the survivors (no replication, heartbeats 
 link queues would grow without bound) and its stream is ignored (``ignores``). A server of a removed
 DC refuses clients (``serving``): its DC is out of the cluster.
 
+A joining DC is a replica again (it gets the streams, its own is taken, and its servers re-run their
+catch-up or repair, ``rejoined``), but each server counts it only once it has caught up there
+(``check_joining``: under Okapi its GSV has reached this server's stable vector, so counting it
+lowers no minimum; under the others its stream has reached the other counted streams). Its servers
+refuse clients until the next epoch makes it a member, which `okapi dc add` takes only once every
+server counts it: so no write of the joining DC can be depended on where it is not counted yet.
+
 Invariants (tested in ``tests/unit/test_core_membership.py`` and
 ``tests/property/test_prop_membership.py``):
 - a membership always has at least one member, and an adopted one is ordered after the previous;
@@ -33,6 +41,7 @@ Invariants (tested in ``tests/unit/test_core_membership.py`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from okapikv.core.messages import (
@@ -49,7 +58,8 @@ from okapikv.core.state import PartitionState
 
 MEMBER = "member"
 REMOVED = "removed"
-STATES = (MEMBER, REMOVED)
+JOINING = "joining"
+STATES = (MEMBER, REMOVED, JOINING)
 #: Updates per ReplicateBatch of a relay answer (the driver splits further by bytes).
 RELAY_BATCH = 1_000
 
@@ -112,12 +122,17 @@ class Members:
         self._next_id = 0
         #: how many memberships this server adopted (for the driver's metrics and logs)
         self.changes = 0
-        #: whether this server's DC is a member: a server of a removed DC refuses clients
+        #: whether this server's DC is a member: a server of a removed or joining DC refuses clients
         self.serving = True
+        #: joining DCs this server counts (caught up here, ``check_joining``)
+        self.admitted: set[int] = set()
+        #: this server's DC came back (removed -> joining or member) since the server last looked:
+        #: it asks its replicas again (``PartitionServer``: a catch-up, or the repair it was in)
+        self.rejoined = False
 
     def ignores(self, dc: int) -> bool:
         """Whether messages from DC ``dc``'s servers are ignored (it is removed)."""
-        return self.view.states[dc] != MEMBER
+        return self.view.states[dc] == REMOVED
 
     def tell(self, destination: ServerId) -> list[Effect]:
         """A message came from a removed DC's server: tell it the membership, so that it learns it
@@ -153,14 +168,17 @@ class Members:
         self.changes += 1
         effects: list[Effect] = []
         for dc, (old, new) in enumerate(zip(before.states, view.states, strict=True)):
-            if dc == state.dc or old == new:
+            if old == new:
                 continue
-            if new == REMOVED:
+            self.admitted.discard(dc)
+            if dc == state.dc:
+                self.rejoined = old == REMOVED
+            elif new == REMOVED:
                 self._start_relay(dc, effects)
             else:
                 self.relays.pop(dc, None)
         for dc, waiting in list(self.relays.items()):
-            for replica in [replica for replica in waiting if view.states[replica] != MEMBER]:
+            for replica in [replica for replica in waiting if view.states[replica] == REMOVED]:
                 del waiting[replica]  # a replica removed since: its answer is not needed
             if not waiting:
                 del self.relays[dc]
@@ -178,13 +196,30 @@ class Members:
             return []  # a malformed change changes nothing
         return self.change(view)
 
+    def check_joining(self, caught_up: Callable[[int], bool]) -> bool:
+        """Count each joining DC that ``caught_up`` says has caught up here; whether one was."""
+        states = self.view.states
+        new = [dc for dc, dc_state in enumerate(states)
+               if dc_state == JOINING and dc != self.state.dc and dc not in self.admitted and caught_up(dc)]
+        if not new:
+            return False
+        self.admitted.update(new)
+        self._recount()
+        return True
+
+    @property
+    def joining(self) -> bool:
+        """Whether some other DC is joining and not counted here yet."""
+        return any(state == JOINING and dc not in self.admitted and dc != self.state.dc
+                   for dc, state in enumerate(self.view.states))
+
     # ---------------------------------------------------------------- the relay between survivors
 
     def _start_relay(self, dc: int, effects: list[Effect]) -> None:
         state = self.state
         waiting: dict[int, int] = {}
         for replica, replica_state in enumerate(self.view.states):
-            if replica in (dc, state.dc) or replica_state != MEMBER:
+            if replica in (dc, state.dc) or replica_state == REMOVED:
                 continue
             request_id = self._next_id or state.hlc + 1  # unique across incarnations (``catchup``)
             self._next_id = request_id + 1
@@ -233,12 +268,14 @@ class Members:
         return []
 
     def _recount(self) -> None:
-        """``counted``: the members, and the removed DCs whose relay is not over; ``peers``: the
-        replicas in member DCs (nothing goes to a removed one)."""
+        """``counted``: the members, the removed DCs whose relay is not over and the joining DCs
+        caught up here; ``peers``: the replicas in DCs not removed (nothing goes to a removed one,
+        and a removed one sends nothing)."""
         state = self.state
         states = self.view.states
         self.serving = states[state.dc] == MEMBER
+        inside = states[state.dc] != REMOVED
         state.counted = tuple(dc for dc in range(state.num_dcs)
-                              if states[dc] == MEMBER or dc in self.relays or dc == state.dc)
+                              if states[dc] == MEMBER or dc in self.relays or dc in self.admitted or dc == state.dc)
         state.peers = [ServerId(dc, state.id.partition) for dc in range(state.num_dcs)
-                       if self.serving and dc != state.dc and states[dc] == MEMBER]
+                       if inside and dc != state.dc and states[dc] != REMOVED]

@@ -110,7 +110,7 @@ from okapikv.core.timestamps import (
     pack,
     physical_of,
 )
-from okapikv.core.vectors import Vector, merge_max
+from okapikv.core.vectors import Vector, leq, merge_max
 
 __all__ = ["Changes", "PartitionServer", "Repair"]
 
@@ -163,6 +163,9 @@ class PartitionServer(PartitionState):
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
         self.members = Members(self)
+        self._view_seen = self.members.view
+        #: joining DC -> what it must reach to be counted here (``_caught_up``)
+        self._joining_targets: dict[int, Vector] = {}
         # the stabilization hooks on the per-message paths, looked up once
         self._follow = self.stabilization.follow
         self._take_gsv = self.stabilization.take_gsv
@@ -249,6 +252,8 @@ class PartitionServer(PartitionState):
         stabilized = now_us >= stabilization.next_us
         if stabilized:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1 and (now_us >= self._next_heartbeat_us or (stabilized and stabilization.gsv_unshared)):
             # Due; or the GSV changed and no replication batch or heartbeat took it since: a heartbeat
             # takes it now (and heartbeats then fall on the stabilization periods: one timer, one batch).
@@ -285,6 +290,8 @@ class PartitionServer(PartitionState):
         if stabilization.runs:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
             stabilization.next_us = tick
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1:
             self._heartbeat(now_us, effects)
         gc = self.gc
@@ -430,6 +437,31 @@ class PartitionServer(PartitionState):
     def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
         return self._membership_moved(self.members.on_update(message, now_us), now_us)
 
+    def _check_joining(self, now_us: int, effects: list[Effect]) -> None:
+        """With each stabilization round: count the joining DCs that caught up here."""
+        if self.members.check_joining(self._caught_up):
+            effects.extend(self.stabilization.recount(now_us))
+
+    def _caught_up(self, dc: int) -> bool:
+        """Whether joining DC ``dc`` has caught up here (``okapikv.core.membership``): no catch-up
+        with it pending, and what it reports at or above what this server had when it first
+        looked: where the USV is computed here, its GSV against this server's stable vector;
+        elsewhere its stream against the other counted streams. From then on every minimum here
+        includes it, so nothing becomes visible here that it lacks; what was visible before waits
+        for it in the stable vector, which stalls until it passes (never moves back). A target
+        taken once, not the freshest figure: a DC's GSV reaches this one a WAN delay after it was
+        taken, so even a DC caught up trails the freshest figure, by more where its links are
+        slower."""
+        if dc in self.catch_up.awaited:
+            return False
+        reached: Vector | None
+        if self.stabilization.computes_usv:
+            reached, now_target = self.stabilization.remote_gsv(dc), self.stable
+        else:
+            reached, now_target = (self.vv[dc],), (self.counted_min(self.vv),)
+        target = self._joining_targets.setdefault(dc, now_target)
+        return reached is not None and leq(target, reached)
+
     def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
         if self.members.ignores(message.source.dc):  # a removed DC's server restarted
             return self.members.tell(message.source)
@@ -440,8 +472,23 @@ class PartitionServer(PartitionState):
 
     def _membership_moved(self, effects: list[Effect], now_us: int) -> list[Effect]:
         """The counted DCs may have changed: recompute the stable vector at once from the GSVs
-        already here (``stabilization``), re-check what is parked, and snap back from idle."""
-        self.stats.membership_changes = self.members.changes
+        already here (``stabilization``), re-check what is parked, and snap back from idle. A DC
+        whose state changed starts afresh: what its previous incarnation reported (its GSV, its
+        replica progress) says nothing of the new one's. When this server's own DC came back, ask
+        the replicas again (a catch-up, or the repair it was in)."""
+        members = self.members
+        self.stats.membership_changes = members.changes
+        view = members.view
+        if view is not self._view_seen:
+            for dc, (old, new) in enumerate(zip(self._view_seen.states, view.states, strict=True)):
+                if old != new and dc != self.dc:
+                    self.stabilization.forget(dc)
+                    self.gc.forget(dc)
+                    self._joining_targets.pop(dc, None)
+            self._view_seen = view
+        if members.rejoined:
+            members.rejoined = False
+            effects.extend(self.catch_up.start(Repair() if self.catch_up.repair is not None else None))
         stabilization = self.stabilization
         if stabilization.runs:
             effects.extend(stabilization.recount(now_us))

@@ -200,6 +200,19 @@ class GsvRound:
                 self._resume(now_us, effects, clock_only=False)
         return effects
 
+    @property
+    def computes_usv(self) -> bool:
+        """Whether this server computes the USV from its replicas' GSVs (``UsvOnStream``)."""
+        return self._usv_here
+
+    def remote_gsv(self, dc: int) -> Vector | None:
+        """The latest GSV received from DC ``dc`` (the USV round), if any."""
+        return self._remote_gsvs.get(dc)
+
+    def forget(self, dc: int) -> None:
+        """DC ``dc`` changed membership state: its GSVs so far were its previous incarnation's."""
+        self._remote_gsvs.pop(dc, None)
+
     # ---------------------------------------------------------------- GSVs of the other DCs
 
     def on_gsv_exchange(self, message: GsvExchange, now_us: int) -> list[Effect]:
