@@ -182,6 +182,9 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--membership", action="store_true",
+                   help="with --faults: a whole DC is also lost, removed from the membership and brought back "
+                        "(docs/protocol.md, Membership)")
     p.add_argument("--large-scans", action="store_true",
                    help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
                         "each page must be answered, other clients' GETs must not starve, and no read may stay "

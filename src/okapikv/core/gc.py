@@ -149,7 +149,9 @@ class GarbageCollector:
         replica that lacked the tombstone would otherwise never get it."""
         state = self.state
         timestamp = version.timestamp
-        if timestamp > state.counted_min(state.vv):  # a removed DC's stream counts until relayed
+        # Every DC's stream, a removed one's included: it may come back (``okapi dc add``) with
+        # writes older than this tombstone that it never sent, which would outlive a dropped one.
+        if timestamp > min(state.vv):
             return False
         source = version.source_dc
         if self._universal or source == state.dc:

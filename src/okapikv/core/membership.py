@@ -134,6 +134,16 @@ class Members:
         """Whether messages from DC ``dc``'s servers are ignored (it is removed)."""
         return self.view.states[dc] == REMOVED
 
+    @property
+    def serving_peers(self) -> bool:
+        """Whether this server's DC is in the cluster (not removed): it has replicas to talk to."""
+        return self.view.states[self.state.dc] != REMOVED
+
+    def on_restart(self, source: ServerId) -> list[Effect]:
+        """A replica restarted (its ``CatchUpRequest``): tell it a membership newer than the initial
+        one, which it may have lost with its disk or missed while down."""
+        return self.tell(source) if self.view.epoch else []
+
     def tell(self, destination: ServerId) -> list[Effect]:
         """A message came from a removed DC's server: tell it the membership, so that it learns it
         is out (it then refuses clients and sends nothing more)."""
@@ -148,11 +158,19 @@ class Members:
         self._recount()
 
     def start(self) -> list[Effect]:
-        """After a restart: ask the surviving replicas again for every removed DC's updates (a
+        """After a restart: tell the DC and the replicas this server's membership (one that knows a
+        newer one answers with it: a server whose disk was lost, or that was down during a change,
+        learns it so), and ask the surviving replicas again for every removed DC's updates (a
         relay in flight at the crash may never have been answered)."""
+        state = self.state
+        view = self.view
         effects: list[Effect] = []
-        for dc, state in enumerate(self.view.states):
-            if state == REMOVED and dc != self.state.dc:
+        if view.epoch:  # (the initial membership: a replica that knows a newer one tells it, ``on_restart``)
+            update = MembershipUpdate(state.id, view.epoch, view.states)
+            effects.extend(Send(destination, update) for destination in (*state.dc_members, *state.peers)
+                           if destination != state.id)
+        for dc, dc_state in enumerate(view.states):
+            if dc_state == REMOVED and dc != state.dc:
                 self._start_relay(dc, effects)
         self._recount()
         return effects
@@ -190,10 +208,14 @@ class Members:
         return effects
 
     def on_update(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
+        """Adopt a newer membership; answer an older one with this server's (its sender missed a
+        change: it was down, or lost its disk)."""
         try:
             view = Membership(message.epoch, message.states)
         except MembershipError:
             return []  # a malformed change changes nothing
+        if view.key < self.view.key and len(view.states) == len(self.view.states):
+            return self.tell(message.source)
         return self.change(view)
 
     def check_joining(self, caught_up: Callable[[int], bool]) -> bool:

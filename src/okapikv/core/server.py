@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from okapikv.core.catchup import CatchUp, Repair
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
-from okapikv.core.membership import Members, Membership
+from okapikv.core.membership import REMOVED, Members, Membership
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -85,6 +85,7 @@ from okapikv.core.messages import (
     ScanRequest,
     ScanSlice,
     Send,
+    ServerId,
     Session,
     SliceReply,
     StableTimeReport,
@@ -465,7 +466,10 @@ class PartitionServer(PartitionState):
     def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
         if self.members.ignores(message.source.dc):  # a removed DC's server restarted
             return self.members.tell(message.source)
-        return self.catch_up.on_request(message, now_us)
+        effects = self.catch_up.on_request(message, now_us)
+        if message.restarted:
+            effects.extend(self.members.on_restart(message.source))
+        return effects
 
     def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:
         return self._membership_moved(self.members.on_relay_reply(message, now_us), now_us)
@@ -485,10 +489,16 @@ class PartitionServer(PartitionState):
                     self.stabilization.forget(dc)
                     self.gc.forget(dc)
                     self._joining_targets.pop(dc, None)
+                    if old == REMOVED and members.serving_peers:
+                        # A new incarnation, as after a restart: its stream moves vv[dc] only once it
+                        # has answered (what it sent before is unknown here), and a repair it asked for
+                        # while removed, and nobody answered, it asks again (``CatchUp.on_request``).
+                        effects.append(self.catch_up.ask(ServerId(dc, self.id.partition)))
             self._view_seen = view
         if members.rejoined:
             members.rejoined = False
-            effects.extend(self.catch_up.start(Repair() if self.catch_up.repair is not None else None))
+            repairing = self.catch_up.repair
+            effects.extend(self.catch_up.start(None if repairing is None else Repair(repairing.salvaged)))
         stabilization = self.stabilization
         if stabilization.runs:
             effects.extend(stabilization.recount(now_us))
