@@ -70,7 +70,9 @@ from okapikv.core.messages import (
     Effect,
     ErrorCode,
     ErrorReply,
+    ExpireRequest,
     GetRequest,
+    IncrRequest,
     Message,
     PeerMessage,
     PutManyRequest,
@@ -144,10 +146,10 @@ CLOCK_LOG_INTERVAL_S = 10.0
 PipelineEntry = tuple[PipelineSink, int, str, float]
 # Operation type names of the latency histograms (the same as the Pipeline result kinds).
 #: requests a full disk refuses (they would add versions); reads go on
-WRITE_REQUESTS = (PutRequest, PutManyRequest, SwapRequest, DeleteRequest)
+WRITE_REQUESTS = (PutRequest, PutManyRequest, SwapRequest, DeleteRequest, IncrRequest, ExpireRequest)
 REQUEST_KINDS: dict[type, str] = {
     GetRequest: "get", PutRequest: "put", PutManyRequest: "put_many", SwapRequest: "swap", DeleteRequest: "delete",
-    ScanRequest: "scan", ReadTxRequest: "read_tx",
+    ScanRequest: "scan", ReadTxRequest: "read_tx", IncrRequest: "incr", ExpireRequest: "expire",
 }
 #: The result kinds of snapshot reads: dropped from the core when their client goes away.
 READ_KINDS = frozenset({"scan", "read_tx"})

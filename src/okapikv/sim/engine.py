@@ -40,6 +40,7 @@ from okapikv.sim.clients import Clients
 from okapikv.sim.config import SimConfig, dc_names
 from okapikv.sim.cost import Costs
 from okapikv.sim.cpu import Cpu
+from okapikv.sim.crdt import CrdtLedger
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
 from okapikv.sim.scans import ClientRouter, ScanCost, Scanners
@@ -74,6 +75,8 @@ class SimResult:
     scan_restarts: int = 0
     #: the largest difference of two clock offsets inside one DC (``okapikv.core.skew``)
     max_dc_skew_us: int = 0
+    #: what the counter and expiry operations were acknowledged (``okapikv.sim.crdt``; None: none in the mix)
+    crdt: CrdtLedger | None = None
     #: per operation, the latency of each successful workload operation issued in the measurement
     #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
     latencies_us: dict[str, list[int]] = field(default_factory=dict)
@@ -305,6 +308,8 @@ class Simulation:
         world = self.world
         if self.config.invariants:
             self.invariants.check_stability()
+        if self.clients.crdt is not None and self.quiescent_at is not None:
+            self.anomalies.extend(self.clients.crdt.check(world))
         if self.scanners is not None:
             self.scanners.finish()
         waits: dict[str, WaitStats] = {}
@@ -322,6 +327,7 @@ class Simulation:
                     total.max_us = max(total.max_us, stats.max_us)
         return SimResult(
             max_dc_skew_us=max_skew_in_dc_us(self.offsets_us, self.config.num_partitions),
+            crdt=self.clients.crdt,
             config=self.config,
             history=self.recorder.history() if self.recorder is not None else None,
             operations=self.clients.operations,

@@ -11,7 +11,7 @@ from okapikv.check.report import CheckReport, check_history
 from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
 from okapikv.core.skew import UNIFORM
-from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.config import COUNTERS_TTLS_MIX, SimConfig, dc_names
 from okapikv.sim.cost import packaged_profile, packaged_profiles
 from okapikv.sim.engine import SimResult, Simulation
 
@@ -77,6 +77,8 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append("--large-scans")
     if config.membership:
         parts.append("--membership")
+    if config.mix == COUNTERS_TTLS_MIX:
+        parts.append("--counters-ttls")
     if config.keys_per_partition != SimConfig().keys_per_partition:
         parts.append(f"--keys-per-partition {config.keys_per_partition}")
     if config.liveness_s:
@@ -87,6 +89,8 @@ def reproduce_command(config: SimConfig) -> str:
                   "membership",
                   "keys_per_partition", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s", "workload",
                   "write_ratio"}
+    if config.mix == COUNTERS_TTLS_MIX:
+        cli_fields.add("mix")
     if config.workload != "mix":
         parts.append("--workload paper")
         if config.workload == "write-ratio":

@@ -253,6 +253,35 @@ def redis_benchmark_share(clients: int, pipeline: int) -> Figures:
     return take
 
 
+def redis_benchmark_incr(clients: int, pipeline: int) -> Figures:
+    """INCR (okapikv's counter, a CRDT update) over redis-server's under the same ``redis-benchmark``
+    point: the median of the rounds' shares."""
+    def take(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+        shares = sorted((point.okapi_incr / point.redis_incr, point) for round_ in fast.redis_benchmark or []
+                        for point in round_ if point.clients == clients and point.pipeline == pipeline
+                        and point.redis_incr)
+        if not shares:
+            return []
+        share, middle = shares[len(shares) // 2]
+        return [Measured(share, f"{share:.0%}: INCR {middle.okapi_incr:,.0f} vs {middle.redis_incr:,.0f} requests/s")]
+    return take
+
+
+def ttl_metadata(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """Bytes an expiry adds to a version (stored, replicated), and a 3-DC counter state's size: a
+    property of the format (``okapikv.core.expiry``, ``okapikv.core.counters``), computed here and
+    shown beside the RESP figures (with the run that measured them)."""
+    from okapikv.core import counters, expiry
+
+    if not fast.redis_benchmark:
+        return []
+
+    added = len(expiry.wrap(b"", 1))
+    state = len(counters.encode(counters.CounterState((1 << 60, 1), 0, ((10_000, 500), (3_000, 0), (1, 0)))))
+    return [Measured(float(added), f"{added} B per update with a TTL, 0 without; a 3-DC counter after a reset "
+                                   f"with totals < 16,384: {state} B")]
+
+
 def _scale_note(found: DurableScale) -> str:
     return " (--quick: a smaller data set, not the target's)" if found.quick else ""
 
@@ -370,6 +399,12 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
     AcceptanceTarget("redis-benchmark-p16", "redis-benchmark -c 50 -P 16 (pipelined)",
                      "okapikv's RESP port over redis-server, redis-benchmark -t set,get -c 50 -P 16",
                      redis_benchmark_share(50, 16), None),
+    AcceptanceTarget("redis-benchmark-incr", "redis-benchmark -t incr -c 50 (counters)",
+                     "okapikv's INCR (a PN-counter CRDT update) over redis-server's, redis-benchmark -t incr -c 50",
+                     redis_benchmark_incr(50, 1), None),
+    AcceptanceTarget("ttl-metadata", "TTL metadata per update",
+                     "bytes a key's expiry adds to its version (stored and replicated), docs/protocol.md \"Expiry\"",
+                     ttl_metadata, None),
     AcceptanceTarget("load-rate", "bulk load, {records:,} records, one durable partition",
                      "records per second of `bulk_put` (what `okapi load` and the benchmarks use) into a fresh "
                      "durable partition", load_rate, Goal(">=", 100_000.0, ">= {:,.0f} records/s")),

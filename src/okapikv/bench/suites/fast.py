@@ -297,7 +297,7 @@ class FastSuite:
     # ------------------------------------------------------------------ redis-benchmark side by side
 
     def redis_benchmark(self) -> None:
-        """``redis-benchmark -t set,get`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
+        """``redis-benchmark -t set,get,incr`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
         of one in-memory okapikv partition and against redis-server, one right after the other, each
         round (``suites.resp``: the same measurement, more points)."""
         from okapikv.bench.suites import resp
@@ -325,11 +325,13 @@ class FastSuite:
                                                      requests=requests)
                         point = BenchmarkPoint(clients, pipeline, okapi["SET"].requests_per_s,
                                                okapi["GET"].requests_per_s, redis["SET"].requests_per_s,
-                                               redis["GET"].requests_per_s)
+                                               redis["GET"].requests_per_s, okapi["INCR"].requests_per_s,
+                                               redis["INCR"].requests_per_s)
                         points.append(point)
                         bench.ui.finish_run(f"  redis-benchmark -c {clients} -P {pipeline}: okapi SET "
                                             f"{point.okapi_set:,.0f} GET {point.okapi_get:,.0f}, redis-server SET "
-                                            f"{point.redis_set:,.0f} GET {point.redis_get:,.0f} requests/s "
+                                            f"{point.redis_set:,.0f} GET {point.redis_get:,.0f} INCR "
+                                            f"{point.okapi_incr:,.0f} vs {point.redis_incr:,.0f} requests/s "
                                             f"({point.ratio:.0%})", counted=False)
                     rounds.append(points)
                     self.figures.redis_benchmark = rounds

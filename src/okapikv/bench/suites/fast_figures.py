@@ -115,8 +115,9 @@ class ReplicationFigures:
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkPoint:
-    """One ``redis-benchmark -t set,get -c C -P P`` point of one round: requests per second of SET
-    and GET against okapikv's RESP port and against redis-server, one right after the other."""
+    """One ``redis-benchmark -t set,get,incr -c C -P P`` point of one round: requests per second of
+    SET, GET and INCR against okapikv's RESP port and against redis-server, one right after the
+    other (INCR 0: a result from before INCR was measured)."""
 
     clients: int
     pipeline: int
@@ -124,6 +125,8 @@ class BenchmarkPoint:
     okapi_get: float
     redis_set: float
     redis_get: float
+    okapi_incr: float = 0.0
+    redis_incr: float = 0.0
 
     @property
     def ratio(self) -> float:
