@@ -88,6 +88,12 @@ class SimResult:
     max_blocked: int = 0
     #: every server incarnation's counters (``ServerStats.as_dict``), over the whole run
     server_stats: list[dict[str, object]] = field(default_factory=list)
+    #: each server's counters at the start and at the end of the measurement window (the servers
+    #: of each moment, by index), so waits and bytes can be counted inside it (not cold start and
+    #: drain), and each machine's share of CPU busy inside it (under the cost model)
+    window_stats_before: list[dict[str, object]] = field(default_factory=list)
+    window_stats_after: list[dict[str, object]] = field(default_factory=list)
+    window_cpu_utilization: list[float] | None = None
 
     @property
     def throughput_ops_s(self) -> float:
@@ -159,6 +165,8 @@ class Simulation:
         self.liveness_end = self.fault_phase_end + int(config.liveness_s * 1_000_000)
         self.quiescent_at: int | None = None
         self.write_target = 0
+        empty: tuple[list[dict[str, object]], list[float]] = ([], [])
+        self.window_before = self.window_after = empty
 
     def _meta(self) -> dict[str, object]:
         c = self.config
@@ -195,6 +203,10 @@ class Simulation:
         self.clients.start(START_US)
         if self.config.faults:
             self.nemesis.schedule(START_US, self.fault_phase_end)
+        if self.clients.window[0] > START_US:  # else the window opens now (no event: runs stay as they were)
+            world.at(self.clients.window[0], self._open_window)
+        else:
+            self._open_window()
         world.at(self.fault_phase_end, self._end_fault_phase)
         timeout_us = int(self.config.converge_timeout_s * 1_000_000)
         world.at(self.liveness_end + timeout_us, self._check_clients_stopped)
@@ -204,9 +216,18 @@ class Simulation:
 
     # ================================================================ phases
 
+    def _window_counters(self) -> tuple[list[dict[str, object]], list[float]]:
+        world = self.world
+        busy = [] if world.cpu is None else list(world.cpu.busy_us)
+        return [server.stats.as_dict() for server in world.servers], busy
+
+    def _open_window(self) -> None:
+        self.window_before = self._window_counters()
+
     def _end_fault_phase(self) -> None:
         """Heal everything; the clients run on for ``liveness_s``, then stop; then wait for quiescence."""
         world = self.world
+        self.window_after = self._window_counters()
         liveness_s = self.config.liveness_s
         if liveness_s:
             self.visibility.follow_from_us = self.fault_phase_end
@@ -353,4 +374,16 @@ class Simulation:
                 world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],
             max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
             server_stats=[server.stats.as_dict() for server in world.retired + world.servers],
+            window_stats_before=self.window_before[0],
+            window_stats_after=self.window_after[0],
+            window_cpu_utilization=self._window_utilization(),
         )
+
+    def _window_utilization(self) -> list[float] | None:
+        """Each machine's share of its cores busy inside the measurement window."""
+        cpu, (before, after) = self.world.cpu, (self.window_before[1], self.window_after[1])
+        window_us = self.clients.window[1] - self.clients.window[0]
+        if cpu is None or not after or window_us <= 0:
+            return None
+        return [(end - (before[host] if host < len(before) else 0.0)) / (window_us * cpu.cores)
+                for host, end in enumerate(after)]
