@@ -241,6 +241,9 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--membership", action="store_true",
+                   help="with --faults: a whole DC is also lost, removed from the membership and brought back "
+                        "(docs/protocol.md, Membership)")
     p.add_argument("--counters-ttls", action="store_true",
                    help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",
@@ -396,6 +399,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from okapikv import __version__
+    from okapikv.cluster.membership_args import add_parser as add_dc_parser
 
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
@@ -403,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
                 _add_calibrate, _add_check, _add_fuzz, _add_bench):
         add(sub)
+    add_dc_parser(sub)
     return parser
 
 

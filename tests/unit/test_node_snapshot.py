@@ -30,6 +30,7 @@ TOP_LEVEL = {
     "stable_lag_ms", "stable_lag_samples", "parked", "pending_reads", "snapshot_leases", "keys", "catching_up",
     "repairing", "repair_waiting", "storage", "versions", "versions_collected", "latency", "core", "driver", "wire",
     "input", "links",
+    "membership",
 }
 DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
@@ -55,6 +56,7 @@ METRICS = {
     "okapi_clock_offset_refusals", "okapi_gc_metadata_bytes", "okapi_handler_errors", "okapi_heartbeat_bytes",
     "okapi_heartbeats_sent", "okapi_hlc_ahead_seconds", "okapi_input_budget_bytes", "okapi_input_closed",
     "okapi_input_connections", "okapi_input_partial_bytes", "okapi_keys", "okapi_max_clock_offset_seconds",
+    "okapi_membership_epoch",
     "okapi_operation_latency_seconds", "okapi_operations", "okapi_parked_requests", "okapi_peer_batches_received",
     "okapi_peer_link_dead", "okapi_peer_link_failures", "okapi_peer_link_probes", "okapi_peer_link_up",
     "okapi_peer_messages_resent", "okapi_peer_messages_sent", "okapi_pending_reads", "okapi_rejected_requests",

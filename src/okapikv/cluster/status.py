@@ -121,8 +121,33 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
         "stabilization_bytes": core.counters.get("stabilization_bytes", 0),
         # durable servers (``okapikv.storage.commit_rates``): None for one in memory
         "fsyncs_per_s": None if snapshot.storage is None else snapshot.storage.fsyncs_per_s,
+        # the membership (docs/protocol.md, "Membership"): its epoch and each DC's state
+        **membership_figures(snapshot, dcs),
         "operations_per_fsync": None if snapshot.storage is None else snapshot.storage.operations_per_fsync,
     }
+
+
+def membership_figures(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
+    """The server's membership epoch and each DC's state, by name (every DC a member, epoch 0, from
+    a server that does not report one)."""
+    membership = snapshot.membership
+    if membership is None or len(membership.dc_states) != len(dcs):
+        return {"membership_epoch": 0, "dc_states": dict.fromkeys(dcs, "member")}
+    return {"membership_epoch": membership.membership_epoch,
+            "dc_states": dict(zip(dcs, membership.dc_states, strict=True))}
+
+
+def membership_line(records: list[dict[str, Any]]) -> str | None:
+    """One line for the table: the newest membership the servers that answer hold, and how many
+    hold an older one (a change still travelling, or a server that missed it)."""
+    live = [record for record in records if record["reachable"] and "membership_epoch" in record]
+    if not live:
+        return None
+    newest = max(live, key=lambda record: record["membership_epoch"])
+    behind = sum(record["membership_epoch"] < newest["membership_epoch"] for record in live)
+    states = ", ".join(f"{dc} {state}" for dc, state in newest["dc_states"].items())
+    return (f"membership epoch {newest['membership_epoch']}: {states}"
+            + (f" ({behind} server(s) still at an older epoch)" if behind else ""))
 
 
 def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
@@ -198,6 +223,11 @@ def _state(record: dict[str, Any]) -> Any:
     return Text("up", style="green")
 
 
+def _removed(record: dict[str, Any]) -> set[str]:
+    """The DCs this server holds removed: their lag grows for ever and means nothing."""
+    return {dc for dc, state in record.get("dc_states", {}).items() if state == "removed"}
+
+
 def _full_table(topology: Topology, records: list[dict[str, Any]], watching: bool, title: Any) -> Any:
     """Every figure, with one lag column per DC (about 200 columns for 3 DCs). Names and addresses
     are ``Text``, never markup: ``[::1]:7100`` is an address, not a style."""
@@ -216,7 +246,8 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
         if record["reachable"]:
             rate = [f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []
             queue = f"{record['queue_messages']} ({_format_bytes(record['queue_bytes'])})"
-            lags = [_format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
+            removed = _removed(record)
+            lags = ["removed" if dc in removed else _format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
             row = [str(record["operations_total"]), *rate, str(record["waits_total"]),
                    f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
                    _format_fsyncs(record), *lags]
@@ -248,7 +279,8 @@ def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: 
     for record in records:
         label = f"{record['dc']}/{record['partition']}"
         if record["reachable"]:
-            lags = [lag for lag in record["stable_lag_ms"].values() if lag is not None]
+            removed = _removed(record)
+            lags = [lag for dc, lag in record["stable_lag_ms"].items() if lag is not None and dc not in removed]
             figures = [str(record["operations_total"]),
                        *([f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []),
                        str(record["queue_messages"]),
@@ -284,6 +316,9 @@ class StatusView:
         if compact:
             table = _compact_table(topology, self.records, self.watching, title)
         yield table
+        membership = membership_line(self.records)
+        if membership is not None:
+            yield Text(membership)
         if topology.dcs:
             legend = ("lag: how far a server's stable vector trails its clock (ms), "
                       + ("the largest over the DCs (a wider terminal or --json shows each); " if compact else

@@ -176,6 +176,12 @@ class CatchUp:
             effects.extend(self._end_fetch())
         return effects
 
+    def ask(self, peer: ServerId) -> Send:
+        """Ask a replica of a DC that comes back into the membership (``okapikv.core.membership``)
+        for its updates, as a restarted server asks: until it answers, its stream does not move
+        ``vv``, and a repair of its own that it asked for while nobody answered it asks again."""
+        return self._request(peer, restarted=True)
+
     def _request(self, peer: ServerId, *, restarted: bool, repair: bool = False) -> Send:
         state = self.state
         # Unique across incarnations, as snapshot reads' tx ids (``okapikv.core.reads``).

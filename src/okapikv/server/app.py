@@ -42,6 +42,7 @@ from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
 from okapikv.server import faults
+from okapikv.server.admin import AdminServicer
 from okapikv.server.inbound import PeerIntake
 from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.native import start_native
@@ -178,6 +179,7 @@ async def serve(
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_KeyValueServicer_to_server(KeyValueServicer(node), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_PeerServicer_to_server(PeerServicer(intake), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(node), server)  # type: ignore[no-untyped-call]
     health = HealthServicer()
     await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)  # it starts out SERVING
     health_pb2_grpc.add_HealthServicer_to_server(health, server)

@@ -28,7 +28,10 @@ On start the node recovers the directory and asks every replica for what it miss
 (``PartitionServer.start_catch_up``) before any other message of this incarnation leaves. Damaged
 data stops the start with a one-line error (``okapikv.storage.recovery``); in repair mode
 (``repair``) the directory is rebuilt from the replicas instead, and the core refuses client
-requests until the repair ends. On a full disk (``okapikv.storage.space``) client writes are refused
+requests until the repair ends. The membership (``okapikv.core.membership``) is kept in the data directory
+(``okapikv.server.membership_file``), written before the effects of the call that changed it
+leave; links to a removed DC's servers are closed and their queues dropped (nothing goes there
+any more). On a full disk (``okapikv.storage.space``) client writes are refused
 with RESOURCE_EXHAUSTED and peer links from other DCs are refused (they resend later) while reads go on.
 
 Client work waits while replication lags (``admission``: one ``Admission`` policy that every port
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
+from okapikv.core.membership import Membership
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
@@ -85,6 +89,7 @@ from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer, Repair, Verify
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
+from okapikv.server import membership_file
 from okapikv.server.admission import Admission, visibility_bounds_us
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
@@ -112,6 +117,7 @@ from okapikv.wire.stats import (
     ClockFigures,
     CoreFigures,
     DriverFigures,
+    MembershipFigures,
     NodeSnapshot,
     RecoveredFigures,
     RequestFigures,
@@ -232,8 +238,15 @@ class PartitionNode:
         self._clock_events_seen = 0  # core refusals + clamps already looked at (``_log_clock_offsets``)
         self._clock_logged = (0, 0)  # ... and already reported
         self._clock_logged_at = -math.inf
+        self._membership_dir: Path | None = None
         if data_dir is not None:
             self._open_storage(Path(data_dir), repair, integrity, disk_reserve_bytes)
+            self._membership_dir = Path(data_dir)
+            try:
+                self.core.members.restore(membership_file.load(self._membership_dir, self.num_dcs))
+            except ValueError as error:
+                raise DataDirError(str(error)) from None
+        self._membership = self.core.membership
 
     # ================================================================ lifecycle
 
@@ -563,6 +576,8 @@ class PartitionNode:
 
     def _carry_out(self, effects: list[Effect]) -> None:
         """Carry out the effects of one core call now, or once what they need is durable."""
+        if self.core.membership is not self._membership:
+            self._membership_changed()
         committer = self._committer
         if committer is None:
             self._apply(effects)
@@ -574,6 +589,32 @@ class PartitionNode:
             self._apply(effects)
         else:
             self._held.append((need, effects))
+
+    def change_membership(self, view: Membership) -> bool:
+        """The admin RPC (`okapi dc remove`): adopt ``view`` if it is ordered after this server's
+        membership and pass it on (``okapikv.core.membership``); whether it was adopted."""
+        before = self.core.membership
+        self._carry_out(self.core.change_membership(view, self.clock.now_us()))
+        self._arm_timer()
+        return self.core.membership is not before
+
+    def _membership_changed(self) -> None:
+        """The core adopted a membership: keep it (before the call's effects leave), close the
+        links to removed DCs' servers (their queues would only grow), log and count it."""
+        before, view = self._membership, self.core.membership
+        self._membership = view
+        if self._membership_dir is not None:
+            membership_file.save(self._membership_dir, view)
+        names = self.config.dcs
+        for destination in [d for d in self._links if view.states[d.dc] != "member"]:
+            link = self._links.pop(destination)
+            if self._loop is not None:
+                self._loop.create_task(link.close())
+        changes = ", ".join(f"{names[dc]} {old} -> {new}"
+                            for dc, (old, new) in enumerate(zip(before.states, view.states, strict=True)) if old != new)
+        log.warning("%s: membership epoch %d -> %d: %s", self.label, before.epoch, view.epoch, changes or "no change",
+                    extra={"event": "membership_changed", "epoch": view.epoch,
+                           "dc_states": dict(zip(names, view.states, strict=True))})
 
     def _on_durable(self) -> None:
         assert self._committer is not None
@@ -810,6 +851,8 @@ class PartitionNode:
             input=self.input_guard.figures(),
             links={link.label: link.figures(names[destination.dc])
                    for destination, link in sorted(self._links.items())},
+            membership=MembershipFigures(core.membership.epoch, core.membership.states,
+                                         tuple(names[dc] for dc in core.counted)),
         )
 
     def stats_json(self) -> str:

@@ -135,6 +135,16 @@ class StabilizationFigures:
 
 
 @dataclass(frozen=True, slots=True)
+class MembershipFigures:
+    """The server's membership (docs/protocol.md, "Membership"): its epoch, each DC's state in
+    DC order ("member", "removed"), and the DCs its stable vectors' minima count, by name."""
+
+    membership_epoch: Annotated[int, gauge("The membership epoch this server holds.")]
+    dc_states: tuple[str, ...]
+    counted_dcs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class RequestFigures:
     parked: Annotated[int, gauge("Requests waiting for the clock or the stable vector.", "okapi_parked_requests")]
     pending_reads: Annotated[int, gauge("RO-TX and SCAN reads this server coordinates, not answered yet.")]
@@ -322,6 +332,7 @@ class NodeSnapshot:
     wire: WireFigures
     input: InputFigures
     links: Mapping[str, LinkFigures]
+    membership: MembershipFigures | None = None
 
 
 def copy_fields(figures: type[Figures], source: object) -> Figures:
