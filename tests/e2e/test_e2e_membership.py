@@ -59,7 +59,8 @@ def versions_per_key(cluster: Cluster, dcs: tuple[str, ...]) -> dict[str, tuple[
 
 @pytest.mark.parametrize("protocol", ["okapi", "gentlerain", "cure"])
 def test_removing_a_dead_dc_unfreezes_the_survivors_and_adding_it_back(tmp_path: Path, protocol: str) -> None:
-    cluster = Cluster(tmp_path, ["a", "b", "c"], partitions=2, extra=["--wan", "off", "--protocol", protocol])
+    cluster = Cluster(tmp_path, ["a", "b", "c"], partitions=2, extra=["--wan", "off", "--protocol", protocol,
+                                                                            "--restart-budget", "0"])
     cluster.start()
     writer = ClientProcess(cluster.env, "--connect", cluster.address("a"))
     reader = ClientProcess(cluster.env, "--connect", cluster.address("b"))
