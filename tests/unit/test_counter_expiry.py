@@ -165,3 +165,26 @@ def test_increments_after_an_expiry_in_two_dcs_all_count_and_gc_drops_the_expire
         # the expired epoch's versions collected: one version per DC of the new epoch
         assert sorted(version.source_dc for version in versions) == [0, 1]
         assert all(counters.decode(version.value or b"").epoch[2:] == (1,) for version in versions)
+
+
+def test_concurrent_expire_and_persist_of_a_counter_resolve_alike_in_every_dc() -> None:
+    mesh = Mesh(2, 1)
+    sessions = {dc: session(2) for dc in range(2)}
+    a, b = mesh.servers[ServerId(0, 0)], mesh.servers[ServerId(1, 0)]
+    incr(mesh, 0, b"c", 2, T0, sessions)
+    mesh.deliver(a.handle(ExpireRequest(1, b"c", -SECOND, sessions[0]), T0 + 1), T0 + 1)
+    mesh.run(T0, T0 + 100_000, 5_000)
+    now = T0 + 100_000
+    mesh.hold = lambda send: True
+    mesh.deliver(b.handle(ExpireRequest(2, b"c", 0, sessions[1]), now), now)  # PERSIST in DC 1
+    mesh.deliver(a.handle(ExpireRequest(3, b"c", -5 * SECOND, sessions[0]), now + 10), now + 10)  # later: EXPIRE
+    incr(mesh, 1, b"c", 1, now + 20, sessions)  # after its PERSIST, not seeing the EXPIRE
+    held = list(mesh.held)
+    mesh.held, mesh.hold = [], lambda send: False
+    mesh.deliver(held, now + 30)
+    mesh.run(now, now + 200_000, 5_000)
+    later = now + 200_000
+    for server in (a, b):
+        assert get(mesh, server.dc, b"c", later) == b"3"
+        assert ttl(server, b"c", later).ttl_us == 5 * SECOND - 200_000 + 10  # the EXPIRE, the later write, won
+    assert get(mesh, 1, b"c", now + 5 * SECOND + 10) is None
