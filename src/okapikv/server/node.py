@@ -94,9 +94,10 @@ from okapikv.server.pipeline import PipelineSink
 from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
+from okapikv.storage.logged_store import LoggedStore
 from okapikv.storage.recovery import open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
-from okapikv.storage.sqlite import Identity, SqliteStore
+from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import (
     approximate_size,
@@ -198,7 +199,7 @@ class PartitionNode:
         self.oversized_dropped = 0
         self.latency = LatencyHistograms()
         self.lag_samples = LagSamples(self.num_dcs)
-        self._storage: SqliteStore | None = None
+        self._storage: LoggedStore | None = None
         self._committer: GroupCommitter | None = None
         self._held: deque[tuple[int, list[Effect]]] = deque()
         self.recovered: RecoveredFigures | None = None
@@ -328,7 +329,8 @@ class PartitionNode:
 
     async def call(self, request: ClientRequest) -> ClientReply:
         """Run one request (unary RPC) and wait for its reply, however long the core parks it."""
-        future: asyncio.Future[ClientReply] = asyncio.get_running_loop().create_future()
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()  # a lookup is a getpid
+        future: asyncio.Future[ClientReply] = loop.create_future()
         request_id = request.request_id
         self.client_requests += 1
         problem = self._misrouted(request)
