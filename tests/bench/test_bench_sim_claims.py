@@ -37,9 +37,9 @@ def _results(runs: list[dict[str, Any]], dcs: int = 3, **extra: Any) -> dict[str
     return {"config": {"dcs": dcs, "duration_s": 1.0, "warmup_s": 0.2}, "series": {"s": {"runs": runs}}, **extra}
 
 
-def _fig3(okapi: float, cure: float, gentlerain: float) -> dict[str, Any]:
+def _fig3(okapi: float, cure: float, gentlerain: float, growth: float = 16) -> dict[str, Any]:
     runs = []
-    for n, scale in ((2, 1), (32, 16)):
+    for n, scale in ((2, 1.0), (32, growth)):
         for system, ops in (("okapi", okapi), ("cure", cure), ("gentlerain", gentlerain)):
             runs.append(_run(system, partitions=n, ops=ops * scale, clients=96))
             runs.append(_run(system, partitions=n, ops=ops * scale / 2, clients=48))  # a lower sweep step
@@ -209,3 +209,22 @@ def test_stabilization_rows_leave_heartbeats_out() -> None:
     rows = judge({"write-ratio": _results(runs)})
     assert rows[16].verdict == REPRODUCED and "without heartbeats" in rows[16].measured
     assert rows[18].verdict == REPRODUCED and "the lowest at 2 of 2" in rows[18].measured
+
+
+def test_scaling_is_judged_against_linear() -> None:
+    """Row 4: 16x the partitions: within 75% of x16 reproduces, a gain over x1.5 only partly."""
+    assert judge({"fig3": _fig3(1000, 990, 500, growth=12)})[3].verdict == REPRODUCED
+    row = judge({"fig3": _fig3(1000, 990, 500, growth=4)})[3]
+    assert row.verdict == PARTLY and "less than linearly" in row.why
+    assert judge({"fig3": _fig3(1000, 990, 500, growth=1.2)})[3].verdict == NOT
+
+
+def test_stabilization_below_cures_is_not_the_costlier() -> None:
+    """Row 17: above Cure's and GentleRain's reproduces, above Cure's alone partly, else not."""
+    def row(okapi: float) -> str:
+        runs = []
+        for w in (0.1, 0.9):
+            runs += [_run("okapi", w=w, stabilization=okapi), _run("cure", w=w, stabilization=2000.0),
+                     _run("gentlerain", w=w, stabilization=2500.0)]
+        return judge({"write-ratio": _results(runs)})[16].verdict
+    assert [row(3000.0), row(2200.0), row(1000.0)] == [REPRODUCED, PARTLY, NOT]

@@ -1,8 +1,9 @@
 """One typed record of what the paper's claims read, built from a real run or from the simulator.
 
 The 19 claims (``paper_claims.CLAIMS``) are judged by one function over a ``Measurements``, so a
-verdict cannot depend on where its figures came from, only on the figures. Two builders read the
-results back once, here and nowhere else:
+verdict cannot depend on where its figures came from, only on the figures. One record covers every
+experiment of one source (a sweep per peak-search series, the rest per figure); two builders read
+the results back into it, and the claims read nothing else:
 
 - ``from_real``: a paper-suite results.json (``okapi bench --suite paper``; its ``paper`` section,
   ``paper_figures.summarize``): each point's peak from its search, a peak stopped by the session cap
