@@ -228,3 +228,14 @@ def test_stabilization_below_cures_is_not_the_costlier() -> None:
                      _run("gentlerain", w=w, stabilization=2500.0)]
         return judge({"write-ratio": _results(runs)})[16].verdict
     assert [row(3000.0), row(2200.0), row(1000.0)] == [REPRODUCED, PARTLY, NOT]
+
+
+def test_more_clients_for_one_of_the_baselines_is_partly() -> None:
+    """Row 3: Cure alone peaking at more clients than Okapi is part of the claim, as GentleRain alone is."""
+    runs = []
+    for n in (2, 32):
+        for system, peak_at in (("okapi", 48), ("cure", 96), ("gentlerain", 48)):
+            runs += [_run(system, partitions=n, clients=clients, ops=1000.0 if clients == peak_at else 900.0)
+                     for clients in (48, 96)]
+    row = judge({"fig3": _results(runs)})[2]
+    assert row.verdict == PARTLY and "Cure needs more clients" in row.why
