@@ -64,6 +64,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--repair", action="store_true",
                    help="start every server with --repair: one whose data directory is damaged, lost committed "
                         "writes or is empty rebuilds it from its replicas (docs/operations.md)")
+    p.add_argument("--restart-budget", type=int, default=5, metavar="N",
+                   help="restart a server that dies with its own command line, at most N times in 60 s "
+                        "(default %(default)s; 0: never; docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
     p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,
@@ -86,9 +89,13 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     _add_env_default(p, "--config", "OKAPI_CONFIG", help="cluster config file (TOML), see `okapi up --print-config`")
     _add_env_default(p, "--dc", "OKAPI_DC", help="the DC name of this server")
     _add_env_default(p, "--partition", "OKAPI_PARTITION", type=int, help="the partition number of this server")
-    p.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
-                   help="keep the data in this directory (SQLite, recovered at start; default $OKAPI_DATA_DIR); "
-                        "default: in memory only")
+    storage = p.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
+                         help="keep the data in this directory (SQLite, recovered at start; default "
+                              "$OKAPI_DATA_DIR); one of --data-dir and --in-memory is required")
+    storage.add_argument("--in-memory", action="store_true",
+                         help="keep no data on disk (benchmarks, tests), even with $OKAPI_DATA_DIR set: a restart "
+                              "loses this server's data and fetches it back from its replicas before serving")
     p.add_argument("--repair", action="store_true",
                    help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
                         "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
@@ -96,7 +103,7 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="SQLite structure check at start: quick (default), full (slower), off; "
                         "row checksums are verified in every mode")
     p.add_argument("--disk-reserve-mb", type=float, default=None,
-                   help="space kept in reserve for a full disk (default: 64, at most 5%% of the file system)")
+                   help="MiB kept in reserve for a full disk (default: 16, at most 5%% of the file system)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,
@@ -234,6 +241,9 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--membership", action="store_true",
+                   help="with --faults: a whole DC is also lost, removed from the membership and brought back "
+                        "(docs/protocol.md, Membership)")
     p.add_argument("--counters-ttls", action="store_true",
                    help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",
@@ -389,6 +399,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from okapikv import __version__
+    from okapikv.cluster.membership_args import add_parser as add_dc_parser
 
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
@@ -396,6 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
                 _add_calibrate, _add_check, _add_fuzz, _add_bench):
         add(sub)
+    add_dc_parser(sub)
     return parser
 
 
@@ -447,12 +459,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     try:
         result: int = getattr(module, function_name)(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at exit
+    except BrokenPipeError:
+        return _reader_gone()
     except ModuleNotFoundError as error:  # a dependency imported where it is first needed
         missing = _missing_extra(args.command, error)
         if missing is None:
             raise
         return missing
     return result
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``okapi status --json | head -c 1500``): stop quietly, as
+    Unix tools do, and point stdout at /dev/null so the interpreter's last flush does not fail
+    again with a traceback. Exit 141, a shell's status for a command ended by SIGPIPE."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -151,10 +151,17 @@ def test_write_lines_carry_a_timestamp_only_when_given_one() -> None:
     assert commands.format_delete(Delete("k"), False, None) == ["DELETE k not_found"]
 
 
-def test_non_ascii_values_stay_one_token() -> None:
-    assert commands.text(b"abc") == "abc"
-    assert commands.text("é".encode()) == "é"
-    assert commands.text(b"\xff\xfe") == "\\xff\\xfe"
+def test_a_token_prints_exactly_and_any_other_value_escaped_on_one_line() -> None:
+    course = b"a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f"  # the YCSB driver's values: byte for byte
+    assert commands.text(b"abc") == "abc" and commands.text(course) == course.decode()
+    assert commands.text(b"two\nlines") == "two\\x0alines"
+    assert commands.text(b"nul\x00 and space") == "nul\\x00\\x20and\\x20space"
+    assert commands.text("é".encode()) == "\\xc3\\xa9"
+    assert commands.text(b"\xff\\\n") == "\\xff\\\\\\x0a"  # in an escaped value, the backslash too
+    for value in (b"two\nlines", b"\\x41\n", bytes(range(256))):
+        printed = commands.text(value)
+        assert len(printed.split()) == 1 and "\n" not in printed
+        assert printed.encode().decode("unicode_escape").encode("latin-1") == value  # decodes back exactly
 
 
 def test_error_lines_are_single_lines() -> None:

@@ -25,7 +25,8 @@ plus DEL. The course text says to assume alphanumeric tokens, but its YCSB drive
 hold on a whitespace-separated line is accepted. A token with any other character (a control
 character that is not whitespace, or anything outside ASCII, including bytes that are not UTF-8,
 which reach the parser as U+FFFD) is refused with ``ERROR invalid token ...`` and nothing is sent:
-such a byte could not come back as the same single token in a result line.
+such a byte could not come back as the same single token in a result line. A value written by
+another client may hold any bytes: ``text`` prints it escaped, still one token (README).
 
 Kept free of I/O and of the network so every corner of the format is unit-tested directly; the
 client is anything with the ``KeyValueApi`` methods.
@@ -42,6 +43,9 @@ _TOKEN = re.compile(r"[\x21-\x7f]+")
 #: as U+001C or U+0085, silently turning one invalid token into two valid ones.
 _SEPARATORS = re.compile(r"[ \t\n\r\v\f]+")
 TOKEN_RULE = "keys and values are ASCII characters 0x21-0x7f: no spaces, control characters or non-ASCII"
+_PLAIN = re.compile(rb"[\x21-\x7f]+")
+#: How ``text`` writes the bytes of a value that is not a token (latin-1: one character per byte).
+_ESCAPES = {**{byte: f"\\x{byte:02x}" for byte in range(256) if not 0x21 <= byte <= 0x7F}, ord("\\"): "\\\\"}
 
 
 class CommandError(ValueError):
@@ -156,12 +160,16 @@ def _show(token: str, limit: int = 40) -> str:
 
 
 def text(value: bytes) -> str:
-    """A stored value as protocol text. Values written through this protocol are ASCII tokens; one written
-    by another client may be any bytes, which are escaped so the output stays one token per value."""
-    try:
+    """A stored value as protocol text: one token on one line, whatever its bytes.
+
+    A token (every byte in 0x21-0x7f, as this protocol writes them) prints exactly as stored, so the
+    course's values, punctuation, backslash and DEL included, come back byte for byte. Any other
+    value (written through the library, RESP or the native port: a space, a newline, NUL, non-ASCII)
+    prints with each byte outside 0x21-0x7f as ``\\xHH`` and each backslash as ``\\\\``, which
+    decodes back to the bytes exactly (README, "Using it")."""
+    if _PLAIN.fullmatch(value):
         return value.decode("ascii")
-    except UnicodeDecodeError:
-        return value.decode("utf-8", "backslashreplace")
+    return value.decode("latin-1").translate(_ESCAPES)
 
 
 def _or_null(value: bytes | None) -> str:

@@ -280,6 +280,12 @@ def run_client(args: argparse.Namespace) -> int:
             print(f"okapi client: nothing listens at {address} (connection refused{waited}): is the cluster "
                   "running? (`okapi status` shows it; `okapi client --wait-s SECONDS` waits for it)", file=sys.stderr)
             return 1
+        from okapikv.cluster.probe import protocol_problem
+
+        problem = protocol_problem(address, tls)  # another protocol, or TLS: one line within 2 s
+        if problem is not None:
+            print(f"okapi client: {problem}", file=sys.stderr)
+            return 1
         with notice_after(NOTICE_AFTER_S, notices, f"okapi client: waiting for {address} to answer "
                                                    "(Ctrl-C to give up)"):
             client = Client(address, timeout_s=max(wait_s, min(timeout_s, FIRST_CONTACT_S)), tls=tls, fallback=fallback,

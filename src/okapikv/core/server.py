@@ -17,7 +17,9 @@ other mechanisms, each with its own state:
 - ``reads`` (``okapikv.core.reads``): snapshot reads, coordinated and served;
 - ``catch_up`` (``okapikv.core.catchup``): catch-up and repair after a restart;
 - ``gc`` (``okapikv.core.gc``): garbage collection;
-- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back.
+- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back;
+- ``members`` (``okapikv.core.membership``): the membership epoch, the DCs the minima count, and
+  the relay of a removed DC's updates between the survivors.
 
 Blocking (Cure's and GentleRain's waits) never sleeps here: the request is parked (``parked``),
 its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
@@ -49,9 +51,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from okapikv.core import counters, expiry
-from okapikv.core.catchup import CatchUp, Repair
+from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
+from okapikv.core.membership import REMOVED, Members, Membership
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -71,11 +74,14 @@ from okapikv.core.messages import (
     Heartbeat,
     IncrReply,
     IncrRequest,
+    MembershipUpdate,
     Message,
     PutManyReply,
     PutManyRequest,
     PutRequest,
     ReadTxRequest,
+    RelayReply,
+    RelayRequest,
     RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
@@ -84,6 +90,7 @@ from okapikv.core.messages import (
     ScanRequest,
     ScanSlice,
     Send,
+    ServerId,
     Session,
     SliceReply,
     StableTimeReport,
@@ -109,9 +116,9 @@ from okapikv.core.timestamps import (
     pack,
     physical_of,
 )
-from okapikv.core.vectors import Vector, merge_max
+from okapikv.core.vectors import Vector, leq, merge_max
 
-__all__ = ["Changes", "PartitionServer", "Repair"]
+__all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
@@ -161,6 +168,10 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
+        self.members = Members(self)
+        self._view_seen = self.members.view
+        #: joining DC -> what it must reach to be counted here (``_caught_up``)
+        self._joining_targets: dict[int, Vector] = {}
         # the stabilization hooks on the per-message paths, looked up once
         self._follow = self.stabilization.follow
         self._take_gsv = self.stabilization.take_gsv
@@ -186,10 +197,13 @@ class PartitionServer(PartitionState):
             ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
             SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]
             Restarted: self.reads.on_restarted,  # type: ignore[dict-item]
-            CatchUpRequest: self.catch_up.on_request,  # type: ignore[dict-item]
+            CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
             CatchUpReply: self.catch_up.on_reply,  # type: ignore[dict-item]
             ReplicaProgress: self.gc.on_replica_progress,  # type: ignore[dict-item]
             RepairBatch: self.catch_up.on_repair_batch,  # type: ignore[dict-item]
+            MembershipUpdate: self._on_membership,  # type: ignore[dict-item]
+            RelayRequest: self.members.on_relay_request,  # type: ignore[dict-item]
+            RelayReply: self._on_relay_reply,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -246,6 +260,8 @@ class PartitionServer(PartitionState):
         stabilized = now_us >= stabilization.next_us
         if stabilized:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1 and (now_us >= self._next_heartbeat_us or (stabilized and stabilization.gsv_unshared)):
             # Due; or the GSV changed and no replication batch or heartbeat took it since: a heartbeat
             # takes it now (and heartbeats then fall on the stabilization periods: one timer, one batch).
@@ -282,6 +298,8 @@ class PartitionServer(PartitionState):
         if stabilization.runs:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
             stabilization.next_us = tick
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1:
             self._heartbeat(now_us, effects)
         gc = self.gc
@@ -401,15 +419,99 @@ class PartitionServer(PartitionState):
         self.gsv = merge_max(self.gsv, gsv)
         self.horizon = merge_max(self.horizon, horizon)
 
-    def start_catch_up(self, repair: Repair | None = None) -> list[Effect]:
+    def start_catch_up(self, repair: Repair | None = None, verify: Verify | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
         before any other effect of this incarnation leaves: the request tells the replica to stop
         trusting our old stream).
 
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
-        and serve nothing until the repair ends (``okapikv.core.catchup``)."""
-        return self.catch_up.start(repair)
+        and serve nothing until the repair ends (``okapikv.core.catchup``). With ``verify`` (a start
+        that may hold less than its replicas know it had), check their answers for lost writes."""
+        return self.catch_up.start(repair, verify) + self.members.start()
+
+    # ================================================================ membership
+
+    @property
+    def membership(self) -> Membership:
+        return self.members.view
+
+    def change_membership(self, view: Membership, now_us: int) -> list[Effect]:
+        """Adopt ``view`` if it is ordered after this server's membership (the admin RPC, `okapi dc
+        remove`), pass it on, and start relaying what a newly removed DC sent (``okapikv.core.membership``)."""
+        self.woke = False
+        effects = self._membership_moved(self.members.change(view), now_us)
+        return self._send_out(effects, now_us)
+
+    def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_update(message, now_us), now_us)
+
+    def _check_joining(self, now_us: int, effects: list[Effect]) -> None:
+        """With each stabilization round: count the joining DCs that caught up here."""
+        if self.members.check_joining(self._caught_up):
+            effects.extend(self.stabilization.recount(now_us))
+
+    def _caught_up(self, dc: int) -> bool:
+        """Whether joining DC ``dc`` has caught up here (``okapikv.core.membership``): no catch-up
+        with it pending, and what it reports at or above what this server had when it first
+        looked: where the USV is computed here, its GSV against this server's stable vector;
+        elsewhere its stream against the other counted streams. From then on every minimum here
+        includes it, so nothing becomes visible here that it lacks; what was visible before waits
+        for it in the stable vector, which stalls until it passes (never moves back). A target
+        taken once, not the freshest figure: a DC's GSV reaches this one a WAN delay after it was
+        taken, so even a DC caught up trails the freshest figure, by more where its links are
+        slower."""
+        if dc in self.catch_up.awaited:
+            return False
+        reached: Vector | None
+        if self.stabilization.computes_usv:
+            reached, now_target = self.stabilization.remote_gsv(dc), self.stable
+        else:
+            reached, now_target = (self.vv[dc],), (self.counted_min(self.vv),)
+        target = self._joining_targets.setdefault(dc, now_target)
+        return reached is not None and leq(target, reached)
+
+    def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):  # a removed DC's server restarted
+            return self.members.tell(message.source)
+        effects = self.catch_up.on_request(message, now_us)
+        if message.restarted:
+            effects.extend(self.members.on_restart(message.source))
+        return effects
+
+    def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_relay_reply(message, now_us), now_us)
+
+    def _membership_moved(self, effects: list[Effect], now_us: int) -> list[Effect]:
+        """The counted DCs may have changed: recompute the stable vector at once from the GSVs
+        already here (``stabilization``), re-check what is parked, and snap back from idle. A DC
+        whose state changed starts afresh: what its previous incarnation reported (its GSV, its
+        replica progress) says nothing of the new one's. When this server's own DC came back, ask
+        the replicas again (a catch-up, or the repair it was in)."""
+        members = self.members
+        self.stats.membership_changes = members.changes
+        view = members.view
+        if view is not self._view_seen:
+            for dc, (old, new) in enumerate(zip(self._view_seen.states, view.states, strict=True)):
+                if old != new and dc != self.dc:
+                    self.stabilization.forget(dc)
+                    self.gc.forget(dc)
+                    self._joining_targets.pop(dc, None)
+                    if old == REMOVED and members.serving_peers:
+                        # A new incarnation, as after a restart: its stream moves vv[dc] only once it
+                        # has answered (what it sent before is unknown here), and a repair it asked for
+                        # while removed, and nobody answered, it asks again (``CatchUp.on_request``).
+                        effects.append(self.catch_up.ask(ServerId(dc, self.id.partition)))
+            self._view_seen = view
+        if members.rejoined:
+            members.rejoined = False
+            repairing = self.catch_up.repair
+            effects.extend(self.catch_up.start(None if repairing is None else Repair(repairing.salvaged)))
+        stabilization = self.stabilization
+        if stabilization.runs:
+            effects.extend(stabilization.recount(now_us))
+            self._wake(now_us, effects, tell=True)
+        return effects
 
     # ================================================================ dispatch and waits
 
@@ -417,8 +519,13 @@ class PartitionServer(PartitionState):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
-        if self.catch_up.repair is not None and isinstance(message, ClientRequest):
+        if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
+        if not self.members.serving and isinstance(message, ClientRequest):
+            self.stats.rejected_requests += 1
+            return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
+                                       f"this DC was removed from the cluster (membership epoch "
+                                       f"{self.members.view.epoch}); use another DC"))]
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
@@ -746,6 +853,9 @@ class PartitionServer(PartitionState):
         self._next_heartbeat_us = now_us + self._heartbeat_period_us
 
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):
+            # a removed DC's stream: its vv entry stays where the relay left it
+            return self.members.tell(message.source)
         vv = self.vv
         catch_up = self.catch_up
         awaited = catch_up.awaited
@@ -785,6 +895,8 @@ class PartitionServer(PartitionState):
             effects: list[Effect] = []
             self._wake(now_us, effects, tell=False)
             return effects
+        if self.members.ignores(source):
+            return self.members.tell(message.source)
         if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
             self.vv[source] = self.watermark(message, source, message.timestamp, now_us)
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
