@@ -40,10 +40,17 @@ pytestmark = pytest.mark.slow
 
 
 def scan_all(cluster: DurableCluster, dc: int, prefix: str) -> dict[bytes, bytes]:
+    """Every pair of the range, page after page (a reply holds at most ``max_scan_items`` pairs and
+    stops early where its slices examined too many keys they may not return: ``ScanResponse.resume``)."""
     request = pb.ScanRequest(start=prefix.encode(), end=(prefix + "~").encode())
-    # wait_for_ready: the cached channel to a restarted server may still be backing off.
-    reply = cluster.stub(dc, 0).Scan(request, timeout=30, wait_for_ready=True)
-    return {item.key: item.value for item in reply.items}
+    pairs: dict[bytes, bytes] = {}
+    while True:
+        # wait_for_ready: the cached channel to a restarted server may still be backing off.
+        reply = cluster.stub(dc, 0).Scan(request, timeout=30, wait_for_ready=True)
+        pairs.update((item.key, item.value) for item in reply.items)
+        if not reply.resume:
+            return pairs
+        request = pb.ScanRequest(start=reply.resume, end=request.end, snapshot=reply.snapshot)
 
 
 def test_kill_9_during_a_write_load_loses_no_acknowledged_write(tmp_path: Path) -> None:
@@ -215,7 +222,13 @@ def test_a_client_fails_over_to_another_dc_and_keeps_its_guarantees(tmp_path: Pa
             client.put(keys[1], b"2")
             client.put(keys[0], b"3")
             assert client.get(keys[1]) == b"2"
-            time.sleep(0.5)  # the writes leave DC a and become stable everywhere
+            # The writes leave DC a: b serves them once they are stable there, which takes as long
+            # as the machine's load makes it (no fixed sleep can promise that).
+            def in_b() -> bool:
+                return all(cluster.stub_for_key("b", key).Get(pb.GetRequest(key=key), timeout=5).value == value
+                           for key, value in ((keys[0], b"3"), (keys[1], b"2")))
+
+            wait_for(in_b, 30, "the session's writes reaching b")
             cluster.stop("a", 0, signal.SIGKILL)
             cluster.stop("a", 1, signal.SIGKILL)
             assert client.get(keys[0]) == b"3"  # read-your-writes, now served by DC b
@@ -268,7 +281,13 @@ def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path, native
                 await asyncio.gather(client.put(mine[0], b"1"), client.put(mine[1], b"2"))
                 await fork.put(theirs[0], b"f")
                 assert await late.get(theirs[0]) == b"f"  # late now depends on fork's write
-                await asyncio.sleep(0.5)  # those writes leave DC a and become stable everywhere
+                # Those writes leave DC a: b serves them once they are stable there (as long as the
+                # machine's load makes it; no fixed sleep can promise that).
+                for key, value in ((mine[0], b"1"), (mine[1], b"2"), (theirs[0], b"f")):
+                    stub, deadline = cluster.stub_for_key("b", key), time.monotonic() + 30
+                    while stub.Get(pb.GetRequest(key=key), timeout=5).value != value:
+                        assert time.monotonic() < deadline, f"{key!r} not in b within 30 s"
+                        await asyncio.sleep(0.05)
                 for server in cluster.config.servers:
                     if server.dc == "a":
                         cluster.hold_links("a", server.partition, ["b"])
@@ -277,7 +296,7 @@ def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path, native
                 cluster.stop("a", 1, signal.SIGKILL)
 
                 # Concurrent operations of one session: one moves the connections, the others resend.
-                assert await asyncio.gather(client.get(mine[0]), client.get(mine[1]), client.get(mine[0])) == [
+                assert list(await asyncio.gather(client.get(mine[0]), client.get(mine[1]), client.get(mine[0]))) == [
                     b"1", b"2", b"1"]
                 assert client.topology.dc_name == "b"
                 assert await late.get(theirs[0]) == b"f"  # adopted at its next operation

@@ -5,6 +5,7 @@ durable) and the full-disk refusal."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import grpc
@@ -141,3 +142,32 @@ def test_a_full_disk_refuses_batches_from_other_dcs_only() -> None:
     assert node.core.vv[1] == 0 and node.peer_batches_received == 0
     # The same DC's other partition (its stabilization messages add no versions) still gets through.
     assert link.accept(_batch(1, [10], source=ServerId(0, 1)), now=1.0) == 1
+
+
+def test_a_link_reopened_after_a_membership_change_is_not_skipped_as_already_handled() -> None:
+    """A node closes its links to a DC that leaves the membership and opens new ones when it
+    comes back; the new link numbers from 1 again, so it must not go out under the identity the
+    receiver already handled numbers of (its first messages, e.g. a repair's versions, were lost)."""
+    config = local_cluster(dcs=("a", "b"), partitions=2, wan="off", base_port=45300)
+    sender, receiver = PartitionNode(config, 0, 0), PartitionNode(config, 1, 0)
+    intake = PeerIntake(receiver)
+    destination = ServerId(1, 0)
+
+    def frames(timestamps: list[int]) -> list[bytes]:
+        return [convert.frame_peer_message(convert.encode_peer_message(Heartbeat(sender.id, pack(t))))
+                for t in timestamps]
+
+    async def reopen() -> list[bytes]:
+        headers = []
+        for _ in range(2):
+            link = sender._open_link(destination)
+            headers.append(link._header)
+            del sender._links[destination]  # as ``_membership_changed`` does
+            await link.close()
+        return headers
+
+    first, second = asyncio.run(reopen())
+    link = intake.open("a/0")
+    assert link.accept(pb.PeerBatch.FromString(convert.encode_batch(first, 1, frames([10, 20]))), now=1.0) == 2
+    link.accept(pb.PeerBatch.FromString(convert.encode_batch(second, 1, frames([30]))), now=2.0)
+    assert receiver.core.vv[0] == pack(30)

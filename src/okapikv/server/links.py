@@ -8,10 +8,12 @@ silently, so each link:
 - keeps one ``Peer.Link`` stream open to its destination; messages leave in the order the core
   produced them, batched (everything queued when the sender runs goes in one ``PeerBatch``, split
   below the message-size limit);
-- numbers messages (per sender incarnation) and keeps each one until the receiver acknowledges it;
-  after a broken stream it reconnects with backoff and resends the unacknowledged tail, and the
-  receiver skips numbers it already handled (``okapikv.server.inbound``). Messages queued while the
-  destination is down wait in the queue, so servers may start in any order;
+- numbers messages (per sender identity: its incarnation, or a fresh one for a link reopened after
+  a membership change closed it, ``PartitionNode._open_link``) and keeps each one until the
+  receiver acknowledges it; after a broken stream it reconnects with backoff and resends the
+  unacknowledged tail, and the receiver skips numbers it already handled
+  (``okapikv.server.inbound``). Messages queued while the destination is down wait in the queue,
+  so servers may start in any order;
 - notices a connection that went silent (a network cut that drops packets without a reset):
   ``okapikv.server.liveness`` watches the acknowledgements, probes a silent receiver and declares
   the connection dead after ``[connections] link_ack_timeout_ms`` without an answer; the link then

@@ -186,6 +186,8 @@ class PartitionNode:
         self._request_ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[ClientReply] | PipelineEntry] = {}
         self._links: dict[ServerId, OutgoingLink] = {}
+        #: destinations this incarnation has opened a link to (``_open_link``)
+        self._linked: set[ServerId] = set()
         # Client work waits while replication lags (``okapikv.server.admission``).
         self.admission = Admission(
             self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
@@ -700,13 +702,22 @@ class PartitionNode:
         return []
 
     def _open_link(self, destination: ServerId) -> OutgoingLink:
+        """A link numbers its messages from 1, and the receiver skips the numbers it already handled
+        from the same sender identity (``okapikv.server.inbound.SequenceTable``). So a link that
+        replaces one closed by a membership change (``_membership_changed``) goes out under a
+        fresh identity, as a restarted server's would: under this incarnation's, its first messages
+        would be skipped as already handled, silently (a repair answered without its versions)."""
         target = self.config.server(destination.dc, destination.partition)
+        header = self._header
+        if destination in self._linked:
+            header = batch_header(self.config.cluster_id, self.id, random.getrandbits(62) + 1)
+        self._linked.add(destination)
         delay_ms = self.config.delay_ms(self.id.dc, destination.dc)
         link = OutgoingLink(
             destination=destination,
             label=target.label,
             address=target.peer_target,
-            header=self._header,
+            header=header,
             delay_s=delay_ms / 1000,
             max_batch_bytes=self.config.max_message_bytes // 2,
             max_message_bytes=self.config.max_message_bytes,
