@@ -4,6 +4,7 @@ split into reads, and must enforce every bound from a header, before its bytes a
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -120,3 +121,51 @@ def test_inline_splitting_follows_redis() -> None:
     assert split_inline(b"") == []
     assert split_inline(b'"open') is None
     assert split_inline(b"'open") is None
+
+
+#: headers that announce far more than they carry, each shaped to reach a different path of a parser
+HUGE_HEADERS = {
+    "an array count": b"*2147483647\r\n",
+    "an array count after a command": encode(b"PING") + b"*2147483647\r\n",
+    "a nested array count": b"*1\r\n*2147483647\r\n",
+    "a nested set count": b"*2\r\n$3\r\nGET\r\n~2147483647\r\n",
+    "a nested push count": b"*1\r\n>2147483647\r\n",
+    "a nested attribute count": b"*1\r\n|2147483647\r\n",
+    "a nested map count": b"*1\r\n%1073741823\r\n",
+    "a bulk length": b"*2\r\n$3\r\nGET\r\n$2147483647\r\n",
+}
+
+
+@pytest.mark.parametrize("make", PARSERS)
+@pytest.mark.parametrize("case", list(HUGE_HEADERS))
+def test_a_huge_announcement_costs_memory_in_proportion_to_the_bytes_received(make: MakeParser, case: str) -> None:
+    """hiredis preallocates an aggregate's elements from its header: before the parser bounds the
+    headers hiredis sees, ``*2147483647`` made it allocate 16 GiB of element slots and held the
+    server's loop for seconds. Whole or a byte at a time, the header is refused at the cost of its
+    bytes."""
+    data = HUGE_HEADERS[case]
+    limits = RespLimits(max_bulk_bytes=1 << 20, max_arguments=10_001)
+    for chunks in ([data], [data[index:index + 1] for index in range(len(data))]):
+        tracemalloc.start()
+        try:
+            commands, error = feed_all(make, chunks, limits)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert error is not None and error.startswith("Protocol error: ")
+        assert peak < 256 << 10, f"{case}: {peak} bytes allocated for {len(data)} received"
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_large_counts_within_the_bounds_and_values_that_look_like_headers_are_requests(make: MakeParser) -> None:
+    """The hostile-header check lets a request's own count of 10 or more through, and hands text in
+    a value that looks like an aggregate header to the pure parser, which reads it as a value."""
+    limits = RespLimits(max_bulk_bytes=1 << 10, max_arguments=40)
+    mget = [b"MGET", *(b"k%d" % index for index in range(30))]
+    tricky = [b"SET", b"k", b"*12\r\n~99\r\n>10\r\n|20\r\n%10\r\n*2147483647\r\n"]
+    stream = encode(*mget) + encode(*tricky) + encode(*mget)
+    for size in (len(stream), 7, 1):
+        chunks = [stream[index:index + size] for index in range(0, len(stream), size)]
+        assert feed_all(make, chunks, limits) == ([mget, tricky, mget], None)
+    assert feed_all(make, [encode(*mget, b"x" * 0, *mget[1:11])], limits)[1] == (
+        "Protocol error: invalid multibulk length (42 arguments; a command takes at most 40)")
