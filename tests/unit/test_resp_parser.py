@@ -169,3 +169,17 @@ def test_large_counts_within_the_bounds_and_values_that_look_like_headers_are_re
         assert feed_all(make, chunks, limits) == ([mget, tricky, mget], None)
     assert feed_all(make, [encode(*mget, b"x" * 0, *mget[1:11])], limits)[1] == (
         "Protocol error: invalid multibulk length (42 arguments; a command takes at most 40)")
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_an_inline_line_that_starts_like_a_reply_after_a_frame_split_after_its_first_byte(make: MakeParser) -> None:
+    """Found by the fuzz target (``okapikv.fuzz.parsers``): after a frame, hiredis waited for the body
+    of what it took for a bulk reply (``$2``), while the shadow parser read the inline command
+    there and dropped it, so the command before a protocol error was lost."""
+    frame = encode(b"GET", b"k")
+    lines = b"$2\r\nk'\r9\r\n"
+    expected = ([[b"GET", b"k"], [b"$2"]], "Protocol error: unbalanced quotes in request")
+    assert feed_all(make, [frame + lines]) == expected
+    for cut in range(1, len(lines)):
+        assert feed_all(make, [frame + lines[:cut], lines[cut:]]) == expected
+        assert feed_all(make, [frame[:3], frame[3:] + lines[:cut], lines[cut:cut + 3], lines[cut + 3:]]) == expected

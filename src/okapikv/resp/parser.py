@@ -331,9 +331,11 @@ class HiredisParser:
                 if self._unattributed or data[start] != 42 or count > self._limits.max_arguments:
                     return self._hand_over(bytes(self._unattributed) + data[start:], commands)
             data = data[fed:] if fed else data
-        if self._hiredis_frames(data, commands):
-            return self._hand_over(bytes(self._unattributed), commands)
         unattributed = self._unattributed
+        if self._hiredis_frames(data, commands) or (unattributed and unattributed[0] != 42):
+            # a frame hiredis may not take, or an inline command begun after the last frame (which
+            # hiredis would read as a reply, and a shadow would parse only to check it)
+            return self._hand_over(bytes(unattributed), commands)
         if unattributed and self._shadow is None:
             shadow = self._shadow = PythonParser(self._limits)
             _, error = shadow.feed(bytes(unattributed))
