@@ -183,3 +183,12 @@ def test_an_inline_line_that_starts_like_a_reply_after_a_frame_split_after_its_f
     for cut in range(1, len(lines)):
         assert feed_all(make, [frame + lines[:cut], lines[cut:]]) == expected
         assert feed_all(make, [frame[:3], frame[3:] + lines[:cut], lines[cut:cut + 3], lines[cut + 3:]]) == expected
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_a_simple_string_element_is_refused_even_where_its_length_lines_up(make: MakeParser) -> None:
+    """Found by the fuzz target: hiredis returns ``+text`` as bytes, like a bulk string, and this
+    one's shorter encoding ended on a CR LF where a bulk string's would have: it was run as SET."""
+    data = b"*3\r\n$3\r\nSET\r\n$1\r\nk\x00*+\x00\x00\x00\x89\x99\x89\x00\xff\x00*++\xff\xff\xff\xff\r\n$1\r\nv\xff"
+    assert feed_all(make, [data]) == ([], "Protocol error: expected '$', got '+'")
+    assert feed_all(make, [b"*2\r\n$3\r\nGET\r\n+k\r\n"]) == ([], "Protocol error: expected '$', got '+'")

@@ -411,27 +411,33 @@ def _large_aggregate_headers(data: bytes) -> list[tuple[int, int]]:
 
 def _frame_size(frame: object, limits: RespLimits, data: bytearray, offset: int) -> int | None:
     """The bytes of ``frame`` (a hiredis reply) at ``data[offset:]`` if it is a request within the
-    bounds, encoded canonically; else None."""
+    bounds, encoded canonically; else None.
+
+    hiredis returns a simple string (``+text``) as bytes, as it does a bulk string, so each element
+    must be seen to start with ``$`` where the canonical encoding puts it: the first element that is
+    not a bulk string sits exactly there (every element before it was a bulk string of canonical
+    length: hiredis refuses leading zeros), so this finds it (the fuzz target did not, before: a
+    ``+`` element whose shorter encoding happened to end on a CR LF was taken for a request)."""
     if frame is None or frame == []:  # *-1 or *0: skipped
         newline = data.find(b"\r\n", offset)
         return newline + 2 - offset if newline >= 0 else None
     if type(frame) is not list or len(frame) > limits.max_arguments:
         return None
     count = str(len(frame)).encode()
-    size = len(count) + 3
+    end = offset + len(count) + 3
     largest = limits.max_bulk_bytes
+    size = len(data)
     for arg in frame:
-        if type(arg) is not bytes:
+        if type(arg) is not bytes or end >= size or data[end] != 36:  # '$'
             return None
         length = len(arg)
         if length > largest:
             return None
-        size += length + (6 if length < 10 else 7 if length < 100 else 5 + len(str(length)))
-    end = offset + size
-    if (end > len(data) or data[offset] != 42 or data[offset + 1:offset + 1 + len(count)] != count
+        end += length + (6 if length < 10 else 7 if length < 100 else 5 + len(str(length)))
+    if (end > size or data[offset] != 42 or data[offset + 1:offset + 1 + len(count)] != count
             or data[end - 2:end] != b"\r\n"):
         return None
-    return size
+    return end - offset
 
 
 #: picks the parser of a server process: ``python`` for the pure one, ``hiredis`` (or unset) for
