@@ -52,8 +52,9 @@ def test_a_slow_callback_is_reported_once_with_its_length_and_site() -> None:
     stalls = _watch(0.3)
     assert len(stalls) == 1, stalls
     held, computed, site = stalls[0]
-    # the first sample comes within a fifth of the threshold of CPU into the callback
-    assert 0.3 - THRESHOLD_S / 5 - 0.01 < computed <= held
+    # measured from the first sample: the kernel's profiling timer sends it a fifth of the threshold
+    # of CPU into the callback, give or take its ticks (up to 34 ms seen on the loaded 2-core VM)
+    assert 0.3 - THRESHOLD_S < computed <= held
     assert site is not None and "test_watchdog.py" in site and "in hold_the_loop" in site
 
 
@@ -78,12 +79,27 @@ def test_closing_restores_the_previous_handler_and_one_watchdog_runs_at_a_time()
     assert signal.getsignal(signal.SIGPROF) == before
 
 
-def test_the_site_names_the_okapikv_code_and_the_library_call_inside_it() -> None:
+def test_the_site_is_the_innermost_okapikv_frame_with_the_library_call_inside_it() -> None:
     import sys
 
-    from okapikv.resp import parser
+    from okapikv.server import watchdog
 
-    assert site_of(sys._getframe()) == f"unit/test_watchdog.py:{sys._getframe().f_lineno} in " \
-        "test_the_site_names_the_okapikv_code_and_the_library_call_inside_it"
+    here = sys._getframe()
+    assert site_of(here) == (f"unit/test_watchdog.py:{here.f_lineno} in "
+                             "test_the_site_is_the_innermost_okapikv_frame_with_the_library_call_inside_it")
+    inner = watchdog._describe  # an okapikv function; a frame of it with a frame of another module inside
+    captured: list[str | None] = []
+
+    def library_call() -> None:
+        captured.append(site_of(sys._getframe()))
+
+    def okapikv_code() -> None:
+        library_call()
+
+    okapikv_code.__code__ = okapikv_code.__code__.replace(co_filename=inner.__code__.co_filename)
+    okapikv_code()
+    assert captured[0] is not None
+    assert captured[0].startswith("okapikv/server/watchdog.py:")
+    assert captured[0].endswith("in okapikv_code (in unit/test_watchdog.py:" +
+                                f"{library_call.__code__.co_firstlineno + 1} in library_call)")
     assert site_of(None) is None
-    assert parser.__file__ is not None
