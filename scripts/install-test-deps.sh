@@ -1,11 +1,11 @@
 #!/usr/bin/env sh
 # The system programs the test suite drives as real third-party peers: redis-server, redis-cli and
-# redis-benchmark (the Redis-protocol tests and the side-by-side benchmarks) and nft (silent network
-# cuts between network namespaces). Installed from Debian's packages when missing and when this
+# redis-benchmark (the Redis-protocol tests and the side-by-side benchmarks), nft (silent network
+# cuts between network namespaces) and promtool (the alert rules' tests, from Debian's prometheus). Installed from Debian's packages when missing and when this
 # machine can (root with apt-get); otherwise the tests that need them say which program is missing.
 set -u
 missing=""
-for program in redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools nft:nftables; do
+for program in redis-server:redis-server redis-cli:redis-tools redis-benchmark:redis-tools nft:nftables promtool:prometheus; do
   command -v "${program%%:*}" >/dev/null 2>&1 || missing="$missing ${program#*:}"
 done
 [ -z "$missing" ] && exit 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,8 +21,8 @@ DEFAULT_DCS = ",".join(PAPER_DC_NAMES)
 CLIENT_TIMEOUT_S = 600.0
 
 
-def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("up", help="start a local multi-DC cluster (one process per partition server)")
+def _add_cluster_shape(p: argparse.ArgumentParser) -> None:
+    """The flags that shape a cluster, shared by `okapi up` and `okapi deploy`."""
     p.add_argument("--dcs", default=DEFAULT_DCS, help="comma-separated DC names (default: %(default)s)")
     p.add_argument("--partitions", type=int, default=2, help="partitions per DC (default: %(default)s)")
     p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
@@ -29,6 +30,11 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     wan.add_argument("--wan-ms", type=float, default=None, help="one uniform one-way WAN delay between DCs, in ms")
     wan.add_argument("--wan", choices=["off", "realistic"], default="realistic",
                      help="'off' for no WAN delay; 'realistic' (default) emulates the paper's AWS regions")
+
+
+def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("up", help="start a local multi-DC cluster (one process per partition server)")
+    _add_cluster_shape(p)
     p.add_argument("--clock-skew-ms", type=float, default=0.0,
                    help="fixed clock offsets of up to X ms across the servers, as --clock-skew-model lays them out")
     p.add_argument("--clock-skew-model", choices=SKEW_MODELS, default=DC_MAJOR,
@@ -75,12 +81,14 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # Each identity flag defaults to an environment variable (images are configured that way); a flag wins.
     p = sub.add_parser("server", help="run one partition server from a cluster config file")
-    p.add_argument("--config", required=True, help="cluster config file (TOML), see `okapi up --print-config`")
-    p.add_argument("--dc", required=True, help="the DC name of this server")
-    p.add_argument("--partition", type=int, required=True, help="the partition number of this server")
-    p.add_argument("--data-dir", default=None,
-                   help="keep the data in this directory (SQLite, recovered at start); default: in memory only")
+    _add_env_default(p, "--config", "OKAPI_CONFIG", help="cluster config file (TOML), see `okapi up --print-config`")
+    _add_env_default(p, "--dc", "OKAPI_DC", help="the DC name of this server")
+    _add_env_default(p, "--partition", "OKAPI_PARTITION", type=int, help="the partition number of this server")
+    p.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
+                   help="keep the data in this directory (SQLite, recovered at start; default $OKAPI_DATA_DIR); "
+                        "default: in memory only")
     p.add_argument("--repair", action="store_true",
                    help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
                         "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
@@ -97,6 +105,50 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="log and count (okapi_event_loop_stalls_total) whatever holds the event loop "
                         "longer than this (default %(default)g; 0: off)")
     p.set_defaults(target="okapikv.server.main:run_server")
+
+
+def _add_env_default(p: argparse.ArgumentParser, flag: str, variable: str, **options: object) -> None:
+    """A flag that defaults to ``$variable`` and is required only while that is unset or empty."""
+    value = os.environ.get(variable) or None
+    help_text = f"{options.pop('help')} (default ${variable})"
+    p.add_argument(flag, default=value, required=value is None, help=help_text, **options)  # type: ignore[arg-type]
+
+
+def _add_health(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("health", help="exit 0 when a server serves, else 1 with one line saying why (probes)")
+    p.add_argument("--connect", default=None, metavar="HOST:PORT",
+                   help="the server to check (default: this host's server, from $OKAPI_CONFIG, $OKAPI_DC and "
+                        "$OKAPI_PARTITION or --config/--dc/--partition)")
+    p.add_argument("--config", default=os.environ.get("OKAPI_CONFIG") or None,
+                   help="cluster config file (default $OKAPI_CONFIG): its [tls] and the server's bind address")
+    p.add_argument("--dc", default=os.environ.get("OKAPI_DC") or None, help="with --config: the DC (default $OKAPI_DC)")
+    p.add_argument("--partition", type=int, default=os.environ.get("OKAPI_PARTITION") or None,
+                   help="with --config: the partition (default $OKAPI_PARTITION)")
+    p.add_argument("--timeout-s", type=float, default=3.0, help="give up after this long (default %(default)g s)")
+    p.add_argument("--tls-ca", default=None, help="TLS: CA certificate (PEM); default: the config's [tls]")
+    p.add_argument("--tls-cert", default=None, help="TLS: client certificate (PEM), when the server demands one")
+    p.add_argument("--tls-key", default=None, help="TLS: the client certificate's key (PEM)")
+    p.add_argument("--tls-server-name", default=None, help="TLS: host name the server certificate names")
+    p.set_defaults(target="okapikv.cluster.health:run_health")
+
+
+def _add_deploy(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("deploy", help="write a compose project or Kubernetes manifests for a cluster (docs/deploy.md)")
+    p.add_argument("platform", choices=["compose", "k8s"], help="compose: a compose project; k8s: Kubernetes manifests")
+    p.add_argument("--out", default=None, help="directory to write (default okapi-compose or okapi-k8s)")
+    p.add_argument("--config", default=None, help="take the cluster's settings from this config file instead")
+    _add_cluster_shape(p)
+    p.add_argument("--heartbeat-ms", type=float, default=None, help="heartbeat interval (default 5, as okapi up)")
+    p.add_argument("--stabilization-ms", type=float, default=5.0, help="stabilization period (default 5)")
+    p.add_argument("--cluster-id", default="okapi-local", help="the cluster id peers check (default %(default)s)")
+    p.add_argument("--image", default="okapikv:latest", help="the server image (default %(default)s; Dockerfile)")
+    p.add_argument("--storage-gib", type=int, default=10, help="k8s: each server's data volume (default 10 GiB)")
+    p.add_argument("--tls", action="store_true",
+                   help="mutual TLS with one certificate naming --tls-server-name: compose mounts ./tls "
+                        "(ca.crt, tls.crt, tls.key), k8s the Secret okapi-tls")
+    p.add_argument("--tls-server-name", default="okapi", help="with --tls: the name the certificate names "
+                                                              "(default %(default)s)")
+    p.set_defaults(target="okapikv.deploy.command:run_deploy")
 
 
 def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -341,8 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_up, _add_server, _add_client, _add_load, _add_status, _add_sim, _add_calibrate, _add_check,
-                _add_fuzz, _add_bench):
+    for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
+                _add_calibrate, _add_check, _add_fuzz, _add_bench):
         add(sub)
     return parser
 
@@ -366,6 +418,20 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+#: Optional dependencies, by the extra that installs them (pyproject.toml): a server install has none.
+EXTRAS = {"numpy": "check", "matplotlib": "bench", "hdrh": "bench"}
+
+
+def _missing_extra(command: str, error: ModuleNotFoundError) -> int | None:
+    """Exit status 2 with the install command when ``error`` is an optional dependency, else None."""
+    root = (error.name or "").split(".")[0]
+    if root not in EXTRAS:
+        return None
+    print(f"okapi {command}: needs {root}, which a server install leaves out: pip install 'okapikv[{EXTRAS[root]}]'",
+          file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     module_name, function_name = args.target.split(":")
@@ -375,8 +441,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if error.name and error.name.startswith("okapikv"):
             print(f"okapi {args.command}: not available in this build ({error.name})", file=sys.stderr)
             return 2
+        missing = _missing_extra(args.command, error)
+        if missing is not None:
+            return missing
         raise
-    result: int = getattr(module, function_name)(args)
+    try:
+        result: int = getattr(module, function_name)(args)
+    except ModuleNotFoundError as error:  # a dependency imported where it is first needed
+        missing = _missing_extra(args.command, error)
+        if missing is None:
+            raise
+        return missing
     return result
 
 

@@ -50,7 +50,7 @@ def run_concurrently(scripts: dict[ClientProcess, Sequence[str]]) -> dict[Client
         try:
             start.wait(timeout=30)
             outputs[process] = process.run(script)
-        except BaseException as error:  # noqa: BLE001 - reported below, in the test's thread
+        except BaseException as error:
             errors.append(error)
 
     threads = [threading.Thread(target=drive, args=item) for item in scripts.items()]

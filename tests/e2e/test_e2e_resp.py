@@ -155,7 +155,7 @@ def test_the_course_fuzzer_mix_through_redis_py_is_linearizable(cluster: Cluster
                     recorder.complete(op, "info", error=str(error))
                 else:
                     recorder.complete(op, "ok", **result)
-        except BaseException as error:  # noqa: BLE001 - reported by the test thread
+        except BaseException as error:
             failures.append(error)
         finally:
             client.close()

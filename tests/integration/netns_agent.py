@@ -77,8 +77,9 @@ def main() -> int:
     parser.add_argument("--ca")
     parser.add_argument("--cert")
     parser.add_argument("--key")
+    parser.add_argument("--server-name", help="the name the server certificates name, if not the address's host")
     args = parser.parse_args()
-    tls = ClientTls(args.ca, args.cert, args.key) if args.ca else None
+    tls = ClientTls(args.ca, args.cert, args.key, args.server_name) if args.ca else None
     agent = Agent(args.address, args.dcs, tls)
     for line in sys.stdin:
         command = json.loads(line)

@@ -25,10 +25,10 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -100,8 +100,11 @@ class Hosts:
                  "ip", "saddr", self.addresses[there], "drop")
 
     def heal(self, first: int, second: int) -> None:
+        """Undo ``cut``: every cut of either host (a host cut from several is healed at the first)."""
         for index in (first, second):
-            must("ip", "netns", "exec", self.namespaces[index], "nft", "delete", "table", "inet", CUT_TABLE)
+            namespace = self.namespaces[index]
+            if run("ip", "netns", "exec", namespace, "nft", "list", "table", "inet", CUT_TABLE).returncode == 0:
+                must("ip", "netns", "exec", namespace, "nft", "delete", "table", "inet", CUT_TABLE)
 
 
 def _setup(hosts: Hosts) -> None:
@@ -181,3 +184,20 @@ def start_agent(hosts: Hosts, index: int, address: str, num_dcs: int, *extra: st
     """An agent in host ``index`` talking to the server at ``address``."""
     return Client(hosts.exec(index, [sys.executable, str(AGENT), "--address", address, "--dcs", str(num_dcs),
                                      *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+
+
+@contextlib.contextmanager
+def server_logs(directory: Path, names: Sequence[str], tail_chars: int = 3000) -> Iterator[dict[str, TextIO]]:
+    """One log file per server (``directory/NAME.log``), by name, closed at the end; when an
+    assertion fails inside, the tail of each is printed first, so the cause shows in CI output."""
+    logs = {name: (directory / f"{name}.log").open("w") for name in names}
+    try:
+        yield logs
+    except AssertionError:
+        for log in logs.values():
+            log.flush()
+        print("\n".join(f"--- {name}\n{(directory / f'{name}.log').read_text()[-tail_chars:]}" for name in names))
+        raise
+    finally:
+        for log in logs.values():
+            log.close()

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_support import Hosts, namespace_hosts, start_agent
+from netns_support import Hosts, namespace_hosts, server_logs, start_agent
 from tls_support import CertificateAuthority
 
 from okapikv.cluster.config import ClusterConfig, ServerConfig, uniform_wan_ms
@@ -54,17 +54,14 @@ def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
                            cluster_id="netns-test", tls=authority.server_tls(issued))
     path = config.dump(tmp_path / "cluster.toml")
 
-    logs = []
-    for index, dc in enumerate(DCS):
-        log = (tmp_path / f"{dc}.log").open("w")
-        logs.append(log)
-        hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                           "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=subprocess.STDOUT)
-    tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key)]
-    clients = [start_agent(hosts, index, f"{address}:{PORT}", len(DCS), *tls_arguments)
-               for index, address in enumerate(hosts.addresses)]
-    try:
+    with server_logs(tmp_path, DCS) as logs:
+        for index, dc in enumerate(DCS):
+            hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
+                               "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=logs[dc],
+                       stderr=subprocess.STDOUT)
+        tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key)]
+        clients = [start_agent(hosts, index, f"{address}:{PORT}", len(DCS), *tls_arguments)
+                   for index, address in enumerate(hosts.addresses)]
         oregon, virginia, ireland = clients
         every_server = [server.address for server in config.servers]
         for client in clients:  # each host reaches every server across the bridge
@@ -96,14 +93,6 @@ def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
         assert [client("get", key="contested") for client in clients] == finals
         for client in clients:
             client.stop()
-    except AssertionError:
-        for log in logs:
-            log.flush()
-        print("\n".join(f"--- {dc}\n{(tmp_path / f'{dc}.log').read_text()[-3000:]}" for dc in DCS))
-        raise
-    finally:
-        for log in logs:
-            log.close()
     # Each server bound only its own host's address, and logged it as one JSON event.
     for dc, address in zip(DCS, hosts.addresses, strict=True):
         events = [json.loads(line) for line in (tmp_path / f"{dc}.log").read_text().splitlines()

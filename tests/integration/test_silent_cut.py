@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from integration_support import ClusterFactory
-from netns_support import Hosts, namespace_hosts, start_agent
+from netns_support import Hosts, namespace_hosts, server_logs, start_agent
 
 from okapikv.client import AsyncClient
 from okapikv.cluster.config import ClusterConfig, ServerConfig, uniform_wan_ms
@@ -50,15 +50,12 @@ def test_replication_flows_within_seconds_of_healing_a_silent_cut(hosts: Hosts, 
                            cluster_id="silent-cut-test")
     assert config.native and config.tls is None  # peer links over the native port
     path = config.dump(tmp_path / "cluster.toml")
-    logs = []
-    for index, dc in enumerate(DCS):
-        log = (tmp_path / f"{dc}.log").open("w")
-        logs.append(log)
-        hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                           "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=log,
-                   stderr=subprocess.STDOUT)
-    east, west = (start_agent(hosts, index, server.address, len(DCS)) for index, server in enumerate(servers))
-    try:
+    with server_logs(tmp_path, DCS, tail_chars=4000) as logs:
+        for index, dc in enumerate(DCS):
+            hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
+                               "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=logs[dc],
+                       stderr=subprocess.STDOUT)
+        east, west = (start_agent(hosts, index, server.address, len(DCS)) for index, server in enumerate(servers))
         for client in (east, west):
             client("ready", addresses=[server.address for server in servers])
         east("put", key="before", value="1")
@@ -82,14 +79,6 @@ def test_replication_flows_within_seconds_of_healing_a_silent_cut(hosts: Hosts, 
         assert elapsed < HEAL_BOUND_S, f"replication resumed {elapsed:.1f} s after the heal"
         for client in (east, west):
             client.stop()
-    except AssertionError:
-        for log in logs:
-            log.flush()
-        print("\n".join(f"--- {dc}\n{(tmp_path / f'{dc}.log').read_text()[-4000:]}" for dc in DCS))
-        raise
-    finally:
-        for log in logs:
-            log.close()
     events = [json.loads(line) for dc in DCS for line in (tmp_path / f"{dc}.log").read_text().splitlines()
               if line.startswith("{")]
     dead_at = [datetime.fromisoformat(event["time"]).timestamp() for event in events

@@ -195,7 +195,7 @@ def test_mutual_tls_cluster(pki: Pki, tmp_path: Path) -> None:
             metrics_address = config.servers[0].metrics_address
             assert metrics_address is not None
             body = await asyncio.to_thread(_scrape, metrics_address, client_ssl_context(good))
-            assert 'okapi_operations_total{dc="east",partition="0",type="put"} 2.0' in body
+            assert 'okapi_operations_total{dc="east",operation="put",partition="0"} 2.0' in body
             stabilization = [line for line in body.splitlines() if line.startswith("okapi_stabilization_bytes_total")]
             assert float(stabilization[0].rsplit(" ", 1)[1]) > 0  # Okapi's GSV/USV rounds
             with pytest.raises((ssl.SSLError, OSError)):

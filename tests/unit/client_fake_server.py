@@ -194,25 +194,25 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
         except _Refused as error:
             await context.abort(getattr(grpc.StatusCode, error.code), error.message)
 
-    async def Get(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC method names
+    async def Get(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_get, request, context)
 
-    async def Put(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Put(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_put, request, context)
 
-    async def Swap(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Swap(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_swap, request, context)
 
-    async def Delete(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Delete(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_delete, request, context)
 
-    async def Scan(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Scan(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_scan, request, context)
 
-    async def ReadTx(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ReadTx(self, request: Any, context: Any) -> Any:
         return await self._unary(self.do_read_tx, request, context)
 
-    async def ClusterInfo(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def ClusterInfo(self, request: Any, context: Any) -> Any:
         here = self.state.dc
         servers = [pb.ServerAddress(dc=here, partition=p, address=a) for p, a in enumerate(self.addresses)]
         # The other DC's servers are listed but do not exist: a client must never dial them.
@@ -224,7 +224,7 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
             max_key_bytes=64, max_value_bytes=1 << 20, max_message_bytes=4 << 20,
             max_read_keys=self.state.max_read_keys)
 
-    async def AdoptSession(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def AdoptSession(self, request: Any, context: Any) -> Any:
         session = request.session
         self.received.adoptions.append((tuple(session.stable), session.dt, request.from_dc))
         behind = self.state.adopt_behind_us
@@ -232,12 +232,12 @@ class FakeKeyValue(pb_grpc.KeyValueServicer):
             return pb.AdoptSessionResponse(ready=False, behind_us=behind)
         return pb.AdoptSessionResponse(ready=True, session=pb.Session(stable=list(self.state.stable), dt=0))
 
-    async def Stats(self, request: Any, context: Any) -> Any:  # noqa: N802
+    async def Stats(self, request: Any, context: Any) -> Any:
         return pb.StatsResponse(json=f'{{"partition": {self.partition}}}')
 
     # ------------------------------------------------------------------ pipelined API
 
-    async def Pipeline(self, request_iterator: AsyncIterator[pb.OperationBatch],  # noqa: N802
+    async def Pipeline(self, request_iterator: AsyncIterator[pb.OperationBatch],
                        context: Any) -> AsyncIterator[pb.ResultBatch]:
         handlers = {"get": self.do_get, "put": self.do_put, "swap": self.do_swap, "delete": self.do_delete,
                     "scan": self.do_scan, "read_tx": self.do_read_tx}

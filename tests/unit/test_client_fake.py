@@ -134,7 +134,7 @@ def test_sync_threads_sharing_a_client_all_get_their_own_answers(fake: FakeClust
                     key = f"t{number}-{index}"
                     client.put(key, key)
                     assert client.get(key) == key.encode()
-            except BaseException as error:  # noqa: BLE001 - reported by the main thread
+            except BaseException as error:
                 errors.append(error)
 
         threads = [threading.Thread(target=worker, args=(number,)) for number in range(4)]

@@ -120,6 +120,22 @@ def test_a_native_port_may_repeat_a_port_of_another_host() -> None:
     assert [s.native_port for s in config.servers] == [7001, 7000]
 
 
+def test_a_bind_address_is_where_every_listener_binds_and_round_trips() -> None:
+    """Peers and clients dial ``address`` (advertised); the server listens on ``bind``'s host."""
+    config = ClusterConfig.from_dict(_base() | {"servers": [
+        {"dc": "a", "partition": 0, "address": "a-0.okapi:7100", "bind": "0.0.0.0:7100",
+         "peer_address": "a-0.okapi:7200"},
+        {"dc": "b", "partition": 0, "address": "b-0.okapi:7100", "bind": "[::]:7101"},
+    ]})
+    a, b = config.servers
+    assert (a.listen_address, a.listen_host, a.peer_listen_address) == ("0.0.0.0:7100", "0.0.0.0", "0.0.0.0:7200")
+    assert (a.local_address, b.local_address, b.listen_host) == ("127.0.0.1:7100", "[::1]:7101", "::")
+    assert ClusterConfig.from_toml(config.to_toml()) == config
+    plain = local_cluster(dcs=("a",), partitions=1, base_port=7000).servers[0]
+    assert (plain.listen_address, plain.local_address, plain.peer_listen_address) == (
+        "127.0.0.1:7000", "127.0.0.1:7000", None)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -160,6 +176,10 @@ def test_a_native_port_may_repeat_a_port_of_another_host() -> None:
                       {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native port 1 is already used by a/0"),
         ({"servers": [{"dc": "a", "partition": 0, "address": "127.0.0.1:1", "metrics_port": 9, "native_port": 9},
                       {"dc": "b", "partition": 0, "address": "127.0.0.1:2"}]}, "native port 9 is already used by a/0"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "a-0:1", "bind": "0.0.0.0"},
+                      {"dc": "b", "partition": 0, "address": "b-0:1"}]}, "server a/0: bind: address '0.0.0.0' must"),
+        ({"servers": [{"dc": "a", "partition": 0, "address": "a-0:1", "bind": 7100},
+                      {"dc": "b", "partition": 0, "address": "b-0:1"}]}, "bind must be a string"),
     ],
 )
 def test_validation_names_the_problem(change: dict[str, object], message: str) -> None:

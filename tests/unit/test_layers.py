@@ -45,6 +45,7 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.wire": {CORE},  # protobuf <-> core messages, framing
     "okapikv.storage": {CORE},  # durable state of one partition server
     "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls", "okapikv.lifetime"},  # config, launcher, status
+    "okapikv.deploy": {"okapikv.cluster", "okapikv.tls"},  # compose files and manifests rendered from a cluster config
     "okapikv.client": CLIENT_BELOW,  # never the server, never the cluster package
     # ``okapi client`` finds the local cluster from its config file (and nothing else of cluster/)
     "okapikv.client.stdio": {*CLIENT_BELOW, "okapikv.client", "okapikv.cluster.config"},

@@ -57,14 +57,15 @@ def test_collector_reads_the_core_at_scrape_time() -> None:
     node.latency.observe("put", 0.002)
     after = _samples(generate_latest(registry).decode())
     labels = (("dc", "solo"), ("partition", "0"))
-    assert after[("okapi_operations_total", (*labels, ("type", "put")))] == 3
+    put = (("dc", "solo"), ("operation", "put"), ("partition", "0"))  # labels sorted by name
+    assert after[("okapi_operations_total", put)] == 3
     assert after[("okapi_versions_stored", labels)] == 3
     assert after[("okapi_keys", labels)] == 3
-    assert after[("okapi_operation_latency_seconds_count", (*labels, ("type", "put")))] == 1
-    bucket = tuple(sorted((*labels, ("le", "0.0025"), ("type", "put"))))
+    assert after[("okapi_operation_latency_seconds_count", put)] == 1
+    bucket = tuple(sorted((*labels, ("le", "0.0025"), ("operation", "put"))))
     assert after[("okapi_operation_latency_seconds_bucket", bucket)] == 1
     # No stabilization round has run: no stable entry, so no lag sample (rather than a bogus one).
-    assert not any(name == "okapi_usv_lag_milliseconds" for name, _ in after)
+    assert not any(name == "okapi_stable_lag_seconds" for name, _ in after)
 
 
 def test_clock_offset_refusals_are_counted_exported_and_logged_at_most_once_per_interval(
@@ -90,7 +91,7 @@ def test_clock_offset_refusals_are_counted_exported_and_logged_at_most_once_per_
     assert samples[("okapi_max_clock_offset_seconds", labels)] == 0.5
     assert samples[("okapi_hlc_ahead_seconds", labels)] == 0.0  # nothing was adopted
     assert samples[("okapi_clock_ahead_at_start_seconds", labels)] == 0.0
-    assert ("okapi_operations_total", (*labels, ("type", "put"))) not in samples
+    assert ("okapi_operations_total", tuple(sorted((*labels, ("operation", "put"))))) not in samples
     assert node.core.stats.rejected_requests == 0
 
 

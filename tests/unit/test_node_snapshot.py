@@ -42,12 +42,13 @@ LINK = {
 STORAGE = {
     "path", "disk_bytes", "groups_written", "versions_written", "versions_deleted", "mean_commit_ms", "max_commit_ms",
     "durable_group", "required_group", "clock_bound_us", "bound_waits", "checkpoints", "disk_full", "full_commits",
-    "vacuumed_pages", "fsyncs", "fsyncs_per_s", "operations_per_fsync", "versions_per_fsync", "held_effect_groups",
+    "vacuumed_pages", "fsyncs", "commit_seconds", "operations_committed", "filesystem_free_bytes",
+    "filesystem_size_bytes", "fsyncs_per_s", "operations_per_fsync", "versions_per_fsync", "held_effect_groups",
     "recovered",
 }
 INPUT = {"connections", "partial_bytes", "partial_bytes_peak", "budget_bytes", "closed"}
 LATENCY = {"count", "mean_ms", "p50_ms", "p99_ms"}
-#: The metric families a server exported before the snapshot rendered them (docs/operations.md lists them).
+#: The metric families a server exports (docs/operations.md lists them), under Prometheus's naming conventions.
 METRICS = {
     "okapi_client_requests", "okapi_clock_ahead_at_start_seconds", "okapi_clock_offset_clamps",
     "okapi_clock_offset_refusals", "okapi_gc_metadata_bytes", "okapi_handler_errors", "okapi_heartbeat_bytes",
@@ -59,8 +60,13 @@ METRICS = {
     "okapi_replicated_updates_received", "okapi_replicated_updates_sent", "okapi_replication_metadata_bytes",
     "okapi_replication_payload_bytes", "okapi_replication_queue_bytes", "okapi_replication_queue_messages",
     "okapi_server_info", "okapi_snapshot_leases", "okapi_snapshot_retries", "okapi_stabilization_bytes",
-    "okapi_stabilization_messages", "okapi_usv_lag_milliseconds", "okapi_versions_collected", "okapi_versions_stored",
-    "okapi_wait_max_seconds", "okapi_wait_seconds", "okapi_waits",
+    "okapi_stabilization_messages", "okapi_stable_lag_seconds", "okapi_versions_collected", "okapi_versions_stored",
+    "okapi_wait_seconds", "okapi_waits", "okapi_snapshot_read_stall_seconds",
+}
+#: Names the exporter must not use any more (renamed to follow the conventions; CHANGELOG).
+RETIRED = {
+    "okapi_usv_lag_milliseconds", "okapi_wait_max_seconds", "okapi_snapshot_read_stall_us",
+    "okapi_storage_fsyncs_per_second", "okapi_storage_operations_per_fsync", "okapi_storage_versions_per_fsync",
 }
 
 
@@ -133,6 +139,10 @@ def test_every_declared_figure_is_exported_under_its_metric_name() -> None:
             await node.close()
         families = {family.name: family for family in text_string_to_metric_families(text)}
         assert set(families) >= METRICS, METRICS - set(families)
+        assert not set(families) & RETIRED
+        for family in families.values():  # counters in base units, no label named like a metric's type
+            assert not any(unit in family.name for unit in ("_milliseconds", "_us", "per_second", "per_fsync"))
+            assert all("type" not in sample.labels for sample in family.samples), family.name
         for spec, name, value in exported(snapshot):
             metric = spec.name or f"okapi_{name}"
             assert families[metric].type == spec.kind, metric
@@ -184,8 +194,11 @@ def test_a_durable_server_exports_its_fsyncs(tmp_path: Path) -> None:
             await node.close()
         assert families["okapi_storage_fsyncs"].type == "counter"
         assert families["okapi_storage_fsyncs"].samples[0].value >= 1
-        for name in ("okapi_storage_fsyncs_per_second", "okapi_storage_operations_per_fsync",
-                     "okapi_storage_versions_per_fsync"):
-            assert families[name].type == "gauge", name
+        for name in ("okapi_storage_commit_seconds", "okapi_storage_operations_committed",
+                     "okapi_storage_versions_written"):
+            assert families[name].type == "counter", name
+        free = families["okapi_storage_filesystem_free_bytes"].samples[0].value
+        assert 0 < free <= families["okapi_storage_filesystem_size_bytes"].samples[0].value
+        assert families["okapi_storage_disk_full"].samples[0].value == 0
 
     asyncio.run(scenario())

@@ -71,7 +71,7 @@ def test_the_license_file_is_the_mit_license_pyproject_names() -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_unknown_flag_prints_the_subcommands_usage(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    required = {"check": ["history.jsonl"], "load": ["records.tsv"],
+    required = {"check": ["history.jsonl"], "load": ["records.tsv"], "deploy": ["compose"],
                 "server": ["--config", "c.toml", "--dc", "a", "--partition", "0"]}
     arguments = [command, *required.get(command, []), "--bogus"]
     with pytest.raises(SystemExit) as exited:
@@ -145,3 +145,28 @@ def test_the_data_directory_hints_name_no_flag_of_another_command(tmp_path: Path
     with pytest.raises(DataDirError) as raised:
         SqliteStore(tmp_path, Identity("test", ("a",), 1, "cure", "a", 0))
     assert not FLAG.findall(str(raised.value)), raised.value
+
+
+# ------------------------------------------------------------------ a lean server install
+
+
+def _without_numpy(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run where numpy cannot be imported (a server install: no check or bench extra)."""
+    return subprocess.run([sys.executable, "-c", "import sys; sys.modules['numpy'] = None\n" + code],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_server_install_runs_without_the_checkers_dependencies(tmp_path: Path) -> None:
+    served = _without_numpy("import okapikv.server.main, okapikv.server.app, okapikv.cluster.health, "
+                            "okapikv.cluster.launcher, okapikv.cluster.status, okapikv.client.stdio, "
+                            "okapikv.deploy.command\nprint('ok')")
+    assert served.returncode == 0 and served.stdout.strip() == "ok", served.stderr
+    history = tmp_path / "history.jsonl"
+    history.write_text("")
+    checked = _without_numpy(f"from okapikv.cli import main\nsys.exit(main(['check', {str(history)!r}]))")
+    assert checked.returncode == 2, checked.stderr
+    assert checked.stderr.strip() == (
+        "okapi check: needs numpy, which a server install leaves out: pip install 'okapikv[check]'")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(requirement.startswith("numpy") for requirement in project["dependencies"])
+    assert any(requirement.startswith("numpy") for requirement in project["optional-dependencies"]["check"])

@@ -100,7 +100,7 @@ def test_unary_parses_the_request_back() -> None:
     calls: list[tuple[object, float]] = []
 
     class Stub:
-        def Get(self, message: object, timeout: float) -> str:  # noqa: N802 - gRPC's method name
+        def Get(self, message: object, timeout: float) -> str:
             calls.append((message, timeout))
             return "reply"
 

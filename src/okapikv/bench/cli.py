@@ -26,16 +26,16 @@ from typing import Any
 # variable once, at import (set later, it left the handlers on and logged "skipping fork() handlers").
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from okapikv.bench.engine.errors import BenchError  # noqa: E402
-from okapikv.bench.engine.harness import open_bench  # noqa: E402
-from okapikv.bench.engine.options import LEAN_WORKLOADS, MEMORY, BenchOptions  # noqa: E402
-from okapikv.bench.engine.results import Results  # noqa: E402
-from okapikv.bench.engine.systems import parse_systems  # noqa: E402
-from okapikv.bench.engine.workloads import YCSB  # noqa: E402
-from okapikv.bench.suites.registry import SUITES, planned_runs, write_outputs  # noqa: E402
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.harness import open_bench
+from okapikv.bench.engine.options import LEAN_WORKLOADS, MEMORY, BenchOptions
+from okapikv.bench.engine.results import Results
+from okapikv.bench.engine.systems import parse_systems
+from okapikv.bench.engine.workloads import YCSB
+from okapikv.bench.suites.registry import SUITES, planned_runs, write_outputs
 
 #: The modules of the ``bench`` extra (pyproject.toml) that `okapi bench` cannot run without.
-EXTRA_MODULES = ("matplotlib", "hdrh")
+EXTRA_MODULES = ("numpy", "matplotlib", "hdrh")
 EXTRA_HINT = "pip install '.[bench]' in the repository"
 
 

@@ -243,7 +243,7 @@ class GrpcCall:
                 await self._call.write(outgoing.popleft())
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 - any write failure means the stream is gone
+        except Exception as error:
             self._receiver.on_failure(_as_failure(error, "stream write"))
 
     async def _read_loop(self) -> None:
@@ -256,7 +256,7 @@ class GrpcCall:
                 self._receiver.on_batch(batch)
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 - a broken stream must fail its operations, whatever broke it
+        except Exception as error:
             self._receiver.on_failure(_as_failure(error, "stream read"))
 
     def cancel(self) -> None:

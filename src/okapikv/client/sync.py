@@ -121,7 +121,7 @@ class _SyncStream:
             failure = Failure("UNAVAILABLE", "the server closed the stream")
         except grpc.RpcError as error:
             failure = failure_of(error)
-        except Exception as error:  # noqa: BLE001 - whatever broke the stream fails the waiting caller
+        except Exception as error:
             failure = Failure("UNAVAILABLE", f"stream read failed: {error!r}")
         self._fail(failure)
 

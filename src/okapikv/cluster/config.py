@@ -32,18 +32,18 @@ Example (what `okapi up --print-config` prints, shortened)::
 Optional per server: ``metrics_port`` (Prometheus metrics on the host of ``address``; 0 or absent
 means off), ``native_port`` (the native port, on the host of ``address``; 0 or absent: any free
 port, which clients learn through ClusterInfo), ``resp_port`` (the Redis-protocol port, on the host
-of ``address``; 0 or absent: any free port, shown by the server's Stats; see ``okapikv.resp``) and
-``peer_address`` (a second listener for peer
-links only, e.g. on a private network; required with ``[tls] client_auth = false``, see
-``okapikv.tls``). Optional for the cluster: ``native = false`` (serve no native port: clients then
-pipeline over gRPC; see ``okapikv.wire.frames``), ``resp = false`` (serve no Redis-protocol port),
-``bounded_visibility = true`` (Okapi: servers
-hold client batches while remote updates take longer than the UST bound to become visible, a bound
-computed from ``wan_ms``, so for emulated WANs; see ``okapikv.server.admission``)
-a ``[connections]`` section (timeouts and input budgets, ``okapikv.cluster.connections``), a
-``[reads]`` section (the bounds on snapshot reads, ``okapikv.cluster.reads``) and a ``[tls]``
-section (``ca``, ``certificate``, ``key``: PEM paths, relative ones taken from the config file's
-folder; ``client_auth``, default true; ``server_name``)::
+of ``address``; 0 or absent: any free port, shown by the server's Stats; see ``okapikv.resp``),
+``peer_address`` (a second listener for peer links only, e.g. on a private network; required with
+``[tls] client_auth = false``, see ``okapikv.tls``) and ``bind`` (where the server listens when that
+is not the ``address`` peers and clients dial: NAT, published container ports; ``ServerConfig``).
+Optional for the cluster: ``native = false`` (serve no native port: clients then pipeline over gRPC;
+see ``okapikv.wire.frames``), ``resp = false`` (serve no Redis-protocol port), ``bounded_visibility
+= true`` (Okapi: servers hold client batches while remote updates take longer than the UST bound to
+become visible, a bound computed from ``wan_ms``, so for emulated WANs; see
+``okapikv.server.admission``), a ``[connections]`` section (timeouts and input budgets,
+``okapikv.cluster.connections``), a ``[reads]`` section (the bounds on snapshot reads,
+``okapikv.cluster.reads``) and a ``[tls]`` section (``ca``, ``certificate``, ``key``: PEM paths,
+relative ones taken from the config file's folder; ``client_auth``, default true; ``server_name``)::
 
     [tls]
     ca = "ca.pem"
@@ -124,7 +124,7 @@ _TOP_LEVEL_KEYS = {
     "reads",
 }
 _SERVER_KEYS = {"dc", "partition", "address", "clock_skew_ms", "metrics_port", "peer_address", "native_port",
-                "resp_port"}
+                "resp_port", "bind"}
 _TLS_KEYS = {"ca", "certificate", "key", "client_auth", "server_name"}
 
 
@@ -135,7 +135,14 @@ class ServerConfig:
     ``metrics_port`` (0: off) serves Prometheus metrics on the host of ``address``; ``peer_address``
     (optional) is a listener for peer links only, which then dial it instead of ``address``;
     ``native_port`` is the native port on the host of ``address`` (0: any free one), ``resp_port``
-    the Redis-protocol port (0: any free one)."""
+    the Redis-protocol port (0: any free one).
+
+    ``bind`` (optional) is where the server listens when that is not where it is dialled: behind NAT,
+    a published container port or a per-pod load balancer the server binds, say, ``0.0.0.0:7100``
+    while peers and clients dial ``address`` (what ClusterInfo advertises), the listen/advertise
+    split of etcd and CockroachDB. Every
+    listener of the server then binds on the host of ``bind``: the client port on ``bind`` itself,
+    the peer, metrics, native and RESP listeners on their own ports."""
 
     dc: str
     partition: int
@@ -145,10 +152,40 @@ class ServerConfig:
     peer_address: str | None = None
     native_port: int = 0
     resp_port: int = 0
+    bind: str | None = None
 
     @property
     def label(self) -> str:
         return f"{self.dc}/{self.partition}"
+
+    @property
+    def listen_address(self) -> str:
+        """Where the client (gRPC) listener binds: ``bind``, else ``address``."""
+        return self.bind or self.address
+
+    @property
+    def listen_host(self) -> str:
+        """The host every other listener (metrics, native, RESP) binds on, without brackets."""
+        return split_address(self.listen_address)[0]
+
+    @property
+    def peer_listen_address(self) -> str | None:
+        """Where the peer listener binds: ``peer_address``'s port on the host of ``bind`` when
+        the server has one, else ``peer_address`` itself (None without a peer listener)."""
+        if self.peer_address is None or self.bind is None:
+            return self.peer_address
+        return join_address(self.listen_host, split_address(self.peer_address)[1])
+
+    @property
+    def local_address(self) -> str:
+        """Where a process on the server's own host reaches its client listener (`okapi health` in a
+        container): ``bind``, with a wildcard host replaced by loopback."""
+        host, port = split_address(self.listen_address)
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        return join_address(host, port)
 
     @property
     def peer_target(self) -> str:
@@ -329,6 +366,8 @@ class ClusterConfig:
                 lines.append(f"native_port = {server.native_port}")
             if server.resp_port:
                 lines.append(f"resp_port = {server.resp_port}")
+            if server.bind:
+                lines.append(f"bind = {_toml_string(server.bind)}")
         if self.tls is not None:
             lines += ["", "# TLS for clients and peer links (peers always use mutual TLS).", "[tls]"]
             for name, value in _tls_dict(self.tls).items():
@@ -438,6 +477,8 @@ def _server_dict(server: ServerConfig) -> dict[str, Any]:
         entry["native_port"] = server.native_port
     if server.resp_port:
         entry["resp_port"] = server.resp_port
+    if server.bind:
+        entry["bind"] = server.bind
     return entry
 
 
@@ -523,8 +564,11 @@ def _server(entry: object, number: int) -> ServerConfig:
     peer_address = entry.get("peer_address")
     if peer_address is not None and not isinstance(peer_address, str):
         raise ValueError(f"{where}: peer_address must be a string")
+    bind = entry.get("bind")
+    if bind is not None and not isinstance(bind, str):
+        raise ValueError(f"{where}: bind must be a string")
     return ServerConfig(entry["dc"], _integer(entry["partition"], f"{where}: partition"), entry["address"], skew,
-                        metrics_port, peer_address or None, native_port, resp_port)
+                        metrics_port, peer_address or None, native_port, resp_port, bind or None)
 
 
 def _tls(entry: object) -> TlsConfig:
@@ -656,6 +700,11 @@ def _server_problems(config: ClusterConfig) -> list[str]:
         addresses[canonical] = server
         if not math.isfinite(server.clock_skew_ms):
             problems.append(f"server {server.label}: clock_skew_ms must be finite")
+        if server.bind is not None:
+            try:
+                split_address(server.bind)
+            except ValueError as error:
+                problems.append(f"server {server.label}: bind: {error}")
         problems.extend(_listener_problems(config, server, host, addresses))
     for dc in config.dcs:
         missing = _missing_partitions({p for d, p in seen if d == dc}, config.partitions)

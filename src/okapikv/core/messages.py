@@ -53,7 +53,7 @@ def message(cls: type[T]) -> type[T]:
         namespace[f"_set{index}"] = getattr(frozen, item.name).__set__
         body.append(f"    _set{index}(self, {item.name})")
     source = f"def __init__(self, {', '.join(parameters)}):\n" + "\n".join(body or ["    pass"]) + "\n"
-    exec(source, namespace)  # noqa: S102 - generated from the class's own field names, like dataclasses does
+    exec(source, namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{frozen.__qualname__}.__init__"
     frozen.__init__ = init  # type: ignore[method-assign]

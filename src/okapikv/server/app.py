@@ -1,7 +1,8 @@
 """The gRPC server process of one partition server: services, health checking, signals.
 
-The server binds only its own address from the cluster config, so the same config file serves a
-loopback cluster and a multi-host one. ``SO_REUSEPORT`` is turned off: two servers configured with
+The server binds only its own address from the cluster config (its ``bind`` address where that
+differs from the one peers dial), so the same config file serves a loopback cluster and a multi-host
+one. ``SO_REUSEPORT`` is turned off: two servers configured with
 the same port must fail loudly instead of silently sharing connections.
 
 Message-size limits: the largest message a server accepts is the config's ``max_message_bytes``
@@ -37,7 +38,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
 from okapikv import tls as tls_support
-from okapikv.cluster.config import ClusterConfig, split_address
+from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
 from okapikv.server import faults
@@ -102,7 +103,7 @@ async def _start_metrics(node: PartitionNode, port: int) -> MetricsServer | None
     if not port:
         return None
     config = node.config
-    host = split_address(node.server_config.address)[0]
+    host = node.server_config.listen_host
     context = None
     if config.tls is not None:
         context = tls_support.server_ssl_context(config.tls, require_client_auth=config.tls.client_auth)
@@ -119,7 +120,7 @@ async def _start_native(node: PartitionNode, intake: PeerIntake) -> asyncio.Serv
     config = node.config
     if not config.native:
         return None
-    host = split_address(node.server_config.address)[0].strip("[]")
+    host = node.server_config.listen_host
     port = node.server_config.native_port
     context = None
     if config.tls is not None:
@@ -137,7 +138,7 @@ async def _start_resp(node: PartitionNode, durable: bool) -> RespService | None:
     config = node.config
     if not config.resp:
         return None
-    host = split_address(node.server_config.address)[0].strip("[]")
+    host = node.server_config.listen_host
     port = node.server_config.resp_port
     context = None
     if config.tls is not None:
@@ -201,9 +202,10 @@ async def serve(
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     faults.register(server, node)  # only with OKAPI_FAULT_INJECTION=1 (tests)
     address = server_config.address
-    _add_port(server, address, client_credentials)
-    if server_config.peer_address:
-        _add_port(server, server_config.peer_address, peer_listener_credentials)
+    _add_port(server, server_config.listen_address, client_credentials)
+    peer_listen = server_config.peer_listen_address
+    if peer_listen:
+        _add_port(server, peer_listen, peer_listener_credentials)
     loop = asyncio.get_running_loop()
     if stop is None:
         stop = asyncio.Event()
@@ -234,7 +236,8 @@ async def serve(
     for name in SERVICE_NAMES:
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
-             extra={"event": "listening", "address": address, "peer_address": server_config.peer_address,
+             extra={"event": "listening", "address": address, "bind": server_config.listen_address,
+                    "peer_address": server_config.peer_address,
                     "metrics_port": metrics.port if metrics else 0, "native_port": node.native_port,
                     "resp_port": node.resp_port,
                     "tls": tls is not None,

@@ -39,7 +39,8 @@ from okapikv.wire.stats import LinkFigures, NodeSnapshot, exported
 log = logging.getLogger("okapikv.server.metrics")
 
 #: Core counters exported under a name and help of their own (the others as okapi_<name>_total,
-#: "Core counter <name>").
+#: "Core counter <name>"). Names follow Prometheus's conventions: base units (seconds, bytes), a
+#: counter's name ends in ``_total`` (prometheus-client appends it), no precomputed ratios.
 CORE_COUNTERS: dict[str, tuple[str, str]] = {
     "replicated_updates_sent": ("okapi_replicated_updates_sent", "Updates replicated to peers (each counted once)."),
     "replicated_updates_received": ("okapi_replicated_updates_received", "Updates received from peers."),
@@ -59,7 +60,11 @@ CORE_COUNTERS: dict[str, tuple[str, str]] = {
     "clock_offset_clamps": (
         "okapi_clock_offset_clamps", "Peer timestamps (updates, heartbeats, catch-up answers) more than the maximum "
         "clock offset ahead of this server's clock, whose watermark was held back."),
+    "snapshot_read_stall_us": (
+        "okapi_snapshot_read_stall_seconds", "Time snapshot reads waited for their snapshot to become readable."),
 }
+#: Core counters kept in microseconds, exported in seconds.
+MICROSECOND_COUNTERS = frozenset({"snapshot_read_stall_us"})
 MAX_REQUEST_HEAD_BYTES = 8192
 REQUEST_TIMEOUT_S = 5.0
 
@@ -94,16 +99,16 @@ class NodeCollector:
         info.add_metric([*labels, identity.cluster_id, identity.protocol, identity.address], 1)
         yield info
 
-        operations = CounterMetricFamily("okapi_operations", "Client operations handled by the core, by type.",
-                                         labels=[*names, "type"])
+        operations = CounterMetricFamily("okapi_operations", "Client operations handled by the core, by operation.",
+                                         labels=[*names, "operation"])
         for kind, count in sorted(snapshot.core.operations.items()):
             operations.add_metric([*labels, kind], count)
         yield operations
 
         latency = HistogramMetricFamily(
             "okapi_operation_latency_seconds",
-            "Time from a request reaching the server to its reply, parking included, by type.",
-            labels=[*names, "type"],
+            "Time from a request reaching the server to its reply, parking included, by operation.",
+            labels=[*names, "operation"],
         )
         for kind, figures in snapshot.latency.items():
             latency.add_metric([*labels, kind], list(figures.buckets), figures.total_s)
@@ -113,18 +118,15 @@ class NodeCollector:
                                     labels=[*names, "reason"])
         wait_time = CounterMetricFamily("okapi_wait_seconds", "Total time requests waited, by reason.",
                                         labels=[*names, "reason"])
-        wait_max = GaugeMetricFamily("okapi_wait_max_seconds", "Longest single wait so far, by reason.",
-                                     labels=[*names, "reason"])
         for reason, wait in sorted(snapshot.core.waits.items()):
             waits.add_metric([*labels, reason], wait.count)
             wait_time.add_metric([*labels, reason], wait.total_us / 1e6)
-            wait_max.add_metric([*labels, reason], wait.max_us / 1e6)
-        yield from (waits, wait_time, wait_max)
+        yield from (waits, wait_time)
 
         yield from self._links(snapshot.links.values())
 
         lag = GaugeMetricFamily(
-            "okapi_usv_lag_milliseconds",
+            "okapi_stable_lag_seconds",
             "This server's clock minus its stable vector's entry for each DC (USV for Okapi, GSV for Cure, "
             "GST for GentleRain): how old a remote update may be and still be invisible here.",
             labels=[*names, "source_dc"],
@@ -132,13 +134,13 @@ class NodeCollector:
         dcs = self.node.config.dcs
         for index, lag_ms in enumerate(snapshot.stabilization.stable_lag_ms):
             if lag_ms is not None:  # nothing known from that DC yet: no meaningful lag
-                lag.add_metric([*labels, dcs[index]], lag_ms)
+                lag.add_metric([*labels, dcs[index]], lag_ms / 1000)
         yield lag
 
         for name, count in snapshot.core.counters.items():
             metric, documentation = CORE_COUNTERS.get(
                 name, (f"okapi_{name}", f"Core counter {name} (okapikv.core.stats)."))
-            yield self._family("counter", metric, documentation, count)
+            yield self._family("counter", metric, documentation, count / 1e6 if name in MICROSECOND_COUNTERS else count)
         for spec, name, value in exported(snapshot):
             yield self._family(spec.kind, spec.name or f"okapi_{name}", spec.help, value)
         yield from self._input_closed(snapshot)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -107,6 +108,7 @@ class GroupCommitter:
         self.bound_waits = 0
         self.full_commits = 0  # commits that failed for lack of space (and were retried)
         self._operations = operations
+        self.operations_committed = 0  # client operations so far as of the last group (a counter)
         self._rates = CommitRates()
 
     # ---------------------------------------------------------------- life cycle
@@ -137,7 +139,7 @@ class GroupCommitter:
                 await loop.run_in_executor(self._executor, self.store.commit, group)
                 self.durable = group.number
                 self._on_durable()
-            except Exception as error:  # noqa: BLE001 - reported, then the store is closed anyway
+            except Exception as error:
                 log.error("final commit failed: %s", error)
         await asyncio.get_running_loop().run_in_executor(self._executor, self.store.close)
         self._executor.shutdown(wait=True)
@@ -220,7 +222,7 @@ class GroupCommitter:
         # The statements here, the COMMIT (the fsync) alone on the worker (``SqliteStore.prepare``).
         try:
             self.store.prepare(group)
-        except Exception as error:  # noqa: BLE001 - the same outcome as a failed COMMIT
+        except Exception as error:
             failed: asyncio.Future[bool] = self._loop.create_future()
             failed.set_exception(error)
             self._finished(group, failed, started)
@@ -261,8 +263,9 @@ class GroupCommitter:
                 self.versions_written += 1
             else:
                 self.versions_deleted += 1
-        self._rates.record(time.monotonic(), self.groups_written, self.versions_written,
-                           self._operations() if self._operations is not None else 0)
+        if self._operations is not None:
+            self.operations_committed = self._operations()
+        self._rates.record(time.monotonic(), self.groups_written, self.versions_written, self.operations_committed)
         self._last_state = group.state
         self.durable = group.number
         if group.clock_bound_us is not None:
@@ -366,7 +369,7 @@ class GroupCommitter:
     def _maintain(self) -> None:
         try:
             self.store.maintain()
-        except Exception as error:  # noqa: BLE001 - maintenance is best effort; commits report real failures
+        except Exception as error:
             log.warning("storage maintenance failed: %s", error)
 
     # ---------------------------------------------------------------- introspection
@@ -378,6 +381,11 @@ class GroupCommitter:
 
     def stats(self) -> dict[str, object]:
         rates = self._rates.rates(time.monotonic())
+        try:  # the data directory's file system, for "disk nearly full" alerts
+            file_system = os.statvfs(self.store.path.parent)
+            free, size = file_system.f_bavail * file_system.f_frsize, file_system.f_blocks * file_system.f_frsize
+        except OSError:
+            free = size = 0
         return {
             "path": str(self.store.path),
             "disk_bytes": self.store.disk_bytes(),
@@ -395,6 +403,10 @@ class GroupCommitter:
             "full_commits": self.full_commits,
             "vacuumed_pages": self.store.vacuumed_pages,
             "fsyncs": self.groups_written,
+            "commit_seconds": self.commit_seconds,
+            "operations_committed": self.operations_committed,
+            "filesystem_free_bytes": free,
+            "filesystem_size_bytes": size,
             "fsyncs_per_s": rates.fsyncs_per_s,
             "operations_per_fsync": rates.operations_per_fsync,
             "versions_per_fsync": rates.versions_per_fsync,

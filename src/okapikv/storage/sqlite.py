@@ -754,7 +754,7 @@ def salvage(directory: Path, local_dc: int) -> Salvage:
                         bound = max(bound, int(row[0]))
                 columns = {str(row[1]) for row in db.execute("PRAGMA table_info(versions)")}
                 crc_column = "crc" if "crc" in columns else "NULL"
-                cursor = db.execute(f"SELECT key, ts, dc, value, dv, {crc_column} FROM versions WHERE dc = ?",  # noqa: S608
+                cursor = db.execute(f"SELECT key, ts, dc, value, dv, {crc_column} FROM versions WHERE dc = ?",
                                     (local_dc,))
                 for key, stored_ts, dc, value, dv, crc in cursor:
                     if crc is not None and version_checksum(key, stored_ts, dc, value, dv) != crc:

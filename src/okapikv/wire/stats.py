@@ -276,7 +276,7 @@ class StorageFigures:
     path: str
     disk_bytes: int
     groups_written: int
-    versions_written: int
+    versions_written: Annotated[int, counter("Versions written by commit groups.", "okapi_storage_versions_written")]
     versions_deleted: int
     mean_commit_ms: float
     max_commit_ms: float
@@ -285,17 +285,27 @@ class StorageFigures:
     clock_bound_us: int
     bound_waits: int
     checkpoints: int
-    disk_full: bool
+    disk_full: Annotated[bool, gauge("1 while less than the reserve is free: writes are refused.",
+                                     "okapi_storage_disk_full", convert=float)]
     full_commits: int
     vacuumed_pages: int
-    #: one per commit group (a WAL fsync each; ``okapikv.storage.commit_rates``), and over the last 10 s:
+    #: one per commit group (a WAL fsync each; ``okapikv.storage.commit_rates``), as counters a
+    #: dashboard divides (rate(commit_seconds) / rate(fsyncs) is the mean commit latency), and the
+    #: data directory's file system:
     fsyncs: Annotated[int, counter("Commit groups written, one WAL fsync each.", "okapi_storage_fsyncs")]
-    fsyncs_per_s: Annotated[float, gauge("Commit fsyncs per second over the last 10 s.",
-                                         "okapi_storage_fsyncs_per_second")]
-    operations_per_fsync: Annotated[float, gauge("Client operations per commit fsync over the last 10 s.",
-                                                 "okapi_storage_operations_per_fsync")]
-    versions_per_fsync: Annotated[float, gauge("Versions written per commit fsync over the last 10 s.",
-                                               "okapi_storage_versions_per_fsync")]
+    commit_seconds: Annotated[float, counter("Time spent writing commit groups (transaction and WAL fsync).",
+                                             "okapi_storage_commit_seconds")]
+    operations_committed: Annotated[int, counter("Client requests the server had received as of its latest commit "
+                                                 "group (over fsyncs: requests per fsync).",
+                                                 "okapi_storage_operations_committed")]
+    filesystem_free_bytes: Annotated[int, gauge("Bytes free to the server on its data directory's file system.",
+                                                "okapi_storage_filesystem_free_bytes")]
+    filesystem_size_bytes: Annotated[int, gauge("Size of the data directory's file system.",
+                                                "okapi_storage_filesystem_size_bytes")]
+    #: over the last 10 s, for `okapi status` (the exporter leaves ratios to PromQL):
+    fsyncs_per_s: float
+    operations_per_fsync: float
+    versions_per_fsync: float
     held_effect_groups: int
     recovered: RecoveredFigures | None
 

@@ -26,8 +26,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 Runs = list[dict[str, Any]]
 COLORS = {"okapi": "tab:blue", "cure": "tab:orange", "gentlerain": "tab:green", "redis": "tab:red",

@@ -164,7 +164,7 @@ async def measure_visibility(
                 try:
                     sample = await _probe_once(roots[source].fork(), roots[destination].fork(), key, value,
                                                poll_interval_s, probe_timeout_s)
-                except Exception:  # noqa: BLE001 - a failed probe is a timeout sample
+                except Exception:
                     sample = None
                 if sample is None:
                     pair.timeouts += 1

@@ -104,7 +104,7 @@ async def _session_loop(
                 await put(operation.key, operation.value)
             else:
                 await _execute(session, operation, state, window)
-        except Exception as error:  # noqa: BLE001 - every failure is counted, the run goes on
+        except Exception as error:
             state.errors[kind] += 1
             state.last_error = f"{kind}: {type(error).__name__}: {error}"[:500]
             await asyncio.sleep(ERROR_BACKOFF_S)
@@ -296,7 +296,7 @@ def worker_main(connection: multiprocessing.connection.Connection, progress: Any
                 result: WorkerResult | Failed = loop.run_until_complete(_run_prepared(message, connection, progress))
             except KeyboardInterrupt:
                 return
-            except BaseException as error:  # noqa: BLE001 - reported to the parent, which raises
+            except BaseException as error:
                 result = Failed(worker_index, "".join(traceback.format_exception(error)))
             try:
                 connection.send(result)

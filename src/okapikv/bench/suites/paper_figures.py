@@ -226,7 +226,7 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def markdown(paper: dict[str, Any]) -> list[str]:  # noqa: C901 - one table after another
+def markdown(paper: dict[str, Any]) -> list[str]:
     """The section's report lines (the claims table, ``paper_claims``, is its own section)."""
     lines = ["## The paper's figures (peak throughput, per-transaction stalls, visibility per destination, "
              "bytes on the wire)", "",
