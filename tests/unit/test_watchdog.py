@@ -52,9 +52,9 @@ def test_a_slow_callback_is_reported_once_with_its_length_and_site() -> None:
     stalls = _watch(0.3)
     assert len(stalls) == 1, stalls
     held, computed, site = stalls[0]
-    # measured from the first sample: the kernel's profiling timer sends it a fifth of the threshold
-    # of CPU into the callback, give or take its ticks (up to 34 ms seen on the loaded 2-core VM)
-    assert 0.3 - THRESHOLD_S < computed <= held
+    # measured from the first sample, which the kernel's profiling timer sends a fifth of the
+    # threshold of CPU into the callback on an idle machine, up to 62 ms seen on the loaded 2-core VM
+    assert 0.3 / 2 < computed <= 0.3 + 0.01 and computed <= held
     assert site is not None and "test_watchdog.py" in site and "in hold_the_loop" in site
 
 

@@ -25,8 +25,8 @@ thread, the loop's, between two bytecodes of whatever runs there, and hands it t
 The test is the loop thread's CPU time, not the wall clock, so that a machine short of CPU (the
 process descheduled between two short callbacks) is not taken for a slow callback; a stall is
 measured from its first sample, which the kernel's profiling timer sends about ``threshold / 5`` of
-CPU into it, give or take the timer's ticks (up to 34 ms seen on the loaded 2-core VM), so a stall
-is counted once it computes for about the threshold plus that. A long C call that holds the GIL
+CPU into it, give or take the timer's ticks (up to 62 ms seen on the loaded 2-core VM), so a stall
+is counted once it computes for the threshold plus that delay. A long C call that holds the GIL
 (a C parser preallocating) counts and is reported at the Python line that called it, where the
 handler first runs. A callback that holds
 the loop without computing (a sleep, a blocking system call) is not counted: no signal comes while
