@@ -4,7 +4,7 @@ and split into reads at random, raise nothing but the parser's documented error,
 multiple of the bytes fed, take time in proportion to them, and (RESP) both parsers agree.
 
 The suite's short run (seconds in all); the coverage-guided run with atheris is
-``python -m okapikv.fuzz.parsers --target NAME --seconds N`` (docs/testing.md)."""
+``python scripts/fuzz_parsers.py --target NAME --seconds N`` (docs/testing.md)."""
 
 from __future__ import annotations
 

@@ -23,24 +23,18 @@ files, and the checkers run on what parses). The first byte of an input picks ho
 reads (``split``), so one input exercises a parser's resumption too.
 
 Two drivers: the suite's hypothesis tests (``tests/property/test_prop_parsers.py``: random bytes and
-mutated valid inputs, seconds in all, no atheris needed) and the coverage-guided run here, with
-atheris (``pip install 'okapikv[fuzz]'``)::
-
-    python -m okapikv.fuzz.parsers --target resp --seconds 600
-
-which instruments okapikv, starts from ``seeds(target)`` and prints libFuzzer's execution count
-(docs/testing.md records runs). A failing input is written to the working directory as libFuzzer's
-``crash-<sha1>`` file; ``python -m okapikv.fuzz.parsers --target resp --replay FILE`` reruns it.
+mutated valid inputs, seconds in all, no atheris needed) and the coverage-guided run of
+``scripts/fuzz_parsers.py`` with atheris (``pip install 'okapikv[fuzz]'``), which instruments
+okapikv, starts from ``seeds(target)`` and prints libFuzzer's execution count (docs/testing.md
+records runs and says how to replay a failing input).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
@@ -269,55 +263,3 @@ def seeds(target: str) -> list[bytes]:
 
         return [b"\x00" + "".join(json.dumps(event) + "\n" for event in history_events(recorder.history())).encode()]
     raise ValueError(f"unknown target {target!r}")
-
-
-# ------------------------------------------------------------------------------------ the atheris run
-
-
-def _fuzz(target: str, seconds: int, corpus: Iterable[str]) -> int:
-    try:
-        import atheris
-    except ImportError:
-        print("atheris is not installed: pip install 'okapikv[fuzz]'", file=sys.stderr)
-        return 2
-    import importlib
-    import tempfile
-    from pathlib import Path
-
-    # okapikv is imported again under atheris's instrumentation (coverage feedback), this module
-    # included, so that the targets and the errors they catch come from the same instrumented copy.
-    for name in [name for name in sys.modules if name == "okapikv" or name.startswith("okapikv.")]:
-        del sys.modules[name]
-    with atheris.instrument_imports(include=["okapikv"]):
-        instrumented = importlib.import_module("okapikv.fuzz.parsers")
-
-    def one(data: bytes) -> None:
-        instrumented.check(target, data)
-
-    seed_directory = tempfile.mkdtemp(prefix=f"okapi-fuzz-{target}-")
-    for index, seed in enumerate(seeds(target)):
-        Path(seed_directory, f"seed-{index}").write_bytes(seed)
-    arguments = [sys.argv[0], f"-max_total_time={seconds}", "-rss_limit_mb=4096", "-max_len=16384",
-                 *corpus, seed_directory]
-    atheris.Setup(arguments, one)
-    atheris.Fuzz()
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m okapikv.fuzz.parsers", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", choices=list(TARGETS), required=True)
-    parser.add_argument("--seconds", type=int, default=600)
-    parser.add_argument("--replay", metavar="FILE", help="run the target once on FILE (a crash-* input)")
-    parser.add_argument("corpus", nargs="*", help="corpus directories for libFuzzer (kept and grown)")
-    args = parser.parse_args(argv)
-    if args.replay:
-        with open(args.replay, "rb") as source:
-            cost = check(args.target, source.read())
-        print(f"ok: {cost.seconds:.4f} s, {cost.peak_bytes} bytes at peak")
-        return 0
-    return _fuzz(args.target, args.seconds, args.corpus)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
