@@ -192,3 +192,15 @@ def test_a_simple_string_element_is_refused_even_where_its_length_lines_up(make:
     data = b"*3\r\n$3\r\nSET\r\n$1\r\nk\x00*+\x00\x00\x00\x89\x99\x89\x00\xff\x00*++\xff\xff\xff\xff\r\n$1\r\nv\xff"
     assert feed_all(make, [data]) == ([], "Protocol error: expected '$', got '+'")
     assert feed_all(make, [b"*2\r\n$3\r\nGET\r\n+k\r\n"]) == ([], "Protocol error: expected '$', got '+'")
+
+
+def test_the_environment_picks_the_parser_of_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from okapikv.resp.parser import PARSER_VARIABLE, hiredis_preferred
+
+    monkeypatch.delenv(PARSER_VARIABLE, raising=False)
+    assert hiredis_preferred()
+    monkeypatch.setenv(PARSER_VARIABLE, "python")
+    assert not hiredis_preferred()
+    monkeypatch.setenv(PARSER_VARIABLE, "c")
+    with pytest.raises(ValueError, match="OKAPI_RESP_PARSER must be hiredis or python, not 'c'"):
+        hiredis_preferred()
