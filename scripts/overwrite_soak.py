@@ -3,7 +3,7 @@
 Starts a local cluster whose servers keep their data on disk (``okapi server --data-dir``), drives a
 closed-loop PUT load over a small key set from every DC (each write replaces a version that GC must
 then remove from memory and from SQLite), and prints, every ``--sample-s``: throughput, the total
-RSS of the server processes, the bytes of their data directories (database, WAL) and the number of
+RSS of the server processes, the bytes of their data directories (database, WAL, commit log) and the number of
 versions they hold. At the end it compares the last samples with the first ones after warm-up.
 
     python scripts/overwrite_soak.py --duration-s 600            # the 10-minute run (docs/testing.md)
@@ -11,7 +11,8 @@ versions they hold. At the end it compares the last samples with the first ones 
 
 Exit status 0 when RSS and the database files after warm-up grew less than ``--max-growth`` (default
 25 %, mean of the last third of the samples against the first) and the WALs stayed within their cap
-(4 MiB per server between checkpoints), else 1.
+(4 MiB per server between checkpoints) and the commit logs within theirs (three 8 MiB segments per
+server), else 1.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.launcher import server_data_dir, start_server
 from okapikv.cluster.ports import free_port_block
 from okapikv.core.partitioning import partition_of
+from okapikv.storage.log import SEGMENT_SUFFIX
+from okapikv.storage.logged_store import SEGMENT_BYTES
 from okapikv.storage.sqlite import WAL_SIZE_LIMIT_BYTES
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -49,16 +52,19 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _directory_bytes(directory: Path) -> tuple[int, int]:
-    """(database bytes, WAL bytes): SQLite's main files, and its ``-wal``/``-shm`` files."""
-    database = wal = 0
+def _directory_bytes(directory: Path) -> tuple[int, int, int]:
+    """(database bytes, WAL bytes, log bytes): SQLite's main files, its ``-wal``/``-shm`` files, and
+    the commit log's segments."""
+    database = wal = logged = 0
     for path in directory.rglob("*"):
         if path.is_file():
             if path.name.endswith(("-wal", "-shm")):
                 wal += path.stat().st_size
+            elif path.name.endswith(SEGMENT_SUFFIX):
+                logged += path.stat().st_size
             else:
                 database += path.stat().st_size
-    return database, wal
+    return database, wal, logged
 
 
 class Load:
@@ -144,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"overwrite soak: {len(dcs)} DC(s) x {args.partitions} partition(s), {args.keys} keys, "
                   f"{args.value_bytes}-byte values, {args.threads_per_dc} writer thread(s) per DC, "
                   f"{args.duration_s:.0f} s (warm-up {warmup_s:.0f} s), data in {root / 'data'}", flush=True)
-            print(f"{'t_s':>6} {'ops/s':>8} {'rss_mb':>8} {'db_mb':>8} {'wal_mb':>8} {'versions':>9} {'errors':>6}",
-                  flush=True)
+            print(f"{'t_s':>6} {'ops/s':>8} {'rss_mb':>8} {'db_mb':>8} {'wal_mb':>8} {'log_mb':>8} {'versions':>9} "
+                  f"{'errors':>6}", flush=True)
             load.start()
             started = time.monotonic()
             last_count, last_time = 0, started
-            samples: list[tuple[float, float, float, int]] = []
+            samples: list[tuple[float, float, float, int, float, float]] = []
             while time.monotonic() - started < args.duration_s:
                 time.sleep(args.sample_s)
                 now = time.monotonic()
@@ -157,15 +163,15 @@ def main(argv: list[str] | None = None) -> int:
                 rate = (count - last_count) / (now - last_time)
                 last_count, last_time = count, now
                 rss = sum(_rss_bytes(process.pid) for process in processes.values()) / 2**20
-                database_bytes, wal_bytes = _directory_bytes(root / "data")
-                disk, wal = database_bytes / 2**20, wal_bytes / 2**20
+                database_bytes, wal_bytes, log_bytes = _directory_bytes(root / "data")
+                disk, wal, logged = database_bytes / 2**20, wal_bytes / 2**20, log_bytes / 2**20
                 versions = 0
                 for stub in stats_stubs:
                     versions += int(json.loads(stub.Stats(pb.StatsRequest(), timeout=10).json)["versions"])
                 elapsed = now - started
-                samples.append((elapsed, rss, disk, versions, wal))
-                print(f"{elapsed:6.0f} {rate:8.0f} {rss:8.1f} {disk:8.2f} {wal:8.2f} {versions:9d} {load.errors:6d}",
-                      flush=True)
+                samples.append((elapsed, rss, disk, versions, wal, logged))
+                print(f"{elapsed:6.0f} {rate:8.0f} {rss:8.1f} {disk:8.2f} {wal:8.2f} {logged:8.2f} {versions:9d} "
+                      f"{load.errors:6d}", flush=True)
             load.stop()
         finally:
             for process in processes.values():
@@ -188,13 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     wal_cap = len(processes) * WAL_SIZE_LIMIT_BYTES / 2**20
     wal_peak = max(s[4] for s in steady)
+    # The log: an open segment and the closed ones awaiting their checkpoint, a sawtooth like the WAL.
+    log_cap = len(processes) * 3 * SEGMENT_BYTES / 2**20
+    log_peak = max(s[5] for s in steady)
     print(f"after warm-up: RSS {growth['rss']:+.1%}, database files {growth['disk']:+.1%} (mean of the last third "
           f"against the first third), WAL {min(s[4] for s in steady):.1f}-{wal_peak:.1f} MB (cap "
           f"{wal_cap:.0f} MB, one WAL of at most {WAL_SIZE_LIMIT_BYTES / 2**20:.0f} MB per server between "
-          f"checkpoints); limit {args.max_growth:+.0%}; "
+          f"checkpoints), log {min(s[5] for s in steady):.1f}-{log_peak:.1f} MB (cap {log_cap:.0f} MB, three "
+          f"{SEGMENT_BYTES / 2**20:.0f} MB segments per server); limit {args.max_growth:+.0%}; "
           f"versions held {min(s[3] for s in steady)}..{max(s[3] for s in steady)} for {args.keys} keys; "
           f"{last_count} writes", flush=True)
-    return 0 if all(value < args.max_growth for value in growth.values()) and wal_peak <= wal_cap * 1.1 else 1
+    bounded = wal_peak <= wal_cap * 1.1 and log_peak <= log_cap
+    return 0 if all(value < args.max_growth for value in growth.values()) and bounded else 1
 
 
 if __name__ == "__main__":

@@ -222,7 +222,7 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--clients", type=int, default=12,
                    help="closed-loop client sessions, spread over the DCs (default %(default)s)")
     p.add_argument("--duration-s", type=float, default=None,
-                   help="simulated seconds of the fault phase (default 2; --experiment: 0.2 per run)")
+                   help="simulated seconds of the fault phase (default 2; --experiment: 1.0 per run)")
     p.add_argument("--protocol", default="okapi", help="okapi | cure | gentlerain | eventual (default: %(default)s)")
     p.add_argument("--faults", action="store_true",
                    help="inject partitions, crashes (kill -9, restart from disk), pauses, clock steps, slow servers")
@@ -237,6 +237,8 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--counters-ttls", action="store_true",
+                   help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",
                    help="with --faults: bursts of whole-range SCANs whose slices cost their servers 25 ms per key; "
                         "each page must be answered, other clients' GETs must not starve, and no read may stay "
@@ -254,7 +256,8 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--write-ratio", type=float, default=None,
                    help="paper workload: probability an operation is a PUT, else a RO-TX (default: alternate)")
     p.add_argument("--think-us", type=int, default=1_000, help="client think time, uniform in [0, X] us")
-    p.add_argument("--warmup-s", type=float, default=0.0, help="latency and throughput leave out these first seconds")
+    p.add_argument("--warmup-s", type=float, default=0.0,
+                   help="latency and throughput leave out these first seconds (--experiment: 0.2)")
     p.add_argument("--cost", default=None, metavar="PROFILE",
                    help="turn the cost model on: a profile file (JSON) or a packaged profile's name")
     p.add_argument("--cores", type=int, default=None, help="with --cost: cores per server (default: the profile's)")

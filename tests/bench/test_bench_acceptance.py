@@ -10,7 +10,7 @@ import pytest
 from okapikv.bench.engine.latency import SequentialLatency
 from okapikv.bench.suites import acceptance
 from okapikv.bench.suites.acceptance import TARGETS, AcceptanceTarget, Goal, Measured, judge
-from okapikv.bench.suites.fast_figures import FastFigures, LatencyPhase
+from okapikv.bench.suites.fast_figures import DURABLE, FDATASYNC, FastFigures, LatencyPhase
 
 
 def test_every_row_has_an_id_a_title_what_it_measures_and_a_goal_or_none() -> None:
@@ -65,3 +65,18 @@ def test_a_row_added_to_the_table_is_judged_and_a_row_without_goal_is_a_comparis
     rows = judge(FastFigures(), [])
     assert [(row.id, row.target, row.goal, row.measured, row.met) for row in rows] == [
         ("extra", "7. x", ">= 2", "3", True), ("shown", "8. shown", "(comparison)", "1", None)]
+
+
+def test_a_durable_put_is_judged_against_the_fdatasync_of_its_own_round() -> None:
+    """Each round's pair, then the median: +400, +700, +100 -> +400 us, within fdatasync p50 + 500 us."""
+    def put(p50_us: float) -> dict[str, SequentialLatency]:
+        return {"put": SequentialLatency(100, p50_us, p50_us, 2 * p50_us)}
+
+    rounds = [{DURABLE: put(durable), FDATASYNC: put(disk)} for durable, disk in ((700, 300), (900, 200), (500, 400))]
+    phase = LatencyPhase({DURABLE: put(700), FDATASYNC: put(300)}, 100, rounds)
+    [row] = [row for row in judge(FastFigures(latency=phase), []) if row.id == "durable-put-over-fdatasync"]
+    assert row.met is True and row.measured.startswith("+400 us") and row.goal == "<= fdatasync p50 + 500 us"
+    slower = [{DURABLE: put(durable), FDATASYNC: put(200)} for durable in (800, 900, 1000)]
+    [row] = [row for row in judge(FastFigures(latency=replace(phase, rounds=slower)), [])
+             if row.id == "durable-put-over-fdatasync"]
+    assert row.met is False

@@ -82,3 +82,19 @@ def test_memory_workload_is_one_run_per_protocol() -> None:
     options = _options("--workload", "memory", "--records", "1000000", "--protocols", "okapi,cure")
     assert options.workload == "memory" and options.records == 1_000_000 and options.partitions == 1
     assert planned_runs(options) == 2
+
+
+def test_the_paper_plans_session_cap_is_scaled_for_gentlerain_and_recorded_for_the_replay() -> None:
+    """GentleRain's RO-TX waits for the furthest DC, so filling it takes several times the sessions
+    (``SESSION_CAP_FACTOR``); the summary replays each search with its system's cap."""
+    from okapikv.bench.suites.paper_figures import rules
+
+    full = _paper_plan(_options("--suite", "paper"))
+    assert full.for_system(full.rotx_rule, "gentlerain").max_sessions == 4 * 1024
+    assert full.for_system(full.rotx_rule, "okapi").max_sessions == 1024
+    assert full.for_system(full.rule, "cure").max_sessions == 1024
+    quick = _paper_plan(_options("--suite", "paper", "--quick"))
+    assert quick.for_system(quick.rotx_rule, "gentlerain") == quick.rotx_rule
+    config = {"paper_plan": {"peak_search": {"start_sessions": 8, "max_sessions": 1024, "latency_cap_ms": 250.0,
+                                             "patience": 2, "cap_factors": {"gentlerain": 4}}}}
+    assert rules(config, "gentlerain")[0].max_sessions == 4096 and rules(config, "okapi")[0].max_sessions == 1024

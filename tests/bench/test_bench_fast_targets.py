@@ -9,6 +9,7 @@ import pytest
 
 from okapikv.bench.engine.replication import LagSummary, ReplicationSampler
 from okapikv.bench.engine.results import MemoryRow
+from okapikv.bench.engine.storage_costs import StorageCosts
 from okapikv.bench.suites.acceptance import judge
 from okapikv.bench.suites.acceptance import paired as _paired
 from okapikv.bench.suites.fast_figures import FastFigures, Verdict
@@ -154,3 +155,14 @@ def test_the_idle_rows_judge_the_busiest_server_and_the_latest_pair() -> None:
     assert rows["first-update visibility after idle"].measured.startswith("worst pair b->a: timed out")
     idle["visibility"] = idle["visibility"][:1]
     assert {row.target: row for row in evaluate({"idle": idle}, [])}["first-update visibility after idle"].met
+
+
+def test_the_storage_rows_show_recovery_and_checkpoint_costs_as_comparisons() -> None:
+    costs = StorageCosts(1_000_000, 36 << 20, 17.6, 19.6, 100_000, 1.64, 4.23)
+    rows = {row.id: row for row in judge(FastFigures(storage=costs), [])}
+    recovery, checkpoint = rows["recovery"], rows["checkpoint-under-load"]
+    assert recovery.target == "recovery of 1,000,000 versions, one durable partition" and recovery.met is None
+    assert recovery.measured == "17.60 s from the log (36 MiB), 19.60 s from the checkpoint"
+    assert checkpoint.target == "checkpoint of 100,000 logged versions" and checkpoint.met is None
+    assert checkpoint.measured == "4.23 s under load, 1.64 s alone"
+    assert FastFigures.from_dict(FastFigures(storage=costs).to_dict()).storage == costs

@@ -184,3 +184,17 @@ def test_plots_that_would_mean_nothing_are_not_drawn(tmp_path: Path) -> None:
     only_okapi = {name: {**one, "runs": [run for run in one["runs"] if run["system"] == "okapi"]}
                   for name, one in series.items()}
     assert write_plots({"series": only_okapi}, tmp_path) == []
+
+
+def test_a_puts_waits_are_shown_by_cause_and_a_hot_server_shows() -> None:
+    """The report splits a PUT's waits into the skew's and the clock microsecond's (from the reason
+    counts where a run predates the split), and shows the busiest and median server's CPU share."""
+    from okapikv.bench.engine.report import series_table
+
+    waits = _waits(0.5)
+    waits["write"] = {**waits["write"], "reasons": {"put_dependency": 10, "clock_tick": 40}}
+    run = _run("cure", "rotx", 12, 700.0, kinds=("rotx", "put"), waits=waits)
+    run["cpu"].update(server_busy_max=0.99, server_busy_median=0.41)
+    lines = series_table({"name": "s", "kind": "clients", "title": "t", "runs": [run]})
+    assert "of which skew / same-us P" in lines[0]
+    assert "| 10.0% / 40.0% |" in lines[2] and "busiest / median server 99% / 41%" in lines[2]

@@ -26,13 +26,13 @@ def test_the_resp_suite_measures_both_systems_at_every_point(tmp_path: Path) -> 
     rows = results["resp"]
     assert [(row["clients"], row["pipeline"]) for row in rows] == [(1, 1), (1, 16), (50, 1), (50, 16)], log
     for row in rows:
-        assert row["command"] == f"redis-benchmark -t set,get -n 10000 -c {row['clients']} -P {row['pipeline']}"
-        for test in ("set", "get"):
+        assert row["command"] == f"redis-benchmark -t set,get,incr -n 10000 -c {row['clients']} -P {row['pipeline']}"
+        for test in ("set", "get", "incr"):
             figures = row[test]
             assert figures["okapi_ops_s"] > 0 and figures["redis_ops_s"] > 0
             assert figures["ratio"] == round(figures["okapi_ops_s"] / figures["redis_ops_s"], 4)
     report = (out / "report.md").read_text()
     assert "## redis-benchmark: okapikv's RESP port against redis-server" in report
-    assert "| `redis-benchmark -t set,get -n 10000 -c 50 -P 16` | GET |" in report
+    assert "| `redis-benchmark -t set,get,incr -n 10000 -c 50 -P 16` | INCR |" in report
     with (out / "resp.csv").open() as handle:
-        assert len(list(csv.DictReader(handle))) == 8
+        assert len(list(csv.DictReader(handle))) == 12

@@ -210,6 +210,9 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         for kind in ("get", "put"):
             figures = fast["latency"][via][kind]
             assert figures["count"] > 0 and figures["p99_us"] >= figures["p50_us"] > 0, (via, kind)
+    for via in ("client_durable", "fdatasync"):  # one session's durable PUTs beside the disk's fdatasync
+        figures = fast["latency"][via]["put"]
+        assert figures["count"] > 0 and figures["p99_us"] >= figures["p50_us"] > 0, via
     systems = {"okapi", "eventual", "okapi-grpc", "okapi-2p", "okapi-lean", "okapi-2p-lean", "okapi-durable"} | (
         {"redis"} if "redis" in fast["ycsb_a"] else set())
     assert set(fast["ycsb_a"]) == systems
@@ -243,7 +246,10 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
         [points] = fast["redis_benchmark"]
         assert [(point["clients"], point["pipeline"]) for point in points] == [(1, 1), (50, 1), (50, 16)]
     ids = {row["id"] for row in fast["targets"]}
-    assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "durable-data-size"} <= ids, ids
+    assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "durable-data-size",
+            "durable-put-over-fdatasync", "recovery", "checkpoint-under-load"} <= ids, ids
+    storage = fast["storage"]
+    assert storage["records"] == 20_000 and storage["recovery_log_s"] > 0 and storage["checkpoint_busy_s"] > 0
     idle = fast["idle"]
     assert len(idle["cores"]) == 6 and len(idle["visibility"]) == 6 and idle["idle_s"] >= 5
     assert {"idle cores per server", "first-update visibility after idle"} <= {row["target"] for row in fast["targets"]}

@@ -18,6 +18,7 @@ from integration_support import ClusterFactory, RunningCluster, get_value
 from okapikv.client import AsyncClient, Client
 from okapikv.cluster.config import split_address
 from okapikv.core.messages import GetReply, Session
+from okapikv.errors import InvalidArgument
 from okapikv.server.pipeline import MAX_UNSENT_BYTES, MAX_UNSENT_RESULTS
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import result_size_bound
@@ -59,6 +60,17 @@ def _session_ops(client: Client, prefix: str) -> list[object]:
     answers.append(client.read_tx(keys))
     scanned = client.scan(f"{prefix}-".encode(), f"{prefix}-~".encode())
     answers.append([(key.removeprefix(prefix.encode()), value) for key, value in scanned])
+    counter = f"{prefix}-counter"
+    answers += [client.incr(counter), client.incr(counter, 5), client.incr(counter, by=-10), client.get(counter)]
+    with pytest.raises(InvalidArgument, match="value is not an integer or out of range"):
+        client.incr(keys[0])
+    expiring = f"{prefix}-expiring"
+    client.put(expiring, b"soon", ttl=100)
+    expiry = client.expire(expiring)
+    answers += [expiry.value, 0 < expiry.ttl_us <= 100_000_000, expiry.changed]
+    answers.append(client.expire(expiring, persist=True))
+    answers.append(client.expire(expiring, at_ms=1))  # a Unix time long past: gone at once
+    answers.append(client.get(expiring))
     return answers
 
 
@@ -77,11 +89,13 @@ def test_both_clients_use_the_native_port_with_the_same_answers_as_grpc(cluster:
             sessions = [client.fork() for _ in range(32)]
             await asyncio.gather(*(s.put(f"async-{i}", f"v{i}") for i, s in enumerate(sessions)))
             values = await asyncio.gather(*(s.get(f"async-{i}") for i, s in enumerate(sessions)))
+            counted = await asyncio.gather(*(s.incr("async-counter", 2) for s in sessions))
+            assert sorted(counted) == list(range(2, 65, 2))  # one key's server: each sees those before it
             return list(values), client.pipeline_counters()
 
     values, (batches, operations) = asyncio.run(concurrent())
     assert values == [f"v{i}".encode() for i in range(32)]
-    assert operations == 64 and batches < operations  # batched
+    assert operations == 96 and batches < operations  # batched
     assert [_driver_stats(cluster, 0, p)["native_connections"] for p in (0, 1)] > after
 
 

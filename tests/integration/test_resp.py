@@ -101,6 +101,22 @@ def test_redis_py_reads_and_writes_keys_of_every_partition(cluster: RunningClust
     assert get_value(cluster, 0, f"{prefix}-p08".encode()) == b"8"
 
 
+def test_counters_and_expiry_on_keys_of_every_partition(cluster: RunningCluster, client: redis.Redis) -> None:
+    """INCR and the expiry commands on the connection's own partition and forwarded to the other."""
+    keys = [key.decode() for key in keys_for_each_partition(2, "ttl-incr")]
+    for key in keys:
+        assert client.incr(key) == 1 and client.incrby(key, 9) == 10 and client.decr(key) == 9
+        assert client.get(key) == b"9" and client.ttl(key) == -1
+        with pytest.raises(redis.ResponseError, match="a counter has no expiry"):
+            client.expire(key, 10)
+        assert client.set(key, "v", ex=100) is True and client.ttl(key) in (99, 100)
+        assert client.persist(key) is True and client.ttl(key) == -1
+        assert client.expire(key, 100) is True and client.getex(key, persist=True) == b"v"
+        assert client.set(key, "w", exat=int(time.time()) + 100) is True and 98 <= client.ttl(key) <= 100
+        assert client.pexpireat(key, 1_000) is True and client.get(key) is None and client.ttl(key) == -2
+        assert client.incr(key) == 1  # an expired key counts from 0
+
+
 def test_a_pipeline_runs_in_order_with_each_command_after_the_one_before(cluster: RunningCluster) -> None:
     """One write holding commands on both partitions (the remote ones forwarded) and snapshot reads:
     replies come back in order, and each command sees what the ones before it did."""
@@ -143,11 +159,15 @@ def test_connection_and_server_commands(cluster: RunningCluster, client: redis.R
 
 REFUSALS = [
     (("MSET", "a", "1", "b", "2"), "MSET is not supported: okapikv has no atomic multi-key writes"),
-    (("INCR", "counter"), "INCR is not supported: okapikv has no read-modify-write but SWAP"),
+    (("INCRBYFLOAT", "counter", "1.5"), "INCRBYFLOAT is not supported: a float counter's sum depends"),
+    (("APPEND", "a", "x"), "APPEND is not supported: okapikv has no read-modify-write but SWAP and counters"),
     (("SETNX", "a", "1"), "SETNX is not supported: okapikv has no conditional writes"),
     (("SET", "a", "1", "NX"), "SET NX is not supported: okapikv has no conditional writes"),
-    (("SET", "a", "1", "EX", "10"), "SET EX is not supported: okapikv has no TTLs"),
-    (("EXPIRE", "a", "10"), "EXPIRE is not supported: okapikv has no TTLs"),
+    (("SET", "a", "1", "KEEPTTL"), "SET KEEPTTL is not supported: a SET writes the value and its expiry together"),
+    (("SET", "a", "1", "EX", "0"), "invalid expire time in 'set' command"),
+    (("SET", "a", "1", "EX", "1", "PX", "5"), "syntax error"),
+    (("EXPIRE", "a", "10", "NX"), "EXPIRE NX is not supported: okapikv has no conditional writes"),
+    (("EXPIRETIME", "a"), "EXPIRETIME is not supported"),
     (("WATCH", "a"), "WATCH is not supported"),
     (("SELECT", "1"), "DB index is out of range"),
     (("FLUSHALL",), "FLUSHALL is not supported"),
@@ -249,7 +269,8 @@ def test_redis_cli(cluster: RunningCluster) -> None:
     assert cli("--scan", "--pattern", "cli-*") == "cli-key"
     assert "okapi_dc:dc0" in cli("INFO", "replication")
     assert "SWAP" in cli("COMMAND", "DOCS", "GETSET")
-    assert cli("INCR", "cli-key").startswith("ERR INCR is not supported")
+    assert cli("INCR", "cli-key") == "ERR value is not an integer or out of range"
+    assert cli("INCRBY", "cli-counter", "5") == "5" and cli("DECR", "cli-counter") == "4"
     # a script of commands on one connection, as redis-cli reads them from a pipe
     assert cli(stdin="SET cli-2 two\nGET cli-2\nMGET cli-key cli-2\n").splitlines() == [
         "OK", "two", "cli value", "two"]

@@ -226,3 +226,27 @@ def test_scan_cursors_of_long_keys_fit_64_bits(monkeypatch: pytest.MonkeyPatch) 
             await client.aclose()
 
     _run(check, monkeypatch)
+
+
+def test_commands_do_not_look_the_event_loop_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``asyncio.get_running_loop()`` is a ``getpid`` system call: the connection and the node
+    hold the loop, so 200 SETs on one connection make no lookup per command."""
+    async def check(port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        lookups = 0
+        original = asyncio.get_running_loop
+
+        def counting() -> asyncio.AbstractEventLoop:
+            nonlocal lookups
+            lookups += 1
+            return original()
+
+        monkeypatch.setattr(asyncio, "get_running_loop", counting)
+        for index in range(200):
+            writer.write(b"*3\r\n$3\r\nSET\r\n$4\r\nk%03d\r\n$1\r\nv\r\n" % index)
+            assert await reader.readuntil(b"\r\n") == b"+OK\r\n"
+        monkeypatch.setattr(asyncio, "get_running_loop", original)
+        writer.close()
+        assert lookups < 20, f"{lookups} event-loop lookups for 200 commands"
+
+    _run(check, monkeypatch)

@@ -2,10 +2,11 @@
 
 1. every kind of damage stops the start with one line on stderr (no traceback) and exit status 4
    (damage) or 1 (a directory this server cannot use): a flipped byte inside a stored value, a
-   malformed page, a metadata row missing a field, a WAL cut short after kill -9 (naming the lost
-   groups and writes), a truncated database, an unreadable file, a file that is not a database, a
-   data directory of another format, a damaged or missing commit record;
-2. repair from replicas (3 DCs x 1 partition): a server whose WAL was cut, or whose disk was
+   malformed page, a metadata row missing a field, a log cut short after kill -9 (naming the lost
+   groups and writes), a damaged log record followed by valid ones, a truncated database, an
+   unreadable file, a file that is not a database, a data directory of another format, a damaged or
+   missing commit record;
+2. repair from replicas (3 DCs x 1 partition): a server whose log was cut or damaged, or whose disk was
    replaced by an empty one, restarted with --repair, reads back every acknowledged write that had
    reached a replica, its own included, and its new writes take timestamps above its old ones;
 3. `okapi up --repair` rebuilds a server's lost data directory the same way;
@@ -35,6 +36,7 @@ from integration_support import free_port_range
 from okapikv.client.sync import Client
 from okapikv.cluster.launcher import READY_LINE
 from okapikv.storage.integrity import meta_checksum
+from okapikv.storage.log import FRAME, MAGIC, segments
 from okapikv.wire import okapikv_pb2 as pb
 
 pytestmark = pytest.mark.slow
@@ -74,7 +76,7 @@ def assert_one_line_refusal(status: int, stderr: str, expected_status: int, *phr
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DurableCluster, Path, Path]]:
     """One durable server's data, twice: stopped cleanly (``clean``: everything in the main file)
-    and killed with SIGKILL right after more writes (``killed``: recent groups only in the WAL)."""
+    and killed with SIGKILL right after more writes (``killed``: recent groups only in the log)."""
     root = tmp_path_factory.mktemp("damage")
     with durable_cluster(root, ("a",), 1, wan_ms=0) as cluster:
         put_all(cluster, "a", range(200))
@@ -122,15 +124,24 @@ def _update_meta(directory: Path, name: str, change: Callable[[dict[str, object]
         db.commit()
 
 
-WAL_HEADER_BYTES = 32
-WAL_FRAME_BYTES = 24 + 4096
+def _cut_log(directory: Path) -> None:
+    """Cut the newest log segment after its first record: every later group is lost."""
+    newest = segments(directory)[-1]
+    data = newest.read_bytes()
+    header_end = len(MAGIC) + FRAME.size + FRAME.unpack_from(data, len(MAGIC))[0]
+    first_end = header_end + FRAME.size + FRAME.unpack_from(data, header_end)[0]
+    assert len(data) > first_end + 10 * FRAME.size, "the last groups should be in the log"
+    os.truncate(newest, first_end)
 
 
-def _cut_wal(directory: Path) -> None:
-    """Cut the WAL after its first frame: every group committed since the last checkpoint is lost."""
-    wal = directory / f"{DATABASE}-wal"
-    assert wal.stat().st_size > WAL_HEADER_BYTES + 10 * WAL_FRAME_BYTES, "the last groups should be in the WAL"
-    os.truncate(wal, WAL_HEADER_BYTES + WAL_FRAME_BYTES)
+def _damage_log_record(directory: Path) -> None:
+    """Flip a byte inside the newest segment's first record (valid records follow it)."""
+    newest = segments(directory)[-1]
+    data = bytearray(newest.read_bytes())
+    header_end = len(MAGIC) + FRAME.size + FRAME.unpack_from(data, len(MAGIC))[0]
+    assert len(data) > header_end + 20 * FRAME.size, "the last groups should be in the log"
+    data[header_end + FRAME.size + 4] ^= 0x01
+    newest.write_bytes(bytes(data))
 
 
 def _make_unreadable(directory: Path) -> None:
@@ -154,7 +165,8 @@ DAMAGE: dict[str, tuple[str, Callable[[Path], object], int, tuple[str, ...]]] = 
     "meta-missing-field-checksummed": (
         "clean", lambda d: _update_meta(d, "state", lambda v: v.pop("horizon"), keep_checksum=False),
         4, ("metadata row 'state' lacks field 'horizon'",)),
-    "cut-wal": ("killed", _cut_wal, 4, ("lost committed writes", "group(s) are missing", "acknowledged local write")),
+    "damaged-log-record": ("killed", _damage_log_record, 4, ("log-", "fails its checksum", "--repair")),
+    "cut-log": ("killed", _cut_log, 4, ("lost committed writes", "group(s) are missing", "acknowledged local write")),
     "truncated-db": ("clean", lambda d: os.truncate(d / DATABASE, (d / DATABASE).stat().st_size // 2), 4,
                      ("okapi.sqlite3",)),
     "unreadable-file": ("clean", _make_unreadable, 1, ("okapi.sqlite3",)),
@@ -180,14 +192,14 @@ def test_every_kind_of_damage_stops_the_start_with_one_line(stored: tuple[Durabl
     assert_one_line_refusal(status, stderr, expected_status, *phrases)
 
 
-def test_a_cut_wal_names_the_writes_it_lost(stored: tuple[DurableCluster, Path, Path]) -> None:
+def test_a_cut_log_names_the_writes_it_lost(stored: tuple[DurableCluster, Path, Path]) -> None:
     """The count in the error is the number of acknowledged writes really missing: a repair of the
     one-DC server (no replicas: it keeps what verifies) reads back exactly 350 minus that many."""
     cluster, _, killed = stored
     target = cluster.data_dir("a", 0)
     shutil.rmtree(target)
     shutil.copytree(killed, target)
-    _cut_wal(target)
+    _cut_log(target)
     status, stderr = cluster.run_to_exit("a", 0, timeout_s=30)
     assert status == 4 and "Traceback" not in stderr
     lost = int(stderr.split("group(s) are missing with ")[1].split(" acknowledged local write")[0])
@@ -208,13 +220,15 @@ def test_a_cut_wal_names_the_writes_it_lost(stored: tuple[DurableCluster, Path, 
 
 def _lose_data(cluster: DurableCluster, how: str) -> None:
     directory = cluster.data_dir("a", 0)
-    if how == "cut-wal":
-        _cut_wal(directory)
+    if how == "cut-log":
+        _cut_log(directory)
+    elif how == "damaged-log-record":
+        _damage_log_record(directory)
     else:  # a new, empty disk
         shutil.rmtree(directory)
 
 
-@pytest.mark.parametrize("how", ["cut-wal", "empty-disk"])
+@pytest.mark.parametrize("how", ["cut-log", "damaged-log-record", "empty-disk"])
 def test_a_server_repairs_its_lost_data_from_its_replicas(tmp_path: Path, how: str) -> None:
     with durable_cluster(tmp_path, ("a", "b", "c"), 1, wan_ms=2) as cluster:
         stamps = put_all(cluster, "a", range(400))
@@ -231,7 +245,7 @@ def test_a_server_repairs_its_lost_data_from_its_replicas(tmp_path: Path, how: s
         wait_for(replicated, 60, "a's writes reaching b and c")
         cluster.stop("a", 0, signal.SIGKILL)
         _lose_data(cluster, how)
-        if how == "cut-wal":
+        if how == "cut-log":
             status, stderr = cluster.run_to_exit("a", 0, timeout_s=30)
             assert status == 4 and "lost committed writes" in stderr and "Traceback" not in stderr
         cluster.start("a", 0, "--repair")

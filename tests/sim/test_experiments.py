@@ -79,3 +79,22 @@ def test_a_gentlerain_sweep_runs_until_its_servers_saturate() -> None:
     plan = Plan(dcs=2, partitions=1, duration_s=0.1, warmup_s=0.03, protocols=("gentlerain",), rotx_levels=(1,))
     sweep = [run for run in run_experiment("fig4", plan, packaged_profile("python-quiet")) if not run["checked"]]
     assert len(sweep) > 6
+
+
+def test_a_runs_waits_bytes_and_cpu_are_counted_inside_its_measurement_window() -> None:
+    """Cold start (the warm-up) and the end are left out of waits and bytes (``window_stats``), and
+    each server's CPU share in the window is recorded, busiest and median (a hot server shows)."""
+    from okapikv.bench.sim_experiments import run_from_record
+
+    plan = Plan(dcs=2, partitions=2, duration_s=0.1, warmup_s=0.05, protocols=("cure",))
+    point = next(p for p in points("traffic", plan))
+    run = run_experiment("traffic", plan, packaged_profile("python-quiet"))[-1]
+    assert not run["checked"] and point.system == "cure"
+    whole = sum(sum(server["operations"].values()) for server in run["server_stats"])
+    after, before = run["window_stats"]["after"], run["window_stats"]["before"]
+    window = sum(sum(a["operations"].values()) - sum(b["operations"].values())
+                 for a, b in zip(after, before, strict=True))
+    assert 0 < window < whole
+    summary = run_from_record(run)
+    assert summary.waits is not None and summary.waits["rotx"].operations + summary.waits["write"].operations == window
+    assert 0 < run["cpu"]["server_busy_median"] <= run["cpu"]["server_busy_max"] <= 1

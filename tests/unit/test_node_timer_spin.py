@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from okapikv.cluster.config import local_cluster
+from okapikv.cluster.ports import free_port_block
 from okapikv.core.messages import PutRequest, Session
 from okapikv.server.node import PartitionNode
 
@@ -46,3 +47,70 @@ def test_a_batch_of_cure_writes_waiting_for_the_next_microseconds_drains_in_a_fe
     # A callback per write without the spin; a few with it (one, plus any that hit the spin budget
     # or a periodic deadline of the server's own).
     assert callbacks <= 6, callbacks
+
+
+
+class SlowClock:
+    """A server clock that advances one microsecond per ``CALLS_PER_US`` readings: the deadline of a
+    write parked for the next microsecond lies in the future when the driver arms its timer, as
+    it does on a fast machine (on a slow one the batch itself outlasts the microsecond)."""
+
+    CALLS_PER_US = 4
+
+    def __init__(self, start_us: int) -> None:
+        self.start_us = start_us
+        self.calls = 0
+
+    def now_us(self) -> int:
+        self.calls += 1
+        return self.start_us + self.calls // self.CALLS_PER_US
+
+    def seconds_until(self, clock_us: int) -> float:
+        return max(0.0, (clock_us - self.now_us()) / 1_000_000)
+
+
+def test_a_cure_write_parked_for_the_next_microsecond_in_a_client_batch_goes_without_a_millisecond_timer() -> None:
+    """A write parked while a client batch is handled (``run_core``) is released on the event loop's
+    next rounds, not by a timer rounded up to a whole millisecond (``_arm_timer``). The loop's own
+    time is frozen, so no loop timer can fire: only a release that needs none passes (the figure
+    printed is the wall time from the end of the batch to the last write's release)."""
+
+    async def scenario() -> tuple[int, int, str]:
+        config = local_cluster(dcs=("solo",), partitions=1, wan="off", base_port=free_port_block(1),
+                               protocol="cure")
+        node = PartitionNode(config, 0, 0)
+        node.start()
+        try:
+            await asyncio.sleep(0.02)  # past the start's first rounds
+            real_clock = node.clock
+            node.clock = SlowClock(real_clock.now_us())  # type: ignore[assignment]
+            loop = asyncio.get_running_loop()
+            frozen = loop.time()
+            loop.time = lambda: frozen  # type: ignore[method-assign]
+            node.run_core([PutRequest(index + 1, b"k%02d" % index, b"v", Session((0,), 0)) for index in range(WRITES)])
+            parked = node.core.parked_count
+            for _ in range(20):
+                if node.core.parked_count == 0:
+                    break
+                await asyncio.sleep(0)
+            stored = len(node.core.store)
+            del loop.time
+            # The figure (printed, not asserted): two writes at one reading of the real clock, the
+            # second's wait as the core counts it (from parking to release, clock microseconds).
+            node.clock = real_clock
+            node.core.stats.waits.clear()
+            node.run_core([PutRequest(index + 1, b"r%02d" % index, b"v", Session((0,), 0)) for index in range(2)])
+            for _ in range(200):
+                if node.core.parked_count == 0:
+                    break
+                await asyncio.sleep(0)
+            waits = node.core.stats.waits.get("clock_tick")
+            figure = f"{waits.count} clock_tick wait of {waits.max_us} us" if waits else "no wait"
+            return parked, stored, figure
+        finally:
+            await node.close()
+
+    parked, stored, figure = asyncio.run(scenario())
+    assert parked > 0  # one write per microsecond: the others waited
+    assert stored == WRITES
+    print(f"two Cure writes at one reading of the real clock: {figure}")

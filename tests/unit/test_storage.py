@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import sqlite3
 import time
@@ -20,6 +21,7 @@ from okapikv.core.timestamps import pack, physical_of
 from okapikv.storage import DataDamagedError, DataDirError, DiskFullError, Identity, SqliteStore, group_commit
 from okapikv.storage.group_commit import GroupCommitter
 from okapikv.storage.integrity import meta_checksum
+from okapikv.storage.logged_store import LoggedStore
 from okapikv.storage.recovery import open_and_recover, recover, repair_finished
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import CommitGroup, State
@@ -154,9 +156,13 @@ def changes(inserted: int = 0, vv: tuple[int, ...] = (0, 0), prefix: bytes = b"k
     return Changes(log, vv, vv, vv, vv)
 
 
-def test_group_commit_orders_durability_and_bounds_the_clock(tmp_path: Path) -> None:
+STORES = {"sqlite": SqliteStore, "log": LoggedStore}
+
+
+@pytest.mark.parametrize("kind", sorted(STORES))
+def test_group_commit_orders_durability_and_bounds_the_clock(tmp_path: Path, kind: str) -> None:
     async def main() -> None:
-        store = SqliteStore(tmp_path, IDENTITY)
+        store = STORES[kind](tmp_path, IDENTITY)
         durable_calls: list[int] = []
         committer = GroupCommitter(store, on_durable=lambda: durable_calls.append(committer.durable),
                                    on_failure=lambda error: pytest.fail(str(error)), clock_lead_us=1_000_000)
@@ -182,7 +188,7 @@ def test_group_commit_orders_durability_and_bounds_the_clock(tmp_path: Path) -> 
         assert committer.stage(changes(0), near) == 2
         await until(lambda: committer.durable_bound_us >= physical_of(near) + 1_000_000)
         await committer.close(near)
-        reopened = SqliteStore(tmp_path, IDENTITY)
+        reopened = STORES[kind](tmp_path, IDENTITY)
         assert reopened.version_count() == 3
         assert reopened.load_clock_bound_us() == physical_of(near) + 1  # clean stop: just above
         reopened.close()
@@ -380,6 +386,21 @@ class FullDisk(SqliteStore):
         super().finish()
 
 
+class FullLog(LoggedStore):
+    """Its appends fail for lack of space while ``full`` is above 0 (each failure counts down)."""
+
+    full = 0
+
+    def finish(self) -> None:
+        if self.full > 0:
+            self.full -= 1
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().finish()
+
+
+FULL_STORES = {"sqlite": FullDisk, "log": FullLog}
+
+
 class GatedSpace(DiskSpace):
     """Free space comes back only once the test says so."""
 
@@ -389,9 +410,10 @@ class GatedSpace(DiskSpace):
         return self.space_back and super().refill()
 
 
-def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", sorted(FULL_STORES))
+def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_path: Path, kind: str) -> None:
     async def main() -> None:
-        store = FullDisk(tmp_path, IDENTITY)
+        store = FULL_STORES[kind](tmp_path, IDENTITY)
         space = GatedSpace(tmp_path, 1 << 20)
         space.prepare()
         failures: list[BaseException] = []
@@ -412,12 +434,14 @@ def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_p
     asyncio.run(main())
 
 
-def test_a_disk_that_stays_full_fails_after_the_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kind", sorted(FULL_STORES))
+def test_a_disk_that_stays_full_fails_after_the_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        kind: str) -> None:
     monkeypatch.setattr(group_commit, "FULL_RETRY_S", 0.01)
     monkeypatch.setattr(group_commit, "FULL_RETRIES", 3)
 
     async def main() -> None:
-        store = FullDisk(tmp_path, IDENTITY)
+        store = FULL_STORES[kind](tmp_path, IDENTITY)
         space = DiskSpace(tmp_path, 1 << 20)
         space.prepare()
         failures: list[BaseException] = []

@@ -3,9 +3,10 @@ written as ``okapi bench`` writes its results: results.json, the CSVs, the plots
 (``okapikv.bench.engine.report.write_outputs``), so both share one plotting and reporting path.
 
 The simulator's runs become ``Run`` records: throughput and latencies from the simulated window,
-waits and traffic from the servers' own counters (``summarize_waits``, ``summarize_traffic``, as
-for real servers; over the whole simulated run, drain included), remote visibility from the sampled
-writes. ``okapi sim`` without ``--experiment`` is ``okapikv.sim.cli.run_sim``.
+waits and traffic from the servers' own counters over the measurement window (``summarize_waits``,
+``summarize_traffic``, as for real servers: cold start and drain left out), each server's share of
+CPU in the window (busiest and median), remote visibility from the sampled writes. ``okapi sim``
+without ``--experiment`` is ``okapikv.sim.cli.run_sim``.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ DEFAULTS = Plan()
 
 def run_from_record(data: dict[str, Any]) -> Run:
     """A ``Run`` from an experiment's record (its servers' counters summarised as the bench does)."""
-    stats = {str(index): server for index, server in enumerate(data["server_stats"])}
-    delta = stats_delta(stats, {})
+    window = data.get("window_stats") or {}
+    if window.get("after"):  # the measurement window's counters
+        delta = stats_delta({str(index): server for index, server in enumerate(window["after"])},
+                            {str(index): server for index, server in enumerate(window["before"])})
+        seconds = data["duration_s"]
+    else:  # a record without them: the whole run, cold start and drain included
+        delta = stats_delta({str(index): server for index, server in enumerate(data["server_stats"])}, {})
+        seconds = data["simulated_s"]
     fields = {key: value for key, value in data.items()
-              if key not in ("server_stats", "simulated_s", "visibility_us", "checked", "anomalies", "cpu_s",
-                             "series")}
+              if key not in ("server_stats", "window_stats", "simulated_s", "visibility_us", "checked", "anomalies",
+                             "cpu_s", "series")}
     fields["waits"] = {kind: _plain(summary) for kind, summary in summarize_waits(delta).items()}
-    fields["traffic"] = _plain(summarize_traffic(delta, data["simulated_s"]))
+    fields["traffic"] = _plain(summarize_traffic(delta, seconds))
     fields["server_operations"] = delta.get("operations", {})
     return Run.from_dict(fields)
 

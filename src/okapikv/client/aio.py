@@ -585,12 +585,14 @@ class AsyncClient:
         state.merge(reply.session)
         return ops.decode_get(reply)
 
-    async def put(self, key: KeyLike, value: KeyLike) -> bool:
-        """Write ``value``; True if the key had a visible value before."""
+    async def put(self, key: KeyLike, value: KeyLike, ttl: float | None = None) -> bool:
+        """Write ``value``; True if the key had a visible value before. ``ttl``: the key expires
+        that many seconds after its server writes it (docs/protocol.md, "Expiry")."""
         key_bytes = ops.to_bytes(key)
         request_value = ops.to_bytes(value)
+        ttl_ms = ops.ttl_to_ms(ttl)
         state = self._ready_now() or await self._ready()
-        reply = await self._invoke(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
+        reply = await self._invoke(ops.PUT, ops.put_request(key_bytes, request_value, state.wire(), ttl_ms),
                                    self._partition(key_bytes), False)
         state.merge(reply.session)
         self.last_write_timestamp = ops.decode_timestamp(reply)
@@ -606,6 +608,31 @@ class AsyncClient:
         state.merge(reply.session)
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
+
+    async def incr(self, key: KeyLike, by: int = 1) -> int:
+        """Add ``by`` (negative: subtract) to the counter at ``key`` and return its value as the
+        session now sees it, its own increments included (docs/protocol.md, "Counters"). A key
+        holding an integer string counts on from it; any other string is ``InvalidArgument``.
+        Never retried once it may have been applied (an increment applied twice counts twice)."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready_now() or await self._ready()
+        reply = await self._invoke(ops.INCR, ops.incr_request(key_bytes, by, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        self.last_write_timestamp = ops.decode_timestamp(reply)
+        return ops.decode_incr(reply)
+
+    async def expire(self, key: KeyLike, *, ttl_ms: int = 0, at_ms: int = 0, persist: bool = False) -> ops.Expiry:
+        """Read ``key``'s value and time to live and, with ``ttl_ms`` (from now, on the key's
+        server), ``at_ms`` (Unix milliseconds) or ``persist``, write its value again with that
+        expiry (none for ``persist``): Redis's TTL, EXPIRE, PERSIST and GETEX (docs/protocol.md,
+        "Expiry"). A counter has no expiry (``InvalidArgument``)."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready_now() or await self._ready()
+        reply = await self._invoke(ops.EXPIRE, ops.expire_request(key_bytes, ttl_ms, at_ms, persist, state.wire()),
+                                   self._partition(key_bytes), False)
+        state.merge(reply.session)
+        return ops.decode_expire(reply)
 
     async def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
@@ -796,7 +823,7 @@ class AsyncClient:
             if attempts is None:
                 attempts = connections.policy.attempts(kind.method, [each.address for each in links],
                                                        started=started, start=start, rotate=rotate,
-                                                       writes=kind.writes)
+                                                       writes=kind.writes, once=kind.once)
             decision = attempts.judge(failure, loop.time())
             if isinstance(decision, Wait):
                 await asyncio.sleep(decision.delay_s)

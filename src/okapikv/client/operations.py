@@ -10,9 +10,10 @@ the client merges entry-wise with max, so the session never moves backwards).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from okapikv.core.messages import Session
 from okapikv.core.session import ClientSession
@@ -42,7 +43,8 @@ class OperationKind:
     and ``tag`` that case's field tag in ``Operation``.
     ``writes`` marks operations that are not idempotent: retrying them after a lost reply may apply
     them twice (at-least-once), which callers can see as ``found=True`` on a key they created
-    themselves.
+    themselves. ``once`` marks those never retried after they may have been applied, whatever the
+    client's ``at_most_once``: an increment applied twice would count twice.
     """
 
     method: str
@@ -50,6 +52,7 @@ class OperationKind:
     writes: bool
     message: Any  # the protobuf request class
     tag: bytes
+    once: bool = False
 
     def unary(self, stub: Any, request: Request, timeout_s: float) -> Any:
         """The operation as a unary call on ``stub`` (a call object for grpc.aio, the reply for sync)."""
@@ -73,6 +76,8 @@ SWAP = OperationKind("Swap", "swap", writes=True, message=pb.SwapRequest, tag=b"
 DELETE = OperationKind("Delete", "delete", writes=True, message=pb.DeleteRequest, tag=b"\x2a")
 SCAN = OperationKind("Scan", "scan", writes=False, message=pb.ScanRequest, tag=b"\x32")
 READ_TX = OperationKind("ReadTx", "read_tx", writes=False, message=pb.ReadTxRequest, tag=b"\x3a")
+INCR = OperationKind("Incr", "incr", writes=True, message=pb.IncrRequest, tag=b"\x4a", once=True)
+EXPIRE = OperationKind("Expire", "expire", writes=True, message=pb.ExpireRequest, tag=b"\x52")
 
 
 def to_bytes(value: KeyLike) -> bytes:
@@ -169,8 +174,33 @@ def get_request(key: bytes, session: bytes) -> Request:
     return encoding.get_request(key, session)
 
 
-def put_request(key: bytes, value: bytes, session: bytes) -> Request:
-    return encoding.write_request(key, value, session)
+def put_request(key: bytes, value: bytes, session: bytes, ttl_ms: int = 0) -> Request:
+    """``ttl_ms`` (``ttl_to_ms``): the key expires that long after its server writes it; 0 never."""
+    request = encoding.write_request(key, value, session)
+    return request + b"\x20" + encoding.encode_varint(ttl_ms) if ttl_ms else request
+
+
+def ttl_to_ms(ttl: float | None) -> int:
+    """A time to live in seconds (None: none) as whole milliseconds on the wire, rounded up."""
+    if ttl is None:
+        return 0
+    if not ttl > 0 or math.isinf(ttl):
+        raise ValueError(f"a time to live is a positive number of seconds, not {ttl}")
+    return max(math.ceil(ttl * 1000), 1)
+
+
+class Expiry(NamedTuple):
+    """A key's value and time to live as an expiry request left them (``ttl_us``: -2 absent, -1
+    none, as Redis's TTL); ``changed``: the request wrote a new version."""
+
+    value: bytes | None
+    ttl_us: int
+    changed: bool
+
+
+def expire_request(key: bytes, ttl_ms: int, at_ms: int, persist: bool, session: bytes) -> Request:
+    fields: bytes = pb.ExpireRequest(key=key, ttl_ms=ttl_ms, expire_at_ms=at_ms, persist=persist).SerializeToString()
+    return fields + b"\x2a" + session
 
 
 swap_request = put_request  # the same fields
@@ -178,6 +208,14 @@ swap_request = put_request  # the same fields
 
 def delete_request(key: bytes, session: bytes) -> Request:
     return encoding.delete_request(key, session)
+
+
+def incr_request(key: bytes, by: int, session: bytes) -> Request:
+    """An ``IncrRequest`` (``by`` a signed 64-bit integer, else ``ValueError``)."""
+    if not -(1 << 63) <= by < (1 << 63):
+        raise ValueError(f"an increment is a signed 64-bit integer, not {by}")
+    fields: bytes = pb.IncrRequest(key=key, by=by).SerializeToString()
+    return fields + b"\x1a" + session
 
 
 def scan_request(start: bytes, end: bytes, wire_limit: int, session: bytes) -> Request:
@@ -292,6 +330,14 @@ def decode_found(reply: Any) -> bool:
 def decode_timestamp(reply: Any) -> int:
     """The write timestamp of a PUT, SWAP or DELETE reply."""
     return int(reply.timestamp)
+
+
+def decode_incr(reply: Any) -> int:
+    return int(reply.value)
+
+
+def decode_expire(reply: Any) -> Expiry:
+    return Expiry(bytes(reply.value) if reply.found else None, int(reply.ttl_us), bool(reply.changed))
 
 
 def decode_swap(reply: Any) -> bytes | None:

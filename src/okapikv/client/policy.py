@@ -101,11 +101,14 @@ class Policy:
         return next(self._scans) % len(topology.addresses)
 
     def attempts(self, what: str, addresses: Sequence[str], *, started: float, start: int = 0,
-                 rotate: bool = False, writes: bool = False, fails_over: bool = True) -> Attempts:
+                 rotate: bool = False, writes: bool = False, once: bool = False,
+                 fails_over: bool = True) -> Attempts:
         """The decisions of an operation (``fails_over``: one that may move to a fallback DC; RPCs
-        such as ClusterInfo and Stats do not) begun at ``started`` whose first attempt failed."""
+        such as ClusterInfo and Stats do not) begun at ``started`` whose first attempt failed;
+        ``once``: applied at most once whatever ``at_most_once`` says (an increment)."""
         return Attempts(what, addresses, started=started, timeout_s=self.timeout_s, backoff=self.backoff,
-                        rng=self.rng, start=start, rotate=rotate, at_most_once=self.at_most_once and writes,
+                        rng=self.rng, start=start, rotate=rotate,
+                        at_most_once=(self.at_most_once and writes) or once,
                         after_s=self.failover_after_s if fails_over and self.fails_over else None)
 
     def move(self, current: Topology, state: SessionState, from_dc: int, now: float) -> Move:

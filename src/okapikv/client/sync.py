@@ -217,7 +217,7 @@ class _SyncLink:
 
 
 def _retrying(policy: Policy, what: str, addresses: Sequence[str], attempt: Callable[[int, float], T], *,
-              start: int = 0, rotate: bool = False, writes: bool = False,
+              start: int = 0, rotate: bool = False, writes: bool = False, once: bool = False,
               fail_over: Callable[[], Sequence[str]] | None = None) -> T:
     """``attempt(server, timeout_s)`` (a call to ``addresses[server]``) until it succeeds, and
     after each failure what the policy says (``retry.Attempts``): the same again after a backoff,
@@ -238,7 +238,7 @@ def _retrying(policy: Policy, what: str, addresses: Sequence[str], attempt: Call
             failure = Failure(BROKEN, str(error))
         if attempts is None:
             attempts = policy.attempts(what, addresses, started=started, start=start, rotate=rotate, writes=writes,
-                                       fails_over=fail_over is not None)
+                                       once=once, fails_over=fail_over is not None)
         decision = attempts.judge(failure, time.monotonic())
         if isinstance(decision, Wait):
             time.sleep(decision.delay_s)
@@ -435,12 +435,14 @@ class Client:
         reply = self._call(ops.GET, ops.get_request(key_bytes, state.wire()), self._partition(key_bytes))
         return ops.decode_get(reply)
 
-    def put(self, key: KeyLike, value: KeyLike) -> bool:
-        """Write ``value``; True if the key had a visible value before."""
+    def put(self, key: KeyLike, value: KeyLike, ttl: float | None = None) -> bool:
+        """Write ``value``; True if the key had a visible value before. ``ttl``: the key expires
+        that many seconds after its server writes it (docs/protocol.md, "Expiry")."""
         key_bytes = ops.to_bytes(key)
         request_value = ops.to_bytes(value)
+        ttl_ms = ops.ttl_to_ms(ttl)
         state = self._ready()
-        reply = self._call(ops.PUT, ops.put_request(key_bytes, request_value, state.wire()),
+        reply = self._call(ops.PUT, ops.put_request(key_bytes, request_value, state.wire(), ttl_ms),
                            self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
@@ -481,6 +483,22 @@ class Client:
                            self._partition(key_bytes))
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_swap(reply)
+
+    def incr(self, key: KeyLike, by: int = 1) -> int:
+        """``AsyncClient.incr``: add ``by`` to the counter at ``key``, return the value the session sees."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready()
+        reply = self._call(ops.INCR, ops.incr_request(key_bytes, by, state.wire()), self._partition(key_bytes))
+        self.last_write_timestamp = ops.decode_timestamp(reply)
+        return ops.decode_incr(reply)
+
+    def expire(self, key: KeyLike, *, ttl_ms: int = 0, at_ms: int = 0, persist: bool = False) -> ops.Expiry:
+        """``AsyncClient.expire``: the key's value and time to live, and a new expiry if asked."""
+        key_bytes = ops.to_bytes(key)
+        state = self._ready()
+        reply = self._call(ops.EXPIRE, ops.expire_request(key_bytes, ttl_ms, at_ms, persist, state.wire()),
+                           self._partition(key_bytes))
+        return ops.decode_expire(reply)
 
     def delete(self, key: KeyLike) -> bool:
         """Delete ``key`` (a replicated tombstone); True if it had a visible value."""
@@ -569,7 +587,7 @@ class Client:
             return self.topology.addresses
 
         reply = _retrying(self._policy, kind.method, self.topology.addresses, attempt, start=start,
-                          rotate=rotate, writes=kind.writes, fail_over=fail_over)
+                          rotate=rotate, writes=kind.writes, once=kind.once, fail_over=fail_over)
         self._state.merge(reply.session)
         return reply
 

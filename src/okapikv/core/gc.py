@@ -23,6 +23,7 @@ Invariants (tested in ``tests/unit/test_core_gc.py``, ``tests/property/test_prop
 
 from __future__ import annotations
 
+from okapikv.core import expiry
 from okapikv.core.messages import Effect, ReplicaProgress, Send
 from okapikv.core.mvstore import Version
 from okapikv.core.reads import SnapshotReads
@@ -87,7 +88,8 @@ class GarbageCollector:
         count = min(self._slice, self._quota)
         if count:
             self._quota -= count
-            self.state.store.collect_some(self.universally_visible, count, tombstone_removable=self.settled)
+            self.state.store.collect_some(self.universally_visible, count, tombstone_removable=self.settled,
+                                          expired=lambda version: expiry.expired(version, now_us))
 
     # ---------------------------------------------------------------- what the replicas hold
 

@@ -1,7 +1,7 @@
 """Every message and effect the core exchanges, as frozen dataclasses (no dict-typed messages).
 
 Three families:
-- client requests and replies (GET, PUT, SWAP, DELETE, SCAN, RO-TX), each request carrying the
+- client requests and replies (GET, PUT, SWAP, DELETE, INCR, SCAN, RO-TX), each request carrying the
   client's causal ``Session`` and each reply a ``Session`` the client merges (section 3.2);
 - peer messages between partition servers: replication batches and heartbeats between replicas of
   a partition in different DCs, stabilization rounds (VV report -> GSV broadcast inside a DC, or
@@ -90,10 +90,14 @@ class GetRequest:
 
 @message
 class PutRequest:
+    """``expires``: 0 none, positive an absolute expiry, negative a time to live
+    (``okapikv.core.expiry.resolve``)."""
+
     request_id: int
     key: bytes
     value: bytes
     session: Session
+    expires: int = 0
 
 
 @message
@@ -122,6 +126,27 @@ class SwapRequest:
 class DeleteRequest:
     request_id: int
     key: bytes
+    session: Session
+
+
+@message
+class IncrRequest:
+    """Add ``by`` (negative: subtract) to the counter at ``key`` (``okapikv.core.counters``)."""
+
+    request_id: int
+    key: bytes
+    by: int
+    session: Session
+
+
+@message
+class ExpireRequest:
+    """Read ``key``'s value and time to live and, unless ``expires`` is None, write its value again
+    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). Refused for a counter."""
+
+    request_id: int
+    key: bytes
+    expires: int | None
     session: Session
 
 
@@ -160,7 +185,10 @@ class ScanRequest:
     snapshot: SnapshotRef | None = None
 
 
-ClientRequest = GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | ReadTxRequest | ScanRequest
+ClientRequest = (
+    GetRequest | PutRequest | PutManyRequest | SwapRequest | DeleteRequest | IncrRequest | ExpireRequest
+    | ReadTxRequest | ScanRequest
+)
 
 
 # ---------------------------------------------------------------- client replies
@@ -199,6 +227,29 @@ class PutManyReply:
 class SwapReply:
     request_id: int
     old_value: bytes | None
+    timestamp: int
+    session: Session
+
+
+@message
+class IncrReply:
+    """The counter's value the session sees after its increment (its own included)."""
+
+    request_id: int
+    value: int
+    timestamp: int
+    session: Session
+
+
+@message
+class ExpireReply:
+    """``value``: the key's value (None: absent); ``ttl_us``: its time to live after the request
+    (-2 absent, -1 none, as Redis's TTL); ``changed``: a new version was written, at ``timestamp``."""
+
+    request_id: int
+    value: bytes | None
+    ttl_us: int
+    changed: bool
     timestamp: int
     session: Session
 
@@ -252,7 +303,9 @@ class ErrorReply:
     message: str
 
 
-ClientReply = GetReply | WriteReply | PutManyReply | SwapReply | ReadTxReply | ScanReply | ErrorReply
+ClientReply = (
+    GetReply | WriteReply | PutManyReply | SwapReply | IncrReply | ExpireReply | ReadTxReply | ScanReply | ErrorReply
+)
 
 
 # ---------------------------------------------------------------- replication (between DCs)

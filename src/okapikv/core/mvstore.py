@@ -13,7 +13,8 @@ Invariants (tested in ``tests/unit/test_mvstore.py``):
   one demotes);
 - the key index holds exactly the keys with at least one version; ``version_count`` is the number
   of versions held;
-- every key holding more than one version or a tombstone is in the GC queue (``_collectable``).
+- every key holding more than one version, a tombstone or a value that expires is in the GC queue
+  (``_collectable``).
 
 Garbage collection (invariant tested by ``tests/property/test_prop_gc.py``): a version may be
 removed only when a newer version of the same key is visible in every snapshot that may still be
@@ -38,6 +39,17 @@ from typing import NamedTuple
 from sortedcontainers import SortedList
 
 from okapikv.core.vectors import Vector
+
+#: ``okapikv.core.counters.MAGIC``: the stored value of a counter's version begins with it
+COUNTER_MAGIC = b"\xffOKAPI#C"
+#: ``okapikv.core.expiry.MAGIC``: the stored value of a version with an expiry begins with it
+EXPIRY_MAGIC = b"\xffOKAPI#E"
+
+
+def _lingers(value: bytes | None) -> bool:
+    """Whether a key whose only version holds ``value`` stays in the GC queue: a tombstone, or a
+    value that expires (collected once expired, as a tombstone)."""
+    return value is None or value.startswith(EXPIRY_MAGIC)
 
 
 class Version:
@@ -107,6 +119,8 @@ def _version_class(source_dc: int, has_dv: bool) -> type[Version]:
 
 
 VisibilityPredicate = Callable[[Version], bool]
+#: (chain, position of the newest universally visible version, universally visible) -> positions to drop
+MergedCollect = Callable[[list[Version], int, VisibilityPredicate], list[int]]
 
 
 class Change(NamedTuple):
@@ -124,9 +138,13 @@ Entry = Version | list[Version]
 class MultiVersionStore:
     """Version chains (oldest first, so the common case of a newest write is an append)."""
 
-    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count", "_changes")
+    __slots__ = ("_chains", "_index", "_collectable", "version_count", "collected_count", "_changes", "_merged")
 
-    def __init__(self) -> None:
+    def __init__(self, merged: MergedCollect | None = None) -> None:
+        """``merged``: which versions GC may drop from a chain whose newest universally visible
+        version is a counter's, whose older versions may still count in a read
+        (``okapikv.core.counters.collectable``); None collects every chain as last-writer-wins."""
+        self._merged = merged
         # Most keys hold one version: storing it without a one-element list saves the list (56 B)
         # and its item array (16 B), 387 -> 306 B/key with 1M 8-byte keys and values (1 DC, RSS of a
         # plain process; scripts/measure_store_memory.py).
@@ -174,7 +192,7 @@ class MultiVersionStore:
             self._chains[key] = version
             self._index.add(key)
             self.version_count += 1
-            if version.value is None:
+            if _lingers(version.value):
                 self._collectable[key] = None
             if self._changes is not None:
                 self._changes.append(Change(key, version, True))
@@ -258,10 +276,11 @@ class MultiVersionStore:
         universally_visible: VisibilityPredicate,
         *,
         tombstone_removable: VisibilityPredicate | None = None,
+        expired: VisibilityPredicate | None = None,
     ) -> int:
         """Drop every version older than the newest universally visible one (and that one too when
-        it is a tombstone that ``tombstone_removable`` allows to go: by default always). Returns how
-        many versions were removed."""
+        it is a tombstone, or ``expired`` says it expired, that ``tombstone_removable`` allows to
+        go: by default always). Returns how many versions were removed."""
         entry = self._chains.get(key)
         if entry is None:
             self._collectable.pop(key, None)
@@ -275,7 +294,11 @@ class MultiVersionStore:
         if keep_from < 0:
             return 0
         newest_visible = chain[keep_from]
-        if newest_visible.value is None and (tombstone_removable is None or tombstone_removable(newest_visible)):
+        if (keep_from and self._merged is not None and newest_visible.value is not None
+                and newest_visible.value.startswith(COUNTER_MAGIC)):
+            return self._collect_merged(key, chain, keep_from, self._merged(chain, keep_from, universally_visible))
+        if ((newest_visible.value is None or (expired is not None and expired(newest_visible)))
+                and (tombstone_removable is None or tombstone_removable(newest_visible))):
             keep_from += 1
         removed = keep_from
         if removed:
@@ -290,9 +313,25 @@ class MultiVersionStore:
             self._collectable.pop(key, None)
         elif len(chain) == 1:
             self._chains[key] = chain[0]  # demote: a single version is held without a list
-            if chain[0].value is not None:
+            if not _lingers(chain[0].value):
                 self._collectable.pop(key, None)
         return removed
+
+    def _collect_merged(self, key: bytes, chain: list[Version], keep_from: int, drop: list[int]) -> int:
+        """``collect`` where the newest universally visible version is a counter's: older versions
+        may still count in its merge, so only those ``drop`` names (positions, ascending) go."""
+        if not drop:
+            return 0
+        if self._changes is not None:
+            self._changes.extend(Change(key, chain[position], False) for position in drop)
+        for position in reversed(drop):
+            del chain[position]
+        self.version_count -= len(drop)
+        self.collected_count += len(drop)
+        if len(chain) == 1:
+            self._chains[key] = chain[0]
+            self._collectable.pop(key, None)
+        return len(drop)
 
     def collect_some(
         self,
@@ -300,6 +339,7 @@ class MultiVersionStore:
         budget: int,
         *,
         tombstone_removable: VisibilityPredicate | None = None,
+        expired: VisibilityPredicate | None = None,
     ) -> int:
         """Collect up to ``budget`` keys that hold more than one version or a tombstone, so a GC pass
         never stalls the server for long. Keys are visited round robin: one not yet fully collected
@@ -308,8 +348,9 @@ class MultiVersionStore:
         for _ in range(min(budget, len(self._collectable))):
             key = next(iter(self._collectable))
             del self._collectable[key]
-            removed += self.collect(key, universally_visible, tombstone_removable=tombstone_removable)
+            removed += self.collect(key, universally_visible, tombstone_removable=tombstone_removable,
+                                    expired=expired)
             entry = self._chains.get(key)
-            if entry is not None and (not isinstance(entry, Version) or entry.value is None):
+            if entry is not None and (not isinstance(entry, Version) or _lingers(entry.value)):
                 self._collectable[key] = None  # not done yet: back of the queue
         return removed

@@ -524,12 +524,12 @@ class SnapshotReads:
         def in_snapshot(version: Version) -> bool:
             return visible(version=version, snapshot=snapshot)
 
-        newest = state.store.newest
+        newest = state.read_newest
         read_item = self._read_item
         items: list[ReadItem] = []
         if isinstance(message, TxSlice):
             for key in message.keys:
-                items.append(read_item(key, newest(key, in_snapshot)))
+                items.append(read_item(key, newest(key, in_snapshot, now_us)))
             return self._slice_reply(message, tuple(items), too_old=False, now_us=now_us, waited_us=waited_us)
         config = state.config
         limit = self.page_cap(message.limit)
@@ -545,7 +545,7 @@ class SnapshotReads:
                 break
             room -= 1
             previous = key
-            version = newest(key, in_snapshot)
+            version = newest(key, in_snapshot, now_us)
             if version is not None and (value := version.value) is not None:
                 items.append(read_item(key, version))
                 size += len(key) + len(value) + SCAN_ITEM_OVERHEAD_BYTES

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from okapikv.core import counters, expiry
 from okapikv.core.catchup import CatchUp, Repair
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
@@ -60,12 +61,16 @@ from okapikv.core.messages import (
     Effect,
     ErrorCode,
     ErrorReply,
+    ExpireReply,
+    ExpireRequest,
     GetReply,
     GetRequest,
     GstBroadcast,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    IncrReply,
+    IncrRequest,
     Message,
     PutManyReply,
     PutManyRequest,
@@ -89,7 +94,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
-from okapikv.core.mvstore import Change, Version
+from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, Change, Version
 from okapikv.core.pacing import Pacing
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
@@ -166,6 +171,8 @@ class PartitionServer(PartitionState):
             PutManyRequest: self._on_put_many,  # type: ignore[dict-item]
             SwapRequest: self._on_swap,  # type: ignore[dict-item]
             DeleteRequest: self._on_delete,  # type: ignore[dict-item]
+            IncrRequest: self._on_incr,  # type: ignore[dict-item]
+            ExpireRequest: self._on_expire,  # type: ignore[dict-item]
             ReadTxRequest: self.reads.on_read,  # type: ignore[dict-item]
             ScanRequest: self.reads.on_read,  # type: ignore[dict-item]
             ReplicateBatch: self._on_replicate,  # type: ignore[dict-item]
@@ -486,7 +493,7 @@ class PartitionServer(PartitionState):
     def _check_value(self, value: bytes) -> str | None:
         if len(value) > self.config.max_value_bytes:
             return f"value of {len(value)} bytes exceeds the limit of {self.config.max_value_bytes} bytes"
-        return None
+        return counters.reserved(value) or expiry.reserved(value)
 
     def _visible(self, version: Version) -> bool:
         return self.protocol.visible(version=version, stable=self.stable)
@@ -510,18 +517,55 @@ class PartitionServer(PartitionState):
         if refused is not None:
             return refused
         self.stats.operations["get"] += 1
-        version = self.store.newest(request.key, self._visible)
+        version = self.read_newest(request.key, self._visible, now_us)
         stable, dt = self._read_contribution(version)
         value = version.value if version is not None else None
         return [Respond(GetReply(request.request_id, value, Session(stable, max(dt, request.session.dt))))]
 
     def _on_put(self, request: PutRequest, now_us: int) -> Outcome:
         problem = self.check_key(request.key) or self._check_value(request.value)
-        return self._write("put", request.request_id, request.key, request.value, request.session, now_us, problem)
+        value = request.value
+        if request.expires:
+            value = expiry.wrap(value, expiry.resolve(request.expires, now_us))
+        return self._write("put", request.request_id, request.key, value, request.session, now_us, problem)
 
     def _on_delete(self, request: DeleteRequest, now_us: int) -> Outcome:
         problem = self.check_key(request.key)
         return self._write("delete", request.request_id, request.key, None, request.session, now_us, problem)
+
+    def _on_incr(self, request: IncrRequest, now_us: int) -> Outcome:
+        problem = self.check_key(request.key)
+        if problem is None and not counters.INT64_MIN <= request.by <= counters.INT64_MAX:
+            problem = counters.NOT_AN_INTEGER
+        return self._write("incr", request.request_id, request.key, None, request.session, now_us, problem,
+                           by=request.by)
+
+    def _on_expire(self, request: ExpireRequest, now_us: int) -> Outcome:
+        """TTL, PERSIST, EXPIRE and their kin (``okapikv.core.expiry``): read the key and, with
+        ``expires`` and a value to keep, write that value again with the new expiry (a write like
+        a PUT, depending on the version it read). PERSIST of a key without an expiry, and any
+        expiry of an absent key, write nothing."""
+        request_id, key, session = request.request_id, request.key, request.session
+        stable_before = self.stable
+        refused = self._admit(request_id, session, now_us, self.check_key(key))
+        if refused is not None:
+            return refused
+        current = self.store.newest(key, self._visible)
+        if current is not None and current.value is not None and current.value.startswith(COUNTER_MAGIC):
+            if request.expires:  # TTL reads -1 and PERSIST changes nothing, as for any key without one
+                self.stable = stable_before
+                return self.reject(request_id, "a counter has no expiry: SET it with one to make it expire")
+            current = self.read_newest(key, self._visible, now_us)  # its value; never expires
+        seen = expiry.view(current, now_us)
+        value = seen.value if seen is not None else None
+        expires = request.expires
+        if value is None or expires is None or (expires == 0 and expiry.remaining_us(current, now_us) == -1):
+            stable, dt = self._read_contribution(current)
+            self.stats.operations["ttl"] += 1
+            ttl_us = expiry.remaining_us(current, now_us) if value is not None else -2
+            return [Respond(ExpireReply(request_id, value, ttl_us, False, 0, Session(stable, max(dt, session.dt))))]
+        return self._write("expire", request_id, key, expiry.wrap(value, expiry.resolve(expires, now_us)), session,
+                           now_us, None)
 
     def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
         problem = self.check_key(request.key) or self._check_value(request.value)
@@ -536,13 +580,31 @@ class PartitionServer(PartitionState):
         session: Session,
         now_us: int,
         problem: str | None,
+        *,
+        by: int | None = None,
     ) -> Outcome:
+        """A PUT, SWAP, DELETE (``value`` None) or, with ``by``, an INCR: its value is the counter's
+        state after the increment (``okapikv.core.counters``)."""
         stable_before = self.stable
         refused = self._admit(request_id, session, now_us, problem)
         if refused is not None:
             return refused
         dc = self.dc
-        current = self.store.newest(key, self._visible)
+        current = expiry.view(self.store.newest(key, self._visible), now_us)
+        counter: counters.CounterState | None = None
+        if by is not None or (current is not None and current.value is not None
+                              and current.value.startswith(COUNTER_MAGIC)):
+            chain = self.store.versions(key)
+            resolved = counters.resolve(chain, self._visible, self.num_dcs)
+            if resolved.state is None:
+                resolved = counters.Resolved(expiry.view(resolved.version, now_us))
+            if by is not None:
+                outcome = counters.increment(chain, resolved, dc, self.num_dcs, by)
+                if isinstance(outcome, str):
+                    self.stable = stable_before
+                    return self.reject(request_id, outcome)
+                counter, value = outcome, counters.encode(outcome)
+            current = counters.read_view(resolved, self.num_dcs)
         dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
         if current is not None:
             # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
@@ -570,6 +632,12 @@ class PartitionServer(PartitionState):
         reply: ClientReply
         if kind == "swap":
             reply = SwapReply(request_id, current.value if current is not None else None, timestamp, reply_session)
+        elif counter is not None:
+            reply = IncrReply(request_id, counter.value, timestamp, reply_session)
+        elif kind == "expire":
+            assert value is not None
+            reply = ExpireReply(request_id, expiry.split(value)[0], expiry.remaining_us(version, now_us), True,
+                                timestamp, reply_session)
         else:
             reply = WriteReply(request_id, found, timestamp, reply_session)
         effects: list[Effect] = [Respond(reply)]
@@ -649,7 +717,9 @@ class PartitionServer(PartitionState):
             return "a bulk PUT needs at least one pair"
         max_key, max_value = self.config.max_key_bytes, self.config.max_value_bytes
         for index, key in enumerate(keys):
-            if not key or len(key) > max_key or len(values[index]) > max_value:
+            value = values[index]
+            if (not key or len(key) > max_key or len(value) > max_value or value.startswith(COUNTER_MAGIC)
+                    or value.startswith(EXPIRY_MAGIC)):
                 problem = self.check_key(key) or self._check_value(values[index])
                 return f"pair {index} (key {key[:40]!r}): {problem}"
         return None

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from okapikv.core import counters, expiry
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     CatchUpReply,
@@ -63,7 +64,7 @@ from okapikv.core.messages import (
     Respond,
     ServerId,
 )
-from okapikv.core.mvstore import MultiVersionStore
+from okapikv.core.mvstore import COUNTER_MAGIC, MultiVersionStore, Version, VisibilityPredicate
 from okapikv.core.protocols import WaitForStable, create_protocol
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import WaitForClock, offset_ceiling, physical_of
@@ -100,7 +101,7 @@ class PartitionState:
         self.dc = config.dc
         self.num_dcs = config.num_dcs
         self.protocol = create_protocol(config.protocol, dc=config.dc, num_dcs=config.num_dcs)
-        self.store = MultiVersionStore()
+        self.store = MultiVersionStore(merged=counters.collectable)
         self.stats = ServerStats()
         self.vv: list[int] = [0] * config.num_dcs
         self.stable: Vector = zeros(config.num_dcs)
@@ -136,6 +137,16 @@ class PartitionState:
         """Refuse a malformed request (INVALID_ARGUMENT); it changed nothing."""
         self.stats.rejected_requests += 1
         return [Respond(ErrorReply(request_id, ErrorCode.INVALID_ARGUMENT, message))]
+
+    def read_newest(self, key: bytes, visible: VisibilityPredicate, now_us: int) -> Version | None:
+        """What a read of ``key`` at ``now_us`` returns: the newest version ``visible`` accepts (of
+        no value once expired: ``okapikv.core.expiry.view``), or where that is a counter's, its
+        merged value (``okapikv.core.counters.read_view``)."""
+        version = self.store.newest(key, visible)
+        if version is None or version.value is None or not version.value.startswith(COUNTER_MAGIC):
+            return expiry.view(version, now_us)
+        resolved = counters.resolve(self.store.versions(key), visible, self.num_dcs)
+        return counters.read_view(resolved, self.num_dcs)
 
     def check_key(self, key: bytes) -> str | None:
         if not key:

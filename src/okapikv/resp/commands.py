@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 from okapikv import __version__
 from okapikv.resp import replies
+from okapikv.resp.counter_commands import COUNTER_COMMANDS, COUNTER_SUMMARY, NO_FLOAT, CounterCommands
 from okapikv.resp.cursors import CursorTable
+from okapikv.resp.expiry_commands import EXPIRY_COMMANDS, ExpiryCommands, parse_set_options
 from okapikv.resp.glob import compile_pattern
 from okapikv.resp.operations import CommandError, SessionOperations
 from okapikv.resp.replies import Simple, Value
@@ -102,14 +104,20 @@ COMMANDS: dict[bytes, Spec] = {spec.name.upper().encode(): spec for spec in (
           f"keys with a value, counted by SCAN pages of {DBSIZE_PAGE} (each page one snapshot)"),
     _spec("config", -2, "", _NO_KEYS, "server", "2.0.0",
           "CONFIG GET of what clients probe (save, appendonly, databases, ...); read-only"),
+    *(_spec(name, arity, "write denyoom fast", (1, 1, 1), "string", "1.0.0", COUNTER_SUMMARY)
+      for name, arity, _, _ in COUNTER_COMMANDS),
+    *(_spec(name, arity, "write fast" if name not in ("ttl", "pttl") else "readonly fast", (1, 1, 1),
+            "keyspace" if name != "getex" and not name.endswith("setex") else "string", "2.0.0", summary)
+      for name, arity, summary in EXPIRY_COMMANDS),
 )}
 
-_NO_TTL = "okapikv has no TTLs (keys never expire)"
+_KEEPTTL = "a SET writes the value and its expiry together (one version); give the expiry again"
+_EXPIRE_TIME = "okapikv reports the time left (TTL, PTTL), which its key's server's clock decides"
 _NO_MULTI_KEY_WRITE = "okapikv has no atomic multi-key writes; send one SET or DEL per key"
 _NO_CONDITIONAL = ("okapikv has no conditional writes: an always-available, replicated write cannot check a "
                    "condition that another DC may be changing at the same time")
-_NO_COUNTERS = ("okapikv has no read-modify-write but SWAP: increments made concurrently in two DCs would be "
-                "lost under last-writer-wins")
+_NO_READ_MODIFY_WRITE = ("okapikv has no read-modify-write but SWAP and counters: edits made concurrently in "
+                         "two DCs would be lost under last-writer-wins")
 _NO_FLUSH = "a flush is not one causal operation; DEL the keys"
 _NO_PUBSUB = "okapikv has no publish/subscribe"
 _DURABLE = "durability is the cluster's data directory (every write is committed before it is acknowledged)"
@@ -117,11 +125,9 @@ REFUSED: dict[bytes, str] = {
     b"MSET": _NO_MULTI_KEY_WRITE, b"MSETNX": _NO_MULTI_KEY_WRITE, b"RENAME": _NO_MULTI_KEY_WRITE,
     b"RENAMENX": _NO_MULTI_KEY_WRITE, b"COPY": _NO_MULTI_KEY_WRITE,
     b"SETNX": _NO_CONDITIONAL,
-    b"INCR": _NO_COUNTERS, b"INCRBY": _NO_COUNTERS, b"INCRBYFLOAT": _NO_COUNTERS, b"DECR": _NO_COUNTERS,
-    b"DECRBY": _NO_COUNTERS, b"APPEND": _NO_COUNTERS, b"SETRANGE": _NO_COUNTERS, b"GETDEL": _NO_COUNTERS,
-    b"SETEX": _NO_TTL, b"PSETEX": _NO_TTL, b"GETEX": _NO_TTL, b"EXPIRE": _NO_TTL, b"PEXPIRE": _NO_TTL,
-    b"EXPIREAT": _NO_TTL, b"PEXPIREAT": _NO_TTL, b"TTL": _NO_TTL, b"PTTL": _NO_TTL, b"PERSIST": _NO_TTL,
-    b"EXPIRETIME": _NO_TTL, b"PEXPIRETIME": _NO_TTL,
+    b"INCRBYFLOAT": NO_FLOAT, b"APPEND": _NO_READ_MODIFY_WRITE, b"SETRANGE": _NO_READ_MODIFY_WRITE,
+    b"GETDEL": _NO_READ_MODIFY_WRITE,
+    b"EXPIRETIME": _EXPIRE_TIME, b"PEXPIRETIME": _EXPIRE_TIME,
     b"WATCH": ("optimistic transactions need one global order of writes, which a causally consistent store "
                "does not have; MULTI ... EXEC of reads is one causal snapshot"),
     b"UNWATCH": "WATCH is not supported",
@@ -132,8 +138,7 @@ REFUSED: dict[bytes, str] = {
     b"SAVE": _DURABLE, b"BGSAVE": _DURABLE,
 }
 #: SET's options okapikv cannot honour, with the reason
-SET_REFUSED: dict[bytes, str] = {b"NX": _NO_CONDITIONAL, b"XX": _NO_CONDITIONAL, b"EX": _NO_TTL, b"PX": _NO_TTL,
-                                 b"EXAT": _NO_TTL, b"PXAT": _NO_TTL, b"KEEPTTL": _NO_TTL}
+SET_REFUSED: dict[bytes, str] = {b"NX": _NO_CONDITIONAL, b"XX": _NO_CONDITIONAL, b"KEEPTTL": _KEEPTTL}
 EXECABORT = replies.error("EXECABORT Transaction discarded because of previous errors.")
 
 
@@ -154,7 +159,7 @@ class ServerFacts:
     started_at: float
 
 
-class Executor:
+class Executor(CounterCommands, ExpiryCommands):
     """Runs one connection's commands (module docstring). ``execute`` returns the encoded reply;
     ``closing`` turns true after QUIT."""
 
@@ -205,18 +210,15 @@ class Executor:
         return replies.bulk_or_null(await self.operations.get(args[1]), self.resp3)
 
     async def _set(self, args: list[bytes]) -> bytes:
-        swap = False
-        for option in args[3:]:
-            upper = option.upper()
-            if upper == b"GET":
-                swap = True
-            elif upper in SET_REFUSED:
-                return replies.error(f"ERR SET {upper.decode()} is not supported: {SET_REFUSED[upper]}")
-            else:
-                return replies.error("ERR syntax error")
+        parsed = parse_set_options(args[3:], SET_REFUSED)
+        if isinstance(parsed, bytes):
+            return parsed
+        swap, expiry = parsed
+        if swap and expiry is not None:
+            return replies.error("ERR SET GET with an expiry is not supported: use SET with the expiry, then GET")
         if swap:
             return replies.bulk_or_null(await self.operations.swap(args[1], args[2]), self.resp3)
-        await self.operations.put(args[1], args[2])
+        await self.operations.put(args[1], args[2], expiry)
         return replies.OK
 
     async def _getset(self, args: list[bytes]) -> bytes:

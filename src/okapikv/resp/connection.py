@@ -79,6 +79,9 @@ class Host(Protocol):
 
 class RespConnection(asyncio.Protocol):
     def __init__(self, service: Host) -> None:
+        # Made by the loop's protocol factory, so inside the loop: held once, since every
+        # ``asyncio.get_running_loop()`` costs a ``getpid`` system call (it checks for a fork).
+        self._loop = asyncio.get_running_loop()
         self._service = service
         self._limits = service.limits
         self._parser = make_parser(service.limits, prefer_hiredis=service.prefer_hiredis)
@@ -140,7 +143,7 @@ class RespConnection(asyncio.Protocol):
             elif len(self._queue) > self._limits.max_queued_commands:
                 self._pause_reading()
         if self._worker is None and self._queue:
-            self._worker = asyncio.get_running_loop().create_task(self._run())
+            self._worker = self._loop.create_task(self._run())
 
     def eof_received(self) -> bool:
         """A client that half-closes after its last command still gets every reply (then the
@@ -150,7 +153,7 @@ class RespConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         if self._writable is None:
-            self._writable = asyncio.get_running_loop().create_future()
+            self._writable = self._loop.create_future()
 
     def resume_writing(self) -> None:
         writable, self._writable = self._writable, None
@@ -234,7 +237,7 @@ class RespConnection(asyncio.Protocol):
         self._draining = self._limits.max_request_bytes
         self._reading_paused = False
         transport.resume_reading()
-        asyncio.get_running_loop().call_later(DRAIN_S, self.close)
+        self._loop.call_later(DRAIN_S, self.close)
 
     def _flush(self) -> None:
         if self._out and self._transport is not None:
@@ -253,7 +256,7 @@ class RespConnection(asyncio.Protocol):
         if self._input is not None:
             self._input.close()  # its partial request no longer holds budget; no more deadlines
         if self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._run())
+            self._worker = self._loop.create_task(self._run())
 
     def _expired(self, event: str, reason: str) -> None:
         """The input guard's sweep found a deadline passed (``okapikv.server.budgets``)."""

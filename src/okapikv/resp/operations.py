@@ -26,18 +26,23 @@ neither routing nor cluster mode):
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from okapikv.client.aio import AsyncClient
-from okapikv.client.operations import SCAN_RESTARTS, SessionState
+from okapikv.client.operations import SCAN_RESTARTS, Expiry, SessionState
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
     DeleteRequest,
     ErrorReply,
+    ExpireReply,
+    ExpireRequest,
     GetReply,
     GetRequest,
+    IncrReply,
+    IncrRequest,
     PutRequest,
     ReadTxReply,
     ReadTxRequest,
@@ -52,10 +57,19 @@ from okapikv.core.session import adopt
 from okapikv.errors import OkapiError
 from okapikv.resp.tokens import SessionToken, encode_token
 from okapikv.server.node import PartitionNode
+from okapikv.wire.convert import expires
 
 T = TypeVar("T")
 #: how often a waiting adoption looks at this server's stable vector again
 ADOPT_POLL_S = 0.005
+
+
+class WantedExpiry(NamedTuple):
+    """An expiry a command asks for: ``ttl_ms`` from now, or ``at_ms`` a Unix time, or ``persist``."""
+
+    ttl_ms: int = 0
+    at_ms: int = 0
+    persist: bool = False
 
 
 class CommandError(Exception):
@@ -85,13 +99,32 @@ class SessionOperations:
             return reply.value
         return await self._forward(lambda client: client.get(key))
 
-    async def put(self, key: bytes, value: bytes) -> bool:
-        """True if a value existed before."""
+    async def put(self, key: bytes, value: bytes, expiry: WantedExpiry | None = None) -> bool:
+        """True if a value existed before. ``expiry``: the key's (forwarded, a Unix time becomes
+        the time left by this server's clock)."""
         if self._local(key):
-            reply = await self._call(PutRequest(self._node.next_request_id(), key, value, self.state.current))
+            expiring = expires(expiry.ttl_ms, expiry.at_ms) if expiry is not None else 0
+            reply = await self._call(PutRequest(self._node.next_request_id(), key, value, self.state.current,
+                                                expiring))
             assert type(reply) is WriteReply
             return reply.found
-        return await self._forward(lambda client: client.put(key, value))
+        ttl: float | None = None
+        if expiry is not None:
+            ttl_ms = expiry.ttl_ms or max(expiry.at_ms - time.time_ns() // 1_000_000, 1)
+            ttl = ttl_ms / 1000
+        return await self._forward(lambda client: client.put(key, value, ttl))
+
+    async def expire(self, key: bytes, wanted: WantedExpiry | None) -> Expiry:
+        """The key's value and time to live, after writing the ``wanted`` expiry when given."""
+        if self._local(key):
+            expiring = None if wanted is None else 0 if wanted.persist else expires(wanted.ttl_ms, wanted.at_ms)
+            reply = await self._call(ExpireRequest(self._node.next_request_id(), key, expiring, self.state.current))
+            assert type(reply) is ExpireReply
+            return Expiry(reply.value, reply.ttl_us, reply.changed)
+        if wanted is None:
+            return await self._forward(lambda client: client.expire(key))
+        return await self._forward(lambda client: client.expire(key, ttl_ms=wanted.ttl_ms, at_ms=wanted.at_ms,
+                                                                persist=wanted.persist))
 
     async def swap(self, key: bytes, value: bytes) -> bytes | None:
         if self._local(key):
@@ -99,6 +132,14 @@ class SessionOperations:
             assert type(reply) is SwapReply
             return reply.old_value
         return await self._forward(lambda client: client.swap(key, value))
+
+    async def incr(self, key: bytes, by: int) -> int:
+        """The counter's value after adding ``by`` (``okapikv.core.counters``)."""
+        if self._local(key):
+            reply = await self._call(IncrRequest(self._node.next_request_id(), key, by, self.state.current))
+            assert type(reply) is IncrReply
+            return reply.value
+        return await self._forward(lambda client: client.incr(key, by))
 
     async def delete(self, key: bytes) -> bool:
         if self._local(key):

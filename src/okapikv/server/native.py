@@ -51,6 +51,9 @@ log = logging.getLogger("okapikv.server")
 
 class NativeConnection(asyncio.Protocol):
     def __init__(self, node: PartitionNode, intake: PeerIntake) -> None:
+        # Made by the loop's protocol factory, so inside the loop: held once, since every
+        # ``asyncio.get_running_loop()`` costs a ``getpid`` system call (it checks for a fork).
+        self._loop = asyncio.get_running_loop()
         self._node = node
         self._intake = intake
         self._admission = node.admission
@@ -109,7 +112,7 @@ class NativeConnection(asyncio.Protocol):
                 self._refuse("peer links need a certificate: use the peer listener", reply=False)
                 return
             self._incoming = self._intake.open(self._peer)
-        now = asyncio.get_running_loop().time()
+        now = self._loop.time()
         for frame in frames:
             try:
                 acknowledged = self._incoming.accept(pb.PeerBatch.FromString(frame), now)
@@ -134,7 +137,7 @@ class NativeConnection(asyncio.Protocol):
                 self._pause_reading()
                 if not self._retry_scheduled:
                     self._retry_scheduled = True
-                    asyncio.get_running_loop().call_later(ADMISSION_RETRY_S, self._retry_take)
+                    self._loop.call_later(ADMISSION_RETRY_S, self._retry_take)
                 return
         self._held_since = None
         while frames and not sink.full:
@@ -161,7 +164,7 @@ class NativeConnection(asyncio.Protocol):
     def _on_ready(self) -> None:
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+            self._loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
         self._flush_scheduled = False

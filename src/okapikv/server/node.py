@@ -66,7 +66,9 @@ from okapikv.core.messages import (
     Effect,
     ErrorCode,
     ErrorReply,
+    ExpireRequest,
     GetRequest,
+    IncrRequest,
     Message,
     PeerMessage,
     PutManyRequest,
@@ -92,9 +94,10 @@ from okapikv.server.pipeline import PipelineSink
 from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
+from okapikv.storage.logged_store import LoggedStore
 from okapikv.storage.recovery import open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
-from okapikv.storage.sqlite import Identity, SqliteStore
+from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.convert import (
     approximate_size,
@@ -137,10 +140,10 @@ CLOCK_LOG_INTERVAL_S = 10.0
 PipelineEntry = tuple[PipelineSink, int, str, float]
 # Operation type names of the latency histograms (the same as the Pipeline result kinds).
 #: requests a full disk refuses (they would add versions); reads go on
-WRITE_REQUESTS = (PutRequest, PutManyRequest, SwapRequest, DeleteRequest)
+WRITE_REQUESTS = (PutRequest, PutManyRequest, SwapRequest, DeleteRequest, IncrRequest, ExpireRequest)
 REQUEST_KINDS: dict[type, str] = {
     GetRequest: "get", PutRequest: "put", PutManyRequest: "put_many", SwapRequest: "swap", DeleteRequest: "delete",
-    ScanRequest: "scan", ReadTxRequest: "read_tx",
+    ScanRequest: "scan", ReadTxRequest: "read_tx", IncrRequest: "incr", ExpireRequest: "expire",
 }
 #: The result kinds of snapshot reads: dropped from the core when their client goes away.
 READ_KINDS = frozenset({"scan", "read_tx"})
@@ -178,7 +181,7 @@ class PartitionNode:
             self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
             bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
             else ())
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None  # a TimerHandle, or a call_soon's Handle
         self._timer_deadline_us = 0
         self._last_sent: object = None
         self._last_frames: list[tuple[bytes, int]] = []
@@ -198,7 +201,7 @@ class PartitionNode:
         self.oversized_dropped = 0
         self.latency = LatencyHistograms()
         self.lag_samples = LagSamples(self.num_dcs)
-        self._storage: SqliteStore | None = None
+        self._storage: LoggedStore | None = None
         self._committer: GroupCommitter | None = None
         self._held: deque[tuple[int, list[Effect]]] = deque()
         self.recovered: RecoveredFigures | None = None
@@ -328,7 +331,8 @@ class PartitionNode:
 
     async def call(self, request: ClientRequest) -> ClientReply:
         """Run one request (unary RPC) and wait for its reply, however long the core parks it."""
-        future: asyncio.Future[ClientReply] = asyncio.get_running_loop().create_future()
+        loop = self._loop if self._loop is not None else asyncio.get_running_loop()  # a lookup is a getpid
+        future: asyncio.Future[ClientReply] = loop.create_future()
         request_id = request.request_id
         self.client_requests += 1
         problem = self._misrouted(request)
@@ -630,11 +634,18 @@ class PartitionNode:
                 return
             self._timer.cancel()
         assert self._loop is not None
+        self._timer_deadline_us = deadline
         delay_s = self.clock.seconds_until(deadline)
+        if delay_s * 1_000_000 <= SPIN_US:
+            # A write parked for the next clock microsecond (Cure, GentleRain), wherever it was
+            # parked (a client batch, a peer's message, a timer): ``_on_timer`` spins up to it on
+            # the loop's next round; a millisecond timer would hold it a whole millisecond, a
+            # same-microsecond artefact the paper's servers do not have.
+            self._timer = self._loop.call_soon(self._on_timer)
+            return
         # Event-loop timers have millisecond granularity (libuv truncates): round up, or a timer
         # due in 0.9 ms would fire at once and spin until the deadline.
         delay_s = math.ceil(delay_s * 1000) / 1000
-        self._timer_deadline_us = deadline
         self._timer = self._loop.call_later(delay_s, self._on_timer)
 
     def _on_timer(self) -> None:

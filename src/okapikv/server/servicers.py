@@ -108,6 +108,22 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         return response
 
     @guarded
+    async def Incr(self, request: pb.IncrRequest, context: grpc.aio.ServicerContext) -> pb.IncrResponse:
+        reply = await self._call(convert.incr_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.IncrResponse()
+        convert.fill_incr(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
+        return response
+
+    @guarded
+    async def Expire(self, request: pb.ExpireRequest, context: grpc.aio.ServicerContext) -> pb.ExpireResponse:
+        reply = await self._call(convert.expire_request(request, self.node.next_request_id(), self.num_dcs))
+        await _abort_on_error(reply, context)
+        response = pb.ExpireResponse()
+        convert.fill_expire(response, reply, scalar=self.scalar)  # type: ignore[arg-type]
+        return response
+
+    @guarded
     async def Scan(self, request: pb.ScanRequest, context: grpc.aio.ServicerContext) -> pb.ScanResponse:
         reply = await self._call(convert.scan_request(request, self.node.next_request_id(), self.num_dcs))
         await _abort_on_error(reply, context)

@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import replace
 
-from okapikv.sim.config import SimConfig
+from okapikv.sim.config import COUNTERS_TTLS_MIX, SimConfig, WorkloadMix
 from okapikv.sim.cost import CostProfile, load_profile
 from okapikv.sim.runner import operation_counts, performance_line, reproduce_command, run_simulation, summary_lines
 
@@ -90,6 +90,7 @@ def config_from_args(args: argparse.Namespace, seed: int, cost: CostProfile | No
         think_us_max=args.think_us,
         warmup_s=args.warmup_s,
         cost=cost,
+        mix=COUNTERS_TTLS_MIX if getattr(args, "counters_ttls", False) else WorkloadMix(),
     )
 
 

@@ -57,6 +57,7 @@ from okapikv.core.partitioning import partition_of
 from okapikv.core.session import ClientSession, adopt
 from okapikv.sim.config import SimConfig
 from okapikv.sim.cpu import ClientWork
+from okapikv.sim.crdt import CrdtLedger
 from okapikv.sim.events import CLIENT_NEXT
 from okapikv.sim.workload import Workload
 from okapikv.sim.world import START_US, World
@@ -125,6 +126,8 @@ class Clients:
         self.latencies_us: dict[str, list[int]] = {}
         self.window_completed = 0
         self._client_us = config.cost.client_us if config.cost is not None else 0.0
+        #: counters and expiring keys in the mix (``okapikv.sim.crdt``), judged apart from the history
+        self.crdt = CrdtLedger(rng) if config.mix.incr > 0 or config.mix.ttl > 0 else None
 
     def start(self, start_us: int) -> None:
         """Every client issues its first operation within 1 ms of ``start_us``."""
@@ -180,6 +183,11 @@ class Clients:
                                          value=decode_bytes(value), server=(dc, partition))
             if recorder is not None and op is None:
                 op = recorder.invoke(client.process, dc, f, now, key=decode_bytes(key), server=(dc, partition))
+        elif f in ("incr", "ttl"):
+            assert self.crdt is not None
+            client.counter += 1
+            request = self.crdt.request(f, rid, f"{client.process}.{client.counter}".encode(), session, now)
+            partition = partition_of(request.key, partitions)  # type: ignore[union-attr]
         elif f == "rotx":
             chosen = [keys[i] for i in workload.rotx_keys()]
             partition = client.home
@@ -211,6 +219,8 @@ class Clients:
         client.request_id = request.request_id
         client.request = request
         self.world.submit(client.server, request, client.index)
+        if self.crdt is not None:
+            self.crdt.sent(request, client.server, self.world)
 
     def _next_page(self, client: Client, reply: ClientReply) -> bool:
         """A paged SCAN goes on as the real clients page it: a reply with a resume key asks for the
@@ -256,6 +266,8 @@ class Clients:
             client.scan, client.scan_items = None, []
         op = client.op
         now = world.now
+        if self.crdt is not None and client.request is not None and client.final_keys is None:
+            self.crdt.answered(client.request, reply)
         if type(reply) is ErrorReply:
             self.completed["fail"] += 1
             if op is not None and self.recorder is not None:
@@ -314,6 +326,8 @@ class Clients:
             return
         assert client.request is not None
         self.world.send_request(client.server, client.request, CLIENT_RETRY_US)
+        if self.crdt is not None:
+            self.crdt.sent(client.request, client.server, self.world)
 
     def _fail_over(self, client: Client) -> bool:
         """Move ``client`` to the first other DC whose server for its request is up and has every
@@ -343,6 +357,8 @@ class Clients:
             self.failovers += 1
             world.note(f"{client.process} fails over dc{home} -> dc{other}")
             world.send_request(target, client.request)
+            if self.crdt is not None:
+                self.crdt.sent(client.request, target, world)
             return True
         return False
 

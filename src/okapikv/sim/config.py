@@ -53,6 +53,9 @@ class WorkloadMix:
     delete: float = 4.0
     scan: float = 4.0
     rotx: float = 32.0
+    #: INCR of a counter key, and a PUT with an expiry or a GET of an expiring key (``okapikv.sim.crdt``)
+    incr: float = 0.0
+    ttl: float = 0.0
 
     def weights(self) -> tuple[tuple[str, float], ...]:
         return (
@@ -62,9 +65,13 @@ class WorkloadMix:
             ("delete", self.delete),
             ("scan", self.scan),
             ("rotx", self.rotx),
+            ("incr", self.incr),
+            ("ttl", self.ttl),
         )
 
 
+#: ``okapi sim --counters-ttls``: the default mix with counters and expiring keys (``okapikv.sim.crdt``)
+COUNTERS_TTLS_MIX = WorkloadMix(incr=15.0, ttl=10.0)
 #: The paper's scalability workload (section 5): a RO-TX then a PUT, over and over.
 PAPER_MIX = WorkloadMix(get=0.0, put=50.0, swap=0.0, delete=0.0, scan=0.0, rotx=50.0)
 

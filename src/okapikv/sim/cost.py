@@ -48,10 +48,12 @@ from typing import Any
 from okapikv.core.messages import (
     DeleteRequest,
     Effect,
+    ExpireRequest,
     GetRequest,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    IncrRequest,
     Message,
     PutRequest,
     ReadTxRequest,
@@ -223,7 +225,7 @@ def message_bytes(value: object) -> int:
 
 _REQUEST_COST = {
     GetRequest: "get_us", PutRequest: "put_us", SwapRequest: "swap_us", DeleteRequest: "delete_us",
-    ReadTxRequest: "rotx_us", ScanRequest: "scan_us",
+    ReadTxRequest: "rotx_us", ScanRequest: "scan_us", IncrRequest: "swap_us", ExpireRequest: "swap_us",
 }
 
 

@@ -34,7 +34,9 @@ from typing import Protocol
 from okapikv.core.messages import (
     DeleteRequest,
     Effect,
+    ExpireRequest,
     GetRequest,
+    IncrRequest,
     Message,
     PutRequest,
     ReadTxRequest,
@@ -67,8 +69,8 @@ class Host(Protocol):
 
     def _apply(self, index: int, effects: list[Effect]) -> None: ...
 
-_THREADED = frozenset({GetRequest, PutRequest, SwapRequest, DeleteRequest, ReadTxRequest, ScanRequest, TxSlice,
-                       ScanSlice})
+_THREADED = frozenset({GetRequest, PutRequest, SwapRequest, DeleteRequest, IncrRequest, ExpireRequest, ReadTxRequest,
+                       ScanRequest, TxSlice, ScanSlice})
 
 
 class TimerRun:

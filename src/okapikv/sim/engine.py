@@ -40,6 +40,7 @@ from okapikv.sim.clients import Clients
 from okapikv.sim.config import SimConfig, dc_names
 from okapikv.sim.cost import Costs
 from okapikv.sim.cpu import Cpu
+from okapikv.sim.crdt import CrdtLedger
 from okapikv.sim.invariants import Invariants
 from okapikv.sim.nemesis import Nemesis
 from okapikv.sim.scans import ClientRouter, ScanCost, Scanners
@@ -74,6 +75,8 @@ class SimResult:
     scan_restarts: int = 0
     #: the largest difference of two clock offsets inside one DC (``okapikv.core.skew``)
     max_dc_skew_us: int = 0
+    #: what the counter and expiry operations were acknowledged (``okapikv.sim.crdt``; None: none in the mix)
+    crdt: CrdtLedger | None = None
     #: per operation, the latency of each successful workload operation issued in the measurement
     #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
     latencies_us: dict[str, list[int]] = field(default_factory=dict)
@@ -85,6 +88,12 @@ class SimResult:
     max_blocked: int = 0
     #: every server incarnation's counters (``ServerStats.as_dict``), over the whole run
     server_stats: list[dict[str, object]] = field(default_factory=list)
+    #: each server's counters at the start and at the end of the measurement window (the servers
+    #: of each moment, by index), so waits and bytes can be counted inside it (not cold start and
+    #: drain), and each machine's share of CPU busy inside it (under the cost model)
+    window_stats_before: list[dict[str, object]] = field(default_factory=list)
+    window_stats_after: list[dict[str, object]] = field(default_factory=list)
+    window_cpu_utilization: list[float] | None = None
 
     @property
     def throughput_ops_s(self) -> float:
@@ -155,6 +164,8 @@ class Simulation:
         self.liveness_end = self.fault_phase_end + int(config.liveness_s * 1_000_000)
         self.quiescent_at: int | None = None
         self.write_target = 0
+        empty: tuple[list[dict[str, object]], list[float]] = ([], [])
+        self.window_before = self.window_after = empty
 
     def _meta(self) -> dict[str, object]:
         c = self.config
@@ -191,6 +202,10 @@ class Simulation:
         self.clients.start(START_US)
         if self.config.faults:
             self.nemesis.schedule(START_US, self.fault_phase_end)
+        if self.clients.window[0] > START_US:  # else the window opens now (no event: runs stay as they were)
+            world.at(self.clients.window[0], self._open_window)
+        else:
+            self._open_window()
         world.at(self.fault_phase_end, self._end_fault_phase)
         timeout_us = int(self.config.converge_timeout_s * 1_000_000)
         world.at(self.liveness_end + timeout_us, self._check_clients_stopped)
@@ -200,9 +215,18 @@ class Simulation:
 
     # ================================================================ phases
 
+    def _window_counters(self) -> tuple[list[dict[str, object]], list[float]]:
+        world = self.world
+        busy = [] if world.cpu is None else list(world.cpu.busy_us)
+        return [server.stats.as_dict() for server in world.servers], busy
+
+    def _open_window(self) -> None:
+        self.window_before = self._window_counters()
+
     def _end_fault_phase(self) -> None:
         """Heal everything; the clients run on for ``liveness_s``, then stop; then wait for quiescence."""
         world = self.world
+        self.window_after = self._window_counters()
         liveness_s = self.config.liveness_s
         if liveness_s:
             self.visibility.follow_from_us = self.fault_phase_end
@@ -304,6 +328,8 @@ class Simulation:
         world = self.world
         if self.config.invariants:
             self.invariants.check_stability()
+        if self.clients.crdt is not None and self.quiescent_at is not None:
+            self.anomalies.extend(self.clients.crdt.check(world))
         if self.scanners is not None:
             self.scanners.finish()
         waits: dict[str, WaitStats] = {}
@@ -321,6 +347,7 @@ class Simulation:
                     total.max_us = max(total.max_us, stats.max_us)
         return SimResult(
             max_dc_skew_us=max_skew_in_dc_us(self.offsets_us, self.config.num_partitions),
+            crdt=self.clients.crdt,
             config=self.config,
             history=self.recorder.history() if self.recorder is not None else None,
             operations=self.clients.operations,
@@ -346,4 +373,16 @@ class Simulation:
                 world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],
             max_blocked=0 if world.cpu is None else max(world.cpu.max_blocked),
             server_stats=[server.stats.as_dict() for server in world.retired + world.servers],
+            window_stats_before=self.window_before[0],
+            window_stats_after=self.window_after[0],
+            window_cpu_utilization=self._window_utilization(),
         )
+
+    def _window_utilization(self) -> list[float] | None:
+        """Each machine's share of its cores busy inside the measurement window."""
+        cpu, (before, after) = self.world.cpu, (self.window_before[1], self.window_after[1])
+        window_us = self.clients.window[1] - self.clients.window[0]
+        if cpu is None or not after or window_us <= 0:
+            return None
+        return [(end - (before[host] if host < len(before) else 0.0)) / (window_us * cpu.cores)
+                for host, end in enumerate(after)]

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.config import SimConfig, dc_names, wan_matrix_ms
 from okapikv.sim.cost import CostProfile
 from okapikv.sim.engine import SimResult
 from okapikv.sim.runner import run_simulation
@@ -51,17 +51,37 @@ PEAK_GROWTH = 0.05
 #: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
 MAX_SWEEP_STEPS = 8
 PAPER_SKEW_MS = 10.0
+#: the keys of a run, over all its partitions: the real paper suite's 10,000 records
+#: (``okapikv.bench.engine.options``), not the paper's 1 M per partition, which the simulator's
+#: per-key tables (and the checked runs' final reads of every key) cannot afford; the load per
+#: partition is uniform either way (``okapikv.sim.workload``), only the hottest key's share of its
+#: partition differs (zipf 0.99: about 11% at 5,000 keys, 15% at 312, 6.5% at 1 M)
+PAPER_RECORDS = 10_000
 WRITE_RATIOS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9)
+
+
+#: a measurement window holds at least this many GentleRain cycles (``gentlerain_cycle_s``): a
+#: GentleRain client completes about one RO-TX per cycle, so a shorter window counts a handful of
+#: each client's operations and its start and end weigh on the figure
+WINDOW_CYCLES = 10
+
+
+def gentlerain_cycle_s(dcs: int) -> float:
+    """A GentleRain RO-TX's wait: its DC's stable time follows the furthest DC's heartbeats, the
+    largest one-way delay of the WAN (65 ms at the paper's; 66-75 ms RO-TXs simulated)."""
+    return max(max(row) for row in wan_matrix_ms(dcs)) / 1000
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """How large an experiment runs: the deployment, the simulated seconds per run, the load."""
+    """How large an experiment runs: the deployment, the simulated seconds per run, the load. The
+    default window (``duration_s - warmup_s``, 0.8 s) holds ``WINDOW_CYCLES`` GentleRain cycles
+    and more at the paper's WAN."""
 
     dcs: int = 3
     partitions: int = 32
-    duration_s: float = 0.2
-    warmup_s: float = 0.05
+    duration_s: float = 1.0
+    warmup_s: float = 0.2
     #: the fixed load of write-ratio, visibility and traffic: clients per partition of each DC
     clients_per_partition: int = 8
     protocols: tuple[str, ...] = PROTOCOLS
@@ -126,7 +146,7 @@ def config_of(point: Point, plan: Plan, profile: CostProfile, clients: int, *, c
     protocol, piggyback_usv = system_settings(point.system)
     return SimConfig(
         seed=plan.seed, protocol=protocol, piggyback_usv=piggyback_usv, num_dcs=plan.dcs,
-        num_partitions=point.partitions,
+        num_partitions=point.partitions, keys_per_partition=max(1, PAPER_RECORDS // point.partitions),
         num_clients=clients, duration_s=plan.duration_s, warmup_s=plan.warmup_s, clock_skew_ms=PAPER_SKEW_MS,
         think_us_max=0, workload="paper" if point.write_ratio is None else "write-ratio",
         write_ratio=point.write_ratio if point.write_ratio is not None else 0.5,
@@ -147,6 +167,14 @@ def _latency(values: list[int]) -> dict[str, float]:
             "p999_us": at(0.999), "max_us": float(ordered[-1])}
 
 
+def _busy(utilization: list[float] | None) -> dict[str, float]:
+    """The busiest and the median machine's share of CPU in the window (a hot server shows)."""
+    if not utilization:
+        return {}
+    ordered = sorted(utilization)
+    return {"server_busy_max": round(ordered[-1], 4), "server_busy_median": round(ordered[len(ordered) // 2], 4)}
+
+
 def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cpu_s: float) -> dict[str, Any]:
     """A run as ``okapi bench`` records one (``Run`` fields), plus what the bench side summarises."""
     c = result.config
@@ -163,8 +191,9 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cp
         "operations": result.window_completed, "throughput_ops_s": round(result.throughput_ops_s, 1),
         "errors": {}, "last_error": "", "latency_us": latency,
         "cpu": {"client_s": 0.0, "client_cores": 0.0, "server_s": None, "server_cores": None,
-                "server_cpu_us_per_op": None},
+                "server_cpu_us_per_op": None, **_busy(result.window_cpu_utilization)},
         "server_stats": result.server_stats,
+        "window_stats": {"before": result.window_stats_before, "after": result.window_stats_after},
         "simulated_s": result.simulated_us / 1e6,
         "visibility_us": {f"{names[s]}->{names[d]}": values for (s, d), values in result.visibility_us.items()},
         "checked": checked, "anomalies": anomalies, "cpu_s": round(cpu_s, 2), "series": point.series,

@@ -11,7 +11,7 @@ from okapikv.check.report import CheckReport, check_history
 from okapikv.core.config import CoreConfig
 from okapikv.core.server import PartitionServer
 from okapikv.core.skew import UNIFORM
-from okapikv.sim.config import SimConfig, dc_names
+from okapikv.sim.config import COUNTERS_TTLS_MIX, SimConfig, dc_names
 from okapikv.sim.cost import packaged_profile, packaged_profiles
 from okapikv.sim.engine import SimResult, Simulation
 
@@ -75,6 +75,8 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append("--silent-links")
     if config.large_scans:
         parts.append("--large-scans")
+    if config.mix == COUNTERS_TTLS_MIX:
+        parts.append("--counters-ttls")
     if config.keys_per_partition != SimConfig().keys_per_partition:
         parts.append(f"--keys-per-partition {config.keys_per_partition}")
     if config.liveness_s:
@@ -84,6 +86,8 @@ def reproduce_command(config: SimConfig) -> str:
                   "clock_skew_ms", "clock_skew_model", "clock_jumps", "silent_links", "large_scans",
                   "keys_per_partition", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s", "workload",
                   "write_ratio"}
+    if config.mix == COUNTERS_TTLS_MIX:
+        cli_fields.add("mix")
     if config.workload != "mix":
         parts.append("--workload paper")
         if config.workload == "write-ratio":

@@ -1,13 +1,16 @@
-"""Durable storage of one partition server: SQLite (stdlib, WAL mode), group commit, recovery.
+"""Durable storage of one partition server: a commit log checkpointed into SQLite, group commit, recovery.
 
 The protocol core (``okapikv.core``) never does I/O: it reports what changed (``drain_changes``:
 versions inserted and garbage-collected, and its vectors) and accepts a recovered state
 (``restore``). This package does the rest, for the gRPC driver (``okapikv.server.node``):
 
-- ``sqlite.SqliteStore``: the on-disk format (one table of versions, one of metadata), the data
+- ``log`` and ``logged_store.LoggedStore``: each commit group as one checksummed record appended to a
+  segment file (one write, one fdatasync); a background checkpoint folds closed segments into SQLite
+  and deletes them; recovery replays the log after the checkpoint (docs/storage.md).
+- ``sqlite.SqliteStore``: the checkpoint's on-disk format (one table of versions, one of metadata), the data
   directory's lock and identity check, one transaction per commit group, and maintenance
   (``wal_checkpoint(TRUNCATE)``, incremental vacuum) so the files stay bounded under overwrites.
-- ``group_commit.GroupCommitter``: collects the changes of many core calls into one transaction
+- ``group_commit.GroupCommitter``: collects the changes of many core calls into one group
   (requests arriving during an fsync join the next group) and tells the driver when a group is
   durable, so it can release the replies and messages of the calls in that group. It also keeps a
   persisted upper bound on the hybrid clock ahead of use, so a restarted server never issues a

@@ -1,12 +1,12 @@
-"""Group commit: many core calls, one SQLite transaction, one fsync (driver side, asyncio).
+"""Group commit: many core calls, one log record, one fdatasync (driver side, asyncio).
 
 The driver hands every core call's ``Changes`` to ``stage`` and gets back the number of the commit
 group the call's effects must wait for (``required``); when a group becomes durable, ``durable``
 moves up and ``on_durable`` runs, and the driver releases the effects waiting for it, in order.
-Groups are written one at a time: a group's statements run on the event loop's thread as it starts
-(``SqliteStore.prepare``) and its COMMIT, the fsync, on one worker thread, so the worker takes the
-GIL back once per group, not once per row; while a group's fsync runs, the calls that arrive join
-the next group, which starts as soon as the previous one is durable (or at the end of the
+Groups are written one at a time: a group's record is encoded on the event loop's thread as it
+starts (``LoggedStore.prepare``) and appended and fdatasynced on one worker thread (``finish``), so
+the worker takes the GIL back once per group, not once per row; while a group's fsync runs, the
+calls that arrive join the next group, which starts as soon as the previous one is durable (or at the end of the
 event-loop turn when nothing is in flight, so the calls of one turn share a group). Maintenance and
 space checks run on the same worker, and no group is prepared while they do.
 
@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from okapikv.core.server import Changes
 from okapikv.core.timestamps import physical_of
 from okapikv.storage.commit_rates import CommitRates
+from okapikv.storage.logged_store import LoggedStore
 from okapikv.storage.space import CHECK_INTERVAL_S, DiskSpace, is_disk_full
 from okapikv.storage.sqlite import CommitGroup, SqliteStore, State
 
@@ -61,7 +62,7 @@ FULL_RETRIES = 20
 class GroupCommitter:
     def __init__(
         self,
-        store: SqliteStore,
+        store: LoggedStore | SqliteStore,
         *,
         on_durable: Callable[[], None],
         on_failure: Callable[[BaseException], None],

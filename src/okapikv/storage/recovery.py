@@ -14,7 +14,7 @@ What comes back (and why it is enough, docs/protocol.md, "Catch-up and repair", 
 What does not come back, on purpose: the replication queues of the old process. The core's
 catch-up (``PartitionServer.start_catch_up``) asks every replica for what the recovered ``vv`` lacks.
 
-Damage (``SqliteStore``'s checks, a version failing its checksum while it loads) raises a one-line
+Damage (``LoggedStore``'s checks, a version failing its checksum while it loads) raises a one-line
 ``DataDamagedError``, unless the server starts in repair mode (``repair=True``, ``okapi server
 --repair``). Then a directory that is damaged, lost committed groups, or is empty (a new disk) is
 rebuilt: what still verifies is salvaged (``sqlite.salvage``), the files are moved aside, a fresh
@@ -33,6 +33,7 @@ the repair again.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,9 @@ from pathlib import Path
 from okapikv.core.server import PartitionServer, Repair
 from okapikv.core.timestamps import pack
 from okapikv.storage.errors import REPAIR_HINT, DataDamagedError, DataDirError
-from okapikv.storage.sqlite import DirectoryLock, Identity, SqliteStore, salvage
+from okapikv.storage.log import sync_directory
+from okapikv.storage.logged_store import LoggedStore, salvage_log
+from okapikv.storage.sqlite import DirectoryLock, Identity, salvage
 
 REPAIR_MARKER = "REPAIRING"
 
@@ -59,7 +62,7 @@ class Recovered:
     salvaged: int = 0
 
 
-def recover(core: PartitionServer, store: SqliteStore) -> Recovered:
+def recover(core: PartitionServer, store: LoggedStore) -> Recovered:
     """Load ``store`` into ``core`` (which must be fresh) and turn its change log on. Raises
     ``DataDamagedError`` at the first version that fails its checksum (``core`` is then unusable)."""
     state = store.load_state()
@@ -80,7 +83,7 @@ def recover(core: PartitionServer, store: SqliteStore) -> Recovered:
 def open_and_recover(
     make_core: Callable[[], PartitionServer], directory: Path, identity: Identity, *, integrity: str = "quick",
     repair: bool = False, now_us: int = 0,
-) -> tuple[PartitionServer, SqliteStore, Recovered]:
+) -> tuple[PartitionServer, LoggedStore, Recovered]:
     """Open ``directory`` and recover it into a core made by ``make_core``; in repair mode, rebuild
     it instead when it is damaged, lost commits or is empty (module docstring). ``now_us``: the
     server's clock reading, the least a rebuilt server's clock restarts at."""
@@ -91,7 +94,7 @@ def open_and_recover(
             raise DataDamagedError(damage)
         return _rebuild(make_core, directory, identity, damage, now_us)
     try:
-        store = SqliteStore(directory, identity, integrity=integrity)
+        store = LoggedStore(directory, identity, integrity=integrity)
     except DataDamagedError as error:
         if not repair:
             raise
@@ -124,12 +127,13 @@ def _zeros(core: PartitionServer) -> dict[str, tuple[int, ...]]:
 
 
 def _rebuild(make_core: Callable[[], PartitionServer], directory: Path, identity: Identity, damage: str,
-             now_us: int) -> tuple[PartitionServer, SqliteStore, Recovered]:
+             now_us: int) -> tuple[PartitionServer, LoggedStore, Recovered]:
     lock = DirectoryLock(directory)
     try:
         _mark_repairing(directory)  # first: a crash while the files move aside must not leave a "new" directory
         found = salvage(directory, identity.dc_index)
-        store = SqliteStore(directory, identity, lock=lock)
+        logged, moved = salvage_log(directory, identity.dc_index, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+        store = LoggedStore(directory, identity, lock=lock)
     except BaseException:
         lock.release()
         raise
@@ -142,16 +146,9 @@ def _rebuild(make_core: Callable[[], PartitionServer], directory: Path, identity
     detail = damage.replace(f"; {REPAIR_HINT}", "")
     if found.error is not None:
         detail += f" (salvage stopped at: {found.error})"
-    return core, store, Recovered(0, 0, bound_us, False, Repair(tuple(found.local_versions)), detail,
-                                  tuple(found.moved_aside), len(found.local_versions))
-
-
-def _sync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    local = {(key, version.timestamp): (key, version) for key, version in (*found.local_versions, *logged)}
+    return core, store, Recovered(0, 0, bound_us, False, Repair(tuple(local.values())), detail,
+                                  (*found.moved_aside, *moved), len(local))
 
 
 def _mark_repairing(directory: Path) -> None:
@@ -160,7 +157,7 @@ def _mark_repairing(directory: Path) -> None:
             marker.write("a repair from the replicas is in progress (okapikv.storage.recovery)\n")
             marker.flush()
             os.fsync(marker.fileno())
-        _sync_directory(directory)
+        sync_directory(directory)
     except OSError as error:
         raise DataDirError(f"cannot write {directory / REPAIR_MARKER}: {error.strerror or error}") from None
 
@@ -169,4 +166,4 @@ def repair_finished(directory: Path) -> None:
     """The repaired state is durable: the directory is whole again (call once, after the repair
     ended and every group written until then is durable)."""
     (directory / REPAIR_MARKER).unlink(missing_ok=True)
-    _sync_directory(directory)
+    sync_directory(directory)

@@ -1,7 +1,10 @@
-"""The SQLite file of one partition server (stdlib ``sqlite3``, WAL mode, ``synchronous=FULL``).
+"""The SQLite file of one partition server (stdlib ``sqlite3``, WAL mode, ``synchronous=FULL``): the
+checkpoint of the commit log (``logged_store``), written by ``apply`` in the background; a server
+writes it per group only through ``commit`` when used alone (tests, tools).
 
 Layout of a data directory::
 
+    DIR/log-*.okl           the commit log's segments (``log``)
     DIR/okapi.sqlite3       the database (plus its -wal and -shm files while open)
     DIR/COMMITTED           the commit record, an account of the committed groups (``commit_record``)
     DIR/LOCK                held (flock) by the server using the directory
@@ -58,7 +61,7 @@ import os
 import sqlite3
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -272,7 +275,7 @@ class SqliteStore:
     caller keeps it). ``fresh`` tells whether the directory held no data before this open."""
 
     def __init__(self, directory: str | Path, identity: Identity, *, integrity: str = "quick",
-                 lock: DirectoryLock | None = None) -> None:
+                 lock: DirectoryLock | None = None, record: bool = True) -> None:
         self.directory = Path(directory)
         self.identity = identity
         self._local_dc = identity.dc_index
@@ -283,6 +286,7 @@ class SqliteStore:
         self.tally = Tally()
         self._record: RecordFile | None = None
         self._db: sqlite3.Connection | None = None
+        self._keeps_record = record
         try:
             self._open(integrity)
         except BaseException as error:
@@ -324,7 +328,7 @@ class SqliteStore:
         # After each checkpoint that resets the WAL, cut the file back to this size (else it keeps the
         # size of its largest burst until the next TRUNCATE checkpoint).
         db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT_BYTES}")
-        record = read_record(self.directory)
+        record = read_record(self.directory) if self._keeps_record else None
         tables = {str(row[0]) for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             self._create(record, existed=exists)
@@ -332,8 +336,9 @@ class SqliteStore:
             if integrity != "off":
                 quick_check(db, self.path, integrity)
             self._check_stored(tables, record)
-        self._record = RecordFile(self.directory)
-        self._record.write(self.tally)
+        if self._keeps_record:
+            self._record = RecordFile(self.directory)
+            self._record.write(self.tally)
 
     def _create(self, record: Tally | None, *, existed: bool) -> None:
         if record is not None and record.seq > 0:
@@ -399,7 +404,8 @@ class SqliteStore:
         if commit is None:
             raise DataDamagedError(f"{self.path}: the metadata has no commit row; {REPAIR_HINT}")
         self.tally = self._parse("commit", commit, lambda text: _tally_from_json(text, bound))
-        self._check_record(record)
+        if self._keeps_record:
+            self._check_record(record)
 
     def _parse(self, name: str, text: str, parse: Any) -> Any:
         try:
@@ -543,9 +549,25 @@ class SqliteStore:
         take it back, which on a busy server waits for the loop's thread to give it up (up to the
         interpreter's 5 ms switch interval), so the worker's part is one step, the fsync's.
         Until ``finish`` or ``abort``, no other use of the connection."""
-        db = self.db
         tally = self.tally
         removed, rows, inserted, local, local_ts = _rows(group.changes, self._local_dc, tally.local_ts)
+        bound = tally.clock_bound_us if group.clock_bound_us is None else group.clock_bound_us
+        new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
+        self._write(removed, rows, group.state, group.clock_bound_us, new)
+
+    def apply(self, changes: list[Change], state: State | None, clock_bound_us: int | None, tally: Tally,
+              before_commit: Callable[[], None] | None = None) -> None:
+        """Write the changes of many groups in one transaction ending at ``tally`` (a checkpoint of
+        the commit log: ``logged_store``); durable when this returns."""
+        removed, rows, *_ = _rows(changes, self._local_dc, 0)
+        self._write(removed, rows, state, clock_bound_us, tally)
+        if before_commit is not None:
+            before_commit()
+        self.finish()
+
+    def _write(self, removed: list[tuple[bytes, int, int]], rows: list[tuple[Any, ...]], state: State | None,
+               clock_bound_us: int | None, new: Tally) -> None:
+        db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
             if removed:
@@ -553,13 +575,10 @@ class SqliteStore:
             if rows:
                 db.executemany("INSERT OR REPLACE INTO versions (key, ts, dc, value, dv, crc) "
                                "VALUES (?, ?, ?, ?, ?, ?)", rows)
-            if group.state is not None:
-                self._put_meta("state", group.state.to_json())
-            bound = tally.clock_bound_us
-            if group.clock_bound_us is not None:
-                bound = group.clock_bound_us
-                self._put_meta("clock_bound_us", str(bound))
-            new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
+            if state is not None:
+                self._put_meta("state", state.to_json())
+            if clock_bound_us is not None:
+                self._put_meta("clock_bound_us", str(clock_bound_us))
             self._put_meta("commit", _tally_to_json(new))
         except BaseException:
             self.abort()

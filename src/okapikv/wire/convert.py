@@ -36,12 +36,16 @@ from okapikv.core.messages import (
     ClientRequest,
     DeleteRequest,
     ErrorReply,
+    ExpireReply,
+    ExpireRequest,
     GetReply,
     GetRequest,
     GstBroadcast,
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    IncrReply,
+    IncrRequest,
     PeerMessage,
     PutManyReply,
     PutManyRequest,
@@ -69,6 +73,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
+from okapikv.core.timestamps import EPOCH_UNIX_US
 from okapikv.core.vectors import Vector
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire.encoding import encode_varint
@@ -81,6 +86,8 @@ DELETE = "delete"
 SCAN = "scan"
 READ_TX = "read_tx"
 PUT_MANY = "put_many"
+INCR = "incr"
+EXPIRE = "expire"
 
 # ==================================================================== sessions
 
@@ -115,7 +122,26 @@ def get_request(message: pb.GetRequest, request_id: int, num_dcs: int) -> GetReq
 
 
 def put_request(message: pb.PutRequest, request_id: int, num_dcs: int) -> PutRequest:
-    return PutRequest(request_id, message.key, message.value, session_from_pb(message.session, num_dcs))
+    return PutRequest(request_id, message.key, message.value, session_from_pb(message.session, num_dcs),
+                      expires(message.ttl_ms, message.expire_at_ms))
+
+
+def expires(ttl_ms: int, expire_at_ms: int) -> int:
+    """The core's expiry (``okapikv.core.expiry.resolve``) of a request's ``ttl_ms`` (relative)
+    or ``expire_at_ms`` (Unix milliseconds; a time before the cluster's epoch is at once); 0: none."""
+    if ttl_ms:
+        return -ttl_ms * 1000
+    if expire_at_ms:
+        return max(expire_at_ms * 1000 - EPOCH_UNIX_US, 1)
+    return 0
+
+
+def expire_request(message: pb.ExpireRequest, request_id: int, num_dcs: int) -> ExpireRequest:
+    """No expiry and no ``persist``: a read of the value and time to live only."""
+    expiry: int | None = expires(message.ttl_ms, message.expire_at_ms)
+    if not expiry and not message.persist:
+        expiry = None
+    return ExpireRequest(request_id, message.key, expiry, session_from_pb(message.session, num_dcs))
 
 
 def swap_request(message: pb.SwapRequest, request_id: int, num_dcs: int) -> SwapRequest:
@@ -124,6 +150,10 @@ def swap_request(message: pb.SwapRequest, request_id: int, num_dcs: int) -> Swap
 
 def delete_request(message: pb.DeleteRequest, request_id: int, num_dcs: int) -> DeleteRequest:
     return DeleteRequest(request_id, message.key, session_from_pb(message.session, num_dcs))
+
+
+def incr_request(message: pb.IncrRequest, request_id: int, num_dcs: int) -> IncrRequest:
+    return IncrRequest(request_id, message.key, message.by, session_from_pb(message.session, num_dcs))
 
 
 def scan_request(message: pb.ScanRequest, request_id: int, num_dcs: int) -> ScanRequest:
@@ -163,7 +193,8 @@ def operation_request(operation: pb.Operation, request_id: int, num_dcs: int) ->
         return SWAP, SwapRequest(request_id, swap.key, swap.value, session_from_pb(swap.session, num_dcs))
     if kind == PUT:
         put = operation.put
-        return PUT, PutRequest(request_id, put.key, put.value, session_from_pb(put.session, num_dcs))
+        return PUT, PutRequest(request_id, put.key, put.value, session_from_pb(put.session, num_dcs),
+                               expires(put.ttl_ms, put.expire_at_ms))
     if kind == DELETE:
         delete = operation.delete
         return DELETE, DeleteRequest(request_id, delete.key, session_from_pb(delete.session, num_dcs))
@@ -175,6 +206,10 @@ def operation_request(operation: pb.Operation, request_id: int, num_dcs: int) ->
         put_many = operation.put_many
         return PUT_MANY, PutManyRequest(request_id, tuple(put_many.keys[:]), tuple(put_many.values[:]),
                                         session_from_pb(put_many.session, num_dcs))
+    if kind == INCR:
+        return INCR, incr_request(operation.incr, request_id, num_dcs)
+    if kind == EXPIRE:
+        return EXPIRE, expire_request(operation.expire, request_id, num_dcs)
     return None
 
 
@@ -201,6 +236,22 @@ def fill_swap(target: pb.SwapResponse, reply: SwapReply, *, scalar: bool = False
     if reply.old_value is not None:
         target.found = True
         target.old_value = reply.old_value
+    target.timestamp = reply.timestamp
+    fill_session(target.session, reply.session, scalar=scalar)
+
+
+def fill_incr(target: pb.IncrResponse, reply: IncrReply, *, scalar: bool = False) -> None:
+    target.value = reply.value
+    target.timestamp = reply.timestamp
+    fill_session(target.session, reply.session, scalar=scalar)
+
+
+def fill_expire(target: pb.ExpireResponse, reply: ExpireReply, *, scalar: bool = False) -> None:
+    if reply.value is not None:
+        target.found = True
+        target.value = reply.value
+    target.ttl_us = reply.ttl_us
+    target.changed = reply.changed
     target.timestamp = reply.timestamp
     fill_session(target.session, reply.session, scalar=scalar)
 
@@ -302,6 +353,21 @@ def result_fields(operation_id: int, kind: str, reply: ClientReply) -> tuple[dic
         return ({"id": operation_id, "put_many": {"count": reply.count, "timestamp": reply.timestamp,
                                                   "session": {"stable": stable, "dt": session.dt}}},
                 RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable))
+    if isinstance(reply, IncrReply):
+        session = reply.session
+        stable = session.stable
+        return ({"id": operation_id, "incr": {"value": reply.value, "timestamp": reply.timestamp,
+                                              "session": {"stable": stable, "dt": session.dt}}},
+                RESULT_BOUND + STABLE_ENTRY_BOUND * len(stable))
+    if isinstance(reply, ExpireReply):
+        session = reply.session
+        stable = session.stable
+        body: dict[str, object] = {"ttl_us": reply.ttl_us, "changed": reply.changed, "timestamp": reply.timestamp,
+                                   "session": {"stable": stable, "dt": session.dt}}
+        if reply.value is not None:
+            body["found"], body["value"] = True, reply.value
+        return ({"id": operation_id, "expire": body},
+                RESULT_BOUND + 12 + STABLE_ENTRY_BOUND * len(stable) + len(reply.value or b""))
     if isinstance(reply, ScanReply):
         session = reply.session
         stable = session.stable

@@ -35,14 +35,18 @@ class GetResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class PutRequest(_message.Message):
-    __slots__ = ("key", "value", "session")
+    __slots__ = ("key", "value", "session", "ttl_ms", "expire_at_ms")
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     SESSION_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_MS_FIELD_NUMBER: _ClassVar[int]
     key: bytes
     value: bytes
     session: Session
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+    ttl_ms: int
+    expire_at_ms: int
+    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., expire_at_ms: _Optional[int] = ...) -> None: ...
 
 class PutResponse(_message.Message):
     __slots__ = ("found", "timestamp", "session")
@@ -113,6 +117,56 @@ class DeleteResponse(_message.Message):
     timestamp: int
     session: Session
     def __init__(self, found: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class IncrRequest(_message.Message):
+    __slots__ = ("key", "by", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    by: int
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., by: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class IncrResponse(_message.Message):
+    __slots__ = ("value", "timestamp", "session")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    value: int
+    timestamp: int
+    session: Session
+    def __init__(self, value: _Optional[int] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ExpireRequest(_message.Message):
+    __slots__ = ("key", "ttl_ms", "expire_at_ms", "persist", "session")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    PERSIST_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    key: bytes
+    ttl_ms: int
+    expire_at_ms: int
+    persist: bool
+    session: Session
+    def __init__(self, key: _Optional[bytes] = ..., ttl_ms: _Optional[int] = ..., expire_at_ms: _Optional[int] = ..., persist: _Optional[bool] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
+
+class ExpireResponse(_message.Message):
+    __slots__ = ("found", "value", "ttl_us", "changed", "timestamp", "session")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TTL_US_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    value: bytes
+    ttl_us: int
+    changed: bool
+    timestamp: int
+    session: Session
+    def __init__(self, found: _Optional[bool] = ..., value: _Optional[bytes] = ..., ttl_us: _Optional[int] = ..., changed: _Optional[bool] = ..., timestamp: _Optional[int] = ..., session: _Optional[_Union[Session, _Mapping]] = ...) -> None: ...
 
 class ScanSnapshot(_message.Message):
     __slots__ = ("dc", "vector", "time")
@@ -253,7 +307,7 @@ class AdoptSessionResponse(_message.Message):
     def __init__(self, ready: _Optional[bool] = ..., session: _Optional[_Union[Session, _Mapping]] = ..., behind_us: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Operation(_message.Message):
-    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "put_many")
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "put_many", "incr", "expire")
     ID_FIELD_NUMBER: _ClassVar[int]
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +316,8 @@ class Operation(_message.Message):
     SCAN_FIELD_NUMBER: _ClassVar[int]
     READ_TX_FIELD_NUMBER: _ClassVar[int]
     PUT_MANY_FIELD_NUMBER: _ClassVar[int]
+    INCR_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_FIELD_NUMBER: _ClassVar[int]
     id: int
     get: GetRequest
     put: PutRequest
@@ -270,7 +326,9 @@ class Operation(_message.Message):
     scan: ScanRequest
     read_tx: ReadTxRequest
     put_many: PutManyRequest
-    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., swap: _Optional[_Union[SwapRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxRequest, _Mapping]] = ..., put_many: _Optional[_Union[PutManyRequest, _Mapping]] = ...) -> None: ...
+    incr: IncrRequest
+    expire: ExpireRequest
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetRequest, _Mapping]] = ..., put: _Optional[_Union[PutRequest, _Mapping]] = ..., swap: _Optional[_Union[SwapRequest, _Mapping]] = ..., delete: _Optional[_Union[DeleteRequest, _Mapping]] = ..., scan: _Optional[_Union[ScanRequest, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxRequest, _Mapping]] = ..., put_many: _Optional[_Union[PutManyRequest, _Mapping]] = ..., incr: _Optional[_Union[IncrRequest, _Mapping]] = ..., expire: _Optional[_Union[ExpireRequest, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -281,7 +339,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "error", "put_many")
+    __slots__ = ("id", "get", "put", "swap", "delete", "scan", "read_tx", "error", "put_many", "incr", "expire")
     ID_FIELD_NUMBER: _ClassVar[int]
     GET_FIELD_NUMBER: _ClassVar[int]
     PUT_FIELD_NUMBER: _ClassVar[int]
@@ -291,6 +349,8 @@ class Result(_message.Message):
     READ_TX_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PUT_MANY_FIELD_NUMBER: _ClassVar[int]
+    INCR_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_FIELD_NUMBER: _ClassVar[int]
     id: int
     get: GetResponse
     put: PutResponse
@@ -300,7 +360,9 @@ class Result(_message.Message):
     read_tx: ReadTxResponse
     error: Error
     put_many: PutManyResponse
-    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., swap: _Optional[_Union[SwapResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., put_many: _Optional[_Union[PutManyResponse, _Mapping]] = ...) -> None: ...
+    incr: IncrResponse
+    expire: ExpireResponse
+    def __init__(self, id: _Optional[int] = ..., get: _Optional[_Union[GetResponse, _Mapping]] = ..., put: _Optional[_Union[PutResponse, _Mapping]] = ..., swap: _Optional[_Union[SwapResponse, _Mapping]] = ..., delete: _Optional[_Union[DeleteResponse, _Mapping]] = ..., scan: _Optional[_Union[ScanResponse, _Mapping]] = ..., read_tx: _Optional[_Union[ReadTxResponse, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., put_many: _Optional[_Union[PutManyResponse, _Mapping]] = ..., incr: _Optional[_Union[IncrResponse, _Mapping]] = ..., expire: _Optional[_Union[ExpireResponse, _Mapping]] = ...) -> None: ...
 
 class OperationBatch(_message.Message):
     __slots__ = ("operations",)

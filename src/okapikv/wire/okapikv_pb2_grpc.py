@@ -54,6 +54,16 @@ class KeyValueStub:
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.Incr = channel.unary_unary(
+                '/okapikv.KeyValue/Incr',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
+                _registered_method=True)
+        self.Expire = channel.unary_unary(
+                '/okapikv.KeyValue/Expire',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.FromString,
+                _registered_method=True)
         self.Scan = channel.unary_unary(
                 '/okapikv.KeyValue/Scan',
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.ScanRequest.SerializeToString,
@@ -108,6 +118,18 @@ class KeyValueServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Delete(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Incr(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Expire(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -172,6 +194,16 @@ def add_KeyValueServicer_to_server(servicer, server):
                     servicer.Delete,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.SerializeToString,
+            ),
+            'Incr': grpc.unary_unary_rpc_method_handler(
+                    servicer.Incr,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.SerializeToString,
+            ),
+            'Expire': grpc.unary_unary_rpc_method_handler(
+                    servicer.Expire,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.SerializeToString,
             ),
             'Scan': grpc.unary_unary_rpc_method_handler(
                     servicer.Scan,
@@ -312,6 +344,60 @@ class KeyValue:
             '/okapikv.KeyValue/Delete',
             okapikv_dot_wire_dot_okapikv__pb2.DeleteRequest.SerializeToString,
             okapikv_dot_wire_dot_okapikv__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Incr(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.KeyValue/Incr',
+            okapikv_dot_wire_dot_okapikv__pb2.IncrRequest.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.IncrResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Expire(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.KeyValue/Expire',
+            okapikv_dot_wire_dot_okapikv__pb2.ExpireRequest.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.ExpireResponse.FromString,
             options,
             channel_credentials,
             insecure,

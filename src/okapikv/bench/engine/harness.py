@@ -332,10 +332,11 @@ def describe(run: Run) -> str:
     parts.append(f"{run.throughput_ops_s:>9,.0f} ops/s")
     for kind, latency in sorted(run.latency_us.items()):
         parts.append(f"{kind} {latency.mean_us / 1000:.2f}/{latency.p99_us / 1000:.2f} ms")
-    for kind in ("write", "rotx"):
+    for kind, label in (("write_skew", "write-wait skew"), ("write_tick", "write-wait same-us"),
+                        ("rotx", "rotx-wait")):
         wait = (run.waits or {}).get(kind)
         if wait and wait.waits:
-            parts.append(f"{kind}-wait {wait.probability:.0%} x {wait.mean_us / 1000:.1f} ms")
+            parts.append(f"{label} {wait.probability:.0%} x {wait.mean_us / 1000:.1f} ms")
     errors = sum(run.errors.values())
     if errors:
         parts.append(f"{errors} errors")

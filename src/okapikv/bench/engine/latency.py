@@ -7,11 +7,13 @@ tenth of each sequence warms up and is not counted; the figures are of the rest.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from okapikv.bench.engine.errors import BenchError
 
@@ -38,6 +40,24 @@ class SequentialLatency:
             p50_us=round(ordered[count // 2] / 1000, 1),
             p99_us=round(ordered[min(count - 1, int(count * 0.99))] / 1000, 1),
         )
+
+
+def measure_fdatasync(directory: Path, count: int) -> SequentialLatency:
+    """The disk's own cost of what a durable group waits for: ``count`` appends of 100 bytes to a
+    file in ``directory`` (the durable servers' file system), each followed by ``fdatasync``."""
+    path = directory / f"okapi-fdatasync-{os.getpid()}"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    samples: list[int] = []
+    try:
+        for _ in range(count):
+            started = time.perf_counter_ns()
+            os.write(descriptor, b"x" * 100)
+            os.fdatasync(descriptor)
+            samples.append(time.perf_counter_ns() - started)
+    finally:
+        os.close(descriptor)
+        path.unlink(missing_ok=True)
+    return SequentialLatency.of(samples)
 
 
 def _keys(count: int) -> list[bytes]:

@@ -29,6 +29,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
+from okapikv.bench.engine.stats import WRITE_WAIT_CAUSES, wait_of_cause
+
 Runs = list[dict[str, Any]]
 COLORS = {"okapi": "tab:blue", "cure": "tab:orange", "gentlerain": "tab:green", "redis": "tab:red",
           "eventual": "tab:purple", "memory": "tab:gray", "okapi-piggyback": "tab:cyan",
@@ -217,10 +219,12 @@ def _peak(runs: Runs, key: str) -> Runs:
 
 
 def _wait(run: dict[str, Any], kind: str, field: str) -> float | None:
-    wait = run.get("waits", {}).get(kind)
-    if not wait:
+    waits = run.get("waits") or {}
+    wait = wait_of_cause(waits, kind) if kind in WRITE_WAIT_CAUSES else waits.get(kind)
+    figure = wait.get(field) if wait else None
+    if figure is None:
         return None
-    value = float(wait[field])
+    value = float(figure)
     return value / 1000.0 if field == "mean_us" else value
 
 
@@ -245,7 +249,8 @@ def _waits_against(results: dict[str, Any], out: Path, kind: str, xlabel: str, t
                    name: str) -> str | None:
     """Probability (left) and mean duration (right) of RO-TX and PUT waits against the variable of
     the ``kind`` series (its runs' field of that name), per system at its best run per value:
-    RO-TX per transaction (thick) where recorded, per slice, PUT. The largest in-DC skew its runs
+    RO-TX per transaction (thick) where recorded, per slice, PUT by cause (its dependency ahead of the
+    clock: skew; the clock microsecond taken: same us, ``WRITE_WAIT_CAUSES``). The largest in-DC skew its runs
     had is drawn beside the durations where it varies (it bounds a Cure slice's wait)."""
     series = _series_of_kind(results, kind)
     if not series:
@@ -269,8 +274,10 @@ def _waits_against(results: dict[str, Any], out: Path, kind: str, xlabel: str, t
         for axis, field in zip(axes, ("probability", "mean_us"), strict=True):
             drawn |= _line(axis, peak, x, functools.partial(_wait, kind="rotx", field=field), slice_label,
                            color=_color(system), linestyle=slice_style)
-            drawn |= _line(axis, peak, x, functools.partial(_wait, kind="write", field=field), f"{system} PUT",
-                           color=_color(system), linestyle="--", marker="s")
+            drawn |= _line(axis, peak, x, functools.partial(_wait, kind="write_skew", field=field),
+                           f"{system} PUT, skew", color=_color(system), linestyle="--", marker="s")
+            drawn |= _line(axis, peak, x, functools.partial(_wait, kind="write_tick", field=field),
+                           f"{system} PUT, same us", color=_color(system), linestyle="-.", marker="x")
     runs = series[0]["runs"]
     if len({run.get("max_dc_skew_ms") for run in runs}) > 1:
         first = next(iter(_by_system(runs).values()))
@@ -326,11 +333,13 @@ def write_ratio(results: dict[str, Any], out: Path) -> str | None:
                        color=_color(system))
         drawn |= _line(axes[1], runs, lambda r: r["write_ratio"], lambda r: _latency(r, "rotx"), f"{system} RO-TX",
                        color=_color(system), linestyle="--", marker="s")
-        drawn |= _line(axes[2], runs, lambda r: r["write_ratio"], lambda r: _wait(r, "write", "probability"),
-                       system, color=_color(system))
+        drawn |= _line(axes[2], runs, lambda r: r["write_ratio"], lambda r: _wait(r, "write_skew", "probability"),
+                       f"{system}, skew", color=_color(system))
+        drawn |= _line(axes[2], runs, lambda r: r["write_ratio"], lambda r: _wait(r, "write_tick", "probability"),
+                       f"{system}, same us", color=_color(system), linestyle="-.", marker="x")
     _finish(axes[0], "Throughput vs write ratio", "write ratio", "throughput (ops/s)")
     _finish(axes[1], "Latency vs write ratio", "write ratio", "mean latency (ms)")
-    _finish(axes[2], "PUT blocking probability", "write ratio", "probability")
+    _finish(axes[2], "PUT blocking probability by cause", "write ratio", "probability")
     return _save_drawn(figure, drawn, out, "write_ratio.png")
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from okapikv.bench.engine.stats import wait_of_cause
+
 LATENCY_FIELDS = ("mean_us", "p50_us", "p99_us", "p999_us")
 
 
@@ -148,6 +150,14 @@ SWEPT_KINDS = ("rotx_partitions", "write_ratio", "partitions", "rotx_partitions_
                "write_ratio_sessions", "partitions_sessions", "clock_skew_ms")
 
 
+def _causes(waits: dict[str, Any]) -> str:
+    """A write's waits by cause (``WRITE_WAIT_CAUSES``): the skew's, the clock microsecond's."""
+    skew, tick = wait_of_cause(waits, "write_skew"), wait_of_cause(waits, "write_tick")
+    if skew is None or tick is None or not (waits.get("write") or {}).get("operations"):
+        return "-"
+    return f"{skew['probability']:.1%} / {tick['probability']:.1%}"
+
+
 def series_table(series: dict[str, Any]) -> list[str]:
     runs = series.get("runs", [])
     kinds = [kind for kind in _kinds(runs) if kind != "all"] or ["all"]
@@ -163,7 +173,7 @@ def series_table(series: dict[str, Any]) -> list[str]:
     has_waits = any(run.get("waits") for run in runs)
     per_transaction = any((run.get("waits") or {}).get("rotx_tx") for run in runs)
     if has_waits:
-        header += ["PUT wait P / mean ms", "RO-TX/SCAN wait P / mean ms"]
+        header += ["PUT wait P / mean ms", "of which skew / same-us P", "RO-TX/SCAN wait P / mean ms"]
         if per_transaction:
             header[-1] = "RO-TX/SCAN wait per slice P / mean ms"
             header.append("per transaction P / mean ms")
@@ -185,12 +195,18 @@ def series_table(series: dict[str, Any]) -> list[str]:
             row.append("-" if not latency or not latency.get("count") else
                        "/".join(_ms(latency.get(field)) for field in LATENCY_FIELDS))
         if has_waits:
-            for wait_kind in ("write", "rotx", "rotx_tx") if per_transaction else ("write", "rotx"):
-                wait = run.get("waits", {}).get(wait_kind)
+            for wait_kind in ("write", "causes", "rotx", "rotx_tx") if per_transaction else ("write", "causes", "rotx"):
+                waits = run.get("waits") or {}
+                if wait_kind == "causes":
+                    row.append(_causes(waits))
+                    continue
+                wait = waits.get(wait_kind)
                 row.append("-" if not wait or not wait.get("operations") else
                            f"{wait['probability']:.1%} / {wait['mean_us'] / 1000:.2f}")
         cpu = run.get("cpu", {})
-        row.append(f"{_fmt(cpu.get('server_cores'), 2)} / {_fmt(cpu.get('client_cores'), 2)}")
+        busy = ("; busiest / median server " f"{cpu['server_busy_max']:.0%} / {cpu['server_busy_median']:.0%}"
+                if cpu.get("server_busy_max") is not None and cpu.get("server_busy_median") is not None else "")
+        row.append(f"{_fmt(cpu.get('server_cores'), 2)} / {_fmt(cpu.get('client_cores'), 2)}{busy}")
         row.append(_fmt(sum(run.get("errors", {}).values())))
         rows.append(row)
     return _table(header, rows)
@@ -253,7 +269,9 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str], 
     lines += ["## Configuration", "", "```json", json.dumps(config, indent=2, sort_keys=True, default=str), "```", ""]
     lines += ["Latencies are client-measured, closed loop, in ms. Waits (probability that an operation "
               "blocked, mean duration of a block) are the servers' own counters (Stats RPC) over the "
-              "measured window. CPU is in cores (CPU seconds per second of the window).", ""]
+              "measured window; a PUT's by cause: skew (its dependency ahead of the server's clock, the "
+              "paper's measurement) and same-us (the partition's clock microsecond taken by an earlier "
+              "write). CPU is in cores (CPU seconds per second of the window).", ""]
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"- {note}" for note in results["notes"]] + [""]
     for name, series in results.get("series", {}).items():

@@ -130,6 +130,10 @@ class Cpu:
     server_cpu_us_per_op: float | None
     server_idle_cores: float | None = None  # the same servers idle, measured before the load
     server_net_cpu_us_per_op: float | None = None  # server CPU per operation less that idle background
+    #: the busiest server's and the median server's share of their cores busy over the window (the
+    #: simulator's cost model): far apart, one hot server sets the peak
+    server_busy_max: float | None = None
+    server_busy_median: float | None = None
 
 
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
@@ -138,7 +142,8 @@ _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_
 #: Figures of a run's CPU and traffic that are left out when absent (a run that has no idle
 #: measurement or no wire counters, and files written before them, read and write back alike).
 _FIGURES_OMITTED_WHEN_ABSENT = frozenset({
-    "server_idle_cores", "server_net_cpu_us_per_op", "wire_metadata_bytes_per_update",
+    "server_idle_cores", "server_net_cpu_us_per_op", "server_busy_max", "server_busy_median",
+    "wire_metadata_bytes_per_update",
     "wire_batch_bytes_per_update", "wire_replication_bytes_per_op", "wire_stabilization_bytes_per_op",
     "wire_total_bytes_per_op", "wire_read_bytes_per_op"})
 

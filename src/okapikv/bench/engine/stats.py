@@ -4,7 +4,8 @@ Waits (the paper's central measurement) and metadata bytes come from each server
 parent reads every server before and after the measured window and keeps the difference, so the
 load phase and warm-up do not count. Wait reasons are the core's: ``tx_*`` are waits of a RO-TX or
 SCAN (Cure's per-slice clock wait, GentleRain's coordinator stable-time wait), the others are waits
-of a write (``put_dependency``, ``clock_tick``).
+of a write (``put_dependency``, ``clock_tick``), also summarised apart (``WRITE_WAIT_CAUSES``): the
+skew's waits are the paper's measurement, the clock microsecond's a cost of the write rate.
 
 Two figures of a snapshot read's waits: per slice (``rotx``: every parked slice counts, so a RO-TX
 over p partitions can count p times) and per transaction (``rotx_tx``, the paper's Figure 4c/d:
@@ -65,6 +66,33 @@ def is_read_wait(reason: str) -> bool:
     return reason.startswith("tx")
 
 
+#: a write's waits by cause, each its own summary (``summarize_waits``): ``write_skew`` when the
+#: client's dependency is ahead of the server's clock (``put_dependency``: the skew cost the paper
+#: measures, Figure 1 and section 5), ``write_tick`` when the partition's clock microsecond is taken
+#: by an earlier write (``clock_tick``: one Cure or GentleRain write per microsecond, a cost of
+#: timestamping with the physical clock alone that grows with the write rate, not with the skew)
+WRITE_WAIT_CAUSES = {"write_skew": "put_dependency", "write_tick": "clock_tick"}
+
+
+def wait_of_cause(waits: Mapping[str, Any], kind: str) -> dict[str, float | None] | None:
+    """``kind`` (``WRITE_WAIT_CAUSES``) of a run's ``waits`` as ``{probability, mean_us}``; from the
+    write summary's reason counts for results written without the split (their mean unknown: None)."""
+    if kind in waits:
+        return {"probability": waits[kind]["probability"], "mean_us": waits[kind]["mean_us"]}
+    write = waits.get("write")
+    if not write:
+        return None
+    operations = write.get("operations") or 0
+    count = (write.get("reasons") or {}).get(WRITE_WAIT_CAUSES[kind], 0)
+    return {"probability": round(min(1.0, count / operations), 6) if operations else 0.0,
+            "mean_us": None if count else 0.0}
+
+
+def _summary(ops: int, count: int, total_us: float, reasons: dict[str, int]) -> WaitSummary:
+    return WaitSummary(operations=ops, waits=count, probability=round(min(1.0, count / ops), 6) if ops else 0.0,
+                       mean_us=round(total_us / count, 1) if count else 0.0, total_us=total_us, reasons=reasons)
+
+
 def summarize_waits(delta: Mapping[str, Any]) -> dict[str, WaitSummary]:
     operations = delta.get("operations", {})
     waits = delta.get("waits", {})
@@ -75,14 +103,11 @@ def summarize_waits(delta: Mapping[str, Any]) -> dict[str, WaitSummary]:
         chosen = {reason: w for reason, w in waits.items() if is_read_wait(reason) == wanted}
         count = int(sum(_number(w.get("count")) for w in chosen.values()))
         total_us = sum(_number(w.get("total_us")) for w in chosen.values())
-        result[label] = WaitSummary(
-            operations=ops,
-            waits=count,
-            probability=round(min(1.0, count / ops), 6) if ops else 0.0,
-            mean_us=round(total_us / count, 1) if count else 0.0,
-            total_us=total_us,
-            reasons={reason: int(_number(w.get("count"))) for reason, w in chosen.items()},
-        )
+        result[label] = _summary(ops, count, total_us,
+                                 {reason: int(_number(w.get("count"))) for reason, w in chosen.items()})
+    for kind, reason in WRITE_WAIT_CAUSES.items():
+        wait = waits.get(reason, {})
+        result[kind] = _summary(write_ops, int(_number(wait.get("count"))), _number(wait.get("total_us")), {})
     finished = int(_number(delta.get("snapshot_reads_finished")))
     stalls = int(_number(delta.get("snapshot_read_stalls")))
     stall_us = _number(delta.get("snapshot_read_stall_us"))

@@ -22,7 +22,16 @@ from typing import Any
 
 from okapikv.bench.engine.results import MemoryRow
 from okapikv.bench.engine.systems import System
-from okapikv.bench.suites.fast_figures import ByKey, DurableScale, FastFigures, IdlePair, ReplicationFigures, Verdict
+from okapikv.bench.suites.fast_figures import (
+    DURABLE,
+    FDATASYNC,
+    ByKey,
+    DurableScale,
+    FastFigures,
+    IdlePair,
+    ReplicationFigures,
+    Verdict,
+)
 
 #: Concurrent sessions of the YCSB-A throughput targets (one load process).
 FAST_SESSIONS = 64
@@ -84,6 +93,40 @@ def latency(via: str, kind: str) -> Figures:
         mean = fast.latency.paths[via][kind].mean_us
         return [Measured(mean, f"{mean:.0f} us")]
     return take
+
+
+def durable_put_over_fdatasync(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """A durable PUT's p50 minus the disk's fdatasync p50, paired within each round (the disk's
+    speed moves between rounds on a shared machine), median of the rounds, in us."""
+    if fast.latency is None or DURABLE not in fast.latency.paths:
+        return []
+    pairs = [one[DURABLE]["put"].p50_us - one[FDATASYNC]["put"].p50_us for one in fast.latency.rounds
+             if DURABLE in one and FDATASYNC in one]
+    if not pairs:
+        return []
+    over = statistics.median(pairs)
+    put, disk = fast.latency.paths[DURABLE]["put"], fast.latency.paths[FDATASYNC]["put"]
+    return [Measured(over, f"{over:+.0f} us (PUT p50 {put.p50_us:.0f}, p99 {put.p99_us:.0f}; fdatasync p50 "
+                           f"{disk.p50_us:.0f} us)")]
+
+
+def recovery(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """A restart's read of N versions from the commit log and from the checkpoint (store alone)."""
+    found = fast.storage
+    if found is None:
+        return []
+    return [Measured(found.recovery_log_s, f"{found.recovery_log_s:.2f} s from the log "
+                     f"({found.log_bytes / 2**20:.0f} MiB), {found.recovery_checkpoint_s:.2f} s from the checkpoint",
+                     {"records": found.records})]
+
+
+def checkpoint_cost(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """One checkpoint alone and beside a thread spinning in Python (a loaded event loop)."""
+    found = fast.storage
+    if found is None:
+        return []
+    return [Measured(found.checkpoint_busy_s, f"{found.checkpoint_busy_s:.2f} s under load, "
+                     f"{found.checkpoint_alone_s:.2f} s alone", {"rows": found.checkpoint_rows})]
 
 
 def _ycsb(fast: FastFigures) -> ByKey:
@@ -253,6 +296,35 @@ def redis_benchmark_share(clients: int, pipeline: int) -> Figures:
     return take
 
 
+def redis_benchmark_incr(clients: int, pipeline: int) -> Figures:
+    """INCR (okapikv's counter, a CRDT update) over redis-server's under the same ``redis-benchmark``
+    point: the median of the rounds' shares."""
+    def take(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+        shares = sorted((point.okapi_incr / point.redis_incr, point) for round_ in fast.redis_benchmark or []
+                        for point in round_ if point.clients == clients and point.pipeline == pipeline
+                        and point.redis_incr)
+        if not shares:
+            return []
+        share, middle = shares[len(shares) // 2]
+        return [Measured(share, f"{share:.0%}: INCR {middle.okapi_incr:,.0f} vs {middle.redis_incr:,.0f} requests/s")]
+    return take
+
+
+def ttl_metadata(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
+    """Bytes an expiry adds to a version (stored, replicated), and a 3-DC counter state's size: a
+    property of the format (``okapikv.core.expiry``, ``okapikv.core.counters``), computed here and
+    shown beside the RESP figures (with the run that measured them)."""
+    from okapikv.core import counters, expiry
+
+    if not fast.redis_benchmark:
+        return []
+
+    added = len(expiry.wrap(b"", 1))
+    state = len(counters.encode(counters.CounterState((1 << 60, 1), 0, ((10_000, 500), (3_000, 0), (1, 0)))))
+    return [Measured(float(added), f"{added} B per update with a TTL, 0 without; a 3-DC counter after a reset "
+                                   f"with totals < 16,384: {state} B")]
+
+
 def _scale_note(found: DurableScale) -> str:
     return " (--quick: a smaller data set, not the target's)" if found.quick else ""
 
@@ -325,6 +397,10 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
                       LATENCY_GOAL),
     *_latency_targets("client_grpc", "Client over gRPC only", "the same {}s over the gRPC stream, not the native port",
                       None),
+    AcceptanceTarget("durable-put-over-fdatasync", "1. PUT latency, one client, durable server",
+                     "p50 of sequential PUTs through the blocking Client to a durable server minus the p50 of "
+                     "fdatasyncs of a 100-byte append on its file system, paired in each round",
+                     durable_put_over_fdatasync, Goal("<=", 500.0, "<= fdatasync p50 + {:.0f} us")),
     AcceptanceTarget("ycsb-a-throughput", f"2. YCSB-A, one partition, {FAST_SESSIONS} sessions",
                      "throughput of the async client's sessions in one load process, 1 DC x 1 partition",
                      ycsb_throughput, Goal(">=", 30_000.0, ">= {:,.0f} ops/s")),
@@ -356,7 +432,7 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
                      "2-partition over 1-partition YCSB-A throughput, paired rounds, lean load generator",
                      scaling_gain, Goal(">", 1.0, "throughput grows")),
     AcceptanceTarget("durable-ycsb-a", f"durable YCSB-A, one partition, {FAST_SESSIONS} sessions",
-                     "1 - durable / in-memory YCSB-A throughput (SQLite, group commit), paired rounds",
+                     "1 - durable / in-memory YCSB-A throughput (commit log, group commit), paired rounds",
                      durable_cost, Goal("<=", 0.15, "within {:.0%} of in memory")),
     AcceptanceTarget("server-cpu-per-op", "server CPU per operation (YCSB-A)",
                      "server process CPU over operations in the YCSB-A window, in memory (durable beside it)",
@@ -370,12 +446,25 @@ TARGETS: tuple[AcceptanceTarget, ...] = (
     AcceptanceTarget("redis-benchmark-p16", "redis-benchmark -c 50 -P 16 (pipelined)",
                      "okapikv's RESP port over redis-server, redis-benchmark -t set,get -c 50 -P 16",
                      redis_benchmark_share(50, 16), None),
+    AcceptanceTarget("redis-benchmark-incr", "redis-benchmark -t incr -c 50 (counters)",
+                     "okapikv's INCR (a PN-counter CRDT update) over redis-server's, redis-benchmark -t incr -c 50",
+                     redis_benchmark_incr(50, 1), None),
+    AcceptanceTarget("ttl-metadata", "TTL metadata per update",
+                     "bytes a key's expiry adds to its version (stored and replicated), docs/protocol.md \"Expiry\"",
+                     ttl_metadata, None),
     AcceptanceTarget("load-rate", "bulk load, {records:,} records, one durable partition",
                      "records per second of `bulk_put` (what `okapi load` and the benchmarks use) into a fresh "
                      "durable partition", load_rate, Goal(">=", 100_000.0, ">= {:,.0f} records/s")),
     AcceptanceTarget("durable-data-size", "durable YCSB-A at {large:,} vs {small:,} records",
                      "1 - YCSB-A throughput at the large data set over the small one, durable, paired rounds",
                      data_size_cost, Goal("<=", 0.10, "within {:.0%}")),
+    AcceptanceTarget("recovery", "recovery of {records:,} versions, one durable partition",
+                     "opening a data directory and loading it into a fresh core, its versions all in the commit "
+                     "log and (after a clean close) all in the checkpoint; the store alone, no server",
+                     recovery, None),
+    AcceptanceTarget("checkpoint-under-load", "checkpoint of {rows:,} logged versions",
+                     "folding them into SQLite beside a thread spinning in Python (an event loop at full load; "
+                     "switch interval 0.5 ms), and alone", checkpoint_cost, None),
     AcceptanceTarget("idle-cores", "idle cores per server",
                      "CPU of each server of an idle 3 DC x 2 partition cluster (the default `okapi up` shape) "
                      "once it backed off; the busiest server", idle_cores, Goal("<=", 0.01, "<= {:.2f} core")),

@@ -7,7 +7,9 @@ goal lives). The phases:
 1. Latency: one client, one DC, one partition, one operation at a time. GET and PUT through the
    blocking ``Client`` (what scripts and the stdin/stdout client use) and through an ``okapi client``
    process driven line by line over its stdin/stdout, as the course's tools drive it
-   (``engine.latency``).
+   (``engine.latency``); and PUTs through the ``Client`` to a durable server, each round beside the
+   disk's own fdatasync of a 100-byte append on the same file system (``measure_fdatasync``): what
+   a lone session's durable write costs over the disk (docs/storage.md).
 2. Throughput: one partition server under YCSB-A with ``FAST_SESSIONS`` concurrent sessions of the
    async client in one load process; redis-server driven by redis-py through the same load
    generator with the same sessions (the ratio is reported); and the same store with the
@@ -27,6 +29,9 @@ goal lives). The phases:
    ``IDLE_S`` seconds (``IDLE_S_QUICK`` with --quick) once its servers backed off
    (``okapikv.core.pacing``): each server's cores, then the first update's remote visibility per
    DC pair against the same bound as target 5.
+8. Storage (``engine.storage_costs``): the commit log's background costs on the store alone, a
+   restart's recovery of the large data set from the log and from the checkpoint, and a checkpoint
+   of ``CHECKPOINT_ROWS`` logged versions alone and beside a thread spinning in Python.
 
 Durability and data size: phase 2 also runs YCSB-A on a durable partition (``okapi-durable``:
 SQLite, group commit, as `okapi up` runs servers), against the in-memory one in the same rounds,
@@ -43,22 +48,30 @@ target compares take turns, round by round, each run on a fresh cluster (``_inte
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from okapikv.bench.engine.errors import BenchError
 from okapikv.bench.engine.harness import Bench
 from okapikv.bench.engine.idle import SETTLE_MARGIN_S, measure_idle
-from okapikv.bench.engine.latency import SequentialLatency, measure_client_latency, measure_stdio_latency
+from okapikv.bench.engine.latency import (
+    SequentialLatency,
+    measure_client_latency,
+    measure_fdatasync,
+    measure_stdio_latency,
+)
 from okapikv.bench.engine.memory import run_memory
 from okapikv.bench.engine.options import BenchOptions
 from okapikv.bench.engine.redis_ref import LocalRedis, unavailable_reason
 from okapikv.bench.engine.replication import ReplicationSampler
 from okapikv.bench.engine.report import Section
 from okapikv.bench.engine.results import Run
+from okapikv.bench.engine.storage_costs import measure_storage_costs
 from okapikv.bench.engine.systems import PAPER_DCS, REDIS_SYSTEM, System
 from okapikv.bench.engine.visibility import measure_visibility, summarize
 from okapikv.bench.suites.acceptance import (
@@ -68,6 +81,8 @@ from okapikv.bench.suites.acceptance import (
     judge,
 )
 from okapikv.bench.suites.fast_figures import (
+    DURABLE,
+    FDATASYNC,
     LATENCY_PATHS,
     BenchmarkPoint,
     DurableScale,
@@ -88,6 +103,8 @@ ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 MEMORY_RECORDS = 1_000_000
 MEMORY_RECORDS_QUICK = 20_000
+#: Logged versions a checkpoint folds in the storage phase (``engine.storage_costs``).
+CHECKPOINT_ROWS = 100_000
 #: The durable data-size targets: the paper's records per partition against the suites' usual
 #: ``--records``; --quick loads fewer (and says so in the row).
 LARGE_RECORDS = 1_000_000
@@ -181,7 +198,16 @@ class FastSuite:
                 rounds.append({"client": measure_client_latency(address, operations),
                                "stdio": measure_stdio_latency(address, operations),
                                "client_grpc": measure_client_latency(address, operations, native=False)})
+        # A durable server, one session: its PUTs beside the disk's own fdatasync in each round.
+        with self.bench.start(OKAPI, durable=True) as sut:
+            address = sut.target.addresses[0]
+            for number, found in enumerate(rounds):
+                self.bench.ui.message(f"durable round {number + 1}/{self.repeats}: {operations} fdatasyncs of the "
+                                      "disk, then sequential PUTs to a durable server through the blocking Client")
+                found[FDATASYNC] = {"put": measure_fdatasync(Path(tempfile.gettempdir()), operations)}
+                found[DURABLE] = {"put": measure_client_latency(address, operations)["put"]}
         paths = {via: {kind: _median_by(rounds, via, kind) for kind in ("get", "put")} for via, _ in LATENCY_PATHS}
+        paths.update({via: {"put": _median_by(rounds, via, "put")} for via in (DURABLE, FDATASYNC)})
         self.figures.latency = LatencyPhase(paths, operations, rounds)
         self.publish()
         for via, label in LATENCY_PATHS:
@@ -294,10 +320,28 @@ class FastSuite:
         self.figures.durable_scale = DurableScale(sizes["large"], sizes["small"], quick, rates, rounds)
         self.publish()
 
+    def storage(self) -> None:
+        """The commit log's background costs on the store alone (``engine.storage_costs``): recovery
+        of the large data set from the log and from the checkpoint, a checkpoint alone and under load."""
+        records = LARGE_RECORDS_QUICK if self.options.quick else LARGE_RECORDS
+        rows = min(records, CHECKPOINT_ROWS)
+
+        def body() -> None:
+            with tempfile.TemporaryDirectory(prefix="okapi-bench-storage-") as root:
+                self.figures.storage = measure_storage_costs(Path(root), records, rows)
+            found = self.figures.storage
+            self.bench.ui.finish_run(f"  recovery of {records:,} versions: {found.recovery_log_s:.2f} s from the log, "
+                                     f"{found.recovery_checkpoint_s:.2f} s from the checkpoint; a checkpoint of "
+                                     f"{rows:,}: {found.checkpoint_alone_s:.2f} s alone, "
+                                     f"{found.checkpoint_busy_s:.2f} s beside a busy thread", counted=False)
+
+        self.bench.guarded("storage", body)
+        self.publish()
+
     # ------------------------------------------------------------------ redis-benchmark side by side
 
     def redis_benchmark(self) -> None:
-        """``redis-benchmark -t set,get`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
+        """``redis-benchmark -t set,get,incr`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
         of one in-memory okapikv partition and against redis-server, one right after the other, each
         round (``suites.resp``: the same measurement, more points)."""
         from okapikv.bench.suites import resp
@@ -325,11 +369,13 @@ class FastSuite:
                                                      requests=requests)
                         point = BenchmarkPoint(clients, pipeline, okapi["SET"].requests_per_s,
                                                okapi["GET"].requests_per_s, redis["SET"].requests_per_s,
-                                               redis["GET"].requests_per_s)
+                                               redis["GET"].requests_per_s, okapi["INCR"].requests_per_s,
+                                               redis["INCR"].requests_per_s)
                         points.append(point)
                         bench.ui.finish_run(f"  redis-benchmark -c {clients} -P {pipeline}: okapi SET "
                                             f"{point.okapi_set:,.0f} GET {point.okapi_get:,.0f}, redis-server SET "
-                                            f"{point.redis_set:,.0f} GET {point.redis_get:,.0f} requests/s "
+                                            f"{point.redis_set:,.0f} GET {point.redis_get:,.0f} INCR "
+                                            f"{point.okapi_incr:,.0f} vs {point.redis_incr:,.0f} requests/s "
                                             f"({point.ratio:.0%})", counted=False)
                     rounds.append(points)
                     self.figures.redis_benchmark = rounds
@@ -440,6 +486,7 @@ def run(bench: Bench) -> None:
     suite.rotx()
     suite.replication()
     suite.durable_scale()
+    suite.storage()
     suite.redis_benchmark()
     suite.idle()
     # The memory phase loads its own, larger key set into a fresh server.
@@ -466,6 +513,12 @@ def render(fast: dict[str, Any]) -> list[str]:
             get, put = figures.latency.paths[key]["get"], figures.latency.paths[key]["put"]
             lines.append(f"| {via} | {get.mean_us:.0f} | {get.p50_us:.0f} | {get.p99_us:.0f} | "
                          f"{put.mean_us:.0f} | {put.p50_us:.0f} | {put.p99_us:.0f} |")
+    if figures.latency is not None and DURABLE in figures.latency.paths:
+        put, disk = figures.latency.paths[DURABLE]["put"], figures.latency.paths[FDATASYNC]["put"]
+        lines += ["", "One session's PUTs to a durable server beside the disk's own fdatasync of a 100-byte append, "
+                  "same rounds (µs):", "", "| what | mean | p50 | p99 |", "|---|---|---|---|",
+                  f"| PUT, Client, durable server | {put.mean_us:.0f} | {put.p50_us:.0f} | {put.p99_us:.0f} |",
+                  f"| fdatasync | {disk.mean_us:.0f} | {disk.p50_us:.0f} | {disk.p99_us:.0f} |"]
     runs = [found for found in (figures.replication, figures.replication_unbounded)
             if found is not None and found.visibility]
     if runs:

@@ -15,9 +15,14 @@ from typing import Any
 from okapikv.bench.engine.latency import SequentialLatency
 from okapikv.bench.engine.replication import LagSummary, QueueSummary
 from okapikv.bench.engine.results import Run, VisibilityPair, plain
+from okapikv.bench.engine.storage_costs import StorageCosts
 
 #: (results key, label) of the one-at-a-time latency paths; the last is shown for comparison only.
 LATENCY_PATHS = (("client", "Client"), ("stdio", "okapi client"), ("client_grpc", "Client over gRPC only"))
+#: The latency phase's durable pair: PUTs through the Client to a durable server, and the disk's own
+#: fdatasync of a 100-byte append on the same file system, measured in the same rounds (PUT only).
+DURABLE = "client_durable"
+FDATASYNC = "fdatasync"
 
 #: By path, by operation kind (get, put).
 PathLatency = dict[str, dict[str, SequentialLatency]]
@@ -115,8 +120,9 @@ class ReplicationFigures:
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkPoint:
-    """One ``redis-benchmark -t set,get -c C -P P`` point of one round: requests per second of SET
-    and GET against okapikv's RESP port and against redis-server, one right after the other."""
+    """One ``redis-benchmark -t set,get,incr -c C -P P`` point of one round: requests per second of
+    SET, GET and INCR against okapikv's RESP port and against redis-server, one right after the
+    other (INCR 0: a result from before INCR was measured)."""
 
     clients: int
     pipeline: int
@@ -124,6 +130,8 @@ class BenchmarkPoint:
     okapi_get: float
     redis_set: float
     redis_get: float
+    okapi_incr: float = 0.0
+    redis_incr: float = 0.0
 
     @property
     def ratio(self) -> float:
@@ -215,6 +223,7 @@ class FastFigures:
     redis_benchmark: list[list[BenchmarkPoint]] | None = None  # each round's points
     durable_scale: DurableScale | None = None
     idle: IdleFigures | None = None  # the idle cluster's cores and first-update visibility
+    storage: StorageCosts | None = None  # the commit log's recovery and checkpoint costs, store alone
     targets: list[Verdict] | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,7 +232,7 @@ class FastFigures:
             value = getattr(self, field.name)
             if value is None:
                 continue
-            if isinstance(value, LatencyPhase | ReplicationFigures | DurableScale | IdleFigures):
+            if isinstance(value, LatencyPhase | ReplicationFigures | DurableScale | IdleFigures | StorageCosts):
                 data[field.name] = value.to_dict()
             else:
                 data[field.name] = plain(value)
@@ -253,6 +262,7 @@ class FastFigures:
             if "redis_benchmark" in data else None,
             durable_scale=DurableScale.from_dict(data["durable_scale"]) if "durable_scale" in data else None,
             idle=None if idle is None else IdleFigures.from_dict(idle),
+            storage=StorageCosts.from_dict(data["storage"]) if "storage" in data else None,
             targets=None if targets is None else [Verdict.from_dict(row) for row in targets],
         )
 

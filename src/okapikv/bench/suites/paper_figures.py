@@ -28,9 +28,10 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from okapikv.bench.engine.peak import GROWTH, PeakRule, find_peak
+from okapikv.bench.engine.peak import GROWTH, STOP_FAILED, STOP_SESSIONS, Peak, PeakRule, find_peak
 from okapikv.bench.engine.report import Section, _fmt, _table
 from okapikv.bench.engine.results import Results, Run
+from okapikv.bench.engine.stats import wait_of_cause
 from okapikv.bench.engine.visibility import by_destination
 from okapikv.bench.suites.paper_claims import Claim, claims, table
 
@@ -45,33 +46,43 @@ def _point(run: Run) -> tuple[Any, ...]:
     return run.system, run.partitions, run.rotx_partitions, run.write_ratio, run.workload
 
 
-def rules(config: dict[str, Any]) -> tuple[PeakRule, PeakRule]:
-    """The RO-TX sweep's search rule and the other sweeps', as the run's config recorded them."""
+def rules(config: dict[str, Any], system: str = "") -> tuple[PeakRule, PeakRule]:
+    """The RO-TX sweep's search rule and the other sweeps', as the run's config recorded them, with
+    ``system``'s session cap (``cap_factors``; results without them: one cap for all)."""
     search = config.get("paper_plan", {}).get("peak_search", {})
     start, cap = int(search.get("start_sessions", 1)), int(search.get("max_sessions", 1))
     latency, growth = float(search.get("latency_cap_ms", 1.0)), float(search.get("growth", GROWTH))
     patience = int(search.get("patience", 1))  # results that name none stopped at the first flat step
     other = int(search.get("other_sweeps_max_sessions", cap))
-    return (PeakRule(start, cap, latency, growth, patience),
-            PeakRule(start, max(start, other), latency, growth, patience))
+    factor = int(search.get("cap_factors", {}).get(system, 1))
+    return (PeakRule(start, cap * factor, latency, growth, patience),
+            PeakRule(start, max(start, other * factor if other > start else other), latency, growth, patience))
+
+
+def lower_bound(found: Peak[Any]) -> bool:
+    """The peak is the search's last step and the search ended there on its session cap (or on a
+    failed step): the throughput may have gone on growing, so the figure is a lower bound, and a
+    claim resting on it is inconclusive (``paper_claims.INCONCLUSIVE``)."""
+    peak = found.peak
+    return peak is not None and peak is found.steps[-1] and found.stopped_by in (STOP_SESSIONS, STOP_FAILED)
 
 
 def peaks(results: Results) -> list[dict[str, Any]]:
     """Every point's search, replayed from its recorded steps (the ``*-sessions`` series, in the
     order they ran) by the rule the config recorded: the peak, the sessions it took, why it stopped.
     A pure function of the results, so a saved results.json gives the same summary."""
-    rotx_rule, other_rule = rules(results.config)
     steps: dict[tuple[Any, ...], tuple[list[Run], PeakRule]] = {}
     for name, series in results.series.items():
         if name.endswith("-sessions"):
-            rule = rotx_rule if name == "paper-rotx-partitions-sessions" else other_rule
             for run in series.runs:
+                rotx_rule, other_rule = rules(results.config, run.system)
+                rule = rotx_rule if name == "paper-rotx-partitions-sessions" else other_rule
                 steps.setdefault(_point(run), ([], rule))[0].append(run)
     records = []
     for name in ("paper-rotx-partitions", "paper-write-ratio", "paper-scalability"):
         figure = results.series.get(name)
         for peak_run in figure.runs if figure else []:
-            runs, rule = steps.get(_point(peak_run), ([peak_run], other_rule))
+            runs, rule = steps.get(_point(peak_run), ([peak_run], rules(results.config, peak_run.system)[1]))
             found = find_peak(_replay(runs), rule)
             peak = found.peak
             if peak is None:
@@ -83,7 +94,7 @@ def peaks(results: Results) -> list[dict[str, Any]]:
                 "sessions": peak.sessions, "throughput_ops_s": peak.throughput_ops_s,
                 "mean_latency_ms": round(peak.mean_latency_ms, 3),
                 "rotx_mean_ms": _mean_ms(run, "rotx"), "put_mean_ms": _mean_ms(run, "put"),
-                "stopped_by": found.stopped_by, "max_sessions": rule.max_sessions,
+                "stopped_by": found.stopped_by, "lower_bound": lower_bound(found), "max_sessions": rule.max_sessions,
                 "latency_cap_ms": rule.latency_cap_ms, "server_cpu_us_per_op": run.cpu.server_cpu_us_per_op,
                 "server_net_cpu_us_per_op": run.cpu.server_net_cpu_us_per_op,
                 "steps": [[step.sessions, step.throughput_ops_s, round(step.mean_latency_ms, 3)]
@@ -127,6 +138,26 @@ def _wait(run: Run, kind: str) -> tuple[float | None, float | None]:
     return wait.probability, round(wait.mean_us / 1000, 3)
 
 
+def _causes(run: Run) -> dict[str, float | None]:
+    """A PUT's waits by cause (``WRITE_WAIT_CAUSES``): the skew's (the paper's measurement) and the
+    clock microsecond's (one baseline write per microsecond), probability and mean (ms; None where
+    results predate the split)."""
+    waits = {kind: {"probability": w.probability, "mean_us": w.mean_us, "operations": w.operations,
+                    "reasons": w.reasons} for kind, w in (run.waits or {}).items()}
+    figures: dict[str, float | None] = {}
+    for kind, name in (("write_skew", "put_skew"), ("write_tick", "put_tick")):
+        wait = wait_of_cause(waits, kind)
+        mean_us = None if wait is None else wait["mean_us"]
+        figures[f"{name}_probability"] = None if wait is None else wait["probability"]
+        figures[f"{name}_mean_ms"] = None if mean_us is None else round(mean_us / 1000, 3)
+    return figures
+
+
+def _put_causes(row: dict[str, Any]) -> list[str]:
+    return [f"{_pct(row.get(f'{name}_probability'))} / {_fmt(row.get(f'{name}_mean_ms'), 2)}"
+            for name in ("put_skew", "put_tick")]
+
+
 def stall_rows(results: Results) -> list[dict[str, Any]]:
     series = results.series.get("paper-rotx-partitions")
     rows = []
@@ -136,7 +167,7 @@ def stall_rows(results: Results) -> list[dict[str, Any]]:
         put_p, put_ms = _wait(run, "write")
         rows.append({"system": run.system, "rotx_partitions": run.rotx_partitions, "sessions": run.clients,
                      "slice_probability": slice_p, "slice_mean_ms": slice_ms, "tx_probability": tx_p,
-                     "tx_mean_ms": tx_ms, "put_probability": put_p, "put_mean_ms": put_ms})
+                     "tx_mean_ms": tx_ms, "put_probability": put_p, "put_mean_ms": put_ms, **_causes(run)})
     return rows
 
 
@@ -153,7 +184,7 @@ def skew_rows(results: Results) -> list[dict[str, Any]]:
                      "sessions": run.clients, "throughput_ops_s": run.throughput_ops_s,
                      "rotx_mean_ms": _mean_ms(run, "rotx"), "tx_probability": tx_p, "tx_mean_ms": tx_ms,
                      "slice_probability": slice_p, "slice_mean_ms": slice_ms, "put_probability": put_p,
-                     "put_mean_ms": put_ms})
+                     "put_mean_ms": put_ms, **_causes(run)})
     return rows
 
 
@@ -231,12 +262,15 @@ def markdown(paper: dict[str, Any]) -> list[str]:
     lines = ["## The paper's figures (peak throughput, per-transaction stalls, visibility per destination, "
              "bytes on the wire)", "",
              "Each point is a peak-throughput search: closed-loop sessions doubled until throughput grew < 5%, "
-             "the mean latency passed the cap or the sessions reached the cap (`stopped`). Server CPU per "
-             "operation is gross and net of the same servers' idle CPU, measured before the load.", ""]
+             "the mean latency passed the cap or the sessions reached the cap (`stopped`). A peak at the search's "
+             "last step stopped by the session cap is a lower bound (`>=`): the claims resting on it are "
+             "inconclusive. Server CPU per operation is gross and net of the same servers' CPU with no client, "
+             "measured right after the bulk load (idle pacing on), so the net figure is approximate.", ""]
     rows = []
     for peak in paper.get("peaks", []):
         steps = ", ".join(f"{sessions}: {throughput:,.0f}" for sessions, throughput, _ in peak["steps"])
-        rows.append([peak["system"], _where(peak), _fmt(peak["throughput_ops_s"]), _fmt(peak["sessions"]),
+        at_least = ">= " if peak.get("lower_bound") else ""
+        rows.append([peak["system"], _where(peak), at_least + _fmt(peak["throughput_ops_s"]), _fmt(peak["sessions"]),
                      _fmt(peak["rotx_mean_ms"], 2), _fmt(peak["put_mean_ms"], 2), peak["stopped_by"],
                      f"{_fmt(peak['server_cpu_us_per_op'])} / {_fmt(peak['server_net_cpu_us_per_op'])}", steps])
     if rows:
@@ -251,11 +285,12 @@ def markdown(paper: dict[str, Any]) -> list[str]:
     if stalls:
         lines += ["### RO-TX stalls per transaction and per slice, at each peak (Figure 4c/d)", ""]
         lines += _table(["system", "p", "sessions", "per transaction: P / mean ms", "per slice: P / mean ms",
-                         "PUT: P / mean ms"],
+                         "PUT: P / mean ms", "PUT, skew: P / mean ms", "PUT, same us: P / mean ms"],
                         [[row["system"], _fmt(row["rotx_partitions"]), _fmt(row["sessions"]),
                           f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
                           f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
-                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in stalls])
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}", *_put_causes(row)]
+                         for row in stalls])
     skew = paper.get("skew", [])
     if skew:
         lines += ["### RO-TX stalls against the clock skew (a fresh cluster per skew)", "",
@@ -263,12 +298,14 @@ def markdown(paper: dict[str, Any]) -> list[str]:
                   "sessions, one run per system and skew (not a peak search); the largest in-DC skew bounds a "
                   "Cure slice's wait (series `paper-skew`, paper-skew.csv, waits_vs_clock_skew.png).", ""]
         lines += _table(["system", "skew ms", "model", "largest in-DC skew ms", "ops/s", "RO-TX mean ms",
-                         "per transaction: P / mean ms", "per slice: P / mean ms", "PUT: P / mean ms"],
+                         "per transaction: P / mean ms", "per slice: P / mean ms", "PUT: P / mean ms",
+                         "PUT, skew: P / mean ms", "PUT, same us: P / mean ms"],
                         [[row["system"], _fmt(row["clock_skew_ms"], 1), str(row["clock_skew_model"] or "-"),
                           _fmt(row["max_dc_skew_ms"], 1), _fmt(row["throughput_ops_s"]), _fmt(row["rotx_mean_ms"], 2),
                           f"{_pct(row['tx_probability'])} / {_fmt(row['tx_mean_ms'], 2)}",
                           f"{_pct(row['slice_probability'])} / {_fmt(row['slice_mean_ms'], 2)}",
-                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}"] for row in skew])
+                          f"{_pct(row['put_probability'])} / {_fmt(row['put_mean_ms'], 2)}", *_put_causes(row)]
+                         for row in skew])
     visibility = paper.get("visibility", {})
     if visibility:
         lines += ["### Remote update visibility per destination DC (sources pooled)", "",

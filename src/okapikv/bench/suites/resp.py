@@ -3,7 +3,7 @@ side by side in the same run.
 
 One okapikv cluster of one DC and one partition (in memory, the RESP port of its one server) and one
 redis-server started here (``--save '' --appendonly no``, on a port chosen like every other bench
-port), measured by the same ``redis-benchmark -t set,get -n N -c C -P P`` for C in ``--clients``
+port), measured by the same ``redis-benchmark -t set,get,incr -n N -c C -P P`` for C in ``--clients``
 (default 1 and 50) and P in 1 and 16. The two systems take turns at each (C, P), so the VM's drift
 over the run touches both alike; the report gives each one's requests per second and p50 latency
 and okapikv's share of Redis's throughput.
@@ -32,7 +32,8 @@ from okapikv.bench.engine.report import Section
 
 CLIENTS = (1, 50)
 PIPELINES = (1, 16)
-TESTS = ("SET", "GET")
+TESTS = ("SET", "GET", "INCR")
+TESTS_ARGUMENT = ",".join(TESTS).lower()
 REQUESTS = 100_000
 QUICK_REQUESTS = 10_000
 RUN_TIMEOUT_S = 600.0
@@ -82,8 +83,9 @@ def unavailable_reason() -> str | None:
 
 def redis_benchmark(port: int, *, clients: int, pipeline: int, requests: int,
                     host: str = "127.0.0.1") -> dict[str, Figures]:
-    """One ``redis-benchmark -t set,get`` run: test name -> figures (its ``--csv`` output)."""
-    command = ["redis-benchmark", "-h", host, "-p", str(port), "-t", "set,get", "-n", str(requests),
+    """One ``redis-benchmark -t set,get,incr`` run: test name -> figures (its ``--csv`` output). INCR
+    is okapikv's counter (docs/protocol.md, "Counters"): one key, a CRDT update per request."""
+    command = ["redis-benchmark", "-h", host, "-p", str(port), "-t", TESTS_ARGUMENT, "-n", str(requests),
                "-c", str(clients), "-P", str(pipeline), "--csv"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
@@ -100,7 +102,7 @@ def redis_benchmark(port: int, *, clients: int, pipeline: int, requests: int,
 
 
 def command_line(clients: int, pipeline: int, requests: int) -> str:
-    return f"redis-benchmark -t set,get -n {requests} -c {clients} -P {pipeline}"
+    return f"redis-benchmark -t {TESTS_ARGUMENT} -n {requests} -c {clients} -P {pipeline}"
 
 
 def run(bench: Bench) -> None:
@@ -155,7 +157,7 @@ def csv_files(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """resp.csv: one flat row per (C, P) and test."""
     return {"resp.csv": [{"command": row["command"], "clients": row["clients"], "pipeline": row["pipeline"],
                           "requests": row["requests"], "test": test, **row[test.lower()]}
-                         for row in rows for test in TESTS]}
+                         for row in rows for test in TESTS if test.lower() in row]}
 
 
 def render(rows: list[dict[str, Any]]) -> list[str]:
@@ -167,7 +169,7 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
              "| command | test | okapikv ops/s | redis ops/s | okapikv / redis | okapikv p50 ms | redis p50 ms |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
-        for test in TESTS:
+        for test in (test for test in TESTS if test.lower() in row):  # results from before INCR have none
             figures = row[test.lower()]
             ratio = figures["ratio"]
             lines.append(f"| `{row['command']}` | {test} | {figures['okapi_ops_s']:,.0f} "

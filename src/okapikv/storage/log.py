@@ -1,0 +1,263 @@
+"""The commit log: each commit group as one checksummed record appended to a segment file.
+
+Why a log: a durable server's commit path is the cost that matters (docs/storage.md). A group
+written as SQL rows costs a statement per row on the event loop, SQLite's page work and a
+transaction's worth of syscalls; the same group as one pre-encoded record costs one ``write`` and
+one ``fdatasync`` on the storage worker. The SQLite file stays the checkpoint of the log
+(``logged_store``): recovery replays the segments after it.
+
+Layout: ``DIR/log-<first seq, 20 digits>.okl``, each::
+
+    magic (8 bytes)  header frame  record frame  record frame ...
+
+and a frame is ``payload length (u32, big-endian), crc32 of the payload (u32), payload``. The header
+is a msgpack map naming the format, the segment's first group number and the field names of a
+version and of the stored state, so a record carries a ``Version`` and the server's ``State``
+generically (every field, in that order) and a build that adds fields still reads older segments
+(a field a segment lacks takes its default). A record is a msgpack array::
+
+    [seq, clock_bound_us | nil, state | nil, inserted, local_inserted, local_ts,
+     [[key, inserted?, field, field, ...], ...]]
+
+with the running tally (``commit_record.Tally``) after the group, so a replay ends with the tally
+the commit record is checked against.
+
+Damage, while reading (``read_log``): a bad frame (a length past the end, a checksum that fails) at
+the end of the newest segment is a torn last write (a power loss during the append: the group was
+never durable, so never acknowledged) and is dropped; anywhere else it is damage and stops the
+start with one line naming the segment and the byte (``DataDamagedError``). A record's group number
+must follow the one before it (or the checkpoint's), or groups were lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from okapikv.core.mvstore import Change, Version
+from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
+
+SEGMENT_PREFIX = "log-"
+SEGMENT_SUFFIX = ".okl"
+MAGIC = b"OKAPILG\n"
+FORMAT = 1
+FRAME = struct.Struct(">II")
+#: a frame claiming more is damage (a group of the largest bulk PUT is far below it)
+MAX_FRAME_BYTES = 1 << 30
+#: the fields of a version, in record order (every field the class declares)
+VERSION_FIELDS: tuple[str, ...] = tuple(Version.__annotations__)
+_version_values = attrgetter(*VERSION_FIELDS)
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder()
+
+
+def segment_name(first_seq: int) -> str:
+    return f"{SEGMENT_PREFIX}{first_seq:020d}{SEGMENT_SUFFIX}"
+
+
+def segments(directory: Path) -> list[Path]:
+    """The log segments of ``directory``, oldest first."""
+    found = []
+    for path in directory.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}"):
+        number = path.name[len(SEGMENT_PREFIX):-len(SEGMENT_SUFFIX)]
+        if number.isdigit():
+            found.append((int(number), path))
+    return [path for _, path in sorted(found)]
+
+
+def frame(payload: bytes) -> bytes:
+    return FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def segment_header(first_seq: int, state_fields: tuple[str, ...]) -> bytes:
+    """The bytes that open a segment: magic and the header frame."""
+    header = {"format": FORMAT, "first_seq": first_seq, "version_fields": list(VERSION_FIELDS),
+              "state_fields": list(state_fields)}
+    return MAGIC + frame(_encoder.encode(header))
+
+
+def encode_record(seq: int, clock_bound_us: int | None, state: object | None, tally: tuple[int, int, int],
+                  changes: list[Change]) -> bytes:
+    """One group as a frame (``state``: a dataclass instance, encoded field by field)."""
+    stored_state = None if state is None else [getattr(state, field.name) for field in dataclasses.fields(state)]  # type: ignore[arg-type]
+    values = _version_values
+    rows = [(key, inserted, *values(version)) for key, version, inserted in changes]
+    return frame(_encoder.encode((seq, clock_bound_us, stored_state, *tally, rows)))
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One decoded group: its number, clock bound, state fields (by name), tally and changes."""
+
+    seq: int
+    clock_bound_us: int | None
+    state: dict[str, Any] | None
+    inserted: int
+    local_inserted: int
+    local_ts: int
+    changes: list[Change]
+
+
+@dataclass(slots=True)
+class LogScan:
+    """What ``read_log`` found besides the records: the torn tail it dropped (segment and byte)."""
+
+    torn: tuple[Path, int] | None = None
+    bytes_read: int = 0
+
+
+def _tuples(value: Any) -> Any:
+    """msgpack arrays decode as lists; stored vectors are tuples."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _decode_record(payload: bytes, version_fields: list[str], state_fields: list[str]) -> LogRecord:
+    seq, bound, state, inserted, local_inserted, local_ts, rows = _decoder.decode(payload)
+    if tuple(version_fields) == VERSION_FIELDS:  # this build's layout: positional, no names
+        changes = [Change(row[0], Version(*map(_tuples, row[2:])), row[1]) for row in rows]
+    else:  # an older layout: by name (a field it lacks takes the class's default)
+        changes = [Change(row[0], Version(**dict(zip(version_fields, map(_tuples, row[2:]), strict=True))), row[1])
+                   for row in rows]
+    named = None if state is None else dict(zip(state_fields, map(_tuples, state), strict=True))
+    return LogRecord(int(seq), bound, named, int(inserted), int(local_inserted), int(local_ts), changes)
+
+
+def read_segment(path: Path, *, newest: bool, scan: LogScan) -> Iterator[LogRecord]:
+    """The records of one segment, verified (module docstring: a torn tail of the newest segment is
+    dropped and reported in ``scan``, any other bad frame raises ``DataDamagedError``)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DataDamagedError(f"cannot read {path}: {error.strerror or error}; {REPAIR_HINT}") from None
+    scan.bytes_read += len(data)
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        if newest and MAGIC.startswith(data[: len(MAGIC)]):  # created, header never fully written
+            scan.torn = (path, 0)
+            return
+        raise DataDamagedError(f"{path} is not an okapikv log segment (bad magic); {REPAIR_HINT}")
+    offset = len(MAGIC)
+    header: dict[str, Any] | None = None
+    while offset < len(data):
+        payload, end = _frame_at(data, offset)
+        if payload is None:
+            if newest and end >= len(data):
+                scan.torn = (path, offset)
+                return
+            what = "the header" if header is None else "the record"
+            raise DataDamagedError(f"{path}: {what} at byte {offset} fails its checksum (damaged); {REPAIR_HINT}")
+        try:
+            if header is None:
+                header = _decoder.decode(payload)
+                found = header.get("format") if isinstance(header, dict) else None
+                if found != FORMAT:
+                    raise DataDamagedError(f"{path}: log format {found!r} is not {FORMAT}; use the okapikv that "
+                                           "wrote it")
+            else:
+                yield _decode_record(payload, header["version_fields"], header["state_fields"])
+        except (msgspec.DecodeError, ValueError, TypeError, KeyError) as error:
+            raise DataDamagedError(f"{path}: the record at byte {offset} cannot be decoded ({error}); "
+                                   f"{REPAIR_HINT}") from None
+        offset = end
+
+
+def _frame_at(data: bytes, offset: int) -> tuple[bytes | None, int]:
+    """The payload of the frame at ``offset`` and where the frame ends; (None, end) when it is bad
+    (``end`` is past the data when the frame claims more than there is)."""
+    if offset + FRAME.size > len(data):
+        return None, len(data)
+    length, crc = FRAME.unpack_from(data, offset)
+    start = offset + FRAME.size
+    end = start + length
+    if length > MAX_FRAME_BYTES or end > len(data):
+        return None, len(data)
+    payload = data[start:end]
+    if zlib.crc32(payload) != crc:
+        return None, end
+    return payload, end
+
+
+def read_log(paths: list[Path], scan: LogScan) -> Iterator[LogRecord]:
+    """Every record of ``paths`` (oldest segment first), in order."""
+    for index, path in enumerate(paths):
+        yield from read_segment(path, newest=index == len(paths) - 1, scan=scan)
+
+
+def sync_directory(directory: Path) -> None:
+    """Make the creation, renaming or deletion of files in ``directory`` durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+class LogWriter:
+    """The open segment of a data directory; appends happen on one thread (the storage worker)."""
+
+    def __init__(self, directory: Path, state_fields: tuple[str, ...], segment_bytes: int) -> None:
+        self.directory = directory
+        self.state_fields = state_fields
+        self.segment_bytes = segment_bytes
+        self._fd: int | None = None
+        self.path: Path | None = None
+        self.size = 0
+        self.records = 0  # in the open segment
+
+    def append(self, seq: int, record: bytes) -> None:
+        """Write group ``seq``'s record and fdatasync it: durable when this returns. A failed write
+        (a full disk) is cut back off, so a retry appends the same record cleanly."""
+        if self._fd is None:
+            self._open(seq)
+        assert self._fd is not None
+        start = self.size
+        try:
+            view = memoryview(record)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fdatasync(self._fd)
+        except OSError:
+            try:
+                os.ftruncate(self._fd, start)
+                os.lseek(self._fd, start, os.SEEK_SET)
+            except OSError:
+                self.close()  # the next append opens a fresh segment
+            raise
+        self.size = start + len(record)
+        self.records += 1
+
+    def _open(self, first_seq: int) -> None:
+        path = self.directory / segment_name(first_seq)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        try:
+            header = segment_header(first_seq, self.state_fields)
+            os.write(descriptor, header)
+            os.fdatasync(descriptor)
+            sync_directory(self.directory)  # the segment's name must survive before its records count
+        except OSError:
+            os.close(descriptor)
+            path.unlink(missing_ok=True)
+            raise
+        self._fd, self.path, self.size, self.records = descriptor, path, len(header), 0
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.segment_bytes
+
+    def close(self) -> Path | None:
+        """Close the open segment (the next append starts a new one); returns its path."""
+        path = self.path
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self.path, self.size, self.records = None, None, 0, 0
+        return path

@@ -1,0 +1,416 @@
+"""The durable store of one partition server: the commit log, checkpointed into SQLite.
+
+A commit group is durable once its record is in the log (``log``): ``prepare`` encodes it on the
+event loop's thread, ``finish`` appends it with one ``write`` and one ``fdatasync`` on the storage
+worker, ``record`` counts it in the commit record (``commit_record``). The SQLite file
+(``sqlite.SqliteStore``, ``synchronous=FULL``) is the checkpoint: a background thread folds every
+closed segment into it in one transaction (only each row's last change counts, so overwrites and GC
+removals of the same keys collapse), and deletes the segments once that transaction is durable. A
+segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one or two
+segments, which bounds recovery time and disk use (docs/storage.md); a clean close checkpoints all.
+
+Recovery (at open): the SQLite checks, then every segment is read and verified, folding each row's
+last change in memory; the records after the checkpoint's group number must follow it without a
+gap, and the last group must reach the commit record's (else committed groups were lost: one line,
+``DataDamagedError``). ``load_versions`` yields the checkpoint's rows the log did not change, then
+the log's inserts; after that the checkpointer folds the recovered segments into SQLite in the
+background. A crash at any point is safe: a checkpoint is one SQLite transaction, records it
+already holds are skipped on replay, and segments are deleted only after it is durable.
+
+Threads: ``prepare`` on the loop; ``finish``, ``maintain``, ``checkpoint`` and ``close`` on the one
+storage worker; once the core has loaded, the checkpointer thread alone uses the SQLite connection
+(``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from okapikv.core.mvstore import Change, Version
+from okapikv.storage.commit_record import RECORD_NAME, RecordFile, Tally, read_record
+from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
+from okapikv.storage.integrity import describe_timestamp
+from okapikv.storage.log import (
+    MAGIC,
+    LogRecord,
+    LogScan,
+    LogWriter,
+    encode_record,
+    read_log,
+    segment_name,
+    segments,
+    sync_directory,
+)
+from okapikv.storage.sqlite import CommitGroup, DirectoryLock, Identity, SqliteStore, State
+
+log = logging.getLogger("okapikv.storage")
+
+#: a segment is closed (and checkpointed) once it holds this much
+SEGMENT_BYTES = 8 << 20
+STATE_FIELDS = tuple(field.name for field in dataclasses.fields(State))
+#: test-only crash points (``OKAPI_FAULT_INJECTION=1`` and ``OKAPI_STORAGE_KILL_AT=<point>``): the
+#: process kills itself with SIGKILL there, once it has appended ``OKAPI_STORAGE_KILL_AFTER`` groups
+#: (``tests/unit/test_logged_store.py``)
+KILL_POINTS = ("append", "checkpoint", "checkpoint-committed", "segment-deletion")
+
+
+def _kill_point() -> tuple[str, int]:
+    if os.environ.get("OKAPI_FAULT_INJECTION") != "1":
+        return "", 0
+    return os.environ.get("OKAPI_STORAGE_KILL_AT", ""), int(os.environ.get("OKAPI_STORAGE_KILL_AFTER", "0"))
+
+
+class LoggedStore:
+    """The data directory of one partition server (module docstring). The interface the group
+    committer and recovery use: ``prepare``/``finish``/``record`` (or ``commit``), ``maintain``,
+    ``checkpoint``, ``close``, and the ``load_*`` methods of the checkpoint after open."""
+
+    def __init__(self, directory: str | Path, identity: Identity, *, integrity: str = "quick",
+                 lock: DirectoryLock | None = None, segment_bytes: int = SEGMENT_BYTES) -> None:
+        self.directory = Path(directory)
+        self.db = SqliteStore(self.directory, identity, integrity=integrity, lock=lock, record=False)
+        self._local_dc = identity.dc_index
+        self._kill_at, self._kill_after = _kill_point()
+        self._record: RecordFile | None = None
+        self._prepared: tuple[Tally, bytes] | None = None
+        self._closed_segments: list[Path] = []
+        self._segments_lock = threading.Lock()
+        self._ckpt_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = False
+        self.checkpoints = 0
+        self.checkpoint_seconds = 0.0
+        self.commits = 0
+        self.replayed = 0
+        self.tally = Tally()
+        self._folded: Folded | None = None
+        try:
+            self.fresh = self._recover_log(read_record(self.directory))
+            self._record = RecordFile(self.directory)
+            self._record.write(self.tally)
+        except BaseException:
+            if lock is None:
+                self.db.close(checkpoint=False)
+            else:
+                self.db._close_files(checkpoint=False)  # the caller keeps its lock
+            raise
+        self._writer = LogWriter(self.directory, STATE_FIELDS, segment_bytes)
+        self._thread = threading.Thread(target=self._checkpointer, name="okapi-checkpoint", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- what the rest reads
+
+    @property
+    def path(self) -> Path:
+        return self.db.path
+
+    @property
+    def migrated_versions(self) -> int | None:
+        return self.db.migrated_versions
+
+    @property
+    def vacuumed_pages(self) -> int:
+        return self.db.vacuumed_pages
+
+    def load_state(self) -> State | None:
+        """The state as of the last group: the log's newest, else the checkpoint's."""
+        folded = self._folded
+        return folded.state if folded is not None and folded.state is not None else self.db.load_state()
+
+    def load_clock_bound_us(self) -> int:
+        return max(self.db.load_clock_bound_us(), self.tally.clock_bound_us)
+
+    def load_versions(self) -> Iterator[tuple[bytes, Version]]:
+        """Every version as of the last group: the checkpoint's rows that the log did not change,
+        then the log's inserts (each row's last change). Once read, the checkpointer may fold the
+        log into SQLite (it would otherwise share the connection with this read)."""
+        folded = self._folded
+        if folded is None or not folded.last:
+            yield from self.db.load_versions()
+        else:
+            changed = folded.last
+            for key, version in self.db.load_versions():
+                if (key, version.timestamp, version.source_dc) not in changed:
+                    yield key, version
+            for change in changed.values():
+                if change.inserted:
+                    yield change.key, change.version
+        if folded is not None:
+            folded.last = {}  # the state and tally stay what ``load_state`` reports
+        self._wake.set()
+
+    def version_count(self) -> int:
+        return self.db.version_count()
+
+    def disk_bytes(self) -> int:
+        """Bytes on disk: the checkpoint (database, WAL) and the log segments."""
+        total = self.db.disk_bytes()
+        for path in segments(self.directory):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
+
+    # ---------------------------------------------------------------- recovery
+
+    def _recover_log(self, record: Tally | None) -> bool:
+        """Read the log after the checkpoint (module docstring); whether the directory held no data.
+        Nothing is written unless every check passes: then a torn tail is cut off, and the segments
+        are handed to the checkpointer, which folds them into SQLite once the core has loaded."""
+        base = self.db.tally
+        paths = segments(self.directory)
+        scan = LogScan()
+        self._folded = _fold(read_log(paths, scan), base, self.directory)
+        tally = self._folded.tally
+        self._check_record(record, tally, bool(paths))
+        if scan.torn is not None:
+            torn, offset = scan.torn
+            log.warning("%s: dropped a torn last record at byte %d (a write cut short by a crash; never "
+                        "acknowledged)", torn, offset, extra={"event": "log_torn_tail"})
+            if offset <= len(MAGIC):
+                torn.unlink()
+                paths.remove(torn)
+            else:
+                os.truncate(torn, offset)
+                with open(torn, "rb+") as file:
+                    os.fsync(file.fileno())
+            sync_directory(self.directory)
+        opened_next = self.directory / segment_name(tally.seq + 1)
+        if opened_next in paths:  # created for the next group, which never came: the writer reopens it
+            opened_next.unlink()
+            paths.remove(opened_next)
+            sync_directory(self.directory)
+        self._closed_segments.extend(paths)
+        self.replayed = self._folded.count
+        self.tally = tally
+        return self.db.fresh and tally.seq == base.seq
+
+    def _check_record(self, record: Tally | None, stored: Tally, had_log: bool) -> None:
+        """Committed groups the checkpoint and the log lost (``commit_record``)."""
+        record_path = self.directory / RECORD_NAME
+        if record is None:
+            if stored.seq > 0:
+                raise DataDamagedError(
+                    f"{record_path} is missing, so {self.path} (commit group {stored.seq}) cannot be checked for "
+                    f"lost commits; {REPAIR_HINT}")
+            return
+        if record.seq <= stored.seq:
+            return
+        if stored.seq == 0 and self.db.fresh and not had_log:
+            raise DataDamagedError(
+                f"{self.path} is missing or empty but {record_path} records {record.seq} committed group(s) "
+                f"({record.local_inserted} local write(s)): the data was lost; {REPAIR_HINT}")
+        local = record.local_inserted - stored.local_inserted
+        replicated = record.inserted - stored.inserted - local
+        if record.local_ts > stored.local_ts:
+            start = f"after {describe_timestamp(stored.local_ts)}" if stored.local_ts else "from the first"
+            lost = f"timestamps {start} up to {describe_timestamp(record.local_ts)}"
+        else:
+            lost = "none newer than the stored ones"
+        raise DataDamagedError(
+            f"{self.directory} lost committed writes: its checkpoint and log hold commit groups up to {stored.seq} "
+            f"but {record_path} records {record.seq}, so {record.seq - stored.seq} group(s) are missing with "
+            f"{local} acknowledged local write(s) ({lost}) and {replicated} replicated update(s): its log "
+            f"segments were cut short, lost or replaced by older copies; {REPAIR_HINT}")
+
+    def _apply(self, entries: Iterable[LogRecord], base: Tally) -> None:
+        """Fold the records of ``entries`` after the checkpoint's ``base`` into it in one SQLite
+        transaction (``_fold``)."""
+        folded = _fold(entries, base, self.directory)
+        if folded.tally.seq > base.seq:
+            self.db.apply(list(folded.last.values()), folded.state, folded.bound, folded.tally,
+                          before_commit=lambda: self._fault("checkpoint"))
+
+    def _fault(self, point: str) -> None:
+        if self._kill_at == point and self.commits >= self._kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # ---------------------------------------------------------------- writing (``group_commit``)
+
+    def commit(self, group: CommitGroup) -> None:
+        """``prepare``, ``finish`` and ``record`` in one go (durable when this returns)."""
+        self.prepare(group)
+        self.finish()
+        self.record()
+
+    def prepare(self, group: CommitGroup) -> None:
+        """Encode the group's record and the tally after it (on the event loop's thread)."""
+        tally = self.tally
+        inserted = local = 0
+        local_ts = tally.local_ts
+        local_dc = self._local_dc
+        for _, version, was_inserted in group.changes:
+            if was_inserted:
+                inserted += 1
+                if version.source_dc == local_dc:
+                    local += 1
+                    if version.timestamp > local_ts:
+                        local_ts = version.timestamp
+        bound = tally.clock_bound_us if group.clock_bound_us is None else group.clock_bound_us
+        new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
+        data = encode_record(new.seq, group.clock_bound_us, group.state,
+                             (new.inserted, new.local_inserted, new.local_ts), group.changes)
+        self._prepared = (new, data)
+
+    def finish(self) -> None:
+        """Append the prepared record and fdatasync it (on the worker): durable when this returns."""
+        prepared = self._prepared
+        assert prepared is not None, "finish() without prepare()"
+        new, data = prepared
+        if self._kill_at == "append" and self.commits >= self._kill_after:
+            self._writer.append(new.seq, data[: len(data) // 2])  # a write cut short, then the crash
+            self._fault("append")
+        self._writer.append(new.seq, data)
+        self._prepared = None
+        self.tally = new
+        self.commits += 1
+        if self._writer.full:
+            self._rotate()
+            self._wake.set()
+
+    def abort(self) -> None:
+        self._prepared = None
+
+    def record(self) -> None:
+        """Count the last finished group in the commit record (before it is reported durable)."""
+        assert self._record is not None
+        self._record.write(self.tally)
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def _rotate(self) -> None:
+        """Close the open segment (on the worker), handing it to the checkpointer."""
+        if self._writer.records:
+            path = self._writer.close()
+            if path is not None:
+                with self._segments_lock:
+                    self._closed_segments.append(path)
+
+    def maintain(self) -> None:
+        """Every maintenance pass (worker): flush the commit record (checkpoints follow the log's
+        size, not the clock: module docstring)."""
+        if self._record is not None:
+            self._record.flush()
+
+    def checkpoint(self) -> None:
+        """Checkpoint now, on the calling thread (a full disk: deleting segments frees space)."""
+        self._rotate()
+        self._checkpoint()
+
+    def _checkpointer(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self._checkpoint()
+            except Exception as error:
+                log.warning("%s: checkpoint failed (the log keeps its segments): %s", self.directory, error)
+
+    def _checkpoint(self) -> None:
+        """Fold the closed segments into SQLite, then delete them (module docstring)."""
+        with self._ckpt_lock:
+            with self._segments_lock:
+                paths = list(self._closed_segments)
+            if not paths:
+                return
+            started = time.perf_counter()
+            self._apply(read_log(paths, LogScan()), self.db.tally)
+            self._fault("checkpoint-committed")
+            for path in paths:
+                path.unlink(missing_ok=True)
+                self._fault("segment-deletion")
+            sync_directory(self.directory)
+            with self._segments_lock:
+                del self._closed_segments[: len(paths)]
+            self.db.maintain()
+            self.checkpoints += 1
+            self.checkpoint_seconds += time.perf_counter() - started
+
+    # ---------------------------------------------------------------- closing
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Stop the checkpointer; with ``checkpoint``, fold the whole log into SQLite first (a clean
+        restart then replays nothing); close the files and release the lock."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=60)
+        if checkpoint:
+            try:
+                self._rotate()
+                self._checkpoint()
+            except Exception as error:
+                log.warning("%s: final checkpoint failed (the log keeps its segments): %s", self.directory, error)
+        self._writer.close()  # (a segment whose first append failed holds no record: the next open reuses it)
+        if self._record is not None:
+            with contextlib.suppress(OSError):
+                self._record.close()
+            self._record = None
+        self.db.close(checkpoint=checkpoint)
+
+
+@dataclass(slots=True)
+class Folded:
+    """Records folded after a checkpoint: each row's last change (by ``(key, timestamp, source
+    DC)``), the newest state and clock bound, the tally they end at and the changes read."""
+
+    tally: Tally
+    last: dict[tuple[bytes, int, int], Change]
+    state: State | None = None
+    bound: int | None = None
+    count: int = 0
+
+
+def _fold(entries: Iterable[LogRecord], base: Tally, directory: Path) -> Folded:
+    """Fold the records after ``base`` as they are read (only each row's last change is kept, so
+    folding overwrites holds the live rows, not the log); a group number that skips is lost data."""
+    folded = Folded(base, {})
+    last = folded.last
+    for entry in entries:
+        if entry.seq <= base.seq:
+            continue  # already in the checkpoint (a crash before its segments were deleted)
+        if entry.seq != folded.tally.seq + 1:
+            raise DataDamagedError(f"{directory}: the log lost committed groups: after group {folded.tally.seq} it "
+                                   f"holds group {entry.seq}; {REPAIR_HINT}")
+        bound = folded.tally.clock_bound_us if entry.clock_bound_us is None else entry.clock_bound_us
+        folded.tally = Tally(entry.seq, entry.inserted, entry.local_inserted, entry.local_ts, bound)
+        for change in entry.changes:
+            version = change.version
+            last[(change.key, version.timestamp, version.source_dc)] = change
+        folded.count += len(entry.changes)
+        if entry.state is not None:
+            folded.state = State(**entry.state)
+        if entry.clock_bound_us is not None:
+            folded.bound = entry.clock_bound_us
+    return folded
+
+
+def salvage_log(directory: Path, local_dc: int, stamp: str) -> tuple[list[tuple[bytes, Version]], list[Path]]:
+    """Move the log segments of a damaged directory aside (``<name>.damaged-<stamp>``) and return the
+    local versions their verified records still hold (up to the first damage) and the moved paths."""
+    moved: list[Path] = []
+    kept: dict[tuple[bytes, int], Version] = {}
+    paths = segments(directory)
+    with contextlib.suppress(DataDamagedError):
+        for entry in read_log(paths, LogScan()):
+            for key, version, inserted in entry.changes:
+                if version.source_dc != local_dc:
+                    continue
+                if inserted:
+                    kept[(key, version.timestamp)] = version
+                else:
+                    kept.pop((key, version.timestamp), None)
+    for path in paths:
+        target = path.with_name(f"{path.name}.damaged-{stamp}")
+        path.rename(target)
+        moved.append(target)
+    return [(key, version) for (key, _), version in kept.items()], moved

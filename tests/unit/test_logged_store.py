@@ -1,0 +1,221 @@
+"""The commit log and its checkpoints (``okapikv.storage.log``, ``okapikv.storage.logged_store``):
+round trips through the log alone, replay after a crash, checkpoints that keep disk use bounded, a
+torn last record dropped, a damaged record in the middle refused with one line, and kill -9 (a real
+SIGKILL of a child process) during an append, a checkpoint and a segment deletion, each followed by
+a recovery that holds every acknowledged group."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from okapikv.core.mvstore import Change, Version
+from okapikv.core.timestamps import pack
+from okapikv.storage import DataDamagedError, Identity
+from okapikv.storage.commit_record import RecordFile, Tally
+from okapikv.storage.log import segments
+from okapikv.storage.logged_store import KILL_POINTS, LoggedStore
+from okapikv.storage.sqlite import CommitGroup, State
+
+IDENTITY = Identity("test", ("a", "b"), 1, "okapi", "a", 0)
+
+
+def state(vv: int) -> State:
+    return State((vv, 0), (vv, 0), (vv, 0), (0, 0))
+
+
+def group(number: int, count: int = 3, dv: bool = False) -> CommitGroup:
+    changes = [Change(b"k%d-%d" % (number, index),
+                      Version(b"v%d" % index, pack(1000 * number + index), index % 2, (1, 2) if dv else None), True)
+               for index in range(count)]
+    return CommitGroup(number, changes, state(number), 10_000 + number)
+
+
+def keys(store: LoggedStore) -> dict[bytes, bytes | None]:
+    return {key: version.value for key, version in store.load_versions()}
+
+
+def test_groups_in_the_log_alone_come_back_after_a_crash(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY)
+    for number in range(1, 6):
+        store.commit(group(number, dv=number == 3))
+    assert segments(tmp_path), "the groups are in the log, not yet checkpointed"
+    store.close(checkpoint=False)  # as after kill -9: nothing folded into SQLite
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 5 and again.load_state() == state(5) and again.load_clock_bound_us() == 10_005
+    loaded = list(again.load_versions())
+    assert len(loaded) == 15 and again.replayed == 15
+    assert [v.dv for k, v in loaded if k == b"k3-0"] == [(1, 2)]
+    again.close()
+    assert not segments(tmp_path), "folded into the checkpoint, then deleted"
+    third = LoggedStore(tmp_path, IDENTITY)
+    assert third.replayed == 0 and len(keys(third)) == 15 and third.load_state() == state(5)
+    third.close()
+
+
+def test_removals_and_overwrites_fold_into_the_checkpoint(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY, segment_bytes=256)
+    old = Version(b"old", pack(5), 0, None)
+    store.commit(CommitGroup(1, [Change(b"k", old, True)]))
+    store.commit(CommitGroup(2, [Change(b"k", Version(b"new", pack(6), 0, None), True), Change(b"k", old, False)]))
+    store.checkpoint()
+    assert not segments(tmp_path) and store.checkpoints >= 1
+    assert keys(store) == {b"k": b"new"} and store.version_count() == 1
+    store.close(checkpoint=False)
+    assert keys(LoggedStore(tmp_path, IDENTITY)) == {b"k": b"new"}
+
+
+def test_checkpoints_keep_the_log_bounded(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY, segment_bytes=4096)
+    for number in range(1, 200):
+        store.commit(group(number, count=5))
+    store.checkpoint()
+    assert not segments(tmp_path)
+    assert store.version_count() == 995
+    store.close()
+
+
+def three_groups_in_the_log(directory: Path) -> None:
+    store = LoggedStore(directory, IDENTITY)
+    for number in range(1, 4):
+        store.commit(group(number))
+    store.close(checkpoint=False)
+
+
+def _torn(directory: Path) -> None:
+    path = segments(directory)[-1]
+    os.truncate(path, path.stat().st_size - 3)
+
+
+def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
+    three_groups_in_the_log(tmp_path)
+    _torn(tmp_path)
+    # The record file says 3 groups; a power loss would leave it no newer than the log (the torn
+    # group was never acknowledged), so make it say 2 as it would.
+    (tmp_path / "COMMITTED").unlink()
+    record = RecordFile(tmp_path)
+    record.write(Tally(2, 6, 3, 0, 0))
+    record.close()
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.commit(group(3))  # the group number goes on where the log ended
+    again.close()
+    assert len(keys(LoggedStore(tmp_path, IDENTITY))) == 9
+
+
+def test_a_torn_record_of_an_acknowledged_group_is_lost_data(tmp_path: Path) -> None:
+    three_groups_in_the_log(tmp_path)
+    _torn(tmp_path)
+    with pytest.raises(DataDamagedError, match="lost committed writes.*1 group"):
+        LoggedStore(tmp_path, IDENTITY)
+
+
+def test_a_damaged_record_in_the_middle_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    three_groups_in_the_log(tmp_path)
+    path = segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    at = data.find(b"k2-1")
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataDamagedError) as caught:
+        LoggedStore(tmp_path, IDENTITY)
+    message = str(caught.value)
+    assert "\n" not in message and "fails its checksum" in message and "--repair" in message
+    assert path.exists(), "a refused start changes nothing"
+
+
+def test_a_gap_in_the_log_is_lost_data(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY)
+    for number in range(1, 4):
+        store.commit(group(number))
+        store._rotate()  # a segment per group, none checkpointed (the checkpointer is not woken)
+    store.close(checkpoint=False)
+    assert len(segments(tmp_path)) == 3
+    segments(tmp_path)[1].unlink()
+    with pytest.raises(DataDamagedError, match="the log lost committed groups: after group 1 it holds group 3"):
+        LoggedStore(tmp_path, IDENTITY)
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_logged_store import IDENTITY, group
+    from okapikv.storage.logged_store import LoggedStore
+    store = LoggedStore(Path({directory!r}), IDENTITY, segment_bytes=2048)
+    for number in range(1, 400):
+        store.commit(group(number))
+        print(number, flush=True)  # acknowledged: the group is durable
+        if number % 40 == 0:
+            store.checkpoint()
+""")
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_kill_9_at_any_point_loses_no_acknowledged_group(tmp_path: Path, point: str) -> None:
+    code = CHILD.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
+    environment = dict(os.environ, OKAPI_FAULT_INJECTION="1", OKAPI_STORAGE_KILL_AT=point,
+                       OKAPI_STORAGE_KILL_AFTER="100")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                            timeout=60, check=False)
+    assert result.returncode == -9, result.stderr
+    acknowledged = [int(line) for line in result.stdout.split()]
+    store = LoggedStore(tmp_path, IDENTITY)
+    try:
+        assert store.tally.seq >= (acknowledged[-1] if acknowledged else 0)
+        present = keys(store)
+        for number in acknowledged:
+            assert all(b"k%d-%d" % (number, index) in present for index in range(3)), number
+    finally:
+        store.close()
+    assert not segments(tmp_path)
+
+
+def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that runs out of space part-way leaves no partial record behind: the retry (the
+    group committer's, after the reserve is released) appends the same record cleanly."""
+    store = LoggedStore(tmp_path, IDENTITY)
+    store.commit(group(1))
+    real_write = os.write
+    failures = [1]
+
+    def short_write(descriptor: int, data: bytes | memoryview) -> int:
+        if failures:
+            failures.pop()
+            real_write(descriptor, bytes(data[: len(data) // 2]))
+            raise OSError(28, "No space left on device")
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(os, "write", short_write)
+    store.prepare(group(2))
+    with pytest.raises(OSError):
+        store.finish()
+    store.prepare(group(2))
+    store.finish()
+    store.record()
+    monkeypatch.setattr(os, "write", real_write)
+    store.close(checkpoint=False)
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.close()
+
+
+def test_a_segment_opened_for_a_group_that_never_came_is_reused(tmp_path: Path) -> None:
+    store = LoggedStore(tmp_path, IDENTITY)
+    for number in (1, 2):
+        store.commit(group(number))
+    store._rotate()
+    store._writer._open(3)  # the crash came after the segment's header, before group 3's record
+    store.close(checkpoint=False)
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.commit(group(3))
+    again.close()
+    final = LoggedStore(tmp_path, IDENTITY)
+    assert len(keys(final)) == 9
+    final.close()
