@@ -4,10 +4,11 @@
 
 The paper section (``okapikv.bench.suites.paper_figures.summarize``) is a function of the runs, so
 a saved results.json gives it again with the current code; the claims table docs/paper.md carries
-is ``paper_claims.render`` of the committed results, with the column of the simulated results
-under docs/results/simulated (``sim_claims.judge``; ``tests/bench/test_bench_paper_claims.py``
-checks both). Run it after changing how the section or the claims are computed, or to publish a
-run written elsewhere (``okapi bench --suite paper --out DIR``).
+is ``paper_claims.render`` of the committed results and of the simulated results under
+docs/results/simulated, one table judged on both (``measurements.from_real``,
+``measurements.from_simulated``; ``tests/bench/test_bench_paper_claims.py`` checks it). Run it
+after changing how the section or the claims are computed, or to publish a run written elsewhere
+(``okapi bench --suite paper --out DIR``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import sys
 from pathlib import Path
 
 from okapikv.bench.engine.results import Results
+from okapikv.bench.suites.measurements import from_real, from_simulated, load_simulated
 from okapikv.bench.suites.paper_claims import render
 from okapikv.bench.suites.paper_figures import summarize
 from okapikv.bench.suites.registry import write_outputs
-from okapikv.bench.suites.sim_claims import judge, load
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "paper"
@@ -42,8 +43,8 @@ def main(source: Path) -> None:
     saved = json.loads((OUT / "results.json").read_text())
     head, rest = PAPER_MD.read_text().split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    simulated = [claim.cell() for claim in judge(load(SIMULATED))]
-    PAPER_MD.write_text(head + BEGIN + "\n" + render(saved, simulated) + END + tail)
+    table = render(from_real(saved), from_simulated(load_simulated(SIMULATED)))
+    PAPER_MD.write_text(head + BEGIN + "\n" + table + END + tail)
     print(f"redrew {OUT} and the claims table of {PAPER_MD}")
 
 

@@ -64,6 +64,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--repair", action="store_true",
                    help="start every server with --repair: one whose data directory is damaged, lost committed "
                         "writes or is empty rebuilds it from its replicas (docs/operations.md)")
+    p.add_argument("--restart-budget", type=int, default=5, metavar="N",
+                   help="restart a server that dies with its own command line, at most N times in 60 s "
+                        "(default %(default)s; 0: never; docs/operations.md)")
     p.add_argument("--metrics-base-port", type=int, default=0,
                    help="serve Prometheus metrics on consecutive ports from this one (default 0: off)")
     p.add_argument("--resp", action=argparse.BooleanOptionalAction, default=True,
@@ -86,9 +89,13 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     _add_env_default(p, "--config", "OKAPI_CONFIG", help="cluster config file (TOML), see `okapi up --print-config`")
     _add_env_default(p, "--dc", "OKAPI_DC", help="the DC name of this server")
     _add_env_default(p, "--partition", "OKAPI_PARTITION", type=int, help="the partition number of this server")
-    p.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
-                   help="keep the data in this directory (SQLite, recovered at start; default $OKAPI_DATA_DIR); "
-                        "default: in memory only")
+    storage = p.add_mutually_exclusive_group()
+    storage.add_argument("--data-dir", default=os.environ.get("OKAPI_DATA_DIR") or None,
+                         help="keep the data in this directory (SQLite, recovered at start; default "
+                              "$OKAPI_DATA_DIR); one of --data-dir and --in-memory is required")
+    storage.add_argument("--in-memory", action="store_true",
+                         help="keep no data on disk (benchmarks, tests), even with $OKAPI_DATA_DIR set: a restart "
+                              "loses this server's data and fetches it back from its replicas before serving")
     p.add_argument("--repair", action="store_true",
                    help="if the data directory is damaged, lost committed writes or is empty (a new disk), "
                         "rebuild it from the replicas instead of refusing to start (docs/operations.md)")
@@ -96,7 +103,7 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="SQLite structure check at start: quick (default), full (slower), off; "
                         "row checksums are verified in every mode")
     p.add_argument("--disk-reserve-mb", type=float, default=None,
-                   help="space kept in reserve for a full disk (default: 64, at most 5%% of the file system)")
+                   help="MiB kept in reserve for a full disk (default: 16, at most 5%% of the file system)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,
@@ -170,6 +177,8 @@ def _add_client(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--timestamps", action="store_true",
                    help="end PUT/SWAP/DELETE result lines in ' ts=<n>', the write's server timestamp "
                         "(not the course format; used by okapi fuzz)")
+    p.add_argument("--counters", action="store_true",
+                   help="piped: accept INCR k and PUTEX k v ms too (not the course format; used by okapi fuzz)")
     p.add_argument("--at-most-once", action="store_true",
                    help="do not retry a PUT/SWAP/DELETE whose connection broke after it was sent (a retry "
                         "could apply it twice): answer 'ERROR outcome unknown: ...', a line outside the "
@@ -237,6 +246,9 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="with --faults: replication links between DCs also go silent (drop everything without "
                         "closing); each carries again only once its liveness check declares the connection dead "
                         "and it reconnects and resends (use with --liveness-s)")
+    p.add_argument("--membership", action="store_true",
+                   help="with --faults: a whole DC is also lost, removed from the membership and brought back "
+                        "(docs/protocol.md, Membership)")
     p.add_argument("--counters-ttls", action="store_true",
                    help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",
@@ -316,6 +328,8 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
                    help="local cluster: first of its consecutive ports (default: drawn, see OKAPI_PORT_RANGE)")
     p.add_argument("--protocol", default=None, help="local cluster: okapi | cure | gentlerain (default: okapi)")
     p.add_argument("--partitions", type=int, default=None, help="local cluster: partitions per DC (default: 2)")
+    p.add_argument("--counters-ttls", action="store_true",
+                   help="mix in INCRs of shared counters and expiring PUTs (okapi client --counters), checked apart")
     p.add_argument("--kill-partitions", default=None, metavar="P[,P...]",
                    help="local cluster: kill -9 these partitions' servers in every DC after a third of the "
                         "operations, restart them 1 s later, check the history")
@@ -352,6 +366,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="paper suite: the most sessions the peak-throughput search doubles to (default 1024; quick 8)")
     p.add_argument("--latency-cap-ms", type=float, default=None,
                    help="paper suite: the peak search stops once mean latency passes this (default 250)")
+    p.add_argument("--incr-ratio", type=float, default=0.0,
+                   help="probability an operation is an INCR of one of 16 hot counters (default 0)")
+    p.add_argument("--ttl-ms", type=int, default=0,
+                   help="every write a PUT expiring after this many ms (default 0: none)")
     p.add_argument("--records", type=int, default=10_000, help="records loaded before measuring")
     p.add_argument("--key-bytes", type=int, default=8, help="key size (zero-padded decimal, so order = insertion)")
     p.add_argument("--value-bytes", type=int, default=8, help="value size")
@@ -392,6 +410,7 @@ def run_sim_command(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from okapikv import __version__
+    from okapikv.cluster.membership_args import add_parser as add_dc_parser
 
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
     parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
@@ -399,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
                 _add_calibrate, _add_check, _add_fuzz, _add_bench):
         add(sub)
+    add_dc_parser(sub)
     return parser
 
 
@@ -450,12 +470,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     try:
         result: int = getattr(module, function_name)(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at exit
+    except BrokenPipeError:
+        return _reader_gone()
     except ModuleNotFoundError as error:  # a dependency imported where it is first needed
         missing = _missing_extra(args.command, error)
         if missing is None:
             raise
         return missing
     return result
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``okapi status --json | head -c 1500``): stop quietly, as
+    Unix tools do, and point stdout at /dev/null so the interpreter's last flush does not fail
+    again with a traceback. Exit 141, a shell's status for a command ended by SIGPIPE."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

@@ -1,19 +1,33 @@
 """docs/paper.md and the committed paper results agree: the paper suite's summary is a function of
 its runs (a search's peak replayed from its recorded steps), and the claims table docs/paper.md
 carries is ``paper_claims.render`` of the committed results.json, row for row, with the column
-``sim_claims.judge`` gives of the committed simulated results."""
+of the committed simulated results judged by the same table; the same measurements give the same
+verdicts whichever source they came from."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from okapikv.bench.engine.peak import PeakRule, find_peak
 from okapikv.bench.engine.results import Results
-from okapikv.bench.suites.paper_claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT, PARTLY, REPRODUCED, claims, render
+from okapikv.bench.suites.measurements import SIMULATED as SIMULATED_SOURCE
+from okapikv.bench.suites.measurements import Sweep, from_real, from_simulated, load_simulated
+from okapikv.bench.suites.paper_claims import (
+    BY_CONSTRUCTION,
+    CLAIMS,
+    INCONCLUSIVE,
+    NOT,
+    PARTLY,
+    REPRODUCED,
+    SILENT,
+    claims,
+    judge,
+    render,
+)
 from okapikv.bench.suites.paper_figures import lower_bound, summarize
-from okapikv.bench.suites.sim_claims import SILENT, judge, load
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "paper" / "results.json"
@@ -37,8 +51,7 @@ def test_docs_paper_md_carries_the_claims_table_of_the_committed_results() -> No
     text = PAPER_MD.read_text()
     assert BEGIN in text and END in text
     table = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    simulated = [claim.cell() for claim in judge(load(SIMULATED))]
-    assert table == render(_committed(), simulated).strip()
+    assert table == render(from_real(_committed()), from_simulated(load_simulated(SIMULATED))).strip()
 
 
 def test_every_part_of_the_evaluation_has_a_claim_with_a_verdict() -> None:
@@ -112,7 +125,7 @@ def test_without_the_skew_sweep_the_cure_skew_row_says_so() -> None:
     claim = _skew_claim(results)
     assert "the skew sweep (`paper-skew`) is not in these results" in claim.measured
     assert claim.verdict == PARTLY
-    assert _skew_claim(_skew_results({}, {})).verdict == NOT
+    assert _skew_claim(_skew_results({}, {})).verdict == SILENT  # no Cure stalls: nothing to judge
 
 
 def test_gentlerain_row_counts_the_skew_sweep() -> None:
@@ -135,13 +148,57 @@ def test_gentlerain_row_counts_the_skew_sweep() -> None:
     [claim] = [claim for claim in claims(results) if claim.claim.startswith("GentleRain's RO-TX always waits")]
     assert claim.verdict == INCONCLUSIVE  # the peaks alone: a saturated machine's queueing
 def test_the_simulated_column_has_a_verdict_for_every_claim_in_its_order() -> None:
-    real = claims(_committed())
-    simulated = judge(load(SIMULATED))
-    assert [claim.topic for claim in simulated] == [claim.topic for claim in real]
+    simulated = judge(from_simulated(load_simulated(SIMULATED)))
+    assert [claim.claim for claim in simulated] == [row.claim for row in CLAIMS] and len(CLAIMS) == 19
     assert all(claim.verdict in (REPRODUCED, PARTLY, NOT, SILENT, INCONCLUSIVE, BY_CONSTRUCTION) and claim.why
                for claim in simulated)
 
 
 def test_the_table_renders_without_simulated_results() -> None:
-    plain = render(_committed())
-    assert "simulated at the paper's scale" not in plain and plain.count("\n") == len(claims(_committed())) + 2
+    plain = render(from_real(_committed()))
+    assert "simulated at the paper's scale" not in plain and plain.count("\n") == len(CLAIMS) + 2
+
+
+def test_a_verdict_depends_on_the_measurements_not_on_their_source() -> None:
+    """The committed real measurements relabelled as simulated get the same verdicts."""
+    real = from_real(_committed())
+    assert [c.verdict for c in judge(replace(real, source=SIMULATED_SOURCE))] == [c.verdict for c in judge(real)]
+
+
+def _sim_run(system: str, n: int, clients: int, ops: float) -> dict[str, Any]:
+    return {"system": system, "partitions": n, "rotx_partitions": 2, "write_ratio": None, "clients": clients,
+            "throughput_ops_s": ops, "latency_us": {"rotx": {"count": 10, "mean_us": 10_000.0},
+                                                    "put": {"count": 10, "mean_us": 1000.0}},
+            "cpu": {"server_busy_max": 0.5, "server_busy_median": 0.45}}
+
+
+def test_the_same_peaks_give_the_same_verdicts_from_a_real_run_and_from_the_simulator() -> None:
+    """Scalability peaks of the same figures, once as a paper-suite results.json and once as a
+    simulated fig3 sweep (a lower step below each peak): the same record, the same verdicts."""
+    shape = {"okapi": 1000.0, "cure": 990.0, "gentlerain": 500.0}
+    real = {"config": {}, "series": {}, "paper": {"peaks": [
+        {"series": "paper-scalability", "system": system, "partitions": n, "sessions": 48,
+         "throughput_ops_s": ops * n, "rotx_mean_ms": 10.0, "put_mean_ms": 1.0, "lower_bound": False}
+        for n in (2, 4) for system, ops in shape.items()]}}
+    runs = [_sim_run(system, n, clients, ops * n * clients / 48) for n in (2, 4) for system, ops in shape.items()
+            for clients in (24, 48)]
+    simulated = {"fig3": {"config": {"dcs": 3, "duration_s": 1.0, "warmup_s": 0.2}, "series": {"s": {"runs": runs}}}}
+    from_run, from_sim = from_real(real), from_simulated(simulated)
+
+    def figures(peaks: Any) -> list[tuple[str, float, float, int | None, bool]]:
+        return sorted((p.system, p.point, p.throughput_ops_s, p.load, p.lower_bound) for p in peaks)
+    assert figures(from_run.scalability.peaks) == figures(from_sim.scalability.peaks)
+    verdicts = [[claim.verdict for claim in judge(m)][:4] for m in (from_run, from_sim)]
+    assert verdicts[0] == verdicts[1] == [REPRODUCED, NOT, NOT, REPRODUCED]
+
+
+def test_each_claim_reads_only_the_measurements_it_names() -> None:
+    """A row's ``reads`` is what its rule reads: blanking every other field changes nothing."""
+    real = from_real(_committed())
+    for row in CLAIMS:
+        blank: dict[str, Any] = {}
+        for field in fields(real):
+            if field.name not in (*row.reads, "source"):
+                value = getattr(real, field.name)
+                blank[field.name] = Sweep(value.key) if isinstance(value, Sweep) else field.default
+        assert row.rule(replace(real, **blank)) == row.rule(real), row.claim

@@ -1,12 +1,18 @@
-"""The verdict rules of ``sim_claims`` on synthetic simulated results (the committed ones are
-checked against docs/paper.md in test_bench_paper_claims.py)."""
+"""The claims table (``paper_claims.CLAIMS``) on synthetic simulated results, read by
+``measurements.from_simulated`` (the committed ones are checked against docs/paper.md in
+test_bench_paper_claims.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from okapikv.bench.suites.paper_claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT, PARTLY, REPRODUCED
-from okapikv.bench.suites.sim_claims import FIVE_DC_TRAFFIC, SILENT, judge, source_spreads
+from okapikv.bench.suites import paper_claims
+from okapikv.bench.suites.measurements import FIVE_DC_TRAFFIC, from_simulated, source_spreads
+from okapikv.bench.suites.paper_claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT, PARTLY, REPRODUCED, SILENT, Claim
+
+
+def judge(results: dict[str, dict[str, Any]]) -> list[Claim]:
+    return paper_claims.judge(from_simulated(results))
 
 
 def _run(system: str, *, clients: int = 96, partitions: int = 32, p: int = 2, w: float | None = None,
@@ -31,9 +37,9 @@ def _results(runs: list[dict[str, Any]], dcs: int = 3, **extra: Any) -> dict[str
     return {"config": {"dcs": dcs, "duration_s": 1.0, "warmup_s": 0.2}, "series": {"s": {"runs": runs}}, **extra}
 
 
-def _fig3(okapi: float, cure: float, gentlerain: float) -> dict[str, Any]:
+def _fig3(okapi: float, cure: float, gentlerain: float, growth: float = 16) -> dict[str, Any]:
     runs = []
-    for n, scale in ((2, 1), (32, 16)):
+    for n, scale in ((2, 1.0), (32, growth)):
         for system, ops in (("okapi", okapi), ("cure", cure), ("gentlerain", gentlerain)):
             runs.append(_run(system, partitions=n, ops=ops * scale, clients=96))
             runs.append(_run(system, partitions=n, ops=ops * scale / 2, clients=48))  # a lower sweep step
@@ -94,7 +100,7 @@ def _fig4(cure_stalls: list[float], gentlerain: tuple[float, float]) -> dict[str
 def test_cure_and_gentlerain_stall_rules() -> None:
     rows = judge({"fig4": _fig4([0.1, 0.2, 0.4], (1.0, 70.0))})
     assert rows[6].verdict == REPRODUCED and "p=16: 40%" in rows[6].measured
-    assert rows[7].verdict == SILENT  # one skew: proportionality needs a sweep
+    assert rows[7].verdict == PARTLY and "one skew" in rows[7].measured  # proportionality needs a sweep
     assert rows[8].verdict == REPRODUCED  # every RO-TX waits about the furthest DC's 65 ms, below saturation
     assert rows[5].verdict == REPRODUCED  # both x1.5 and more slower than Okapi at every step
     rows = judge({"fig4": _fig4([0.4, 0.2, 0.1], (0.5, 70.0))})
@@ -187,10 +193,10 @@ def test_a_peak_at_the_sweeps_last_step_is_a_lower_bound_and_inconclusive() -> N
         if run["system"] == "gentlerain" and run["partitions"] == 32 and run["clients"] == 96:
             run["clients"], run["dcs"] = 32 * 3 * 128, 3
     row = judge({"fig3": data})[0]
-    assert "possibly below the peak: gentlerain at 32)" in row.measured and row.verdict == INCONCLUSIVE
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
     data["config"]["sweep_steps"] = 9  # one step more: 12288 clients is not that sweep's last
     row = judge({"fig3": data})[0]
-    assert "possibly below" not in row.measured and row.verdict == REPRODUCED
+    assert row.verdict == REPRODUCED
 
 
 def test_stabilization_rows_leave_heartbeats_out() -> None:
@@ -203,3 +209,33 @@ def test_stabilization_rows_leave_heartbeats_out() -> None:
     rows = judge({"write-ratio": _results(runs)})
     assert rows[16].verdict == REPRODUCED and "without heartbeats" in rows[16].measured
     assert rows[18].verdict == REPRODUCED and "the lowest at 2 of 2" in rows[18].measured
+
+
+def test_scaling_is_judged_against_linear() -> None:
+    """Row 4: 16x the partitions: within 75% of x16 reproduces, a gain over x1.5 only partly."""
+    assert judge({"fig3": _fig3(1000, 990, 500, growth=12)})[3].verdict == REPRODUCED
+    row = judge({"fig3": _fig3(1000, 990, 500, growth=4)})[3]
+    assert row.verdict == PARTLY and "less than linearly" in row.why
+    assert judge({"fig3": _fig3(1000, 990, 500, growth=1.2)})[3].verdict == NOT
+
+
+def test_stabilization_below_cures_is_not_the_costlier() -> None:
+    """Row 17: above Cure's and GentleRain's reproduces, above Cure's alone partly, else not."""
+    def row(okapi: float) -> str:
+        runs = []
+        for w in (0.1, 0.9):
+            runs += [_run("okapi", w=w, stabilization=okapi), _run("cure", w=w, stabilization=2000.0),
+                     _run("gentlerain", w=w, stabilization=2500.0)]
+        return judge({"write-ratio": _results(runs)})[16].verdict
+    assert [row(3000.0), row(2200.0), row(1000.0)] == [REPRODUCED, PARTLY, NOT]
+
+
+def test_more_clients_for_one_of_the_baselines_is_partly() -> None:
+    """Row 3: Cure alone peaking at more clients than Okapi is part of the claim, as GentleRain alone is."""
+    runs = []
+    for n in (2, 32):
+        for system, peak_at in (("okapi", 48), ("cure", 96), ("gentlerain", 48)):
+            runs += [_run(system, partitions=n, clients=clients, ops=1000.0 if clients == peak_at else 900.0)
+                     for clients in (48, 96)]
+    row = judge({"fig3": _results(runs)})[2]
+    assert row.verdict == PARTLY and "Cure needs more clients" in row.why

@@ -127,6 +127,14 @@ SEQUENCE: tuple[tuple[str, ...], ...] = (
     ("PSETEX", "e", "100000", "x"), ("TTL", "e"), ("GETEX", "e", "EX", "50"), ("TTL", "e"),
     ("SET", "e", "v", "EX", "0"), ("SET", "e", "v", "EX", "x"), ("SETEX", "e", "-1", "v"), ("GETEX", "e", "EX"),
     ("EXPIRE", "e", "abc"), ("EXPIRE", "e", "0"), ("GET", "e"), ("TTL", "e"),
+    # expiry of counters (docs/protocol.md, "Expiry of counters"): the rate limit's INCR + EXPIRE
+    ("INCR", "r"), ("TTL", "r"), ("EXPIRE", "r", "100"), ("TTL", "r"), ("INCR", "r"), ("TTL", "r"),
+    ("INCRBY", "r", "5"), ("GET", "r"), ("PERSIST", "r"), ("TTL", "r"), ("PERSIST", "r"), ("PEXPIRE", "r", "100000"),
+    ("TTL", "r"), ("GETEX", "r", "EX", "50"), ("TTL", "r"), ("DECR", "r"), ("TTL", "r"), ("EXPIRE", "r", "0"),
+    ("GET", "r"), ("TTL", "r"), ("EXISTS", "r"), ("INCR", "r"), ("TTL", "r"), ("EXPIREAT", "r", "1"), ("EXISTS", "r"),
+    ("SET", "w", "0", "EX", "100"), ("INCR", "w"), ("TTL", "w"), ("DECRBY", "w", "3"), ("TTL", "w"), ("GET", "w"),
+    ("SETEX", "x", "100", "41"), ("INCR", "x"), ("TTL", "x"), ("SET", "x", "1"), ("TTL", "x"), ("INCR", "x"),
+    ("TTL", "x"),
     ("INCRBYFLOAT", "a", "1.5"),
 )
 
@@ -173,7 +181,7 @@ def test_counter_replies_match_redis_server(cluster: Cluster, tmp_path: Path) ->
     with redis_server(tmp_path) as port:
         expected = replies(redis.Redis(port=port, socket_timeout=10))
     okapi = redis.Redis(port=ports[("virginia", 0)], socket_timeout=60)
-    okapi.delete("a", "s", "t", "z", "big", "small", "new", "e")
+    okapi.delete("a", "s", "t", "z", "big", "small", "new", "e", "r", "w", "x")
     answered = replies(okapi)
     differences = [(command, mine, theirs) for command, mine, theirs in zip(SEQUENCE, answered, expected, strict=True)
                    if mine != theirs and command[0] != "INCRBYFLOAT"]

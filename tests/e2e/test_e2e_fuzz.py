@@ -259,3 +259,22 @@ def test_fuzz_catches_a_broken_store(tmp_path: Path, bug: str, dcs: tuple[str, .
     else:
         assert not outcome.ok
         assert anomaly in {a.name for a in outcome.report.anomalies}, outcome.report.summary_lines()
+
+
+def test_fuzz_with_counters_and_expiring_keys(cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--counters-ttls``: INCRs of shared counters and expiring PUTs from every DC, checked apart
+    (``okapikv.fuzz.side``); the history holds the course's operations only."""
+    history_path = tmp_path / "side.jsonl"
+    monkeypatch.setenv("OKAPI_HOME", cluster.env["OKAPI_HOME"])
+    status = main(["fuzz", "--connect", cluster.address(DCS[0]), "--ops", str(OPS), "--history", str(history_path),
+                   "--clients", "3", "--conflict", "--dcs", ",".join(DCS), "--seed", "15", "--counters-ttls"])
+    captured = capsys.readouterr()
+    output = captured.out + captured.err
+    print(output)
+    assert status == 0 and output.rstrip().endswith("PASS"), output
+    line = next(line for line in output.splitlines() if line.startswith("counters and expiry"))
+    assert int(line.split(": ")[1].split()[0]) > 10 and " 0 key(s) PUT expiring" not in line, output
+    history = load_history(history_path)
+    assert {op.f for op in history.operations} <= {"get", "put", "swap", "scan", "delete"}
+    assert not any(op.key is not None and "~" in op.key for op in history.operations)

@@ -42,7 +42,7 @@ def free_port_range(count: int) -> int:
 
 def server_command(config_path: Path, dc: str, partition: int) -> list[str]:
     return [sys.executable, "-m", "okapikv.cli", "server", "--config", str(config_path),
-            "--dc", dc, "--partition", str(partition)]
+            "--dc", dc, "--partition", str(partition), "--in-memory"]
 
 
 class RunningCluster:

@@ -121,7 +121,7 @@ def test_health_of_a_tls_server(tmp_path: Path) -> None:
     path = config.dump(tmp_path / "cluster.toml")
     log = tmp_path / "server.log"
     address = f"localhost:{port}"
-    with _server(path, log, ("--config", str(path), "--dc", "east", "--partition", "0")) as process:
+    with _server(path, log, ("--config", str(path), "--dc", "east", "--partition", "0", "--in-memory")) as process:
         _wait(address, process, log, ca.client_tls(client))
         flags = _health("--connect", address, "--tls-ca", str(ca.path), "--tls-cert", str(client.certificate),
                         "--tls-key", str(client.key))

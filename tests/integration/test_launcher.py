@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from integration_support import ClusterFactory, free_port_range
 
 from okapikv.cluster.config import ClusterConfig
-from okapikv.cluster.health import is_serving
+from okapikv.cluster.health import is_serving, wait_until_serving
 from okapikv.cluster.launcher import READY_LINE
 
 OKAPI = [sys.executable, "-m", "okapikv.cli"]
@@ -81,8 +82,9 @@ class Launcher:
     arrive in one read, which a select() on the pipe would not report again)."""
 
     def __init__(self, command: list[str], home: Path, workdir: Path | None = None) -> None:
+        # A session of its own, as a shell's job: Ctrl-C in a terminal signals the whole group.
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        env=_environment(home), cwd=workdir)
+                                        env=_environment(home), cwd=workdir, start_new_session=True)
         self.lines: list[str] = []
         self._arrived = threading.Condition()
         self._reader = threading.Thread(target=self._pump, daemon=True)
@@ -105,10 +107,21 @@ class Launcher:
         with self._arrived:
             return self._arrived.wait_for(lambda: ready() or not self._reader.is_alive(), timeout=timeout_s) and ready()
 
+    def wait_line(self, text: str, timeout_s: float = 30.0) -> str:
+        """The first line holding ``text``, waiting for it up to ``timeout_s``."""
+        def found() -> str | None:
+            return next((line for line in self.lines if text in line), None)
+
+        with self._arrived:
+            self._arrived.wait_for(lambda: found() is not None or not self._reader.is_alive(), timeout=timeout_s)
+        line = found()
+        assert line is not None, f"no line with {text!r}:\n" + "\n".join(self.lines)
+        return line
+
     def stop(self) -> str:
-        """SIGINT, wait, and everything it printed."""
+        """SIGINT to its process group (Ctrl-C in its terminal), wait, and everything it printed."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            os.killpg(self.process.pid, signal.SIGINT)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -162,7 +175,7 @@ def test_a_second_up_never_takes_the_running_clusters_config(tmp_path: Path) -> 
 
 
 def test_stopped_counts_only_the_servers_that_were_running(tmp_path: Path) -> None:
-    launcher = _start_up(tmp_path, tmp_path, free_port_range(2), "--in-memory")  # with its RESP port
+    launcher = _start_up(tmp_path, tmp_path, free_port_range(2), "--in-memory", "--restart-budget", "0")
     process = launcher.process
     try:
         server = int(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()[0])
@@ -192,18 +205,89 @@ def test_sigterm_stops_up_whenever_it_arrives(tmp_path: Path) -> None:
 
 def test_server_with_a_bad_config_exits_2(tmp_path: Path) -> None:
     missing = subprocess.run([*OKAPI, "server", "--config", str(tmp_path / "nope.toml"), "--dc", "a",
-                              "--partition", "0"], capture_output=True, text=True, timeout=60)
+                              "--partition", "0", "--in-memory"], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "cannot read cluster config" in missing.stderr
     bad = tmp_path / "bad.toml"
     bad.write_text('dcs = ["a"]\npartitions = 1\n[[servers]]\ndc = "b"\npartition = 0\naddress = "127.0.0.1:1"\n')
-    result = subprocess.run([*OKAPI, "server", "--config", str(bad), "--dc", "a", "--partition", "0"],
+    result = subprocess.run([*OKAPI, "server", "--config", str(bad), "--dc", "a", "--partition", "0", "--in-memory"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "unknown DC 'b'" in result.stderr
 
 
+def test_server_without_a_data_dir_refuses_to_start(tmp_path: Path) -> None:
+    """Durable is the default: no --data-dir and no --in-memory is a mistake, caught before anything
+    is read or created."""
+    result = subprocess.run([*OKAPI, "server", "--config", str(tmp_path / "cluster.toml"), "--dc", "a",
+                             "--partition", "0"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["okapi server: pass --data-dir DIR to keep a/0's data (or --in-memory "
+                                          "to keep none)"]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_server_refuses_an_address_in_use(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(dcs=("solo",), partitions=1)
-    extra = subprocess.run([*OKAPI, "server", "--config", str(cluster.path), "--dc", "solo", "--partition", "0"],
-                           capture_output=True, text=True, timeout=60)
-    assert extra.returncode == 1 and "cannot listen" in extra.stderr
+    extra = subprocess.run([*OKAPI, "server", "--config", str(cluster.path), "--dc", "solo", "--partition", "0",
+                            "--in-memory"], capture_output=True, text=True, timeout=60)
+    assert extra.returncode == 2 and "cannot listen" in extra.stderr
+
+
+def test_two_simultaneous_ups_leave_exactly_one_cluster(tmp_path: Path) -> None:
+    """Two `okapi up` on the same ports started at the same moment: the port locks (a flock each,
+    taken in port order before anything is written or started) let exactly one through; the other
+    says which launcher holds the ports and exits 1, and every server runs under the winner."""
+    base = free_port_range(4)
+    command = [*OKAPI, "up", "--dcs", "a,b", "--partitions", "1", "--wan", "off", "--base-port", str(base),
+               "--in-memory"]
+    launchers = [Launcher(command, tmp_path), Launcher(command, tmp_path)]
+    try:
+        ends = [launcher.process.wait(timeout=60) if not launcher.wait_ready() else None for launcher in launchers]
+        (winner,) = [launcher for launcher, end in zip(launchers, ends, strict=True) if end is None]
+        (loser,) = [launcher for launcher, end in zip(launchers, ends, strict=True) if end is not None]
+        assert loser.process.returncode == 1
+        refusal = "\n".join(loser.lines)
+        assert f"belongs to another okapi up (pid {winner.process.pid})" in refusal, refusal
+        assert "cluster ready" not in refusal and "Traceback" not in refusal
+        children = Path(f"/proc/{winner.process.pid}/task/{winner.process.pid}/children").read_text().split()
+        shown = [int(line.rsplit("pid ", 1)[1]) for line in winner.lines if " partition " in line]
+        assert sorted(shown) == sorted(map(int, children)) and len(shown) == 2
+        status = subprocess.run([*OKAPI, "status", "--json"], capture_output=True, text=True, timeout=60,
+                                env=_environment(tmp_path))
+        assert sorted(server["pid"] for server in json.loads(status.stdout)["servers"]) == sorted(shown)
+        assert "stopped 2 server(s)" in winner.stop()
+    finally:
+        for launcher in launchers:
+            launcher.stop()
+
+
+def test_a_killed_server_is_restarted_until_its_budget_is_spent(tmp_path: Path) -> None:
+    """A server killed with SIGKILL comes back under the launcher with its own command line, at most
+    --restart-budget times a minute; then the launcher says so and prints the command that
+    restarts it by hand, which works."""
+    base = free_port_range(2)
+    launcher = _start_up(tmp_path, tmp_path, base, "--in-memory", "--restart-budget", "1")
+    address = f"127.0.0.1:{base}"
+    by_hand: subprocess.Popen[bytes] | None = None
+    try:
+        first = int(launcher.wait_line(" partition ").rsplit("pid ", 1)[1])
+        os.kill(first, signal.SIGKILL)
+        restarted = launcher.wait_line("restarted as pid")
+        assert f"(127.0.0.1:{base}, pid {first}) was killed by signal 9" in restarted
+        second = int(restarted.split("restarted as pid ")[1].split()[0])
+        assert wait_until_serving([address], 60) == []
+        status = subprocess.run([*OKAPI, "status", "--json"], capture_output=True, text=True, timeout=60,
+                                env=_environment(tmp_path))
+        assert json.loads(status.stdout)["servers"][0]["pid"] == second
+        os.kill(second, signal.SIGKILL)
+        given_up = launcher.wait_line("NOT RESTARTED")
+        assert "1 restart(s) in the last 60 s (--restart-budget 1)" in given_up
+        command = shlex.split(given_up.split("restart it by hand: ", 1)[1])
+        assert command[command.index("--config") + 1] == str(tmp_path / "cluster.toml")
+        by_hand = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=_environment(tmp_path))
+        assert wait_until_serving([address], 60) == []
+    finally:
+        launcher.stop()
+        if by_hand is not None:
+            by_hand.kill()
+            by_hand.wait()

@@ -57,8 +57,8 @@ def test_three_dcs_on_three_hosts(hosts: Hosts, tmp_path: Path) -> None:
     with server_logs(tmp_path, DCS) as logs:
         for index, dc in enumerate(DCS):
             hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                               "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=logs[dc],
-                       stderr=subprocess.STDOUT)
+                               "--partition", "0", "--in-memory", "--log-format", "json"], stdin=subprocess.DEVNULL,
+                       stdout=logs[dc], stderr=subprocess.STDOUT)
         tls_arguments = ["--ca", str(authority.path), "--cert", str(issued.certificate), "--key", str(issued.key)]
         clients = [start_agent(hosts, index, f"{address}:{PORT}", len(DCS), *tls_arguments)
                    for index, address in enumerate(hosts.addresses)]

@@ -53,8 +53,8 @@ def test_replication_flows_within_seconds_of_healing_a_silent_cut(hosts: Hosts, 
     with server_logs(tmp_path, DCS, tail_chars=4000) as logs:
         for index, dc in enumerate(DCS):
             hosts.exec(index, [sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", dc,
-                               "--partition", "0", "--log-format", "json"], stdin=subprocess.DEVNULL, stdout=logs[dc],
-                       stderr=subprocess.STDOUT)
+                               "--partition", "0", "--in-memory", "--log-format", "json"], stdin=subprocess.DEVNULL,
+                       stdout=logs[dc], stderr=subprocess.STDOUT)
         east, west = (start_agent(hosts, index, server.address, len(DCS)) for index, server in enumerate(servers))
         for client in (east, west):
             client("ready", addresses=[server.address for server in servers])

@@ -36,6 +36,7 @@ from tls_support import CertificateAuthority, Issued
 
 from okapikv.client import AsyncClient, Client
 from okapikv.cluster.config import ClusterConfig, local_cluster
+from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.launcher import READY_LINE
 from okapikv.errors import Unavailable
 from okapikv.server.app import serve
@@ -84,6 +85,11 @@ async def running(*servers: tuple[ClusterConfig, int]) -> AsyncIterator[None]:
         for task in tasks:
             if task.done():
                 task.result()  # surface a start-up failure (bind error, unreadable certificate)
+        # In memory, a server serves once its replicas have answered (or after a few seconds, for
+        # one it cannot reach): wait for health, as a launcher does.
+        for config, dc in servers:
+            tls = config.tls.client_side() if config.tls is not None else None
+            assert await asyncio.to_thread(wait_until_serving, [config.servers[dc].address], 30, tls=tls) == []
         yield
     finally:
         for stop in stops:
@@ -311,7 +317,7 @@ def test_unreadable_certificate_fails_at_start(pki: Pki, tmp_path: Path) -> None
     config = _config(broken)
     path = config.dump(tmp_path / "cluster.toml")
     result = subprocess.run([sys.executable, "-m", "okapikv.cli", "server", "--config", str(path), "--dc", "east",
-                             "--partition", "0"], capture_output=True, text=True, timeout=60)
+                             "--partition", "0", "--in-memory"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "tls certificate" in result.stderr and "missing.pem" in result.stderr
 
@@ -342,7 +348,7 @@ def test_okapi_up_client_and_status_with_tls(pki: Pki, tmp_path: Path) -> None:
         assert client.stdout.splitlines()[:2] == ["PUT k not_found", "GET k v"]
         plaintext = subprocess.run([*okapi, "client", "--connect", f"127.0.0.1:{base}", "--timeout-s", "1"],
                                    input="GET k\n", capture_output=True, text=True, timeout=60, env=environment)
-        assert plaintext.returncode == 1 and "cannot reach" in plaintext.stderr
+        assert plaintext.returncode == 1 and "needs TLS: pass --tls-ca" in plaintext.stderr
         status = subprocess.run([*okapi, "status", "--json"], capture_output=True, text=True, timeout=60,
                                 env=environment)
         assert status.returncode == 0, status.stdout + status.stderr

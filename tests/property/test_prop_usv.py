@@ -73,6 +73,12 @@ def test_stable_vector_never_moves_backwards(
     server = PartitionServer(
         CoreConfig(dc=DC, partition=partition, num_dcs=M, num_partitions=N, protocol=protocol, piggyback_usv=piggyback)
     )
+    run_growing(server, protocol, sequence)
+
+
+def run_growing(server: PartitionServer, protocol: str, sequence: list[Message | int]) -> None:
+    """Run ``sequence`` (an int: a timer that many microseconds later) and check after each item
+    that the vectors only grew."""
     now_us = 0
     for item in sequence:
         before = (server.stable, server.gsv, server.horizon, list(server.vv))

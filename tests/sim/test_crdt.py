@@ -1,8 +1,9 @@
 """Counters and expiring keys in the simulator (``okapikv.sim.crdt``): sweeps over seeds with faults
 (partitions, crashes, disk losses and repairs, failovers, clock steps and skew) end with every
 counter reading the sum of its acknowledged increments in every DC and no GET reading a value its
-server's clock had expired, while the causal checkers judge the rest of the mix; a merge that
-keeps one DC's contribution (last-writer-wins) is caught."""
+server's clock had expired, and every counter's expiry that of its latest acknowledged EXPIRE,
+while the causal checkers judge the rest of the mix; a merge that keeps one DC's contribution
+(last-writer-wins), and an INCR that drops the expiry, are caught."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def config(seed: int, protocol: str = "okapi", **changes: object) -> SimConfig:
 
 def run_sweep(protocol: str, seeds: range) -> None:
     failures = []
-    increments = reads = 0
+    increments = reads = expiries = 0
     for seed in seeds:
         outcome = run_simulation(config(seed, protocol))
         if not outcome.ok:
@@ -37,8 +38,9 @@ def run_sweep(protocol: str, seeds: range) -> None:
         assert crdt is not None
         increments += sum(crdt.acked.values())
         reads += crdt.ttl_reads
+        expiries += len(crdt.counter_expiries)
     assert failures == []
-    assert increments > 100 and reads > 0  # the mix did exercise both
+    assert increments > 100 and reads > 0 and expiries > 0  # the mix did exercise them all
 
 
 def test_sweep_okapi_with_faults() -> None:
@@ -76,3 +78,17 @@ def test_an_expiry_ignored_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(expiry, "view", lambda version, now_us: view(version, 0))
     outcome = run_simulation(config(2, faults=False))
     assert any(anomaly.name == "ExpiredRead" for anomaly in outcome.anomalies)
+
+
+def test_an_incr_that_drops_the_counters_expiry_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    increment = counters.increment
+
+    def forgetful(*args: object) -> counters.CounterState | str:
+        state = increment(*args)  # type: ignore[arg-type]
+        if isinstance(state, str):
+            return state
+        return counters.CounterState(state.epoch, state.base, state.totals)
+
+    monkeypatch.setattr(counters, "increment", forgetful)
+    outcome = run_simulation(config(1, faults=False))
+    assert any(anomaly.name == "CounterExpiryMismatch" for anomaly in outcome.anomalies)

@@ -151,10 +151,17 @@ def test_write_lines_carry_a_timestamp_only_when_given_one() -> None:
     assert commands.format_delete(Delete("k"), False, None) == ["DELETE k not_found"]
 
 
-def test_non_ascii_values_stay_one_token() -> None:
-    assert commands.text(b"abc") == "abc"
-    assert commands.text("é".encode()) == "é"
-    assert commands.text(b"\xff\xfe") == "\\xff\\xfe"
+def test_a_token_prints_exactly_and_any_other_value_escaped_on_one_line() -> None:
+    course = b"a!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~\x7f"  # the YCSB driver's values: byte for byte
+    assert commands.text(b"abc") == "abc" and commands.text(course) == course.decode()
+    assert commands.text(b"two\nlines") == "two\\x0alines"
+    assert commands.text(b"nul\x00 and space") == "nul\\x00\\x20and\\x20space"
+    assert commands.text("é".encode()) == "\\xc3\\xa9"
+    assert commands.text(b"\xff\\\n") == "\\xff\\\\\\x0a"  # in an escaped value, the backslash too
+    for value in (b"two\nlines", b"\\x41\n", bytes(range(256))):
+        printed = commands.text(value)
+        assert len(printed.split()) == 1 and "\n" not in printed
+        assert printed.encode().decode("unicode_escape").encode("latin-1") == value  # decodes back exactly
 
 
 def test_error_lines_are_single_lines() -> None:
@@ -280,3 +287,38 @@ def test_results_are_flushed_after_each_command() -> None:
     output = CountingOutput()
     serve(DictClient(), io.StringIO("PUT a 1\nSCAN a b\nbad\n"), output)
     assert output.flushes == 3
+
+
+class CountingClient(DictClient):
+    """``DictClient`` with INCR and PUT's time to live (``okapi client --counters``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ttls: dict[str, float | None] = {}
+
+    def put(self, key: str, value: str, ttl: float | None = None) -> bool:
+        self.ttls[key] = ttl
+        return super().put(key, value)
+
+    def incr(self, key: str, by: int = 1) -> int:
+        value = int(self.data.get(key.encode(), b"0")) + by
+        self.data[key.encode()] = str(value).encode()
+        return value
+
+
+def test_counter_commands_only_behind_the_flag() -> None:
+    client = CountingClient()
+    script = "INCR n\nINCR n\nPUTEX e v 250\nPUTEX e w 250\nPUTEX e v 0\nPUTEX e v x\nGET n\n"
+    output = io.StringIO()
+    assert serve(client, io.StringIO(script), output, counters=True) == 0
+    lines = output.getvalue().splitlines()
+    assert lines[:4] == ["INCR n 1", "INCR n 2", "PUTEX e not_found", "PUTEX e found"]
+    assert lines[4].startswith("ERROR PUTEX needs a positive number") and lines[5].startswith("ERROR PUTEX")
+    assert lines[6] == "GET n 2" and client.ttls["e"] == 0.25
+    course = run_script("INCR n\nPUTEX e v 250\n", CountingClient()).splitlines()
+    assert all(line.startswith("ERROR unknown command") for line in course)
+    assert "INCR" not in course[0].split("expected one of")[1]
+    from okapikv.cli import build_parser
+
+    assert build_parser().parse_args(["client", "--counters"]).counters is True
+    assert build_parser().parse_args(["client"]).counters is False

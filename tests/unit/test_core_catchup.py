@@ -4,7 +4,7 @@ in ``test_core_durability.py``."""
 
 from __future__ import annotations
 
-from okapikv.core.catchup import CatchUp, Repair
+from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     CatchUpReply,
@@ -122,3 +122,63 @@ def test_a_repair_without_replicas_or_a_moving_stable_vector_ends_after_the_fetc
     answer = RepairAnswer((0, 0), (0, 0), (0, 0))
     catch_up.on_reply(CatchUpReply(ServerId(1, 0), request.request_id, pack(4), 0, answer), T0)
     assert catch_up.repair is None and state.stats.repairs_completed == 1
+
+
+# ---------------------------------------------------------------- verification (a start that may have lost writes)
+
+
+def test_a_start_with_no_data_holds_clients_until_every_replica_answered() -> None:
+    state, catch_up = make()
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0), hold=True, repair=True)))  # type: ignore[arg-type]
+    assert not catch_up.serving and catch_up.status == "checking"
+    refusal = catch_up.refuse(GetRequest(7, b"k", Session((0, 0, 0), 0)))[0]
+    assert isinstance(refusal, Respond) and isinstance(refusal.reply, ErrorReply)
+    assert refusal.reply.code is ErrorCode.UNAVAILABLE and "waiting for 2 of 2" in refusal.reply.message
+    # One replica holds nothing of ours, the other only this incarnation's first heartbeat: no loss.
+    catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, pack(3), 0), T0)
+    assert not catch_up.serving
+    assert catch_up.on_reply(CatchUpReply(ServerId(2, 0), asked[2].request_id, pack(3), pack(T0 + 2)), T0) == []
+    assert catch_up.serving and catch_up.status is None and catch_up.lost_through == 0
+
+
+def test_a_replica_holding_lost_writes_starts_a_repair_that_ends_the_loss() -> None:
+    state, catch_up = make(dcs=2, stable_moves=False)
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0), hold=True, repair=True)))  # type: ignore[arg-type]
+    effects = catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, pack(3), pack(T0 - 50)), T0)
+    repair = requests(effects)[1]  # type: ignore[arg-type]
+    assert repair.repair and not repair.restarted and catch_up.status == "fetching"
+    assert catch_up.lost_through == pack(T0 - 50)
+    catch_up.on_repair_batch(RepairBatch(ServerId(1, 0), repair.request_id, (
+        Update(b"k", b"v1", pack(T0 - 50), 0, (0, 0)),)), T0)
+    catch_up.on_reply(CatchUpReply(ServerId(1, 0), repair.request_id, pack(3), pack(T0 - 50),
+                                   RepairAnswer((0, 0), (0, 0), (0, 0))), T0)
+    assert catch_up.serving and not catch_up.refusing_lost and state.store.latest(b"k") is not None
+    assert state.vv[0] >= pack(T0 - 50)  # never reissue a timestamp a replica holds
+
+
+def test_an_older_disk_serves_until_a_replica_shows_the_loss_then_refuses() -> None:
+    state, catch_up = make(dcs=2)
+    state.vv[0] = pack(T0 - 100)  # the recovered clock bound of an older copy of the disk
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0))))  # type: ignore[arg-type]
+    assert catch_up.serving  # a disk says nothing of its age: no hold
+    assert catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 40)), T0) == []
+    assert not catch_up.serving and catch_up.status == "lost" and catch_up.repair is None
+    refusal = catch_up.refuse(GetRequest(7, b"k", Session((0, 0), 0)))[0]
+    assert "--repair" in refusal.reply.message  # type: ignore[union-attr]
+
+
+def test_a_current_disk_finds_no_loss() -> None:
+    state, catch_up = make(dcs=2)
+    state.vv[0] = pack(T0 - 10)
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0))))  # type: ignore[arg-type]
+    catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 10)), T0)
+    assert catch_up.serving and catch_up.lost_through == 0
+
+
+def test_a_released_replica_no_longer_holds_clients_but_its_answer_is_still_checked() -> None:
+    state, catch_up = make(dcs=2)
+    asked = requests(catch_up.start(verify=Verify(own_from=pack(T0), hold=True)))  # type: ignore[arg-type]
+    catch_up.release(1)  # the driver could not reach it: a DC cut off still serves
+    assert catch_up.serving and catch_up.holding_for == []
+    catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 5)), T0)
+    assert not catch_up.serving and catch_up.status == "lost"

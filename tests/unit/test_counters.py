@@ -73,7 +73,7 @@ class TestResolve:
         resolved = counters.resolve(chain, always, 2)
         assert resolved.state == CounterState((5, 0), 10, ((3, 1), (0, 2)))
         assert resolved.state.value == 10
-        view = counters.read_view(resolved, 2)
+        view = counters.read_view(resolved, 2, 0)
         assert view is not None and view.value == b"10" and view.timestamp == 12
         assert view.dv == (12, 11)  # depends on both DCs' increments
 
@@ -104,19 +104,19 @@ class TestIncrement:
         chain = [Version(counter((0, 0), 0, (1, 0), (0, 0)), 10, 0, None),
                  Version(counter((0, 0), 0, (2, 0), (0, 0)), 11, 0, None)]
         resolved = counters.resolve(chain, lambda version: version.timestamp == 10, 2)
-        state = counters.increment(chain, resolved, 0, 2, -1)
+        state = counters.increment(chain, resolved, 0, 2, -1, 0)
         assert state == CounterState((0, 0), 0, ((2, 1), (0, 0)))
 
     def test_starts_from_an_integer_string_and_refuses_any_other(self) -> None:
         string = Version(b"41", 7, 1, None)
-        started = counters.increment([string], Resolved(string), 0, 2, 1)
+        started = counters.increment([string], Resolved(string), 0, 2, 1, 0)
         assert isinstance(started, CounterState) and started.epoch == (7, 1) and started.value == 42
         text = Version(b"forty", 7, 1, None)
-        assert counters.increment([text], Resolved(text), 0, 2, 1) == counters.NOT_AN_INTEGER
+        assert counters.increment([text], Resolved(text), 0, 2, 1, 0) == counters.NOT_AN_INTEGER
 
     def test_refuses_to_leave_64_bits(self) -> None:
         top = Version(str(counters.INT64_MAX).encode(), 7, 1, None)
-        assert counters.increment([top], Resolved(top), 0, 2, 1) == counters.OVERFLOW
+        assert counters.increment([top], Resolved(top), 0, 2, 1, 0) == counters.OVERFLOW
 
 
 def incr(mesh: Mesh, dc: int, key: bytes, by: int, now_us: int, sessions: dict[int, Session]) -> IncrReply:

@@ -78,8 +78,6 @@ def test_expire_persist_and_their_refusals() -> None:
     assert isinstance(persisted, ExpireReply) and persisted.changed and persisted.ttl_us == -1
     get = one(server, GetRequest(6, b"k", ses), T0 + 10 * SECOND)
     assert isinstance(get, GetReply) and get.value == b"v"
-    one(server, IncrRequest(7, b"c", 1, ses), T0 + 5)
-    assert isinstance(one(server, ExpireRequest(8, b"c", -SECOND, ses), T0 + 6), ErrorReply)
     assert isinstance(one(server, PutRequest(9, b"x", expiry.MAGIC + b"12345678", ses), T0 + 7), ErrorReply)
     one(server, PutRequest(10, b"n", b"41", ses, -SECOND), T0 + 8)
     counted = one(server, IncrRequest(11, b"n", 1, ses), T0 + 9)

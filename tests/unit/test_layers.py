@@ -47,8 +47,9 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls", "okapikv.lifetime"},  # config, launcher, status
     "okapikv.deploy": {"okapikv.cluster", "okapikv.tls"},  # compose files and manifests rendered from a cluster config
     "okapikv.client": CLIENT_BELOW,  # never the server, never the cluster package
-    # ``okapi client`` finds the local cluster from its config file (and nothing else of cluster/)
-    "okapikv.client.stdio": {*CLIENT_BELOW, "okapikv.client", "okapikv.cluster.config"},
+    # ``okapi client`` finds the local cluster from its config file, and checks that its address
+    # speaks gRPC (``okapikv.cluster.probe``), and uses nothing else of cluster/
+    "okapikv.client.stdio": {*CLIENT_BELOW, "okapikv.client", "okapikv.cluster.config", "okapikv.cluster.probe"},
     "okapikv": {"okapikv.client"},  # the package: __version__, Client and AsyncClient (lazily)
     "okapikv.server": SERVER_BELOW,  # never a client, never the RESP port
     # the RESP port: a listener of the server that forwards through the client library

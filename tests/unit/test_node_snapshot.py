@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from okapikv.cluster.config import local_cluster
 from okapikv.cluster.status import summarize
-from okapikv.core.messages import PutRequest, Session
+from okapikv.core.messages import CatchUpReply, PutRequest, ServerId, Session
 from okapikv.core.stats import ServerStats
 from okapikv.server.metrics import CORE_COUNTERS, registry_for
 from okapikv.server.node import PartitionNode
@@ -24,11 +24,13 @@ from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.wire.stats import counter, exported, from_json, gauge, to_document
 
 TOP_LEVEL = {
-    "cluster_id", "protocol", "dc", "dc_index", "partition", "address", "clock_us", "clock_unix_us", "clock_skew_us",
+    "cluster_id", "protocol", "dc", "dc_index", "partition", "address", "pid",
+    "clock_us", "clock_unix_us", "clock_skew_us",
     "hlc", "hlc_ahead_us", "max_clock_offset_us", "clock_ahead_at_start_us", "vv", "stable", "gsv", "horizon",
     "stable_lag_ms", "stable_lag_samples", "parked", "pending_reads", "snapshot_leases", "keys", "catching_up",
     "repairing", "repair_waiting", "storage", "versions", "versions_collected", "latency", "core", "driver", "wire",
     "input", "links",
+    "membership",
 }
 DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
@@ -54,6 +56,7 @@ METRICS = {
     "okapi_clock_offset_refusals", "okapi_gc_metadata_bytes", "okapi_handler_errors", "okapi_heartbeat_bytes",
     "okapi_heartbeats_sent", "okapi_hlc_ahead_seconds", "okapi_input_budget_bytes", "okapi_input_closed",
     "okapi_input_connections", "okapi_input_partial_bytes", "okapi_keys", "okapi_max_clock_offset_seconds",
+    "okapi_membership_epoch",
     "okapi_operation_latency_seconds", "okapi_operations", "okapi_parked_requests", "okapi_peer_batches_received",
     "okapi_peer_link_dead", "okapi_peer_link_failures", "okapi_peer_link_probes", "okapi_peer_link_up",
     "okapi_peer_messages_resent", "okapi_peer_messages_sent", "okapi_pending_reads", "okapi_rejected_requests",
@@ -71,10 +74,13 @@ RETIRED = {
 
 
 async def _running_node(data_dir: Path | None) -> PartitionNode:
-    """A started node of a 2-DC cluster (its links to the other DC open, unanswered) with three PUTs."""
+    """A started node of a 2-DC cluster (its links to the other DC open) with three PUTs."""
     config = local_cluster(dcs=("a", "b"), partitions=2, wan="off", base_port=45400)
     node = PartitionNode(config, 0, 0, data_dir=data_dir)
     node.start()
+    # The other DC answers the restart request: it holds nothing of this server's, nothing was lost.
+    node.run_core([CatchUpReply(ServerId(dc, 0), request_id, 0, 0)
+                   for dc, request_id in node.core.catch_up.verifying.items()])
     for index in range(3):
         node.run_core([PutRequest(index + 1, b"k%d" % index, b"v", Session((0, 0), 0))])
     node.latency.observe("put", 0.002)

@@ -27,7 +27,12 @@ EXTERNAL_FLAGS = {"--port", "--bind", "--save", "--appendonly", "--protected-mod
 
 
 def _flags(parser: argparse.ArgumentParser) -> set[str]:
-    return {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
+    """A command's flags, its own subcommands' included (`okapi dc remove --force`)."""
+    flags = {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            flags = flags.union(*(_flags(sub) for sub in action.choices.values()))
+    return flags
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -71,7 +76,7 @@ def test_the_license_file_is_the_mit_license_pyproject_names() -> None:
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_an_unknown_flag_prints_the_subcommands_usage(command: str, capsys: pytest.CaptureFixture[str]) -> None:
-    required = {"check": ["history.jsonl"], "load": ["records.tsv"], "deploy": ["compose"],
+    required = {"check": ["history.jsonl"], "load": ["records.tsv"], "dc": ["remove", "c"], "deploy": ["compose"],
                 "server": ["--config", "c.toml", "--dc", "a", "--partition", "0"]}
     arguments = [command, *required.get(command, []), "--bogus"]
     with pytest.raises(SystemExit) as exited:

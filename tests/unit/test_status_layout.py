@@ -29,6 +29,8 @@ def _records() -> list[dict[str, Any]]:
                 "operations_total": 1_234_567, "operations_per_s": 4321.0, "waits_total": 12, "wait_ms_total": 3.5,
                 "queue_messages": 17, "queue_bytes": 123_456, "versions": 98_765, "versions_collected": 54_321,
                 "stable_lag_ms": {"oregon": 71.2, "virginia": 104.9, "ireland": 80.0},
+                "pid": 4_194_000 + 2 * index + partition,
+                "repairing": "lost" if (dc, partition) == ("oregon", 1) else None,
             })
     return records
 
@@ -52,15 +54,17 @@ def test_status_fits_80_columns_with_every_state_visible(watching: bool) -> None
         for partition in range(2):
             row = next((line for line in lines if line.lstrip().startswith(f"{dc}/{partition} ")), None)
             assert row is not None, f"no row for {dc}/{partition}:\n{text}"
-            state = "DOWN" if (dc, partition) == ("virginia", 1) else "up"
+            state = {("virginia", 1): "DOWN", ("oregon", 1): "LOST: --repair"}.get((dc, partition), "up")
             assert f" {state}" in row, f"{dc}/{partition} shows no {state}:\n{text}"
+            if (dc, partition) != ("virginia", 1):
+                assert f" {4_194_000 + 2 * DCS.index(dc) + partition} " in row, f"{dc}/{partition}: no pid"
     assert "up, links down" in text
     assert "104.9" in text  # the worst lag of a server
 
 
 def test_a_wide_terminal_shows_each_dcs_lag() -> None:
-    lines = _render(200, watching=True)
+    lines = _render(220, watching=True)
     text = "\n".join(lines)
     assert all(f"lag {dc} ms" in text for dc in DCS), text
-    assert all(len(line) <= 200 for line in lines)
+    assert all(len(line) <= 220 for line in lines)
     assert "127.0.0.1:20100" in text and "DOWN" in text

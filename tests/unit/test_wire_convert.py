@@ -18,11 +18,14 @@ from okapikv.core.messages import (
     GsvBroadcast,
     GsvExchange,
     Heartbeat,
+    MembershipUpdate,
     PeerMessage,
     PutRequest,
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RelayReply,
+    RelayRequest,
     ReplicateBatch,
     Restarted,
     ScanReply,
@@ -67,6 +70,9 @@ PEER_MESSAGES: list[PeerMessage] = [
     SliceReply(SOURCE, 16, (ReadItem(b"a", b"1", 9, 0, None),), False, b"a"),  # a scan slice cut short
     SliceReply(SOURCE, 17, (ReadItem(b"a", b"1", 9, 0, None),), False, None, 0, 4_321),  # a slice that waited
     Restarted(SOURCE),
+    MembershipUpdate(SOURCE, 3, ("member", "removed", "member")),
+    RelayRequest(SOURCE, 21, 1, BIG),
+    RelayReply(SOURCE, 21, 1, 0),
 ]
 
 

@@ -81,6 +81,11 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         raise ValueError("--partitions must be at least 1")
     if args.write_ratio is not None and not 0 <= args.write_ratio <= 1:
         raise ValueError("--write-ratio must be within [0, 1]")
+    incr_ratio, ttl_ms = getattr(args, "incr_ratio", 0.0), getattr(args, "ttl_ms", 0)
+    if not 0 <= incr_ratio <= 1 or ttl_ms < 0:
+        raise ValueError("--incr-ratio must be within [0, 1] and --ttl-ms not negative")
+    if (incr_ratio or ttl_ms) and workload == MEMORY:
+        raise ValueError("--incr-ratio and --ttl-ms mix into a workload's operations; --workload memory has none")
     if args.duration_s <= 0 or args.warmup_s < 0:
         raise ValueError("--duration-s must be positive and --warmup-s not negative")
     if args.clock_skew_ms is not None and args.clock_skew_ms < 0:
@@ -110,12 +115,12 @@ def options_from_args(args: argparse.Namespace) -> BenchOptions:
         load=getattr(args, "load", "client"), durable=getattr(args, "durable", False),
         max_sessions=max_sessions, latency_cap_ms=latency_cap_ms,
         clock_skew_model=getattr(args, "clock_skew_model", "uniform"),
-        coordinator=getattr(args, "coordinator", "session"),
+        coordinator=getattr(args, "coordinator", "session"), incr_ratio=incr_ratio, ttl_ms=ttl_ms,
     )
-    if options.load == "lean" and (options.grpc_only or suite not in (None, "scaling")
+    if options.load == "lean" and (options.grpc_only or incr_ratio or ttl_ms or suite not in (None, "scaling")
                                    or (suite is None and workload not in LEAN_WORKLOADS)):
         raise ValueError("--load lean sends single-key GET, SWAP and PUT on the native ports: YCSB a-c or "
-                         "the scaling suite's YCSB-A, without --grpc-only")
+                         "the scaling suite's YCSB-A, without --grpc-only, --incr-ratio or --ttl-ms")
     if options.records < 1 or options.key_bytes < 1 or options.value_bytes < 1:
         raise ValueError("--records, --key-bytes and --value-bytes must be positive")
     if len(str(options.records * 2)) > options.key_bytes:

@@ -10,11 +10,15 @@ from okapikv.check.report import check_history
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Exit 0 when no anomaly is found, 1 when some are, 2 when the file cannot be read."""
+    """Exit 0 when no anomaly is found, 1 when some are, 2 when the file cannot be read or holds no
+    operation."""
     try:
         history = load_history(args.history)
     except (OSError, HistoryError) as error:
         print(f"okapi check: {error}", file=sys.stderr)
+        return 2
+    if not history.operations:  # an empty file, or a run that recorded nothing: no evidence of anything
+        print(f"okapi check: {args.history} holds no operations: nothing to check", file=sys.stderr)
         return 2
     report = check_history(history)
     source = history.meta.get("source", "unknown source")

@@ -626,7 +626,7 @@ class AsyncClient:
         """Read ``key``'s value and time to live and, with ``ttl_ms`` (from now, on the key's
         server), ``at_ms`` (Unix milliseconds) or ``persist``, write its value again with that
         expiry (none for ``persist``): Redis's TTL, EXPIRE, PERSIST and GETEX (docs/protocol.md,
-        "Expiry"). A counter has no expiry (``InvalidArgument``)."""
+        "Expiry"); a counter's expiry is part of its state (docs/protocol.md, "Expiry of counters")."""
         key_bytes = ops.to_bytes(key)
         state = self._ready_now() or await self._ready()
         reply = await self._invoke(ops.EXPIRE, ops.expire_request(key_bytes, ttl_ms, at_ms, persist, state.wire()),

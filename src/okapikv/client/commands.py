@@ -15,7 +15,14 @@ case-sensitive, words separated by ASCII whitespace; one result per command in i
 ``TX`` (a read-only transaction, one causally consistent snapshot) is ours, in the same style. With
 ``okapi client --timestamps`` (ours too, for ``okapi fuzz``) the PUT, SWAP and DELETE lines end in
 `` ts=<n>``: the server's timestamp of the write (``PUT k found ts=123``), which with the client's DC
-is the write's last-writer-wins rank; without the flag the output is exactly the course's. A line
+is the write's last-writer-wins rank; without the flag the output is exactly the course's. With
+``okapi client --counters`` (ours, for ``okapi fuzz --counters-ttls``) two more commands are
+accepted, which the course's protocol does not have::
+
+    INCR k         ->  INCR k n            (n: the counter's value after the increment)
+    PUTEX k v ms   ->  PUTEX k found | PUTEX k not_found   (a PUT expiring ms milliseconds later)
+
+A line
 that is not a valid command yields exactly one line starting with ``ERROR `` and the client goes on,
 so one bad line never desynchronises a driver that counts result lines. Blank lines are ignored.
 
@@ -25,7 +32,8 @@ plus DEL. The course text says to assume alphanumeric tokens, but its YCSB drive
 hold on a whitespace-separated line is accepted. A token with any other character (a control
 character that is not whitespace, or anything outside ASCII, including bytes that are not UTF-8,
 which reach the parser as U+FFFD) is refused with ``ERROR invalid token ...`` and nothing is sent:
-such a byte could not come back as the same single token in a result line.
+such a byte could not come back as the same single token in a result line. A value written by
+another client may hold any bytes: ``text`` prints it escaped, still one token (README).
 
 Kept free of I/O and of the network so every corner of the format is unit-tested directly; the
 client is anything with the ``KeyValueApi`` methods.
@@ -35,13 +43,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 _TOKEN = re.compile(r"[\x21-\x7f]+")
 #: What separates words: ASCII whitespace only. ``str.split()`` would also split on characters such
 #: as U+001C or U+0085, silently turning one invalid token into two valid ones.
 _SEPARATORS = re.compile(r"[ \t\n\r\v\f]+")
 TOKEN_RULE = "keys and values are ASCII characters 0x21-0x7f: no spaces, control characters or non-ASCII"
+_PLAIN = re.compile(rb"[\x21-\x7f]+")
+#: How ``text`` writes the bytes of a value that is not a token (latin-1: one character per byte).
+_ESCAPES = {**{byte: f"\\x{byte:02x}" for byte in range(256) if not 0x21 <= byte <= 0x7F}, ord("\\"): "\\\\"}
 
 
 class CommandError(ValueError):
@@ -86,7 +97,19 @@ class Stop:
     pass
 
 
-Command = Put | Swap | Get | Delete | Scan | Tx | Stop
+@dataclass(frozen=True, slots=True)
+class Incr:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutEx:
+    key: str
+    value: str
+    ttl_ms: int
+
+
+Command = Put | Swap | Get | Delete | Scan | Tx | Stop | Incr | PutEx
 
 # keyword -> (number of arguments, or None for "one or more"), usage
 _SYNTAX: dict[str, tuple[int | None, str]] = {
@@ -97,6 +120,11 @@ _SYNTAX: dict[str, tuple[int | None, str]] = {
     "SCAN": (2, "SCAN <start> <end>"),
     "TX": (None, "TX <key> [<key> ...]"),
     "STOP": (0, "STOP"),
+}
+#: ``--counters``: the commands beyond the course's
+_COUNTER_SYNTAX: dict[str, tuple[int | None, str]] = {
+    "INCR": (1, "INCR <key>"),
+    "PUTEX": (3, "PUTEX <key> <value> <milliseconds>"),
 }
 
 HELP = """\
@@ -111,16 +139,18 @@ commands (keywords are upper case; keys and values are printable ASCII without s
   help                    this text"""
 
 
-def parse(line: str) -> Command | None:
-    """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed."""
+def parse(line: str, counters: bool = False) -> Command | None:
+    """The command on ``line``; None for a blank line; ``CommandError`` for anything malformed.
+    ``counters``: INCR and PUTEX are commands too (``okapi client --counters``)."""
     words = [word for word in _SEPARATORS.split(line) if word]
     if not words:
         return None
     keyword, arguments = words[0], words[1:]
-    syntax = _SYNTAX.get(keyword)
+    known = {**_SYNTAX, **_COUNTER_SYNTAX} if counters else _SYNTAX
+    syntax = known.get(keyword)
     if syntax is None:
-        hint = " (keywords are upper case)" if keyword.upper() in _SYNTAX else ""
-        raise CommandError(f"unknown command {_show(keyword)}{hint}; expected one of {', '.join(_SYNTAX)}")
+        hint = " (keywords are upper case)" if keyword.upper() in known else ""
+        raise CommandError(f"unknown command {_show(keyword)}{hint}; expected one of {', '.join(known)}")
     count, usage = syntax
     if count is None:
         if not arguments:
@@ -143,6 +173,12 @@ def parse(line: str) -> Command | None:
         return Scan(arguments[0], arguments[1])
     if keyword == "TX":
         return Tx(tuple(arguments))
+    if keyword == "INCR":
+        return Incr(arguments[0])
+    if keyword == "PUTEX":
+        if not arguments[2].isdigit() or not 0 < int(arguments[2]) <= 1 << 40:
+            raise CommandError(f"PUTEX needs a positive number of milliseconds, got {_show(arguments[2])}")
+        return PutEx(arguments[0], arguments[1], int(arguments[2]))
     return Stop()
 
 
@@ -156,12 +192,16 @@ def _show(token: str, limit: int = 40) -> str:
 
 
 def text(value: bytes) -> str:
-    """A stored value as protocol text. Values written through this protocol are ASCII tokens; one written
-    by another client may be any bytes, which are escaped so the output stays one token per value."""
-    try:
+    """A stored value as protocol text: one token on one line, whatever its bytes.
+
+    A token (every byte in 0x21-0x7f, as this protocol writes them) prints exactly as stored, so the
+    course's values, punctuation, backslash and DEL included, come back byte for byte. Any other
+    value (written through the library, RESP or the native port: a space, a newline, NUL, non-ASCII)
+    prints with each byte outside 0x21-0x7f as ``\\xHH`` and each backslash as ``\\\\``, which
+    decodes back to the bytes exactly (README, "Using it")."""
+    if _PLAIN.fullmatch(value):
         return value.decode("ascii")
-    except UnicodeDecodeError:
-        return value.decode("utf-8", "backslashreplace")
+    return value.decode("latin-1").translate(_ESCAPES)
 
 
 def _or_null(value: bytes | None) -> str:
@@ -219,6 +259,13 @@ class KeyValueApi(Protocol):
     def read_tx(self, keys: list[str]) -> list[bytes | None]: ...
 
 
+class CounterApi(Protocol):
+    """What ``execute`` needs of a client for INCR and PUTEX (``okapikv.Client`` has it)."""
+
+    def incr(self, key: str, by: int = 1) -> int: ...
+    def put(self, key: str, value: str, ttl: float | None = None) -> bool: ...
+
+
 def _write_timestamp(client: KeyValueApi, timestamps: bool) -> int | None:
     """The timestamp of the write ``client`` just completed, when asked for and known.
 
@@ -247,4 +294,9 @@ def execute(client: KeyValueApi, command: Command, timestamps: bool = False) -> 
         return format_scan(command, client.scan(command.start, command.end))
     if isinstance(command, Tx):
         return format_tx(command, client.read_tx(list(command.keys)))
+    if isinstance(command, Incr):
+        return [f"INCR {command.key} {cast(CounterApi, client).incr(command.key)}"]
+    if isinstance(command, PutEx):
+        found = cast(CounterApi, client).put(command.key, command.value, ttl=command.ttl_ms / 1000)
+        return [f"PUTEX {command.key} {'found' if found else 'not_found'}"]
     return ["STOP"]

@@ -13,7 +13,8 @@ Which cluster: ``--connect HOST:PORT`` (any server of the DC to use), else the c
 started last (its config file), in its first DC or the one named by ``--dc``. Either may be a
 comma-separated list (``--dc a,b``, ``--connect H1:P1,H2:P2``): the first is used, the others are
 fallback DCs the session moves to when it stays unreachable (``Client``'s ``fallback``).
-``--timestamps``: PUT, SWAP and DELETE lines end in `` ts=<n>``, the write's server timestamp (for
+``--counters``: INCR and PUTEX are accepted too, piped only (for ``okapi fuzz --counters-ttls``;
+``commands``). ``--timestamps``: PUT, SWAP and DELETE lines end in `` ts=<n>``, the write's server timestamp (for
 ``okapi fuzz``, whose checkers need the store's last-writer-wins order; off by default, since the
 course's tools read the format byte for byte). ``--at-most-once``: a PUT, SWAP or DELETE whose
 connection broke after it was sent is not retried (a retry could apply it twice) but answered
@@ -148,11 +149,13 @@ def notice_after(seconds: float, notices: TextIO | None, message: str) -> Iterat
         done.set()
 
 
-def respond(client: KeyValueApi, line: str, timestamps: bool = False) -> tuple[list[str], bool]:
+def respond(client: KeyValueApi, line: str, timestamps: bool = False,
+            counters: bool = False) -> tuple[list[str], bool]:
     """The output lines for one input line, and whether the client should stop (``timestamps``:
-    PUT, SWAP and DELETE lines end in `` ts=<n>``, see ``commands``)."""
+    PUT, SWAP and DELETE lines end in `` ts=<n>``; ``counters``: INCR and PUTEX are accepted; see
+    ``commands``)."""
     try:
-        command = parse(line)
+        command = parse(line, counters)
     except CommandError as error:
         return [format_error(str(error))], False
     if command is None:
@@ -171,10 +174,11 @@ def respond(client: KeyValueApi, line: str, timestamps: bool = False) -> tuple[l
         return [format_error(f"{type(error).__name__}: {error}")], False
 
 
-def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO, timestamps: bool = False) -> int:
+def serve(client: KeyValueApi, lines: Iterable[str], output: TextIO, timestamps: bool = False,
+          counters: bool = False) -> int:
     """The piped mode: answer every line until STOP or the end of input."""
     for line in lines:
-        result, stop = respond(client, line, timestamps)
+        result, stop = respond(client, line, timestamps, counters)
         if result:
             output.write("\n".join(result) + "\n")
             output.flush()
@@ -280,6 +284,12 @@ def run_client(args: argparse.Namespace) -> int:
             print(f"okapi client: nothing listens at {address} (connection refused{waited}): is the cluster "
                   "running? (`okapi status` shows it; `okapi client --wait-s SECONDS` waits for it)", file=sys.stderr)
             return 1
+        from okapikv.cluster.probe import protocol_problem
+
+        problem = protocol_problem(address, tls)  # another protocol, or TLS: one line within 2 s
+        if problem is not None:
+            print(f"okapi client: {problem}", file=sys.stderr)
+            return 1
         with notice_after(NOTICE_AFTER_S, notices, f"okapi client: waiting for {address} to answer "
                                                    "(Ctrl-C to give up)"):
             client = Client(address, timeout_s=max(wait_s, min(timeout_s, FIRST_CONTACT_S)), tls=tls, fallback=fallback,
@@ -305,7 +315,7 @@ def run_client(args: argparse.Namespace) -> int:
                 return interactive(client, sys.stdout, timestamps)
             # Undecodable input must become an ERROR line (an invalid token), not a crash.
             lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
-            return serve(client, lines, sys.stdout, timestamps)
+            return serve(client, lines, sys.stdout, timestamps, bool(getattr(args, "counters", False)))
         except BrokenPipeError:
             # The reader went away (`okapi client < script | head`): stop quietly, and keep Python
             # from failing again when it flushes stdout at exit.

@@ -2,7 +2,7 @@
 
 One TOML file describes the whole cluster, and every server binds the address written next to its
 own (dc, partition), so the same file works for a loopback cluster and for a multi-host one: copy it
-to each host and start `okapi server --config FILE --dc NAME --partition N` there.
+to each host and start `okapi server --config FILE --dc NAME --partition N --data-dir DIR` there.
 
 What must agree across servers lives here (DC order, partitions per DC, protocol, stabilization
 intervals, size limits, the maximum clock offset); what is per server is the address and the injected
@@ -323,7 +323,7 @@ class ClusterConfig:
         """The config as TOML, laid out for people: one [[servers]] table per server."""
         lines = [
             "# okapikv cluster config. Start one server with:",
-            "#   okapi server --config THIS_FILE --dc NAME --partition N",
+            "#   okapi server --config THIS_FILE --dc NAME --partition N --data-dir DIR",
             f"cluster_id = {_toml_string(self.cluster_id)}",
             f"dcs = [{', '.join(_toml_string(name) for name in self.dcs)}]",
             f"partitions = {self.partitions}",

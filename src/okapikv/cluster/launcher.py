@@ -3,8 +3,16 @@
 Each server is a real `okapi server` process (``sys.executable -m okapikv.cli server ...``), as it
 would run on its own host, reading the same config file; the launcher only writes that file,
 starts the processes, waits for every one to pass a gRPC health check, and prints
-``okapi: cluster ready``. It then supervises: a server that dies is reported (the rest keep
-running), and SIGINT/SIGTERM stops every server (SIGTERM, then SIGKILL after a grace period).
+``okapi: cluster ready``. It then supervises: a server that dies is reported and restarted with
+its own command line, at most ``--restart-budget`` times in ``RESTART_WINDOW_S`` (then it stays
+down and the launcher prints the command that restarts it by hand), and SIGINT/SIGTERM stops every
+server (SIGTERM, then SIGKILL after a grace period). The servers run in process groups of their own,
+so Ctrl-C in the terminal reaches only the launcher, which stops and counts them.
+
+One launcher per port (``PortLocks``): a ``flock`` per listening port under
+``$OKAPI_HOME/locks``, taken before anything is written or started, so two `okapi up` started at the
+same moment cannot both run a cluster on the same ports. Every server's pid is printed next to its
+address.
 
 The config goes to ``default_config_path()`` (``$OKAPI_HOME/cluster.toml`` or
 ``~/.okapi/cluster.toml``) so that `okapi client` and `okapi status` find the cluster without flags,
@@ -38,15 +46,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import os
+import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 from okapikv.cluster.config import (
     DEFAULT_IDLE_AFTER_MS,
@@ -60,6 +71,7 @@ from okapikv.cluster.config import (
     split_address,
 )
 from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.cluster.ports import address_in_use
 from okapikv.core.skew import DC_MAJOR
 from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
@@ -67,13 +79,24 @@ from okapikv.tls import TlsConfig
 READY_LINE = "okapi: cluster ready"
 STARTUP_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
+#: ``--restart-budget``: restarts of one server allowed within ``RESTART_WINDOW_S``, then it stays down
+DEFAULT_RESTART_BUDGET = 5
+RESTART_WINDOW_S = 60.0
+#: Exit statuses a restart does not fix: a bad config (2) and damaged data (4); docs/deploy.md's
+#: systemd unit says the same with RestartPreventExitStatus.
+NO_RESTART_STATUSES = (2, 4)
 
 
 @dataclass
 class Child:
+    """One server process; ``command`` restarts it (``--restart-budget``), ``restarts`` holds the
+    monotonic times of its restarts within the last ``RESTART_WINDOW_S``."""
+
     server: ServerConfig
     process: subprocess.Popen[bytes]
     reported: bool = False
+    command: list[str] = field(default_factory=list)
+    restarts: deque[float] = field(default_factory=deque)
 
 
 def _say(message: str) -> None:
@@ -107,7 +130,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     idle_after_ms = getattr(args, "idle_after_ms", None)
     if idle_after_ms is None:
         idle_after_ms = DEFAULT_IDLE_AFTER_MS if heartbeat_ms is None else 0.0
-    return local_cluster(
+    config = local_cluster(
         dcs=dcs,
         partitions=args.partitions,
         protocol=args.protocol,
@@ -126,25 +149,27 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         resp=resp,
         resp_base_port=resp_base_port or 0,
     )
+    # A server further ahead than the limit has its timestamps refused or clamped by the others
+    # (docs/operations.md, "Clocks: the maximum offset"): a mistake, not an experiment.
+    ahead = max(server.clock_skew_ms for server in config.servers)
+    if ahead > config.max_clock_offset_ms:
+        raise ValueError(f"--clock-skew-ms {args.clock_skew_ms:g} puts a server {ahead:g} ms ahead, above the clock "
+                         f"offset limit ({config.max_clock_offset_ms:g} ms, max_clock_offset_ms)")
+    return config
 
 
-def busy_addresses(config: ClusterConfig) -> list[str]:
-    """Addresses some other process already listens on (a cluster still running?)."""
-    busy = []
+def listener_addresses(config: ClusterConfig) -> list[str]:
+    """Every address the cluster's servers listen on (their own, peer, metrics and RESP ports)."""
     listeners = [server.address for server in config.servers]
     listeners += [server.peer_address for server in config.servers if server.peer_address]
     listeners += [server.metrics_address for server in config.servers if server.metrics_address]
     listeners += [server.resp_address for server in config.servers if config.resp and server.resp_address]
-    for address in listeners:
-        host, port = split_address(address)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, port))
-            except OSError:
-                busy.append(address)
-    return busy
+    return listeners
+
+
+def busy_addresses(config: ClusterConfig) -> list[str]:
+    """Addresses some other process already listens on (a cluster still running?)."""
+    return [address for address in listener_addresses(config) if address_in_use(*split_address(address))]
 
 
 DEFAULT_DATA_DIR = "okapi-data"
@@ -161,12 +186,12 @@ def server_data_dir(root: Path, server: ServerConfig) -> Path:
     return root / f"{server.dc}-p{server.partition}"
 
 
-def start_server(
+def server_command(
     config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
     repair: bool = False,
-) -> subprocess.Popen[bytes]:
-    """Start one `okapi server` process (in memory unless ``data_dir`` is given; ``repair``: in
-    repair mode)."""
+) -> list[str]:
+    """The command line of one `okapi server` (in memory unless ``data_dir`` is given; ``repair``:
+    in repair mode): what the launcher runs, restarts, and prints for a restart by hand."""
     command = [
         sys.executable, "-m", "okapikv.cli", "server",
         "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
@@ -175,11 +200,27 @@ def start_server(
         command += ["--data-dir", str(data_dir)]
         if repair:
             command.append("--repair")
+    else:
+        command.append("--in-memory")
     if log_format:
         command += ["--log-format", log_format]
+    return command
+
+
+def start_server(
+    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
+    repair: bool = False,
+) -> subprocess.Popen[bytes]:
+    """Start one `okapi server` process (``server_command``)."""
+    return spawn(server_command(config_path, server, log_format, data_dir, repair))
+
+
+def spawn(command: list[str]) -> subprocess.Popen[bytes]:
+    """Run a server command line in a process group of its own: Ctrl-C in the launcher's terminal
+    reaches the launcher only, which stops (and counts) its servers itself."""
     environment = child_environment()  # the server ends with this process (okapikv.lifetime)
     environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment)
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, process_group=0)
 
 
 def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
@@ -201,19 +242,20 @@ def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
     return None
 
 
-def publish_config(config: ClusterConfig, private: Path) -> str:
+def publish_config(config: ClusterConfig, private: Path) -> tuple[str, Path]:
     """Make ``config`` (running, its servers started from ``private``) the default cluster config,
     unless that describes another cluster that is still running. Returns the line that says where
-    the cluster's config is (printed after the ready line, which scripts wait for)."""
+    the cluster's config is (printed after the ready line, which scripts wait for), and that path
+    (the one a restarted server reads)."""
     target = default_config_path()
     owner = running_owner(target, config)
     if owner is not None:
         return (f"{target} describes another running cluster ({owner.servers[0].address}, ...), left as it is; "
                 f"this cluster's config is {private} (okapi status --config {private}, okapi client --connect "
-                f"{config.servers[0].address})")
+                f"{config.servers[0].address})"), private
     config.dump(target)
     private.unlink(missing_ok=True)
-    return f"config {target} (okapi client and okapi status find the cluster there)"
+    return f"config {target} (okapi client and okapi status find the cluster there)", target
 
 
 def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
@@ -230,18 +272,47 @@ def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
             child.process.wait()
 
 
-def _report_deaths(children: list[Child]) -> int:
-    """Report servers that exited since the last call; returns how many are still running."""
+def _report_deaths(children: list[Child], budget: int = 0) -> int:
+    """Report servers that exited since the last call, restarting each with its own command line
+    while ``budget`` allows (at most that many restarts in ``RESTART_WINDOW_S``; not for an exit
+    status in ``NO_RESTART_STATUSES``); returns how many are running."""
     alive = 0
     for child in children:
         code = child.process.poll()
         if code is None:
             alive += 1
         elif not child.reported:
-            child.reported = True
-            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            print(f"okapi: server {child.server.label} ({child.server.address}) {how}", file=sys.stderr, flush=True)
+            alive += _restart(child, code, budget)
     return alive
+
+
+def _restart(child: Child, code: int, budget: int) -> int:
+    """Report one server's exit and restart it if allowed; 1 if it runs again, else 0."""
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    what = f"okapi: server {child.server.label} ({child.server.address}, pid {child.process.pid}) {how}"
+    now = time.monotonic()
+    restarts = child.restarts
+    while restarts and now - restarts[0] > RESTART_WINDOW_S:
+        restarts.popleft()
+    by_hand = f"restart it by hand: {shlex.join(child.command)}" if child.command else ""
+    if not child.command or code in NO_RESTART_STATUSES or len(restarts) >= budget:
+        child.reported = True
+        if not child.command:
+            why = ""
+        elif code in NO_RESTART_STATUSES:
+            why = "; not restarted (a bad config or damaged data: see its error above); " + by_hand
+        elif budget == 0:
+            why = "; not restarted (--restart-budget 0); " + by_hand
+        else:
+            why = (f"; NOT RESTARTED: {len(restarts)} restart(s) in the last {RESTART_WINDOW_S:.0f} s "
+                   f"(--restart-budget {budget}); find the cause in its log, then " + by_hand)
+        print(what + why, file=sys.stderr, flush=True)
+        return 0
+    restarts.append(now)
+    child.process = spawn(child.command)
+    print(f"{what}; restarted as pid {child.process.pid} (restart {len(restarts)} of at most {budget} in "
+          f"{RESTART_WINDOW_S:.0f} s)", file=sys.stderr, flush=True)
+    return 1
 
 
 class StopFlag:
@@ -269,15 +340,69 @@ class StopFlag:
         return self._set
 
 
+class PortLocks:
+    """One `okapi up` per port (in one ``OKAPI_HOME``): an exclusive ``flock`` on
+    ``$OKAPI_HOME/locks/<port>.lock`` for every port the cluster listens on, taken in port order
+    before anything is written or started, held while the launcher lives (the kernel drops it when
+    the process dies, even by SIGKILL). Not a check-then-act: two launchers started at the same
+    moment cannot both pass, and taking the ports in order means the first port they share decides.
+    Each file holds its owner's pid, so the one refused can say who holds the port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._files: list[IO[str]] = []
+
+    def acquire(self, ports: list[int]) -> str | None:
+        """Lock every port, or none: None when done, else why not (the port and its owner)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for port in sorted(set(ports)):
+            handle = (self.directory / f"{port}.lock").open("a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                handle.seek(0)
+                owner = handle.read().strip() or "unknown"
+                handle.close()
+                self.release()
+                return f"port {port} belongs to another okapi up (pid {owner}) in {self.directory.parent}"
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            self._files.append(handle)
+        return None
+
+    def release(self) -> None:
+        for handle in self._files:
+            handle.close()
+        self._files.clear()
+
+
 def run_up(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
+        budget = getattr(args, "restart_budget", DEFAULT_RESTART_BUDGET)
+        if budget < 0:
+            raise ValueError("--restart-budget must not be negative (0: never restart)")
     except ValueError as error:
         print(f"okapi up: {error}", file=sys.stderr)
         return 2
     if args.print_config:
         sys.stdout.write(config.to_toml())
         return 0
+    locks = PortLocks(okapi_home() / "locks")
+    refused = locks.acquire([split_address(address)[1] for address in listener_addresses(config)])
+    if refused is not None:
+        print(f"okapi up: {refused}: one launcher per cluster (try `okapi status`, stop that one, or pick another "
+              "--base-port)", file=sys.stderr)
+        return 1
+    try:
+        return _run_locked(args, config, budget)
+    finally:
+        locks.release()
+
+
+def _run_locked(args: argparse.Namespace, config: ClusterConfig, budget: int) -> int:
     busy = busy_addresses(config)
     if busy:
         print(f"okapi up: address(es) already in use: {', '.join(busy)} (another cluster running? "
@@ -297,6 +422,8 @@ def run_up(args: argparse.Namespace) -> int:
     if not getattr(args, "in_memory", False):
         given = getattr(args, "data_dir", None)
         data_root = (Path(given).expanduser() if given else default_data_dir()).resolve()
+    log_format = getattr(args, "log_format", None)
+    repair = bool(getattr(args, "repair", False))
     try:
         wan = "off" if not any(any(row) for row in config.wan_ms) else (
             f"{args.wan_ms} ms" if args.wan_ms is not None else args.wan)
@@ -305,13 +432,14 @@ def run_up(args: argparse.Namespace) -> int:
         _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
         for server in config.servers:
             server_dir = server_data_dir(data_root, server) if data_root is not None else None
-            children.append(Child(server, start_server(path, server, getattr(args, "log_format", None), server_dir,
-                                                       repair=bool(getattr(args, "repair", False)))))
+            command = server_command(path, server, log_format, server_dir, repair)
+            children.append(Child(server, spawn(command), command=command))
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
             if config.resp and server.resp_address:
                 extra = f"  resp {server.resp_address}{extra}"
-            _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}")
-        return _supervise(config, children, stop, path)
+            _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}  "
+                 f"pid {children[-1].process.pid}")
+        return _supervise(config, children, stop, path, budget)
     finally:
         running = sum(child.process.poll() is None for child in children)
         stop_children(children)
@@ -323,7 +451,7 @@ def run_up(args: argparse.Namespace) -> int:
             signal.signal(number, handler)
 
 
-def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path) -> int:
+def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path, budget: int) -> int:
     def startup_problem() -> str | None:
         if stop.is_set():
             return "interrupted"
@@ -347,11 +475,14 @@ def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, pri
         print(f"okapi up: no health from {', '.join(not_ready)} after {STARTUP_TIMEOUT_S:.0f} s; stopping",
               file=sys.stderr)
         return 1
-    where = publish_config(config, private)
+    where, config_path = publish_config(config, private)
+    if config_path != private:  # restarts read the published config (the private copy is gone)
+        for child in children:
+            child.command = [str(config_path) if part == str(private) else part for part in child.command]
     print(READY_LINE, flush=True)
     _say(where)
     while not stop.wait(0.25):
-        if _report_deaths(children) == 0:
+        if _report_deaths(children, budget) == 0:
             print("okapi up: every server has exited", file=sys.stderr)
             return 1
     _say("stopping the cluster")

@@ -129,3 +129,17 @@ def free_port_block(count: int, host: str = "127.0.0.1", attempts: int = 200) ->
             return base
         _release(descriptors)
     raise RuntimeError(f"no block of {count} free ports found on {host} in {ports.start}-{ports.stop - 1}")
+
+
+def address_in_use(host: str, port: int) -> bool:
+    """Whether binding ``host:port`` fails now (another process listens there). A check, not a
+    reservation: `okapi up` and `okapi server` use it to refuse with one line naming the address
+    before they create anything; the bind itself stays the final word."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError:
+            return True
+    return False

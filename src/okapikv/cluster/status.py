@@ -32,6 +32,7 @@ from typing import Any
 import grpc
 
 from okapikv.cluster.config import ClusterConfig, load_default_cluster
+from okapikv.cluster.probe import protocol_problem
 from okapikv.tls import ClientTls, client_tls_from_args, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
@@ -64,6 +65,9 @@ def topology_from_config(config: ClusterConfig, tls: ClientTls | None = None) ->
 
 
 def topology_from_server(address: str, tls: ClientTls | None = None) -> Topology:
+    problem = protocol_problem(address, tls)  # another protocol, or TLS: one line within 2 s
+    if problem is not None:
+        raise ValueError(problem)
     with open_channel(address, tls) as channel:
         stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
         try:
@@ -92,6 +96,10 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
     links = snapshot.links
     waits = core.waits
     return {
+        "pid": snapshot.identity.pid or None,
+        # None, or why it refuses clients: repairing ("fetching", "settling"), "checking" (a start
+        # with no data waiting for its replicas) or "lost" (writes lost: restart it with --repair)
+        "repairing": snapshot.stabilization.repairing,
         "protocol": snapshot.identity.protocol,
         "cluster_id": snapshot.identity.cluster_id,
         "clock_skew_ms": snapshot.clock.clock_skew_us / 1000,
@@ -113,8 +121,33 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
         "stabilization_bytes": core.counters.get("stabilization_bytes", 0),
         # durable servers (``okapikv.storage.commit_rates``): None for one in memory
         "fsyncs_per_s": None if snapshot.storage is None else snapshot.storage.fsyncs_per_s,
+        # the membership (docs/protocol.md, "Membership"): its epoch and each DC's state
+        **membership_figures(snapshot, dcs),
         "operations_per_fsync": None if snapshot.storage is None else snapshot.storage.operations_per_fsync,
     }
+
+
+def membership_figures(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
+    """The server's membership epoch and each DC's state, by name (every DC a member, epoch 0, from
+    a server that does not report one)."""
+    membership = snapshot.membership
+    if membership is None or len(membership.dc_states) != len(dcs):
+        return {"membership_epoch": 0, "dc_states": dict.fromkeys(dcs, "member")}
+    return {"membership_epoch": membership.membership_epoch,
+            "dc_states": dict(zip(dcs, membership.dc_states, strict=True))}
+
+
+def membership_line(records: list[dict[str, Any]]) -> str | None:
+    """One line for the table: the newest membership the servers that answer hold, and how many
+    hold an older one (a change still travelling, or a server that missed it)."""
+    live = [record for record in records if record["reachable"] and "membership_epoch" in record]
+    if not live:
+        return None
+    newest = max(live, key=lambda record: record["membership_epoch"])
+    behind = sum(record["membership_epoch"] < newest["membership_epoch"] for record in live)
+    states = ", ".join(f"{dc} {state}" for dc, state in newest["dc_states"].items())
+    return (f"membership epoch {newest['membership_epoch']}: {states}"
+            + (f" ({behind} server(s) still at an older epoch)" if behind else ""))
 
 
 def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
@@ -125,7 +158,8 @@ def query_server(dc: str, partition: int, address: str, dcs: tuple[str, ...],
         try:
             snapshot = from_json(stub.Stats(pb.StatsRequest(), timeout=TIMEOUT_S).json)
         except grpc.RpcError as error:
-            record.update(reachable=False, error=f"{error.code().name}: {error.details()}")
+            problem = protocol_problem(address, tls)  # clearer than gRPC's words for another protocol
+            record.update(reachable=False, error=problem or f"{error.code().name}: {error.details()}")
             return record
         except ValueError as error:  # not a Stats document (json.JSONDecodeError is a ValueError)
             record.update(reachable=False, error=f"unreadable Stats: {error}")
@@ -180,20 +214,29 @@ def _state(record: dict[str, Any]) -> Any:
 
     if not record["reachable"]:
         return Text("DOWN", style="bold red")
+    if record.get("repairing") == "lost":
+        return Text("LOST: --repair", style="bold red")
+    if record.get("repairing"):
+        return Text(f"up, {record['repairing']}", style="yellow")
     if record["links_down"]:
         return Text("up, links down", style="yellow")
     return Text("up", style="green")
 
 
+def _removed(record: dict[str, Any]) -> set[str]:
+    """The DCs this server holds removed: their lag grows for ever and means nothing."""
+    return {dc for dc, state in record.get("dc_states", {}).items() if state == "removed"}
+
+
 def _full_table(topology: Topology, records: list[dict[str, Any]], watching: bool, title: Any) -> Any:
-    """Every figure, with one lag column per DC (about 150 columns for 3 DCs). Names and addresses
+    """Every figure, with one lag column per DC (about 200 columns for 3 DCs). Names and addresses
     are ``Text``, never markup: ``[::1]:7100`` is an address, not a style."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title=title)
-    numeric = {"part", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys", "fsync/s (ops)"}
-    columns = ["DC", "part", "address", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
+    numeric = {"part", "pid", "ops", "ops/s", "waits", "wait ms", "queue", "versions", "GC'd", "keys", "fsync/s (ops)"}
+    columns = ["DC", "part", "address", "pid", "state", "ops", *(["ops/s"] if watching else []), "waits", "wait ms",
                "queue", "versions", "GC'd", "fsync/s (ops)"]
     for column in columns:
         table.add_column(column, justify="right" if column in numeric else "left", no_wrap=True)
@@ -203,13 +246,15 @@ def _full_table(topology: Topology, records: list[dict[str, Any]], watching: boo
         if record["reachable"]:
             rate = [f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []
             queue = f"{record['queue_messages']} ({_format_bytes(record['queue_bytes'])})"
-            lags = [_format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
+            removed = _removed(record)
+            lags = ["removed" if dc in removed else _format_lag(record["stable_lag_ms"].get(dc)) for dc in topology.dcs]
             row = [str(record["operations_total"]), *rate, str(record["waits_total"]),
                    f"{record['wait_ms_total']:.1f}", queue, str(record["versions"]), str(record["versions_collected"]),
                    _format_fsyncs(record), *lags]
         else:
-            row = [*("-" for _ in columns[4:]), *("-" for _ in topology.dcs)]
-        table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]), _state(record), *row)
+            row = [*("-" for _ in columns[5:]), *("-" for _ in topology.dcs)]
+        table.add_row(Text(record["dc"]), str(record["partition"]), Text(record["address"]),
+                      str(record.get("pid") or "-"), _state(record), *row)
     return table
 
 
@@ -222,6 +267,7 @@ def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: 
 
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("server", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("pid", justify="right", no_wrap=True)
     table.add_column("state", no_wrap=True, min_width=len("up, links down"))
     table.add_column("ops", justify="right", no_wrap=True)
     if watching:
@@ -233,15 +279,16 @@ def _compact_table(topology: Topology, records: list[dict[str, Any]], watching: 
     for record in records:
         label = f"{record['dc']}/{record['partition']}"
         if record["reachable"]:
-            lags = [lag for lag in record["stable_lag_ms"].values() if lag is not None]
+            removed = _removed(record)
+            lags = [lag for dc, lag in record["stable_lag_ms"].items() if lag is not None and dc not in removed]
             figures = [str(record["operations_total"]),
                        *([f"{record.get('operations_per_s', 0.0):.0f}"] if watching else []),
                        str(record["queue_messages"]),
                        *([] if watching else [str(record["versions"])]),
                        _format_lag(max(lags) if lags else None)]
         else:
-            figures = ["-"] * (len(table.columns) - 2)
-        table.add_row(Text(label), _state(record), *figures)
+            figures = ["-"] * (len(table.columns) - 3)
+        table.add_row(Text(label), str(record.get("pid") or "-"), _state(record), *figures)
     return table
 
 
@@ -269,6 +316,9 @@ class StatusView:
         if compact:
             table = _compact_table(topology, self.records, self.watching, title)
         yield table
+        membership = membership_line(self.records)
+        if membership is not None:
+            yield Text(membership)
         if topology.dcs:
             legend = ("lag: how far a server's stable vector trails its clock (ms), "
                       + ("the largest over the DCs (a wider terminal or --json shows each); " if compact else

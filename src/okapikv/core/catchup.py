@@ -13,6 +13,16 @@ for every version it holds, this DC's included; client requests are refused (UNA
 wait until it ends: first every replica's answer (fetching), then the stable vector reaching the
 replicas' (settling, ``settle``), so that no read here can miss a version a replica collected.
 
+Verification (``start`` with a ``Verify``): a server that may hold less than its replicas know it
+once had (it started in memory, from an empty directory, or from a disk that may be older) compares
+each replica's answer to its restart request: a replica holding a timestamp of this DC above the
+recovered ``vv`` entry (and below this incarnation's first, which its own first heartbeats may have
+carried there) proves writes this server acknowledged are gone. Read-your-writes would break if it
+served: it repairs at once (``Verify.repair``: in memory, where no repair marker has to survive a
+crash) or refuses client requests until restarted with ``--repair`` (``lost``). A start with no
+data at all (``Verify.hold``) also refuses them until every replica has answered, since before that
+nothing says whether it lost anything.
+
 Invariants (tested in ``tests/unit/test_core_catchup.py`` and ``tests/unit/test_core_durability.py``):
 - request ids are unique across incarnations (they start above the clock: ``_request``), and only the
   answer to the latest request to a DC ends its freeze or counts towards a repair;
@@ -59,6 +69,19 @@ class Repair:
     salvaged: tuple[tuple[bytes, Version], ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Verify:
+    """A start that checks with its replicas whether it lost acknowledged writes (module docstring,
+    "Verification"). ``own_from``: this incarnation's first timestamp; a replica's ``origin_through``
+    at or above it may come from this incarnation's first heartbeats, not from lost data. ``hold``:
+    refuse client requests until every replica has answered (a start with no data). ``repair``: on a
+    loss, repair from the replicas at once; else refuse client requests (``CatchUp.refusing_lost``)."""
+
+    own_from: int
+    hold: bool = False
+    repair: bool = False
+
+
 @dataclass(slots=True)
 class Repairing:
     """A repair in progress. Fetching: waiting for the replicas' answers (``waiting``: replica DC
@@ -87,25 +110,64 @@ class CatchUp:
         #: the repair in progress, if any
         self.repair: Repairing | None = None
         self._next_id = 0  # 0: not chosen yet (``_request``)
+        self._verify: Verify | None = None
+        self._verify_bound = 0  # the recovered ``vv`` entry of this DC at start
+        #: replica DC -> id of the restart request whose answer the verification still waits for
+        self.verifying: dict[int, int] = {}
+        #: replica DCs the hold no longer waits for (``release``); their answers are still checked
+        self.released: set[int] = set()
+        #: the highest timestamp of this DC a replica held that this server had lost (0: none seen)
+        self.lost_through = 0
+        #: lost writes found and not repaired here (``Verify.repair`` off): refuse client requests
+        self.refusing_lost = False
+
+    @property
+    def serving(self) -> bool:
+        """Whether client requests and slices are served: no repair, no hold, no loss unrepaired."""
+        if self.repair is not None or self.refusing_lost:
+            return False
+        return not (self._verify is not None and self._verify.hold and self.holding_for)
+
+    @property
+    def holding_for(self) -> list[int]:
+        """Replica DCs whose answer a start with no data still holds client requests for."""
+        return [dc for dc in self.verifying if dc not in self.released]
+
+    def release(self, dc: int) -> None:
+        """Stop holding client requests for replica ``dc``'s answer (the driver found it
+        unreachable: a DC cut off must still serve). Its answer, when it comes, is still checked,
+        and a loss it shows is repaired or refused then."""
+        if dc in self.verifying:
+            self.released.add(dc)
 
     @property
     def status(self) -> str | None:
-        """None, or where a repair stands: "fetching" or "settling"."""
+        """None, or where a repair stands: "fetching" or "settling"; "checking" while a start with
+        no data waits for its replicas' answers, "lost" while it refuses for lost writes."""
         if self.repair is None:
-            return None
+            if self.serving:
+                return None
+            return "lost" if self.refusing_lost else "checking"
         return "fetching" if self.repair.fetching else "settling"
 
-    def start(self, repair: Repair | None = None) -> list[Effect]:
+    def start(self, repair: Repair | None = None, verify: Verify | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (or, with ``repair``, for
-        everything it holds), and announce the restart to the DC (``PartitionServer.start_catch_up``)."""
+        everything it holds), and announce the restart to the DC (``PartitionServer.start_catch_up``).
+        With ``verify`` (and no ``repair``), check the answers for lost writes (module docstring)."""
         state = self.state
         if repair is not None:
             self.repair = Repairing(repair.salvaged, {}, zeros(state.num_dcs))
+        elif verify is not None:
+            self._verify = verify
+            self._verify_bound = state.vv[state.dc]
         effects: list[Effect] = []
         for peer in state.peers:
             send = self._request(peer, restarted=True, repair=repair is not None)
+            request_id: int = send.message.request_id  # type: ignore[union-attr]
             if self.repair is not None:
-                self.repair.waiting[peer.dc] = send.message.request_id  # type: ignore[union-attr]
+                self.repair.waiting[peer.dc] = request_id
+            elif self._verify is not None:
+                self.verifying[peer.dc] = request_id
             effects.append(send)
         # Reads the other partitions coordinate may wait for slices the old incarnation took.
         announcement = Restarted(state.id)
@@ -113,6 +175,12 @@ class CatchUp:
         if self.repair is not None and not state.peers:
             effects.extend(self._end_fetch())
         return effects
+
+    def ask(self, peer: ServerId) -> Send:
+        """Ask a replica of a DC that comes back into the membership (``okapikv.core.membership``)
+        for its updates, as a restarted server asks: until it answers, its stream does not move
+        ``vv``, and a repair of its own that it asked for while nobody answered it asks again."""
+        return self._request(peer, restarted=True)
 
     def _request(self, peer: ServerId, *, restarted: bool, repair: bool = False) -> Send:
         state = self.state
@@ -149,6 +217,8 @@ class CatchUp:
             if again:
                 assert repairing is not None
                 repairing.waiting[source.dc] = send.message.request_id  # type: ignore[union-attr]
+            elif source.dc in self.verifying:  # its new incarnation answers instead
+                self.verifying[source.dc] = send.message.request_id  # type: ignore[union-attr]
             effects.append(send)
         return effects
 
@@ -212,6 +282,39 @@ class CatchUp:
         return []
 
     def on_reply(self, message: CatchUpReply, now_us: int) -> list[Effect]:
+        """Take a catch-up answer (``_on_reply``); an answer to a verifying start's request is first
+        checked for lost writes, and a loss starts the repair where ``Verify.repair`` allows it."""
+        verify = self._verify
+        if (verify is None or not self.state.is_replica(message.source)
+                or self.verifying.get(message.source.dc) != message.request_id):
+            return self._on_reply(message, now_us)
+        del self.verifying[message.source.dc]
+        found = self._verify_bound < message.origin_through < verify.own_from
+        first = found and not self.lost_through
+        if found:
+            self.lost_through = max(self.lost_through, message.origin_through)
+        effects = self._on_reply(message, now_us)
+        if first and self.repair is None:
+            if verify.repair:
+                effects.extend(self._start_repair())
+            else:
+                self.refusing_lost = True
+        return effects
+
+    def _start_repair(self) -> list[Effect]:
+        """Lost writes found after the start: ask every replica for everything it holds (the store
+        keeps what it has; duplicates change nothing)."""
+        state = self.state
+        self.repair = repairing = Repairing((), {}, zeros(state.num_dcs))
+        self.verifying.clear()
+        effects: list[Effect] = []
+        for peer in state.peers:
+            send = self._request(peer, restarted=False, repair=True)
+            repairing.waiting[peer.dc] = send.message.request_id  # type: ignore[union-attr]
+            effects.append(send)
+        return effects
+
+    def _on_reply(self, message: CatchUpReply, now_us: int) -> list[Effect]:
         """Every update of the source DC up to ``through`` arrived (before this, on the FIFO link).
         Any answer proves that much; only the answer to the latest request ends the freeze, since a
         restart of the replica after an older request may have cut the stream after it. The
@@ -273,9 +376,12 @@ class CatchUp:
             effects.extend(self._answer(request))
         repairing.deferred.clear()
         if not self._settles:
-            self.repair = None
-            state.stats.repairs_completed += 1
+            self._repaired()
         return effects
+
+    def _repaired(self) -> None:
+        self.repair = None
+        self.state.stats.repairs_completed += 1
 
     def settle(self) -> None:
         """End a fetched repair once the stable vector reaches the threshold; from then on snapshots
@@ -285,19 +391,26 @@ class CatchUp:
         state = self.state
         if leq(repairing.threshold, state.stable):
             state.horizon = merge_max(state.horizon, repairing.threshold)
-            self.repair = None
-            state.stats.repairs_completed += 1
+            self._repaired()
 
     def refuse(self, request: ClientRequest) -> list[Effect]:
-        """A client request while repairing: UNAVAILABLE, and where the repair stands."""
+        """A client request while not ``serving``: UNAVAILABLE (retryable), and why."""
         repairing = self.repair
-        assert repairing is not None
         state = self.state
+        state.stats.rejected_requests += 1
+        if repairing is None:
+            if self.refusing_lost:
+                why = (f"this server's data is older than its replicas' (they hold its writes up to "
+                       f"{self.lost_through}): it must be restarted with --repair (docs/operations.md)")
+            else:
+                why = (f"this server started without its data and is checking that no replica holds writes it "
+                       f"lost (waiting for {len(self.holding_for)} of {len(state.peers)} replicas' answers)")
+            return [Respond(ErrorReply(request.request_id, ErrorCode.UNAVAILABLE,
+                                       f"{why}; retry, or use another DC"))]
         if repairing.fetching:
             where = f"waiting for {len(repairing.waiting)} of {len(state.peers)} replicas' answers"
         else:
             where = "waiting for its stable vector to reach its replicas'"
-        state.stats.rejected_requests += 1
         return [Respond(ErrorReply(request.request_id, ErrorCode.UNAVAILABLE,
                                    f"this server is repairing its data from its replicas ({where}); "
                                    "retry, or use another DC"))]

@@ -24,6 +24,15 @@ key visible to it:
 A DC's own totals are taken from its newest version in the chain, visible or not: the partition
 is the only writer of its DC's entry, so the entry only grows (``increment``).
 
+A counter may expire (docs/protocol.md, "Expiry of counters"): the expiry is part of the state, a
+last-writer-wins register ``expires`` (absolute microseconds, 0 none) tagged with the order
+``expiry_order`` of the write that set it (an EXPIRE or PERSIST of the counter, or the expiring
+string it started from). States of one epoch merge it by that order (the latest expiry write wins,
+in every DC); INCR keeps it. A counter whose merged expiry has passed by the reader's clock reads
+as absent, and an INCR on it starts a new epoch: ``(*expiry_order, 1)``, ordered just after the
+expiry write and before any later write, the same in every DC that saw that expiry (so concurrent
+increments after one expiry all count), from 0.
+
 GC (``collectable``) may drop a version only when no snapshot that may still be read would count
 it: it is older than the newest universally visible version and superseded by that version's
 epoch, or its totals are dominated by the universally visible versions of the same epoch.
@@ -34,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from okapikv.core import expiry
 from okapikv.core.mvstore import COUNTER_MAGIC, Version
 from okapikv.core.vectors import Vector, merge_max
 
@@ -46,8 +56,12 @@ INT64_MAX = (1 << 63) - 1
 NOT_AN_INTEGER = "value is not an integer or out of range"
 OVERFLOW = "increment or decrement would overflow"
 
-Order = tuple[int, int]
+#: ``(timestamp, source DC)``, and for the epoch a counter starts after an expiry ``(timestamp,
+#: source DC, 1)`` of the expiry's write: it sorts after that write and before every later one
+Order = tuple[int, ...]
 NO_EPOCH: Order = (0, 0)
+#: ``expiry_order`` of an EXPIRE or PERSIST not yet written: ``stamped`` gives it its version's order
+PENDING: Order = (-1, -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +69,21 @@ class CounterState:
     epoch: Order
     base: int
     totals: tuple[tuple[int, int], ...]  # (P, N) per DC
+    expires: int = 0  # absolute microseconds of the cluster's physical clock; 0: none
+    expiry_order: Order = NO_EPOCH  # the write that set ``expires``; NO_EPOCH: none ever did
 
     @property
     def value(self) -> int:
         return self.base + sum(p - n for p, n in self.totals)
+
+    def expired(self, now_us: int) -> bool:
+        return 0 < self.expires <= now_us
+
+    def remaining_us(self, now_us: int) -> int:
+        """Redis's TTL in microseconds: -2 expired, -1 no expiry, else the time left."""
+        if not self.expires:
+            return -1
+        return self.expires - now_us if self.expires > now_us else -2
 
 
 def is_counter(value: bytes | None) -> bool:
@@ -84,14 +109,20 @@ def _varint(value: int, out: bytearray) -> None:
 
 
 def encode(state: CounterState) -> bytes:
-    """``MAGIC``, epoch timestamp, epoch DC, base (zigzag), DC count, then (P, N) per DC, as varints."""
+    """``MAGIC``, epoch timestamp, epoch DC, base (zigzag), DC count, then (P, N) per DC, as varints;
+    then, for a state with an expiry, an expiry write or an epoch after an expiry: the expiry, its
+    write's timestamp and DC, and 1 for an epoch after an expiry (else 0)."""
+    assert state.expiry_order != PENDING, "an expiry write's state is encoded once stamped"
     out = bytearray(MAGIC)
     base = state.base
-    for number in (*state.epoch, (base << 1) if base >= 0 else ((-base << 1) - 1), len(state.totals)):
+    for number in (*state.epoch[:2], (base << 1) if base >= 0 else ((-base << 1) - 1), len(state.totals)):
         _varint(number, out)
     for p, n in state.totals:
         _varint(p, out)
         _varint(n, out)
+    if state.expires or state.expiry_order != NO_EPOCH or len(state.epoch) > 2:
+        for number in (state.expires, *state.expiry_order, len(state.epoch) - 2):
+            _varint(number, out)
     return bytes(out)
 
 
@@ -106,11 +137,24 @@ def decode(value: bytes) -> CounterState:
         numbers.append(number)
         shift = number = 0
     epoch_ts, epoch_dc, zigzag, count = numbers[:4]
-    pairs = numbers[4:]
-    if len(pairs) != 2 * count:
-        raise ValueError(f"a counter state of {count} DCs holds {len(pairs)} totals")
+    pairs = numbers[4:4 + 2 * count]
+    trailer = numbers[4 + 2 * count:]
+    if len(pairs) != 2 * count or len(trailer) not in (0, 4):
+        raise ValueError(f"a counter state of {count} DCs holds {len(numbers) - 4} numbers")
     base = zigzag >> 1 if not zigzag & 1 else -((zigzag + 1) >> 1)
-    return CounterState((epoch_ts, epoch_dc), base, tuple(zip(pairs[0::2], pairs[1::2], strict=True)))
+    totals = tuple(zip(pairs[0::2], pairs[1::2], strict=True))
+    if not trailer:
+        return CounterState((epoch_ts, epoch_dc), base, totals)
+    expires, expiry_ts, expiry_dc, after_expiry = trailer
+    epoch: Order = (epoch_ts, epoch_dc, 1) if after_expiry else (epoch_ts, epoch_dc)
+    return CounterState(epoch, base, totals, expires, (expiry_ts, expiry_dc))
+
+
+def stamped(state: CounterState, order: Order) -> CounterState:
+    """``state`` with a PENDING expiry write given its version's ``order`` (the register's tag)."""
+    if state.expiry_order != PENDING:
+        return state
+    return CounterState(state.epoch, state.base, state.totals, state.expires, order)
 
 
 # ---------------------------------------------------------------- reads
@@ -163,61 +207,107 @@ def resolve(chain: Sequence[Version], visible: Callable[[Version], bool], num_dc
                 epoch = version.order
             break
     totals: tuple[tuple[int, int], ...] = ((0, 0),) * num_dcs
-    base = 0
+    base = expires = 0
+    expiry_order = NO_EPOCH
     merged: list[Version] = []
     for version, state in counters:
         if state.epoch == epoch:
             totals = _merge_totals(totals, state.totals)
             base = state.base
+            if state.expiry_order > expiry_order:  # the latest expiry write wins
+                expires, expiry_order = state.expires, state.expiry_order
             merged.append(version)
     if not merged or epoch is None:  # no counter, or a string or tombstone newer than their epochs
         return Resolved(string)
-    return Resolved(merged[0], CounterState(epoch, base, totals), tuple(merged))
+    return Resolved(merged[0], CounterState(epoch, base, totals, expires, expiry_order), tuple(merged))
 
 
-def read_view(resolved: Resolved, num_dcs: int) -> Version | None:
-    """What a reader is handed: the version itself, or for a counter a version holding its value in
-    decimal, ordered as the newest merged version and depending on every merged one (its ``dv``
-    the entry-wise maximum of theirs), so a session that read the sum depends on each increment."""
-    if resolved.state is None:
-        return resolved.version
+def read_view(resolved: Resolved, num_dcs: int, now_us: int) -> Version | None:
+    """What a reader at ``now_us`` is handed: the version itself (``expiry.view``), or for a counter
+    a version holding its value in decimal (no value once expired), ordered as the newest merged
+    version and depending on every merged one (its ``dv`` the entry-wise maximum of theirs), so a
+    session that read the sum depends on each increment."""
+    state = resolved.state
+    if state is None:
+        return expiry.view(resolved.version, now_us)
     newest = resolved.contributors[0]
     dependency: Vector = newest.dependency_vector(num_dcs)
     for version in resolved.contributors[1:]:
         dependency = merge_max(dependency, version.dependency_vector(num_dcs))
-    return Version(str(resolved.state.value).encode(), newest.timestamp, newest.source_dc, dependency)
+    value = None if state.expired(now_us) else str(state.value).encode()
+    return Version(value, newest.timestamp, newest.source_dc, dependency)
 
 
 # ---------------------------------------------------------------- INCR
 
 
-def increment(chain: Sequence[Version], resolved: Resolved, dc: int, num_dcs: int, by: int) -> CounterState | str:
-    """The state an increment of ``by`` in DC ``dc`` writes, given what its reader resolved; or why it
-    is refused (Redis's messages): the key holds a string that is not a 64-bit integer, or the
-    result leaves the 64-bit range."""
-    state = resolved.state
-    if state is None:
-        version = resolved.version
-        epoch, base = (NO_EPOCH, 0) if version is None else (version.order, 0)
-        if version is not None and version.value is not None:
-            parsed = parse_integer(version.value)
-            if parsed is None:
-                return NOT_AN_INTEGER
-            base = parsed
-        state = CounterState(epoch, base, ((0, 0),) * num_dcs)
+def increment(chain: Sequence[Version], resolved: Resolved, dc: int, num_dcs: int, by: int,
+              now_us: int) -> CounterState | str:
+    """The state an increment of ``by`` in DC ``dc`` at ``now_us`` writes, given what its reader
+    resolved; or why it is refused (Redis's messages): the key holds a string that is not a 64-bit
+    integer, or the result leaves the 64-bit range. The expiry is kept (Redis's INCR keeps the
+    TTL): an expiring integer string's becomes the counter's; an expired counter or string starts
+    the epoch after its expiry, from 0 and without one."""
+    state = _current(resolved, num_dcs, now_us)
+    if isinstance(state, str):
+        return state
     if not INT64_MIN <= state.value + by <= INT64_MAX:
         return OVERFLOW
+    state = _with_own(chain, state, dc)
     own_p, own_n = state.totals[dc]
-    for version in reversed(chain):  # this DC's entry only grows: from its newest version, visible or not
+    own = (own_p + by, own_n) if by >= 0 else (own_p, own_n - by)
+    return CounterState(state.epoch, state.base, state.totals[:dc] + (own,) + state.totals[dc + 1:],
+                        state.expires, state.expiry_order)
+
+
+def set_expiry(chain: Sequence[Version], resolved: Resolved, dc: int, expires_us: int) -> CounterState:
+    """The state an EXPIRE (``expires_us`` absolute) or PERSIST (0) of a live counter in DC ``dc``
+    writes: the counter as read, its own entry as ``increment`` takes it, the new expiry tagged
+    PENDING until its version's order is known (``stamped``)."""
+    assert resolved.state is not None
+    state = _with_own(chain, resolved.state, dc)
+    return CounterState(state.epoch, state.base, state.totals, expires_us, PENDING)
+
+
+def _current(resolved: Resolved, num_dcs: int, now_us: int) -> CounterState | str:
+    """The state an increment builds on: the merged counter, or one started from the string,
+    tombstone or nothing the reader found; after an expiry, the epoch that follows it."""
+    zeros = ((0, 0),) * num_dcs
+    state = resolved.state
+    if state is not None:
+        if state.expired(now_us):
+            return CounterState((*state.expiry_order[:2], 1), 0, zeros)
+        return state
+    version = resolved.version
+    if version is None or version.value is None:
+        return CounterState(NO_EPOCH if version is None else version.order, 0, zeros)
+    payload, expires = expiry.split(version.value)
+    if 0 < expires <= now_us:
+        return CounterState((*version.order, 1), 0, zeros)
+    parsed = parse_integer(payload)
+    if parsed is None:
+        return NOT_AN_INTEGER
+    return CounterState(version.order, parsed, zeros, expires, version.order if expires else NO_EPOCH)
+
+
+def _with_own(chain: Sequence[Version], state: CounterState, dc: int) -> CounterState:
+    """``state`` with DC ``dc``'s entry, and the expiry if newer, taken from that DC's newest
+    version of the epoch, visible or not: the partition is its entry's only writer, so the entry
+    only grows, and each of its versions holds the latest expiry write it knew (``resolve``
+    merges only a DC's newest version)."""
+    for version in reversed(chain):
         value = version.value
         if version.source_dc == dc and value is not None and value.startswith(MAGIC):
             other = decode(value)
-            if other.epoch == state.epoch:
-                own_p, own_n = max(own_p, other.totals[dc][0]), max(own_n, other.totals[dc][1])
-            break
-    own = (own_p + by, own_n) if by >= 0 else (own_p, own_n - by)
-    totals = state.totals[:dc] + (own,) + state.totals[dc + 1 :]
-    return CounterState(state.epoch, state.base, totals)
+            if other.epoch != state.epoch:
+                return state
+            (p, n), (own_p, own_n) = state.totals[dc], other.totals[dc]
+            totals = state.totals[:dc] + ((max(p, own_p), max(n, own_n)),) + state.totals[dc + 1:]
+            expires, order = state.expires, state.expiry_order
+            if other.expiry_order > order:
+                expires, order = other.expires, other.expiry_order
+            return CounterState(state.epoch, state.base, totals, expires, order)
+    return state
 
 
 def parse_integer(value: bytes) -> int | None:

@@ -14,7 +14,8 @@ own DC saw it pass (``max_clock_offset_us``, which servers enforce).
 EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, PERSIST and GETEX with an option write a new version of the
 key, its value with the new expiry, depending on the version they read: concurrent writes of a
 key's expiry (or of its value) resolve by last-writer-wins like any write, so the later write of
-the TTL wins, in every DC. GC collects an expired version as it collects a tombstone.
+the TTL wins, in every DC. GC collects an expired version as it collects a tombstone. A counter's
+expiry is not an envelope but part of its merged state (``okapikv.core.counters``).
 
 A request's expiry is one signed number (``resolve``): 0 none, positive an absolute expiry in the
 cluster's microseconds, negative a time to live in microseconds from the key's server's clock.

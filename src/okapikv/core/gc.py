@@ -116,6 +116,13 @@ class GarbageCollector:
             self._peer_vectors[source.dc] = message.vv if previous is None else merge_max(previous, message.vv)
         return []
 
+    def forget(self, dc: int) -> None:
+        """DC ``dc`` changed membership state (``okapikv.core.membership``): what its previous
+        incarnation reported holding says nothing of the new one."""
+        self._peer_progress.pop(dc, None)
+        self._peer_vectors.pop(dc, None)
+        self._progress_sent.pop(dc, None)
+
     def replicated_floor(self) -> int:
         """The highest local timestamp every replica is known to hold durably: what GC may trim of
         the local versions (the catch-up log). Okapi: the USV's local entry (each replica's durable
@@ -144,6 +151,8 @@ class GarbageCollector:
         replica that lacked the tombstone would otherwise never get it."""
         state = self.state
         timestamp = version.timestamp
+        # Every DC's stream, a removed one's included: it may come back (``okapi dc add``) with
+        # writes older than this tombstone that it never sent, which would outlive a dropped one.
         if timestamp > min(state.vv):
             return False
         source = version.source_dc

@@ -142,7 +142,8 @@ class IncrRequest:
 @message
 class ExpireRequest:
     """Read ``key``'s value and time to live and, unless ``expires`` is None, write its value again
-    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). Refused for a counter."""
+    with that expiry (``okapikv.core.expiry.resolve``; 0: none, PERSIST). A counter's expiry is part
+    of its state (``okapikv.core.counters.set_expiry``)."""
 
     request_id: int
     key: bytes
@@ -545,6 +546,43 @@ class Restarted:
     source: ServerId
 
 
+# ---------------------------------------------------------------- membership (``okapikv.core.membership``)
+
+
+@message
+class MembershipUpdate:
+    """'The cluster's membership is now this': an epoch and each DC's state ("member",
+    "removed"). Flooded to the sender's DC and replicas; a server adopts it when it is ordered
+    after its own and passes it on once."""
+
+    source: ServerId
+    epoch: int
+    states: tuple[str, ...]
+
+
+@message
+class RelayRequest:
+    """'Send me every update of the removed DC ``dc`` above ``after`` you hold': a survivor asks
+    each other survivor for what the removed DC sent to some and not others."""
+
+    source: ServerId
+    request_id: int
+    dc: int
+    after: int
+
+
+@message
+class RelayReply:
+    """End of a relay answer: the ``ReplicateBatch`` messages before it on the FIFO link hold the
+    removed DC's updates above the request's ``after`` that the sender keeps; ``through`` is the
+    sender's ``vv`` entry for that DC."""
+
+    source: ServerId
+    request_id: int
+    dc: int
+    through: int
+
+
 PeerMessage = (
     ReplicateBatch
     | Heartbeat
@@ -561,6 +599,9 @@ PeerMessage = (
     | CatchUpReply
     | RepairBatch
     | ReplicaProgress
+    | MembershipUpdate
+    | RelayRequest
+    | RelayReply
 )
 Message = ClientRequest | PeerMessage
 

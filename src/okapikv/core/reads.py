@@ -503,7 +503,7 @@ class SnapshotReads:
         """Serve a slice, or say what it waits for; ``waited_us``: how long it has been parked
         already (``PartitionServer`` resumes it with that), which its reply carries."""
         state = self.state
-        if self._catch_up.repair is not None:  # the store may still lack what the snapshot reads
+        if not self._catch_up.serving:  # the store may still lack what the snapshot reads
             return WaitForClock(now_us + REPAIR_POLL_US, "repair")
         snapshot = message.snapshot
         if not leq(state.horizon, snapshot):

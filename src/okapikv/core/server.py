@@ -17,7 +17,9 @@ other mechanisms, each with its own state:
 - ``reads`` (``okapikv.core.reads``): snapshot reads, coordinated and served;
 - ``catch_up`` (``okapikv.core.catchup``): catch-up and repair after a restart;
 - ``gc`` (``okapikv.core.gc``): garbage collection;
-- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back.
+- ``pacing`` (``okapikv.core.pacing``): the idle backoff of the periodic work and its snap-back;
+- ``members`` (``okapikv.core.membership``): the membership epoch, the DCs the minima count, and
+  the relay of a removed DC's updates between the survivors.
 
 Blocking (Cure's and GentleRain's waits) never sleeps here: the request is parked (``parked``),
 its condition (clock >= t, or stable time >= t) is part of ``next_deadline`` or is re-checked when
@@ -49,9 +51,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from okapikv.core import counters, expiry
-from okapikv.core.catchup import CatchUp, Repair
+from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
+from okapikv.core.membership import REMOVED, Members, Membership
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -71,11 +74,14 @@ from okapikv.core.messages import (
     Heartbeat,
     IncrReply,
     IncrRequest,
+    MembershipUpdate,
     Message,
     PutManyReply,
     PutManyRequest,
     PutRequest,
     ReadTxRequest,
+    RelayReply,
+    RelayRequest,
     RepairBatch,
     ReplicaProgress,
     ReplicateBatch,
@@ -84,6 +90,7 @@ from okapikv.core.messages import (
     ScanRequest,
     ScanSlice,
     Send,
+    ServerId,
     Session,
     SliceReply,
     StableTimeReport,
@@ -109,9 +116,9 @@ from okapikv.core.timestamps import (
     pack,
     physical_of,
 )
-from okapikv.core.vectors import Vector, merge_max
+from okapikv.core.vectors import Vector, leq, merge_max
 
-__all__ = ["Changes", "PartitionServer", "Repair"]
+__all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
@@ -161,6 +168,10 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
+        self.members = Members(self)
+        self._view_seen = self.members.view
+        #: joining DC -> what it must reach to be counted here (``_caught_up``)
+        self._joining_targets: dict[int, Vector] = {}
         # the stabilization hooks on the per-message paths, looked up once
         self._follow = self.stabilization.follow
         self._take_gsv = self.stabilization.take_gsv
@@ -186,10 +197,13 @@ class PartitionServer(PartitionState):
             ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
             SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]
             Restarted: self.reads.on_restarted,  # type: ignore[dict-item]
-            CatchUpRequest: self.catch_up.on_request,  # type: ignore[dict-item]
+            CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
             CatchUpReply: self.catch_up.on_reply,  # type: ignore[dict-item]
             ReplicaProgress: self.gc.on_replica_progress,  # type: ignore[dict-item]
             RepairBatch: self.catch_up.on_repair_batch,  # type: ignore[dict-item]
+            MembershipUpdate: self._on_membership,  # type: ignore[dict-item]
+            RelayRequest: self.members.on_relay_request,  # type: ignore[dict-item]
+            RelayReply: self._on_relay_reply,  # type: ignore[dict-item]
         }
 
     # ================================================================ driver interface
@@ -246,6 +260,8 @@ class PartitionServer(PartitionState):
         stabilized = now_us >= stabilization.next_us
         if stabilized:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1 and (now_us >= self._next_heartbeat_us or (stabilized and stabilization.gsv_unshared)):
             # Due; or the GSV changed and no replication batch or heartbeat took it since: a heartbeat
             # takes it now (and heartbeats then fall on the stabilization periods: one timer, one batch).
@@ -282,6 +298,8 @@ class PartitionServer(PartitionState):
         if stabilization.runs:
             stabilization.stabilize(now_us, effects, self.gc.floor(now_us))
             stabilization.next_us = tick
+            if self.members.joining:
+                self._check_joining(now_us, effects)
         if self.num_dcs > 1:
             self._heartbeat(now_us, effects)
         gc = self.gc
@@ -401,15 +419,99 @@ class PartitionServer(PartitionState):
         self.gsv = merge_max(self.gsv, gsv)
         self.horizon = merge_max(self.horizon, horizon)
 
-    def start_catch_up(self, repair: Repair | None = None) -> list[Effect]:
+    def start_catch_up(self, repair: Repair | None = None, verify: Verify | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
         before any other effect of this incarnation leaves: the request tells the replica to stop
         trusting our old stream).
 
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
-        and serve nothing until the repair ends (``okapikv.core.catchup``)."""
-        return self.catch_up.start(repair)
+        and serve nothing until the repair ends (``okapikv.core.catchup``). With ``verify`` (a start
+        that may hold less than its replicas know it had), check their answers for lost writes."""
+        return self.catch_up.start(repair, verify) + self.members.start()
+
+    # ================================================================ membership
+
+    @property
+    def membership(self) -> Membership:
+        return self.members.view
+
+    def change_membership(self, view: Membership, now_us: int) -> list[Effect]:
+        """Adopt ``view`` if it is ordered after this server's membership (the admin RPC, `okapi dc
+        remove`), pass it on, and start relaying what a newly removed DC sent (``okapikv.core.membership``)."""
+        self.woke = False
+        effects = self._membership_moved(self.members.change(view), now_us)
+        return self._send_out(effects, now_us)
+
+    def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_update(message, now_us), now_us)
+
+    def _check_joining(self, now_us: int, effects: list[Effect]) -> None:
+        """With each stabilization round: count the joining DCs that caught up here."""
+        if self.members.check_joining(self._caught_up):
+            effects.extend(self.stabilization.recount(now_us))
+
+    def _caught_up(self, dc: int) -> bool:
+        """Whether joining DC ``dc`` has caught up here (``okapikv.core.membership``): no catch-up
+        with it pending, and what it reports at or above what this server had when it first
+        looked: where the USV is computed here, its GSV against this server's stable vector;
+        elsewhere its stream against the other counted streams. From then on every minimum here
+        includes it, so nothing becomes visible here that it lacks; what was visible before waits
+        for it in the stable vector, which stalls until it passes (never moves back). A target
+        taken once, not the freshest figure: a DC's GSV reaches this one a WAN delay after it was
+        taken, so even a DC caught up trails the freshest figure, by more where its links are
+        slower."""
+        if dc in self.catch_up.awaited:
+            return False
+        reached: Vector | None
+        if self.stabilization.computes_usv:
+            reached, now_target = self.stabilization.remote_gsv(dc), self.stable
+        else:
+            reached, now_target = (self.vv[dc],), (self.counted_min(self.vv),)
+        target = self._joining_targets.setdefault(dc, now_target)
+        return reached is not None and leq(target, reached)
+
+    def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):  # a removed DC's server restarted
+            return self.members.tell(message.source)
+        effects = self.catch_up.on_request(message, now_us)
+        if message.restarted:
+            effects.extend(self.members.on_restart(message.source))
+        return effects
+
+    def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:
+        return self._membership_moved(self.members.on_relay_reply(message, now_us), now_us)
+
+    def _membership_moved(self, effects: list[Effect], now_us: int) -> list[Effect]:
+        """The counted DCs may have changed: recompute the stable vector at once from the GSVs
+        already here (``stabilization``), re-check what is parked, and snap back from idle. A DC
+        whose state changed starts afresh: what its previous incarnation reported (its GSV, its
+        replica progress) says nothing of the new one's. When this server's own DC came back, ask
+        the replicas again (a catch-up, or the repair it was in)."""
+        members = self.members
+        self.stats.membership_changes = members.changes
+        view = members.view
+        if view is not self._view_seen:
+            for dc, (old, new) in enumerate(zip(self._view_seen.states, view.states, strict=True)):
+                if old != new and dc != self.dc:
+                    self.stabilization.forget(dc)
+                    self.gc.forget(dc)
+                    self._joining_targets.pop(dc, None)
+                    if old == REMOVED and members.serving_peers:
+                        # A new incarnation, as after a restart: its stream moves vv[dc] only once it
+                        # has answered (what it sent before is unknown here), and a repair it asked for
+                        # while removed, and nobody answered, it asks again (``CatchUp.on_request``).
+                        effects.append(self.catch_up.ask(ServerId(dc, self.id.partition)))
+            self._view_seen = view
+        if members.rejoined:
+            members.rejoined = False
+            repairing = self.catch_up.repair
+            effects.extend(self.catch_up.start(None if repairing is None else Repair(repairing.salvaged)))
+        stabilization = self.stabilization
+        if stabilization.runs:
+            effects.extend(stabilization.recount(now_us))
+            self._wake(now_us, effects, tell=True)
+        return effects
 
     # ================================================================ dispatch and waits
 
@@ -417,8 +519,13 @@ class PartitionServer(PartitionState):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
-        if self.catch_up.repair is not None and isinstance(message, ClientRequest):
+        if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
+        if not self.members.serving and isinstance(message, ClientRequest):
+            self.stats.rejected_requests += 1
+            return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
+                                       f"this DC was removed from the cluster (membership epoch "
+                                       f"{self.members.view.epoch}); use another DC"))]
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
@@ -544,28 +651,42 @@ class PartitionServer(PartitionState):
         """TTL, PERSIST, EXPIRE and their kin (``okapikv.core.expiry``): read the key and, with
         ``expires`` and a value to keep, write that value again with the new expiry (a write like
         a PUT, depending on the version it read). PERSIST of a key without an expiry, and any
-        expiry of an absent key, write nothing."""
+        expiry of an absent key, write nothing. A counter's expiry is part of its state
+        (``okapikv.core.counters``): EXPIRE and PERSIST write the state with the new expiry."""
         request_id, key, session = request.request_id, request.key, request.session
-        stable_before = self.stable
         refused = self._admit(request_id, session, now_us, self.check_key(key))
         if refused is not None:
             return refused
         current = self.store.newest(key, self._visible)
+        expires = request.expires
         if current is not None and current.value is not None and current.value.startswith(COUNTER_MAGIC):
-            if request.expires:  # TTL reads -1 and PERSIST changes nothing, as for any key without one
-                self.stable = stable_before
-                return self.reject(request_id, "a counter has no expiry: SET it with one to make it expire")
-            current = self.read_newest(key, self._visible, now_us)  # its value; never expires
+            resolved = counters.resolve(self.store.versions(key), self._visible, self.num_dcs)
+            state = resolved.state
+            if state is not None:  # a counter: its expiry is part of its state (``counters.set_expiry``)
+                current = counters.read_view(resolved, self.num_dcs, now_us)
+                ttl_us = state.remaining_us(now_us)
+                if current is None or current.value is None or expires is None or (expires == 0 and ttl_us == -1):
+                    return self._expire_read(request, current, ttl_us)
+                return self._write("expire", request_id, key, None, session, now_us, None,
+                                   expires=expiry.resolve(expires, now_us))
+            current = resolved.version  # a string or tombstone newer than the counters' epoch
         seen = expiry.view(current, now_us)
         value = seen.value if seen is not None else None
-        expires = request.expires
         if value is None or expires is None or (expires == 0 and expiry.remaining_us(current, now_us) == -1):
-            stable, dt = self._read_contribution(current)
-            self.stats.operations["ttl"] += 1
-            ttl_us = expiry.remaining_us(current, now_us) if value is not None else -2
-            return [Respond(ExpireReply(request_id, value, ttl_us, False, 0, Session(stable, max(dt, session.dt))))]
+            return self._expire_read(request, current, expiry.remaining_us(current, now_us) if value is not None
+                                     else -2)
         return self._write("expire", request_id, key, expiry.wrap(value, expiry.resolve(expires, now_us)), session,
                            now_us, None)
+
+    def _expire_read(self, request: ExpireRequest, current: Version | None, ttl_us: int) -> Outcome:
+        """TTL, or an EXPIRE or PERSIST that writes nothing: the value and time left read."""
+        stable, dt = self._read_contribution(current)
+        self.stats.operations["ttl"] += 1
+        value = current.value if current is not None and ttl_us != -2 else None
+        if value is not None and value.startswith(EXPIRY_MAGIC):
+            value = expiry.split(value)[0]
+        session = Session(stable, max(dt, request.session.dt))
+        return [Respond(ExpireReply(request.request_id, value, ttl_us, False, 0, session))]
 
     def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
         problem = self.check_key(request.key) or self._check_value(request.value)
@@ -582,9 +703,11 @@ class PartitionServer(PartitionState):
         problem: str | None,
         *,
         by: int | None = None,
+        expires: int | None = None,
     ) -> Outcome:
         """A PUT, SWAP, DELETE (``value`` None) or, with ``by``, an INCR: its value is the counter's
-        state after the increment (``okapikv.core.counters``)."""
+        state after the increment (``okapikv.core.counters``); with ``expires`` (absolute, 0 for
+        PERSIST), an EXPIRE of a counter: its state with that expiry."""
         stable_before = self.stable
         refused = self._admit(request_id, session, now_us, problem)
         if refused is not None:
@@ -592,19 +715,19 @@ class PartitionServer(PartitionState):
         dc = self.dc
         current = expiry.view(self.store.newest(key, self._visible), now_us)
         counter: counters.CounterState | None = None
-        if by is not None or (current is not None and current.value is not None
-                              and current.value.startswith(COUNTER_MAGIC)):
+        if by is not None or expires is not None or (current is not None and current.value is not None
+                                                     and current.value.startswith(COUNTER_MAGIC)):
             chain = self.store.versions(key)
             resolved = counters.resolve(chain, self._visible, self.num_dcs)
-            if resolved.state is None:
-                resolved = counters.Resolved(expiry.view(resolved.version, now_us))
             if by is not None:
-                outcome = counters.increment(chain, resolved, dc, self.num_dcs, by)
+                outcome = counters.increment(chain, resolved, dc, self.num_dcs, by, now_us)
                 if isinstance(outcome, str):
                     self.stable = stable_before
                     return self.reject(request_id, outcome)
-                counter, value = outcome, counters.encode(outcome)
-            current = counters.read_view(resolved, self.num_dcs)
+                counter = outcome
+            elif expires is not None:
+                counter = counters.set_expiry(chain, resolved, dc, expires)
+            current = counters.read_view(resolved, self.num_dcs, now_us)
         dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
         if current is not None:
             # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
@@ -622,6 +745,9 @@ class PartitionServer(PartitionState):
             return timestamp
         self.stats.operations[kind] += 1
         self.vv[dc] = timestamp
+        if counter is not None:
+            counter = counters.stamped(counter, (timestamp, dc))
+            value = counters.encode(counter)
         version = Version(value, timestamp, dc, self.protocol.stored_dv(dependency=dependency, timestamp=timestamp))
         self.store.insert(key, version)
         if self.num_dcs > 1:
@@ -632,6 +758,9 @@ class PartitionServer(PartitionState):
         reply: ClientReply
         if kind == "swap":
             reply = SwapReply(request_id, current.value if current is not None else None, timestamp, reply_session)
+        elif kind == "expire" and counter is not None:
+            reply = ExpireReply(request_id, str(counter.value).encode(), counter.remaining_us(now_us), True,
+                                timestamp, reply_session)
         elif counter is not None:
             reply = IncrReply(request_id, counter.value, timestamp, reply_session)
         elif kind == "expire":
@@ -746,6 +875,9 @@ class PartitionServer(PartitionState):
         self._next_heartbeat_us = now_us + self._heartbeat_period_us
 
     def _on_replicate(self, message: ReplicateBatch, now_us: int) -> list[Effect]:
+        if self.members.ignores(message.source.dc):
+            # a removed DC's stream: its vv entry stays where the relay left it
+            return self.members.tell(message.source)
         vv = self.vv
         catch_up = self.catch_up
         awaited = catch_up.awaited
@@ -785,6 +917,8 @@ class PartitionServer(PartitionState):
             effects: list[Effect] = []
             self._wake(now_us, effects, tell=False)
             return effects
+        if self.members.ignores(source):
+            return self.members.tell(message.source)
         if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
             self.vv[source] = self.watermark(message, source, message.timestamp, now_us)
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []

@@ -154,9 +154,22 @@ class GsvRound:
         return None
 
     def _usv_from(self, gsv: Vector) -> Vector | None:
-        if len(self._remote_gsvs) < self.state.num_dcs - 1:
-            return None
-        return merge_min([gsv, *self._remote_gsvs.values()])
+        """The min of this DC's GSV and the counted DCs' (``PartitionState.counted``: a removed DC
+        leaves it once the survivors relayed its updates, ``okapikv.core.membership``); None until
+        each has sent one."""
+        state = self.state
+        remote = self._remote_gsvs
+        if len(state.counted) == state.num_dcs:
+            if len(remote) < state.num_dcs - 1:
+                return None
+            return merge_min([gsv, *remote.values()])
+        gsvs = [gsv]
+        for dc in state.counted:
+            if dc != state.dc:
+                if dc not in remote:
+                    return None
+                gsvs.append(remote[dc])
+        return merge_min(gsvs)
 
     def on_gsv_broadcast(self, message: GsvBroadcast, now_us: int) -> list[Effect]:
         state = self.state
@@ -174,6 +187,31 @@ class GsvRound:
         if state.parked:
             self._resume(now_us, effects, clock_only=False)
         return effects
+
+    def recount(self, now_us: int) -> list[Effect]:
+        """The counted DCs changed (``okapikv.core.membership``): a USV computed here moves at once
+        from the GSVs already received; the other strategies' stable vectors at their next round."""
+        state = self.state
+        effects: list[Effect] = []
+        if self._usv_here:
+            state.stable = state.protocol.on_stabilized(stable=state.stable, gsv=state.gsv,
+                                                        usv=self._usv_from(state.gsv))
+            if state.parked:
+                self._resume(now_us, effects, clock_only=False)
+        return effects
+
+    @property
+    def computes_usv(self) -> bool:
+        """Whether this server computes the USV from its replicas' GSVs (``UsvOnStream``)."""
+        return self._usv_here
+
+    def remote_gsv(self, dc: int) -> Vector | None:
+        """The latest GSV received from DC ``dc`` (the USV round), if any."""
+        return self._remote_gsvs.get(dc)
+
+    def forget(self, dc: int) -> None:
+        """DC ``dc`` changed membership state: its GSVs so far were its previous incarnation's."""
+        self._remote_gsvs.pop(dc, None)
 
     # ---------------------------------------------------------------- GSVs of the other DCs
 
@@ -211,8 +249,9 @@ class GstRound(GsvRound):
         if pack(now_us) > state.vv[dc]:
             state.vv[dc] = pack(now_us)
         # min(floor): a lower bound of every entry of the floor (GentleRain's snapshots repeat one
-        # time, so its floor is that time repeated).
-        report = StableTimeReport(state.id, min(state.vv), min(floor))
+        # time, so its floor is that time repeated). The local stable time counts the counted DCs'
+        # entries only (``okapikv.core.membership``).
+        report = StableTimeReport(state.id, state.counted_min(state.vv), min(floor))
         if state.id.partition == 0:
             self._times[0] = report
             self._aggregate(now_us, effects)

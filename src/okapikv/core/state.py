@@ -110,6 +110,9 @@ class PartitionState:
         self.horizon: Vector = self.protocol.snapshot_floor(stable=self.stable, now_us_packed=0)
         self.peers = [ServerId(dc, config.partition) for dc in range(config.num_dcs) if dc != config.dc]
         self.dc_members = [ServerId(config.dc, p) for p in range(config.num_partitions)]
+        #: the DCs the stable vectors' minima count: every DC but those removed whose relay is over
+        #: (``okapikv.core.membership``; ``peers`` holds the replicas of member DCs only)
+        self.counted: tuple[int, ...] = tuple(range(config.num_dcs))
         self.heard: dict[int, int] = {}
         #: what waits (``Parked``): the server's waits resume them (``PartitionServer._resume_parked``)
         self.parked: list[Parked] = []
@@ -126,6 +129,13 @@ class PartitionState:
         """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
         issued or announced for the baselines."""
         return self.vv[self.dc]
+
+    def counted_min(self, vector: list[int] | tuple[int, ...]) -> int:
+        """The minimum of ``vector``'s entries of the counted DCs (``counted``)."""
+        counted = self.counted
+        if len(counted) == self.num_dcs:
+            return min(vector)
+        return min(vector[dc] for dc in counted)
 
     def is_replica(self, source: ServerId) -> bool:
         """Whether ``source`` holds this partition in another DC."""
@@ -146,7 +156,7 @@ class PartitionState:
         if version is None or version.value is None or not version.value.startswith(COUNTER_MAGIC):
             return expiry.view(version, now_us)
         resolved = counters.resolve(self.store.versions(key), visible, self.num_dcs)
-        return counters.read_view(resolved, self.num_dcs)
+        return counters.read_view(resolved, self.num_dcs, now_us)
 
     def check_key(self, key: bytes) -> str | None:
         if not key:

@@ -61,6 +61,9 @@ class ServerStats:
     catch_up_requests_sent: int = 0
     catch_up_updates_sent: int = 0
     catch_up_replies_received: int = 0
+    #: membership (``okapikv.core.membership``): changes adopted, removed DCs' updates relayed
+    membership_changes: int = 0
+    relay_updates_sent: int = 0
     progress_messages_sent: int = 0
     read_timeouts: int = 0
     repair_local_received: int = 0  # this DC's versions a repair got back from the replicas

@@ -134,6 +134,15 @@ class ClientProcess:
         if lines != [f"GET {key} null"]:
             self.problems.append(f"{self.name}: warm-up read answered {lines[:3]}")
 
+    def side(self, command: Command) -> list[str] | None:
+        """Send a command that stays out of the history (``okapikv.fuzz.side``); its answer, or
+        None (and a problem noted) once the client is unusable."""
+        try:
+            return self.exchange(command, HANG_TIMEOUT_S)
+        except (EOFError, OSError):
+            self._gone(command)
+            return None
+
     def execute(self, recorder: Recorder, command: Command, final: bool = False) -> Operation | None:
         """Send one command, record it; None (and a problem noted) once the client is unusable."""
         op = recorder.invoke(self.name, self.dc, command, final)

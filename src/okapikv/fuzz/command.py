@@ -57,6 +57,8 @@ def reproduce_command(args: argparse.Namespace) -> str:
         value = getattr(args, name, None)
         if value is not None:
             words += [f"--{name}", str(value)]
+    if getattr(args, "counters_ttls", False):
+        words.append("--counters-ttls")
     if getattr(args, "kill_partitions", None):
         words += ["--kill-partitions", args.kill_partitions]
     return shlex.join(words)
@@ -74,6 +76,10 @@ def summary_lines(plan: Plan, target: Target, outcome: Outcome, args: argparse.N
         + ", ".join(f"{f} {by_function[f]}" for f, _ in MIX)
         + (f"; not ok: {', '.join(f'{k} {v}' for k, v in sorted(errors.items()))}" if errors else "; all ok"),
     ]
+    side = outcome.side
+    if side is not None:
+        lines.append(f"counters and expiry (checked apart from the history): {sum(side.acked.values())} INCRs "
+                     f"acknowledged over {len(side.acked)} counter(s), {len(side.expiring)} key(s) PUT expiring")
     if outcome.converged is not None:
         finals = sum(1 for op in outcome.operations if op.final)
         state = "agreed" if outcome.converged else "still disagreed"

@@ -28,6 +28,12 @@ KEY_LENGTH = 8
 KEY_PREFIX_LENGTH = 3
 VALUE_LENGTH = 16
 KEYS_PER_CLIENT = 5
+#: ``--counters-ttls`` (``okapikv.fuzz.side``): the counters every client shares, an expiring PUT's life
+COUNTERS = 2
+TTL_MS = 300
+#: after the prefix of every side key: it sorts after every alphanumeric, so no SCAN range of the
+#: run (between two of its keys) holds a side key
+SIDE_MARK = "~"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,11 @@ class Plan:
     seed: int
     key_prefix: str
     client_dcs: tuple[str, ...]
+    #: ``--counters-ttls``: INCRs and expiring PUTs mixed in (``okapikv.fuzz.side``)
+    counters_ttls: bool = False
+
+    def counter_keys(self) -> list[str]:
+        return [f"{self.key_prefix}{SIDE_MARK}counter{index}" for index in range(COUNTERS)]
 
     def key_sets(self) -> list[tuple[str, ...]]:
         """The keys of each client: ``KEYS_PER_CLIENT`` each, all distinct, or one shared set."""
@@ -95,7 +106,19 @@ class Plan:
         names = [name for name, _ in MIX]
         weights = [weight for _, weight in MIX]
         writes = 0
+        side = random.Random(f"okapi-fuzz-side/{self.seed}/{client}")
         for _ in range(self.operations_per_client):
+            if self.counters_ttls:  # a draw of its own: the course operations follow the seed's sequence
+                draw = side.random()
+                if draw < 0.1:
+                    key = side.choice(self.counter_keys())
+                    yield Command("incr", f"INCR {key}", key=key)
+                    continue
+                if draw < 0.2:
+                    writes += 1
+                    key, value = f"{self.key_prefix}{SIDE_MARK}expiring{client}", f"{client:03d}{writes:07d}ttl"
+                    yield Command("putex", f"PUTEX {key} {value} {TTL_MS}", key=key, value=value)
+                    continue
             f = rng.choices(names, weights)[0]
             if f == "scan":
                 start, end = sorted(rng.sample(keys, 2) if len(keys) > 1 else [keys[0], keys[0]],
@@ -118,4 +141,5 @@ def make_plan(args: argparse.Namespace, client_dcs: Sequence[str], fresh_prefix:
     else:
         prefix = "".join(random.Random(f"okapi-fuzz-prefix/{args.seed}").choices(ALPHANUMERIC,
                                                                                    k=KEY_PREFIX_LENGTH))
-    return Plan(args.clients, args.ops, args.conflict, args.seed, prefix, tuple(client_dcs))
+    return Plan(args.clients, args.ops, args.conflict, args.seed, prefix, tuple(client_dcs),
+                bool(getattr(args, "counters_ttls", False)))

@@ -27,6 +27,7 @@ from okapikv.fuzz.cluster import Target
 from okapikv.fuzz.kill import KillReport, PartitionKiller
 from okapikv.fuzz.plan import Command, Plan
 from okapikv.fuzz.recorder import Recorder
+from okapikv.fuzz.side import SideLedger
 
 #: How long the final readers keep reading every key, in every DC, before calling it divergence.
 CONVERGENCE_TIMEOUT_S = 30.0
@@ -43,6 +44,8 @@ class Outcome:
     converged: bool | None
     #: what ``--kill-partitions`` did (None without it)
     kill: KillReport | None = None
+    #: ``--counters-ttls``: what the side operations were answered (None without it)
+    side: SideLedger | None = None
 
     @property
     def ok(self) -> bool:
@@ -54,6 +57,12 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
     """Drive the clients of ``plan`` against ``target``, write the history, check it (``killer``:
     kill and restart partitions midway, ``--kill-partitions``)."""
     dc_index = {name: index for index, name in enumerate(target.dcs)}
+    ledger = SideLedger() if plan.counters_ttls else None
+    if ledger is not None:
+        plain = command
+
+        def command(address: str, dc: str) -> list[str]:
+            return [*plain(address, dc), "--counters"]
     multi_dc = len(set(plan.client_dcs)) > 1
     recorder = Recorder({
         "source": "fuzz", "dcs": len(target.dcs), "dc_names": list(target.dcs), "protocol": target.protocol,
@@ -63,6 +72,7 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
     clients: list[ClientProcess] = []
     readers: list[ClientProcess] = []
     elapsed_s, final_rounds, converged = 0.0, 0, None
+    side_problems: list[str] = []
     try:
         for number, dc in enumerate(plan.client_dcs):
             clients.append(ClientProcess.start(f"c{number}", dc_index[dc], command(target.addresses[dc], dc)))
@@ -83,19 +93,22 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
         if not any(process.problems for process in everyone):
             started = time.monotonic()
             tick = None if killer is None else functools.partial(killer.tick, recorder)
-            _run_threads([functools.partial(_drive, client, plan.commands(number), recorder)
+            _run_threads([functools.partial(_drive, client, plan.commands(number), recorder, ledger)
                           for number, client in enumerate(clients)], clients, tick)
             elapsed_s = time.monotonic() - started
             if killer is not None:
                 killer.finish(recorder)  # the servers must be back (or given up on) before the final reads
             if readers and not any(client.problems for client in clients):
                 final_rounds, converged = _read_until_converged(readers, plan.all_keys(), recorder)
+            if ledger is not None and not any(client.problems for client in clients):
+                side_problems = ledger.check(readers or clients[:1], plan.counter_keys())
         for process in everyone:
             process.stop()
     finally:
         for process in clients + readers:
             process.close()
     problems = [problem for process in dict.fromkeys(clients + readers) for problem in process.problems]
+    problems += side_problems
     kill = killer.report if killer is not None else None
     if killer is not None:
         if kill is None:
@@ -107,12 +120,20 @@ def run_plan(plan: Plan, target: Target, history_path: Path, *, command: ClientC
     recorder.history.write(history_path)
     history = recorder.history.history()
     report = check_history(history)
-    return Outcome(report, history.operations, history_path, problems, elapsed_s, final_rounds, converged, kill)
+    return Outcome(report, history.operations, history_path, problems, elapsed_s, final_rounds, converged, kill,
+                   ledger)
 
 
-def _drive(client: ClientProcess, commands: Iterator[Command], recorder: Recorder) -> None:
+def _drive(client: ClientProcess, commands: Iterator[Command], recorder: Recorder,
+           ledger: SideLedger | None = None) -> None:
     for command in commands:
-        if client.execute(recorder, command) is None:
+        if command.f in ("incr", "putex"):  # out of the history (``okapikv.fuzz.side``)
+            assert ledger is not None
+            lines = client.side(command)
+            if lines is None:
+                return
+            ledger.answered(client.name, command, lines)
+        elif client.execute(recorder, command) is None:
             return
 
 

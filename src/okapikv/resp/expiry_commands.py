@@ -5,7 +5,9 @@ A key's expiry is part of its version: SET with an expiry writes both, and EXPIR
 GETEX with an option write the key's value again with the new expiry, a write like any other
 (last-writer-wins across DCs: the later write of the TTL wins). Which clock decides: the key's
 server's, in the cluster's microseconds; an expiry in the past (EXPIRE 0, a negative TTL, EXAT
-before now) makes the key absent at once, as Redis deletes it. Replies and errors are Redis's.
+before now) makes the key absent at once, as Redis deletes it. On a counter key they set the
+counter's expiry, part of its CRDT state (the latest expiry write wins; INCR keeps it). Replies
+and errors are Redis's.
 EXPIRE's NX, XX, GT and LT are refused: each is a condition another DC may be changing.
 """
 

@@ -42,6 +42,7 @@ from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
 from okapikv.server import faults
+from okapikv.server.admin import AdminServicer
 from okapikv.server.inbound import PeerIntake
 from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.native import start_native
@@ -54,6 +55,8 @@ log = logging.getLogger("okapikv.server")
 
 SHUTDOWN_GRACE_S = 1.0
 SERVICE_NAMES = ("", "okapikv.KeyValue", "okapikv.Peer")
+#: How often health looks again whether a start with no data has heard from its replicas.
+CHECKING_POLL_S = 0.02
 
 
 class BindError(RuntimeError):
@@ -198,7 +201,9 @@ async def serve(
     server = grpc.aio.server(options=server_options(config))
     pb_grpc.add_KeyValueServicer_to_server(KeyValueServicer(node), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_PeerServicer_to_server(PeerServicer(intake), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_AdminServicer_to_server(AdminServicer(node), server)  # type: ignore[no-untyped-call]
     health = HealthServicer()
+    await health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)  # it starts out SERVING
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     faults.register(server, node)  # only with OKAPI_FAULT_INJECTION=1 (tests)
     address = server_config.address
@@ -233,8 +238,7 @@ async def serve(
     # process: out of the collector's sight, a full collection no longer walks it (28 ms pauses,
     # the p999 of a loaded server, came from that walk).
     gc.freeze()
-    for name in SERVICE_NAMES:
-        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    serving = asyncio.create_task(_serving_once_checked(node, health))
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "bind": server_config.listen_address,
                     "peer_address": server_config.peer_address,
@@ -249,6 +253,7 @@ async def serve(
         if watchdog is not None:
             watchdog.close()
         log.info("%s shutting down", node.label, extra={"event": "shutting_down"})
+        serving.cancel()
         if metrics is not None:
             await metrics.close()
         if native is not None:
@@ -260,6 +265,16 @@ async def serve(
         # streams end at once instead of waiting out the grace period.
         await node.close()
         await server.stop(SHUTDOWN_GRACE_S)
+
+
+async def _serving_once_checked(node: PartitionNode, health: HealthServicer) -> None:
+    """Health turns SERVING once a start with no data has heard from every replica that it lost
+    nothing (``PartitionNode.checking``): a launcher waiting for health does not declare a cluster
+    ready whose servers would refuse their first requests."""
+    while node.checking:
+        await asyncio.sleep(CHECKING_POLL_S)
+    for name in SERVICE_NAMES:
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:

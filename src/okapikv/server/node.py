@@ -28,7 +28,10 @@ On start the node recovers the directory and asks every replica for what it miss
 (``PartitionServer.start_catch_up``) before any other message of this incarnation leaves. Damaged
 data stops the start with a one-line error (``okapikv.storage.recovery``); in repair mode
 (``repair``) the directory is rebuilt from the replicas instead, and the core refuses client
-requests until the repair ends. On a full disk (``okapikv.storage.space``) client writes are refused
+requests until the repair ends. The membership (``okapikv.core.membership``) is kept in the data directory
+(``okapikv.server.membership_file``), written before the effects of the call that changed it
+leave; links to a removed DC's servers are closed and their queues dropped (nothing goes there
+any more). On a full disk (``okapikv.storage.space``) client writes are refused
 with RESOURCE_EXHAUSTED and peer links from other DCs are refused (they resend later) while reads go on.
 
 Client work waits while replication lags (``admission``: one ``Admission`` policy that every port
@@ -59,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
+from okapikv.core.membership import Membership
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
@@ -82,9 +86,10 @@ from okapikv.core.messages import (
     SwapRequest,
 )
 from okapikv.core.partitioning import partition_of
-from okapikv.core.server import PartitionServer, Repair
+from okapikv.core.server import PartitionServer, Repair, Verify
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
+from okapikv.server import membership_file
 from okapikv.server.admission import Admission, visibility_bounds_us
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
@@ -92,10 +97,11 @@ from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.wire_bytes import PeerWireBytes
+from okapikv.storage.errors import DataDirError
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
 from okapikv.storage.integrity import describe_timestamp
 from okapikv.storage.logged_store import LoggedStore
-from okapikv.storage.recovery import open_and_recover, repair_finished
+from okapikv.storage.recovery import mark_behind, open_and_recover, repair_finished
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
@@ -111,6 +117,7 @@ from okapikv.wire.stats import (
     ClockFigures,
     CoreFigures,
     DriverFigures,
+    MembershipFigures,
     NodeSnapshot,
     RecoveredFigures,
     RequestFigures,
@@ -134,6 +141,9 @@ SPIN_US = 50
 SPIN_BUDGET_US = 2_000
 #: At most one warning per this many seconds about inputs the maximum clock offset held off.
 CLOCK_LOG_INTERVAL_S = 10.0
+#: How long a start with no data holds client requests for a replica its link has not reached
+#: (``PartitionNode._release_unreachable``); a reached replica's answer is always waited for.
+UNREACHABLE_HOLD_US = 3_000_000
 
 
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
@@ -210,6 +220,9 @@ class PartitionNode:
         self._repair_logged = True
         self._repair_durable_group: int | None = None  # the marker goes once this group is durable
         self._fresh_start = False  # an empty data directory, started without --repair
+        self._lost_logged = False  # the data_lost error (``okapikv.core.catchup``, Verification)
+        self._repair_asked = False  # --repair given (an intact directory may still be an older copy)
+        self._closing = False  # ``close`` began: the core is not called any more
         self._started_us = 0
         self._held_dcs: set[int] = set()  # fault injection: DCs our links are cut from
         self.native_port = 0  # set by the app once the native port listens (0: none)
@@ -227,8 +240,15 @@ class PartitionNode:
         self._clock_events_seen = 0  # core refusals + clamps already looked at (``_log_clock_offsets``)
         self._clock_logged = (0, 0)  # ... and already reported
         self._clock_logged_at = -math.inf
+        self._membership_dir: Path | None = None
         if data_dir is not None:
             self._open_storage(Path(data_dir), repair, integrity, disk_reserve_bytes)
+            self._membership_dir = Path(data_dir)
+            try:
+                self.core.members.restore(membership_file.load(self._membership_dir, self.num_dcs))
+            except ValueError as error:
+                raise DataDirError(str(error)) from None
+        self._membership = self.core.membership
 
     # ================================================================ lifecycle
 
@@ -249,6 +269,7 @@ class PartitionNode:
             log.warning("%s: migrated %s to data format 2: %d version(s) checksummed as they stood", self.label,
                         store.path, store.migrated_versions, extra={"event": "data_migrated"})
         self._fresh_start = store.fresh and recovered.repair is None
+        self._repair_asked = repair
         if recovered.repair is None:
             log.info("%s: recovered %d version(s) of %d key(s) from %s", self.label, recovered.versions,
                      recovered.keys, directory)
@@ -268,6 +289,49 @@ class PartitionNode:
                     len(self.core.peers), recovered.damage, moved, recovered.salvaged,
                     describe_timestamp(pack(recovered.clock_bound_us)), extra={"event": "repair_started"})
         self._check_recovered_clock()
+
+    def _release_unreachable(self) -> None:
+        """A start with no data waits for every replica's answer, but not for ever for one its link
+        has not reached in ``UNREACHABLE_HOLD_US``: a DC cut off from the others must still serve.
+        Said loudly, since what that replica holds of this server's is unchecked until it answers."""
+        catch_up = self.core.catch_up
+        for dc in catch_up.holding_for:
+            link = self._links.get(ServerId(dc, self.id.partition))
+            if link is not None and link.connected:
+                continue  # reached: its answer is on the way
+            catch_up.release(dc)
+            log.warning("%s: started without its data and cannot reach its replica in DC %s after %.0f s: serving "
+                        "without its answer; if it holds writes this server acknowledged before, they are missing "
+                        "here until it answers (then repaired, or refused until --repair)", self.label,
+                        self.config.dcs[dc], UNREACHABLE_HOLD_US / 1e6, extra={"event": "unchecked_start"})
+
+    def _log_lost(self, lost: int) -> None:
+        """A replica holds writes of this server that it does not: say so loudly, once, and mark a
+        data directory as one to repair (``mark_behind``: until the repair ends, for ``--repair``)."""
+        held = describe_timestamp(lost)
+        if self._storage is not None:
+            try:
+                mark_behind(self._storage.directory)
+            except DataDirError as error:
+                log.error("%s: %s", self.label, error)
+        if self._storage is not None and self._repair_asked:
+            self._repair_logged = False
+            log.warning("%s: --repair: the data directory is older than its replicas know (they hold updates of this "
+                        "server up to %s): repairing from the replicas; client requests are refused until the repair "
+                        "ends", self.label, held, extra={"event": "repair_started"})
+            return
+        if self._storage is None:
+            self._repair_logged = False  # the repair under way ends with "repair complete"
+            log.error("%s: started in memory, but a replica holds updates of this server up to %s: its data was lost "
+                      "with the last run. Repairing from the replicas; client requests are refused until the repair "
+                      "ends (start servers with --data-dir DIR to keep their data)", self.label, held,
+                      extra={"event": "data_lost"})
+            return
+        what = "was empty" if self._fresh_start else "is older than its replicas know"
+        log.error("%s: the data directory %s, but a replica holds updates of this server up to %s: its data was "
+                  "lost. Restart it with --repair to fetch its own writes back from the replicas "
+                  "(docs/operations.md); client requests are refused until then", self.label, what, held,
+                  extra={"event": "data_lost"})
 
     def _check_recovered_clock(self) -> None:
         """Warn once, loudly, when the recovered HLC (restarted at the clock bound kept on disk) is
@@ -304,12 +368,30 @@ class PartitionNode:
         # incarnation (its first heartbeats can reach a replica before that replica answers the
         # catch-up request): only what lies below it can be a lost earlier incarnation's.
         self._started_us = self.clock.now_us()
-        self._carry_out(self.core.start_catch_up(self._repair_plan))
+        self._carry_out(self.core.start_catch_up(self._repair_plan, self._verify_plan()))
         self._repair_plan = None
         self._arm_timer()
         self.input_guard.start(self._loop)
 
+    def _verify_plan(self) -> Verify | None:
+        """How this start checks with its replicas for writes it lost (``okapikv.core.catchup``,
+        Verification): a start with no data (in memory, an empty directory) holds client requests
+        until every replica has answered; in memory, a loss is repaired at once (nothing on disk to
+        mark), while a directory that lost writes needs ``--repair``. With ``--repair`` on an intact
+        directory (perhaps an older copy) both: it holds, and repairs a loss the answers show."""
+        if self._repair_plan is not None:
+            return None
+        fresh = self._storage is None or self._fresh_start
+        asked = self._storage is None or self._repair_asked
+        return Verify(pack(self._started_us), hold=fresh or self._repair_asked, repair=asked)
+
+    @property
+    def checking(self) -> bool:
+        """A start with no data still waiting for its replicas' answers (health: NOT_SERVING)."""
+        return self.core.repairing == "checking"
+
     async def close(self) -> None:
+        self._closing = True  # no core step from here on (``run_core``)
         self.input_guard.stop()
         if self._timer is not None:
             self._timer.cancel()
@@ -443,6 +525,12 @@ class PartitionNode:
     # ================================================================ core calls and effects
 
     def run_core(self, messages: Sequence[Message]) -> None:
+        if self._closing:
+            # The final clock bound is being written: a core step now could announce a timestamp
+            # above it (a heartbeat riding on the step), which the next start would take for a write
+            # it lost. Peers resend what is dropped here through the catch-up after the restart.
+            self._fail_requests(messages, ErrorCode.UNAVAILABLE, "the server is shutting down")
+            return
         now_us = self.clock.now_us()
         core = self.core
         try:
@@ -481,15 +569,17 @@ class PartitionNode:
             extra={"event": "clock_offset", "refused": refused, "held_back": clamped,
                    "ahead_ms": round(ahead_us / 1000, 3), "source": source})
 
-    def _fail_requests(self, messages: Sequence[Message]) -> None:
+    def _fail_requests(self, messages: Sequence[Message], code: ErrorCode = ErrorCode.INTERNAL,
+                       why: str = "the server failed on this request (see its log)") -> None:
         for message in messages:
             request_id = getattr(message, "request_id", None)
             if request_id is not None and request_id in self._waiting:
-                self._deliver(ErrorReply(request_id, ErrorCode.INTERNAL,
-                                         "the server failed on this request (see its log)"))
+                self._deliver(ErrorReply(request_id, code, why))
 
     def _carry_out(self, effects: list[Effect]) -> None:
         """Carry out the effects of one core call now, or once what they need is durable."""
+        if self.core.membership is not self._membership:
+            self._membership_changed()
         committer = self._committer
         if committer is None:
             self._apply(effects)
@@ -501,6 +591,32 @@ class PartitionNode:
             self._apply(effects)
         else:
             self._held.append((need, effects))
+
+    def change_membership(self, view: Membership) -> bool:
+        """The admin RPC (`okapi dc remove`): adopt ``view`` if it is ordered after this server's
+        membership and pass it on (``okapikv.core.membership``); whether it was adopted."""
+        before = self.core.membership
+        self._carry_out(self.core.change_membership(view, self.clock.now_us()))
+        self._arm_timer()
+        return self.core.membership is not before
+
+    def _membership_changed(self) -> None:
+        """The core adopted a membership: keep it (before the call's effects leave), close the
+        links to removed DCs' servers (their queues would only grow), log and count it."""
+        before, view = self._membership, self.core.membership
+        self._membership = view
+        if self._membership_dir is not None:
+            membership_file.save(self._membership_dir, view)
+        names = self.config.dcs
+        for destination in [d for d in self._links if view.states[d.dc] != "member"]:
+            link = self._links.pop(destination)
+            if self._loop is not None:
+                self._loop.create_task(link.close())
+        changes = ", ".join(f"{names[dc]} {old} -> {new}"
+                            for dc, (old, new) in enumerate(zip(before.states, view.states, strict=True)) if old != new)
+        log.warning("%s: membership epoch %d -> %d: %s", self.label, before.epoch, view.epoch, changes or "no change",
+                    extra={"event": "membership_changed", "epoch": view.epoch,
+                           "dc_states": dict(zip(names, view.states, strict=True))})
 
     def _on_durable(self) -> None:
         assert self._committer is not None
@@ -667,16 +783,12 @@ class PartitionNode:
             while now_us < deadline:
                 now_us = self.clock.now_us()
             self._core_timer(now_us)
-        known = self.core.stats.replica_knows_clock
-        if known and physical_of(known) >= self._started_us:
-            known = 0  # this incarnation's own heartbeat
-        if self._fresh_start and (known or not self.core.catching_up):
-            self._fresh_start = False
-            if known:
-                log.error("%s: the data directory was empty, but a replica holds updates of this server up to %s: its "
-                          "data was lost. Restart it with --repair to fetch its own writes back from the replicas "
-                          "(docs/operations.md)", self.label,
-                          describe_timestamp(self.core.stats.replica_knows_clock), extra={"event": "data_lost"})
+        catch_up = self.core.catch_up
+        if catch_up.lost_through and not self._lost_logged:
+            self._lost_logged = True
+            self._log_lost(catch_up.lost_through)
+        if catch_up.holding_for and now_us - self._started_us >= UNREACHABLE_HOLD_US:
+            self._release_unreachable()
         if not self._repair_logged and self.core.repairing is None:
             self._repair_logged = True
             if self._committer is not None:
@@ -722,7 +834,7 @@ class PartitionNode:
         committer = self._committer
         return NodeSnapshot(
             identity=ServerIdentity(config.cluster_id, config.protocol, names[self.id.dc], self.id.dc,
-                                    self.id.partition, self.server_config.address),
+                                    self.id.partition, self.server_config.address, os.getpid()),
             clock=ClockFigures(now_us, now_us + EPOCH_UNIX_US, self.clock.skew_us, core.hlc,
                                physical_of(core.hlc) - now_us, core.config.max_clock_offset_us,
                                self.clock_ahead_at_start_us),
@@ -741,6 +853,8 @@ class PartitionNode:
             input=self.input_guard.figures(),
             links={link.label: link.figures(names[destination.dc])
                    for destination, link in sorted(self._links.items())},
+            membership=MembershipFigures(core.membership.epoch, core.membership.states,
+                                         tuple(names[dc] for dc in core.counted)),
         )
 
     def stats_json(self) -> str:

@@ -156,6 +156,8 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
             max_message_bytes=config.max_message_bytes,
             native_port=self.node.native_port,
             max_read_keys=self.node.core.config.max_read_keys,
+            membership_epoch=self.node.core.membership.epoch,
+            dc_states=self.node.core.membership.states,
         )
         for server in config.servers:
             response.servers.add(dc=config.dc_index(server.dc), partition=server.partition, address=server.address)

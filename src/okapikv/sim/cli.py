@@ -82,6 +82,7 @@ def config_from_args(args: argparse.Namespace, seed: int, cost: CostProfile | No
         clock_jumps=args.clock_jumps,
         silent_links=args.silent_links,
         large_scans=args.large_scans,
+        membership=getattr(args, "membership", False),
         **({"keys_per_partition": args.keys_per_partition} if args.keys_per_partition else {}),
         liveness_s=args.liveness_s,
         workload=workload,

@@ -107,6 +107,10 @@ class FaultPlan:
     #: scanner waits before it gives up (its connection closes), and what each key a scan slice may
     #: examine costs its server
     large_scan_kinds: tuple[tuple[str, float], ...] = (("large_scan", 3.0),)
+    #: ``SimConfig.membership`` (``okapikv.sim.membership``): a DC lost, removed and brought back,
+    #: how long it stays lost, and the kind's weight
+    lose_dc_ms: tuple[float, float] = (100.0, 400.0)
+    membership_kinds: tuple[tuple[str, float], ...] = (("lose_dc", 2.0),)
     large_scan_burst: int = 4
     large_scan_patience_ms: float = 3_000.0
     scan_key_us: int = 25_000
@@ -182,6 +186,9 @@ class SimConfig:
     #: the fault phase also brings bursts of whole-range SCANs, whose slices cost their servers
     #: ``FaultPlan.scan_key_us`` per key (``okapikv.sim.scans``; use more ``keys_per_partition``)
     large_scans: bool = False
+    #: the fault phase also loses a whole DC, removes it from the membership and brings it back
+    #: (``FaultPlan.membership_kinds``, ``okapikv.sim.membership``)
+    membership: bool = False
     #: clients run on this many simulated seconds after the heal, and the liveness checker judges
     #: that part (``okapikv.check.liveness``); 0: clients stop at the heal
     liveness_s: float = 0.0

@@ -150,7 +150,8 @@ class Simulation:
                                  bound_us=round(config.liveness_operation_bound_ms * 1000),
                                  anomalies=self.invariants.anomalies) if config.large_scans else None
         self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps,
-                               silent_links=config.silent_links, scanners=self.scanners)
+                               silent_links=config.silent_links, scanners=self.scanners,
+                               membership=config.membership)
         world.clients = self.clients if self.scanners is None else ClientRouter(self.clients, self.scanners)
         if self.scanners is not None:
             world.work_us = ScanCost(world, config.fault_plan.scan_key_us)

@@ -26,6 +26,10 @@ With ``silent_links`` a directed replication link between two DCs goes *silent* 
 packets without a reset): it carries nothing, and after the fault's end only once the link's
 liveness check has found the connection dead and it has reconnected (``okapikv.sim.silent``).
 
+With ``membership`` a whole DC is *lost* (every server killed), removed from the membership, and
+brought back later on empty disks, repairing, joining and then a member (``okapikv.sim.membership``;
+docs/protocol.md, "Membership").
+
 With ``large_scans`` (``scanners``) a *large scan* is a burst of whole-range SCANs at one DC
 (``okapikv.sim.scans``); they run until they complete, fail or give up, the heal included.
 
@@ -40,6 +44,7 @@ from collections.abc import Callable
 
 from okapikv.core.server import Repair
 from okapikv.sim.config import FaultPlan
+from okapikv.sim.membership import DcLoss, own_versions
 from okapikv.sim.scans import Scanners
 from okapikv.sim.silent import LinkTimers, SilentLinks
 from okapikv.sim.world import World
@@ -49,7 +54,7 @@ JUMP_KINDS = ("clock_jump", "restart_clock_back", "restart_clock_ahead")
 
 class Nemesis:
     def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False,
-                 silent_links: bool = False, scanners: Scanners | None = None) -> None:
+                 silent_links: bool = False, scanners: Scanners | None = None, membership: bool = False) -> None:
         self.world = world
         self.plan = plan
         self.rng = rng
@@ -65,6 +70,8 @@ class Nemesis:
             note=world.note, name=world.name)
         if silent_links:
             world.network.silent = self.links
+        #: ``membership``: whole DCs lost, removed and re-added (``okapikv.sim.membership``)
+        self.dc_loss = DcLoss(world) if membership else None
         self.healed = False  # every fault repaired; no new one strikes
         #: how to undo each fault still in force (each runs at most once)
         self.undo: list[Callable[[], None]] = []
@@ -78,6 +85,7 @@ class Nemesis:
         mix = plan.kinds + (plan.jump_kinds if self.clock_jumps else ())
         mix += plan.silent_kinds if self.silent_links else ()
         mix += plan.large_scan_kinds if self.scanners is not None else ()
+        mix += plan.membership_kinds if self.dc_loss is not None else ()
         kinds = [k for k, w in mix if w > 0]
         weights = [w for _, w in mix if w > 0]
         at = start_us
@@ -113,6 +121,11 @@ class Nemesis:
         if kind == "large_scan":
             dc = rng.randrange(dcs)
             return lambda: self.large_scan(dc)
+        if kind == "lose_dc":
+            dc = rng.randrange(dcs)
+            length = int(rng.uniform(*plan.lose_dc_ms) * 1000)
+            remover = rng.randrange(1 << 16)
+            return lambda: self.lose_dc(dc, length, remover)
         if kind == "pause":
             index = rng.randrange(servers)
             length = int(rng.uniform(*plan.crash_ms) * 1000)
@@ -210,6 +223,15 @@ class Nemesis:
         self.world.note(f"large scans: {count} whole-range SCANs at dc{dc}")
         self.scanners.burst(dc, count, round(self.plan.large_scan_patience_ms * 1000))
 
+    def lose_dc(self, dc: int, length_us: int, remover: int) -> None:
+        """Every server of DC ``dc`` killed, the DC removed, and brought back after ``length_us``
+        (``okapikv.sim.membership``)."""
+        if self.healed or self.dc_loss is None:
+            return
+        back = self.dc_loss.strike(dc, remover)
+        if back is not None:
+            self._timed(length_us, back)
+
     def pause(self, index: int, length_us: int) -> None:
         world = self.world
         if self.healed or world.paused[index]:
@@ -237,9 +259,16 @@ class Nemesis:
 
         def restart() -> None:
             repair = lose_disk and self._replicated_somewhere(index)
-            world.note(f"restart {world.name(index)}" + (" on an empty disk, repairing" if repair else ""))
+            old = world.servers[index]
             step = clock_step_us if not self.healed else 0
-            world.restart(index, repair=Repair() if repair else None, clock_step_us=step)
+            if not repair and old.repairing is not None:
+                # killed in the middle of a repair: the repair marker makes it repair again
+                # (``okapikv.storage.recovery``), keeping what it salvaged of its own DC
+                world.note(f"restart {world.name(index)}, repairing again")
+                world.restart(index, repair=Repair(own_versions(old)), clock_step_us=step)
+            else:
+                world.note(f"restart {world.name(index)}" + (" on an empty disk, repairing" if repair else ""))
+                world.restart(index, repair=Repair() if repair else None, clock_step_us=step)
             if step < 0:
                 self.undo.append(lambda: self.fix_clock(index, -step))
 

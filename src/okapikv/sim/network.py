@@ -244,8 +244,14 @@ class Network:
         """Count a replication batch in flight, with the lowest timestamp in it that the link has not
         carried yet (what the replication promise is checked against): a catch-up answer resends
         updates the link carried before (``CatchUpRequest``), which a heartbeat sent before it may
-        rightly cover; a batch with nothing new is recorded as ``INFINITY``."""
-        updates = batch.updates
+        rightly cover; a batch with nothing new is recorded as ``INFINITY``. Only the sender's own
+        DC's updates count: a relay answer (``okapikv.core.membership``) carries a removed DC's."""
+        own = batch.source.dc
+        updates = batch.updates if updates_own(batch) else tuple(u for u in batch.updates if u.source_dc == own)
+        if not updates:
+            self.inflight.setdefault(link, deque()).append(INFINITY)
+            self.replication_inflight += 1
+            return
         first, last = updates[0].timestamp, updates[-1].timestamp
         carried = self.carried.get(link, 0)
         if first <= carried:
@@ -273,3 +279,9 @@ class Network:
     def quiet(self) -> bool:
         """No replication in flight and nothing held behind a cut or on a silent link."""
         return not self.replication_inflight and not self.held and (self.silent is None or not self.silent.holding())
+
+
+def updates_own(batch: ReplicateBatch) -> bool:
+    """Whether every update of ``batch`` is its sender's DC's (all but a relay answer's)."""
+    own = batch.source.dc
+    return all(update.source_dc == own for update in batch.updates)

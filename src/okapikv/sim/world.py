@@ -651,6 +651,7 @@ class World(Events):
                 new.restore(((key, version) for key in list(old.store.keys()) for version in old.store.versions(key)),
                             vv=tuple(old.vv), stable=old.stable, gsv=old.gsv, horizon=old.horizon,
                             hlc_floor=old.hlc + 1)
+                new.members.restore(old.membership)  # kept with the durable state (``membership_file``)
         if repair is not None:
             self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
         self.retired.append(old)

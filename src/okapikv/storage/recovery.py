@@ -162,6 +162,15 @@ def _mark_repairing(directory: Path) -> None:
         raise DataDirError(f"cannot write {directory / REPAIR_MARKER}: {error.strerror or error}") from None
 
 
+def mark_behind(directory: Path) -> None:
+    """The directory holds less than the replicas know (an older copy, or emptied): mark it as a
+    repair to run, so the next start refuses it, or repairs it with ``--repair``, even though this
+    incarnation's own clock bound will have moved past the lost writes' timestamps by then (the
+    evidence the replicas gave would be gone). Raises ``DataDirError`` if the marker cannot be
+    written."""
+    _mark_repairing(directory)
+
+
 def repair_finished(directory: Path) -> None:
     """The repaired state is durable: the directory is whole again (call once, after the repair
     ended and every group written until then is durable)."""

@@ -46,6 +46,7 @@ from okapikv.core.messages import (
     Heartbeat,
     IncrReply,
     IncrRequest,
+    MembershipUpdate,
     PeerMessage,
     PutManyReply,
     PutManyRequest,
@@ -53,6 +54,8 @@ from okapikv.core.messages import (
     ReadItem,
     ReadTxReply,
     ReadTxRequest,
+    RelayReply,
+    RelayRequest,
     RepairAnswer,
     RepairBatch,
     ReplicaProgress,
@@ -550,6 +553,19 @@ def peer_message_to_pb(message: PeerMessage, *, scalar: bool = False) -> pb.Peer
     elif isinstance(message, RepairBatch):
         result.repair_batch.request_id = message.request_id
         _fill_updates(result.repair_batch, message.updates)
+    elif isinstance(message, MembershipUpdate):
+        update = result.membership_update
+        update.SetInParent()
+        update.epoch = message.epoch
+        update.states.extend(message.states)
+    elif isinstance(message, RelayRequest):
+        relay = result.relay_request
+        relay.SetInParent()
+        relay.request_id, relay.dc, relay.after = message.request_id, message.dc, message.after
+    elif isinstance(message, RelayReply):
+        relay_end = result.relay_reply
+        relay_end.SetInParent()
+        relay_end.request_id, relay_end.dc, relay_end.through = message.request_id, message.dc, message.through
     else:
         raise TypeError(f"not a peer message: {type(message).__name__}")
     return result
@@ -703,4 +719,12 @@ def peer_message_from_pb(message: pb.PeerMessage, source: ServerId, num_dcs: int
         return ReplicaProgress(source, _vector(message.replica_progress.vv))
     if kind == "restarted":
         return Restarted(source)
+    if kind == "membership_update":
+        return MembershipUpdate(source, message.membership_update.epoch, tuple(message.membership_update.states))
+    if kind == "relay_request":
+        relay = message.relay_request
+        return RelayRequest(source, relay.request_id, relay.dc, relay.after)
+    if kind == "relay_reply":
+        relay_end = message.relay_reply
+        return RelayReply(source, relay_end.request_id, relay_end.dc, relay_end.through)
     return None

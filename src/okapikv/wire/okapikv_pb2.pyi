@@ -251,7 +251,7 @@ class ServerAddress(_message.Message):
     def __init__(self, dc: _Optional[int] = ..., partition: _Optional[int] = ..., address: _Optional[str] = ...) -> None: ...
 
 class ClusterInfoResponse(_message.Message):
-    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port", "max_read_keys")
+    __slots__ = ("cluster_id", "dc_names", "num_partitions", "protocol", "dc", "partition", "servers", "max_key_bytes", "max_value_bytes", "max_message_bytes", "native_port", "max_read_keys", "membership_epoch", "dc_states")
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     DC_NAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +264,8 @@ class ClusterInfoResponse(_message.Message):
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     NATIVE_PORT_FIELD_NUMBER: _ClassVar[int]
     MAX_READ_KEYS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DC_STATES_FIELD_NUMBER: _ClassVar[int]
     cluster_id: str
     dc_names: _containers.RepeatedScalarFieldContainer[str]
     num_partitions: int
@@ -276,7 +278,9 @@ class ClusterInfoResponse(_message.Message):
     max_message_bytes: int
     native_port: int
     max_read_keys: int
-    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ..., max_read_keys: _Optional[int] = ...) -> None: ...
+    membership_epoch: int
+    dc_states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cluster_id: _Optional[str] = ..., dc_names: _Optional[_Iterable[str]] = ..., num_partitions: _Optional[int] = ..., protocol: _Optional[str] = ..., dc: _Optional[int] = ..., partition: _Optional[int] = ..., servers: _Optional[_Iterable[_Union[ServerAddress, _Mapping]]] = ..., max_key_bytes: _Optional[int] = ..., max_value_bytes: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., native_port: _Optional[int] = ..., max_read_keys: _Optional[int] = ..., membership_epoch: _Optional[int] = ..., dc_states: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ()
@@ -579,7 +583,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, vv: _Optional[_Union[Vector, _Mapping]] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch", "stable_time_report", "gst_broadcast")
+    __slots__ = ("replicate", "heartbeat", "vv_report", "gsv_broadcast", "gsv_exchange", "tx_slice", "scan_slice", "slice_reply", "catch_up_request", "catch_up_reply", "replica_progress", "restarted", "repair_batch", "stable_time_report", "gst_broadcast", "membership_update", "relay_request", "relay_reply")
     REPLICATE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     VV_REPORT_FIELD_NUMBER: _ClassVar[int]
@@ -595,6 +599,9 @@ class PeerMessage(_message.Message):
     REPAIR_BATCH_FIELD_NUMBER: _ClassVar[int]
     STABLE_TIME_REPORT_FIELD_NUMBER: _ClassVar[int]
     GST_BROADCAST_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    RELAY_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RELAY_REPLY_FIELD_NUMBER: _ClassVar[int]
     replicate: ReplicateBatch
     heartbeat: Heartbeat
     vv_report: VvReport
@@ -610,7 +617,38 @@ class PeerMessage(_message.Message):
     repair_batch: RepairBatch
     stable_time_report: StableTimeReport
     gst_broadcast: GstBroadcast
-    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ..., stable_time_report: _Optional[_Union[StableTimeReport, _Mapping]] = ..., gst_broadcast: _Optional[_Union[GstBroadcast, _Mapping]] = ...) -> None: ...
+    membership_update: MembershipUpdate
+    relay_request: RelayRequest
+    relay_reply: RelayReply
+    def __init__(self, replicate: _Optional[_Union[ReplicateBatch, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., vv_report: _Optional[_Union[VvReport, _Mapping]] = ..., gsv_broadcast: _Optional[_Union[GsvBroadcast, _Mapping]] = ..., gsv_exchange: _Optional[_Union[GsvExchange, _Mapping]] = ..., tx_slice: _Optional[_Union[TxSlice, _Mapping]] = ..., scan_slice: _Optional[_Union[ScanSlice, _Mapping]] = ..., slice_reply: _Optional[_Union[SliceReply, _Mapping]] = ..., catch_up_request: _Optional[_Union[CatchUpRequest, _Mapping]] = ..., catch_up_reply: _Optional[_Union[CatchUpReply, _Mapping]] = ..., replica_progress: _Optional[_Union[ReplicaProgress, _Mapping]] = ..., restarted: _Optional[_Union[Restarted, _Mapping]] = ..., repair_batch: _Optional[_Union[RepairBatch, _Mapping]] = ..., stable_time_report: _Optional[_Union[StableTimeReport, _Mapping]] = ..., gst_broadcast: _Optional[_Union[GstBroadcast, _Mapping]] = ..., membership_update: _Optional[_Union[MembershipUpdate, _Mapping]] = ..., relay_request: _Optional[_Union[RelayRequest, _Mapping]] = ..., relay_reply: _Optional[_Union[RelayReply, _Mapping]] = ...) -> None: ...
+
+class MembershipUpdate(_message.Message):
+    __slots__ = ("epoch", "states")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RelayRequest(_message.Message):
+    __slots__ = ("request_id", "dc", "after")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    dc: int
+    after: int
+    def __init__(self, request_id: _Optional[int] = ..., dc: _Optional[int] = ..., after: _Optional[int] = ...) -> None: ...
+
+class RelayReply(_message.Message):
+    __slots__ = ("request_id", "dc", "through")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DC_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    dc: int
+    through: int
+    def __init__(self, request_id: _Optional[int] = ..., dc: _Optional[int] = ..., through: _Optional[int] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("cluster_id", "source", "messages", "incarnation", "first_sequence")
@@ -631,3 +669,21 @@ class LinkAck(_message.Message):
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     received: int
     def __init__(self, received: _Optional[int] = ...) -> None: ...
+
+class MembershipChange(_message.Message):
+    __slots__ = ("epoch", "states")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, epoch: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MembershipChangeResponse(_message.Message):
+    __slots__ = ("epoch", "states", "adopted")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    ADOPTED_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    states: _containers.RepeatedScalarFieldContainer[str]
+    adopted: bool
+    def __init__(self, epoch: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ..., adopted: _Optional[bool] = ...) -> None: ...

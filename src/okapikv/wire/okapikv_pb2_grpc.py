@@ -641,3 +641,75 @@ class Peer:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class AdminStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.ChangeMembership = channel.unary_unary(
+                '/okapikv.Admin/ChangeMembership',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.FromString,
+                _registered_method=True)
+
+
+class AdminServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def ChangeMembership(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AdminServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'ChangeMembership': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeMembership,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'okapikv.Admin', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('okapikv.Admin', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Admin:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def ChangeMembership(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.Admin/ChangeMembership',
+            okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -91,6 +91,7 @@ class ServerIdentity:
     dc_index: int
     partition: int
     address: str
+    pid: int = 0  # the server's process id (`okapi status`, restarting one by hand)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,16 @@ class StabilizationFigures:
     catching_up: tuple[str, ...]
     repairing: str | None
     repair_waiting: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipFigures:
+    """The server's membership (docs/protocol.md, "Membership"): its epoch, each DC's state in
+    DC order ("member", "removed"), and the DCs its stable vectors' minima count, by name."""
+
+    membership_epoch: Annotated[int, gauge("The membership epoch this server holds.")]
+    dc_states: tuple[str, ...]
+    counted_dcs: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +335,7 @@ class NodeSnapshot:
     wire: WireFigures
     input: InputFigures
     links: Mapping[str, LinkFigures]
+    membership: MembershipFigures | None = None
 
 
 def copy_fields(figures: type[Figures], source: object) -> Figures:

@@ -61,6 +61,10 @@ class BenchSession(Protocol):
 
     def read_tx(self, keys: tuple[bytes, ...]) -> Awaitable[object]: ...
 
+    def incr(self, key: bytes) -> Awaitable[object]: ...
+
+    def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> Awaitable[object]: ...
+
 
 class Target(ABC):
     """A connected system: hands out sessions, one per benchmark client."""
@@ -87,13 +91,17 @@ class _OkapiSession:
     """Adapts an ``AsyncClient`` session to ``BenchSession``: the client's own coroutines, except
     SCAN (the driver wants the count)."""
 
-    __slots__ = ("client", "get", "put", "swap")
+    __slots__ = ("client", "get", "incr", "put", "swap")
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self.get = client.get
         self.put = client.put
         self.swap = client.swap
+        self.incr = client.incr
+
+    def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> Awaitable[object]:
+        return self.client.put(key, value, ttl=ttl_ms / 1000)  # type: ignore[no-any-return]
 
     async def scan(self, start: bytes, end: bytes, limit: int) -> int:
         return len(await self.client.scan(start, end, limit))
@@ -146,6 +154,15 @@ class _RedisSession:
         pipe.set(key, value)
         pipe.zadd(REDIS_INDEX_KEY, {key: 0})
         await pipe.execute()
+
+    async def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.set(key, value, px=ttl_ms)
+        pipe.zadd(REDIS_INDEX_KEY, {key: 0})
+        await pipe.execute()
+
+    async def incr(self, key: bytes) -> None:
+        await self.redis.incr(key)
 
     async def swap(self, key: bytes, value: bytes) -> None:
         await self.redis.set(key, value, get=True)
@@ -222,6 +239,13 @@ class _MemorySession:
     async def swap(self, key: bytes, value: bytes) -> None:
         await self.put(key, value)
 
+    async def put_ttl(self, key: bytes, value: bytes, ttl_ms: int) -> None:
+        await self.put(key, value)  # a ceiling for the store's work: the expiry itself is not kept
+
+    async def incr(self, key: bytes) -> None:
+        await asyncio.sleep(0)
+        self.store.counts[key] = self.store.counts.get(key, 0) + 1
+
     async def scan(self, start: bytes, end: bytes, limit: int) -> int:
         await asyncio.sleep(0)
         keys = self.store.keys
@@ -243,6 +267,7 @@ class MemoryStore:
         from sortedcontainers import SortedSet
 
         self.data: dict[bytes, bytes] = {}
+        self.counts: dict[bytes, int] = {}
         self.keys = SortedSet()
 
 

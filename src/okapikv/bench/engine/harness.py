@@ -126,7 +126,7 @@ class Bench:
         values: dict[str, Any] = {
             "name": name, "records": o.records, "key_bytes": o.key_bytes, "value_bytes": o.value_bytes,
             "num_partitions": sut.partitions, "rotx_partitions": min(o.rotx_partitions, sut.partitions),
-            "write_ratio": o.write_ratio, "seed": o.seed,
+            "write_ratio": o.write_ratio, "seed": o.seed, "incr_ratio": o.incr_ratio, "ttl_ms": o.ttl_ms,
         }
         values.update(overrides)
         return WorkloadConfig(**values)
@@ -137,7 +137,9 @@ class Bench:
         is loaded through ``AsyncClient.bulk_put`` into its first DC (``_bulk_load``); Redis by
         ``sessions`` closed-loop sessions of the load processes."""
         started = time.monotonic()
-        workload = self.workload("a", sut) if records is None else self.workload("a", sut, records=records)
+        plain = {"incr_ratio": 0.0, "ttl_ms": 0}  # the records themselves: no counters, no expiry
+        workload = self.workload("a", sut, **plain) if records is None else self.workload("a", sut, records=records,
+                                                                                            **plain)
         callback = self.ui.start_count(f"load {sut.label} {workload.records} records", workload.records)
         if sut.system.is_okapikv:
             loaded, errors, last = self._bulk_load(sut, workload, callback), 0, ""

@@ -42,6 +42,8 @@ class BenchOptions:
     coordinator: str = "session"
     rotx_partitions: int = 2
     write_ratio: float | None = None
+    incr_ratio: float = 0.0  # probability an operation is an INCR of a counter (``workloads.MixedSource``)
+    ttl_ms: int = 0  # every write a PUT with this time to live (0: none)
     records: int = 10_000
     key_bytes: int = 8
     value_bytes: int = 8

@@ -27,9 +27,11 @@ from okapikv.bench.engine.lean import LeanLoad
 from okapikv.bench.engine.messages import Failed, Go, Prepare, Ready, WorkerResult
 from okapikv.bench.engine.recording import Recorder, Window
 from okapikv.bench.engine.workloads import (
+    INCR,
     INSERT,
     LOAD,
     PUT,
+    PUT_TTL,
     READ,
     RMW,
     ROTX,
@@ -54,6 +56,10 @@ async def _execute(session: BenchSession, operation: Operation, state: Recorder,
         await session.scan(operation.key, operation.end, operation.limit)
     elif kind == ROTX:
         await session.read_tx(operation.keys)
+    elif kind == INCR:
+        await session.incr(operation.key)
+    elif kind == PUT_TTL:
+        await session.put_ttl(operation.key, operation.value, operation.ttl_ms)
     elif kind == RMW:
         started = time.perf_counter_ns()
         await session.get(operation.key)

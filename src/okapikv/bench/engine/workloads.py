@@ -16,6 +16,11 @@ The paper's workload (Okapi, section 5): each client performs a RO-TX reading on
 each of ``p`` distinct uniformly chosen partitions, then a PUT to a zipfian key of a uniformly
 chosen partition. With a write ratio ``w`` the alternation becomes a coin: each operation is a PUT
 with probability ``w``, otherwise the RO-TX (how the write-intensity sweep varies the mix).
+
+Counters and expiry mix into any of them (``MixedSource``, docs/benchmarks.md): with
+``incr_ratio`` an operation is, with that probability, an INCR of one of ``COUNTER_KEYS`` counters
+(a namespace of their own, hot: the rate-limit pattern); with ``ttl_ms`` every PUT, INSERT and
+UPDATE is a PUT with that time to live (``PUT_TTL``: the client's SWAP has no expiry).
 """
 
 from __future__ import annotations
@@ -51,8 +56,14 @@ RMW: Final = "rmw"
 ROTX: Final = "rotx"
 PUT: Final = "put"
 LOAD: Final = "load"
+INCR: Final = "incr"
+PUT_TTL: Final = "put_ttl"
 
-OPERATION_KINDS: Final = (READ, UPDATE, INSERT, SCAN, RMW, ROTX, PUT, LOAD)
+OPERATION_KINDS: Final = (READ, UPDATE, INSERT, SCAN, RMW, ROTX, PUT, LOAD, INCR, PUT_TTL)
+#: the counters ``incr_ratio`` increments: few, so every session and DC increments each concurrently
+COUNTER_KEYS: Final = 16
+#: the first byte of a counter's key: YCSB's keys are decimal digits, so the two never meet
+COUNTER_PREFIX: Final = b"#"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +103,8 @@ class WorkloadConfig:
     rotx_partitions: int = 2
     write_ratio: float | None = None
     seed: int = 1
+    incr_ratio: float = 0.0  # probability an operation is an INCR of a counter (``MixedSource``)
+    ttl_ms: int = 0  # every write a PUT with this time to live (0: none)
 
     def __post_init__(self) -> None:
         if self.name != "rotx" and self.name not in YCSB:
@@ -102,6 +115,10 @@ class WorkloadConfig:
             raise ValueError("keys and values must be at least 1 byte")
         if self.write_ratio is not None and not 0.0 <= self.write_ratio <= 1.0:
             raise ValueError("write ratio must be within [0, 1]")
+        if not 0.0 <= self.incr_ratio <= 1.0:
+            raise ValueError("incr ratio must be within [0, 1]")
+        if self.ttl_ms < 0:
+            raise ValueError("ttl must not be negative")
         if self.name == "rotx" and not 1 <= self.rotx_partitions <= self.num_partitions:
             raise ValueError(
                 f"--rotx-partitions {self.rotx_partitions} needs 1..{self.num_partitions} partitions"
@@ -124,6 +141,7 @@ class Operation:
     end: bytes = b""
     limit: int = 0
     index: int = -1  # record index of an INSERT, acknowledged when it completes
+    ttl_ms: int = 0  # PUT_TTL: the time to live
 
 
 class OperationSource:
@@ -291,6 +309,34 @@ class RotxSource(OperationSource):
         return Operation(ROTX, keys=tuple(keys))
 
 
+class MixedSource(OperationSource):
+    """Another source's operations with counters and expiry mixed in (module docstring): an INCR
+    with probability ``incr_ratio``, and with ``ttl_ms`` each write turned into a PUT_TTL (an
+    INSERT keeps its record index, acknowledged as before)."""
+
+    _WRITES = frozenset({PUT, INSERT, UPDATE})
+
+    def __init__(self, inner: OperationSource, config: WorkloadConfig, rng: random.Random) -> None:
+        self.inner = inner
+        self.rng = rng
+        self.incr_ratio = config.incr_ratio
+        self.ttl_ms = config.ttl_ms
+        self.counters = [COUNTER_PREFIX + format_key(index, config.key_bytes) for index in range(COUNTER_KEYS)]
+
+    def next(self) -> Operation:
+        rng = self.rng
+        if self.incr_ratio and rng.random() < self.incr_ratio:
+            return Operation(INCR, self.counters[rng.randrange(COUNTER_KEYS)])
+        operation = self.inner.next()
+        if self.ttl_ms and operation.kind in self._WRITES:
+            return Operation(PUT_TTL, operation.key, operation.value, index=operation.index, ttl_ms=self.ttl_ms)
+        return operation
+
+    def acknowledge(self, operation: Operation) -> None:
+        if operation.index >= 0:
+            self.inner.acknowledge(Operation(INSERT, operation.key, index=operation.index))
+
+
 def make_source(
     config: WorkloadConfig,
     rng: random.Random,
@@ -298,10 +344,15 @@ def make_source(
     keyspace: PartitionedKeyspace | None,
 ) -> OperationSource:
     """The operation source of one session."""
+    source: OperationSource
     if config.name == "rotx":
         if keyspace is None:
             raise ValueError("the rotx workload needs a partitioned keyspace")
-        return RotxSource(config, rng, keyspace)
-    if YCSB[config.name].distribution == "latest":
-        return YcsbSource(config, rng, inserts)
-    return ChunkedYcsbSource(config, rng, inserts)
+        source = RotxSource(config, rng, keyspace)
+    elif YCSB[config.name].distribution == "latest":
+        source = YcsbSource(config, rng, inserts)
+    else:
+        source = ChunkedYcsbSource(config, rng, inserts)
+    if config.incr_ratio or config.ttl_ms:
+        return MixedSource(source, config, rng)
+    return source

@@ -1,0 +1,40 @@
+"""The Admin service of a partition server: membership changes (`okapi dc remove`, docs/operations.md,
+"Losing a region").
+
+Served on the client port, with the same credentials as the KeyValue service (with TLS client
+authentication on, only a client certificate the cluster trusts may call it): a client that may
+write may already delete every key, and the change itself is checked by the core (at least one
+member DC, a known state, an epoch after the server's).
+"""
+
+from __future__ import annotations
+
+import grpc
+import grpc.aio
+
+from okapikv.core.membership import Membership, MembershipError
+from okapikv.server.node import PartitionNode
+from okapikv.server.servicers import guarded
+from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+
+class AdminServicer(pb_grpc.AdminServicer):
+    def __init__(self, node: PartitionNode) -> None:
+        self.node = node
+
+    @guarded
+    async def ChangeMembership(
+        self, request: pb.MembershipChange, context: grpc.aio.ServicerContext
+    ) -> pb.MembershipChangeResponse:
+        node = self.node
+        try:
+            view = Membership(request.epoch, tuple(request.states))
+        except MembershipError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        if len(view.states) != node.num_dcs:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(view.states)} DC states for a cluster of {node.num_dcs} DCs")
+        adopted = node.change_membership(view)
+        current = node.core.membership
+        return pb.MembershipChangeResponse(epoch=current.epoch, states=current.states, adopted=adopted)

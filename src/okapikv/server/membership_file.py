@@ -1,0 +1,51 @@
+"""The membership a durable server keeps (docs/protocol.md, "Membership"): ``membership.json`` in
+its data directory, written whole (a temporary file, fsync, rename, fsync of the directory) each
+time the server adopts a change, before the change's effects leave. Why a file of its own: it
+changes a few times in a cluster's life, and a restarted server must come back in the epoch it
+left (a removed DC that counted again after a restart would hold the minima back once more).
+
+A missing file is the initial membership (every DC a member, epoch 0); an unreadable one stops
+the start with a clear error rather than guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from okapikv.core.membership import Membership, MembershipError
+
+FILE_NAME = "membership.json"
+
+
+def load(directory: Path, num_dcs: int) -> Membership:
+    path = directory / FILE_NAME
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Membership.initial(num_dcs)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"cannot read the membership in {path}: {error}") from None
+    try:
+        view = Membership(int(document["epoch"]), tuple(str(state) for state in document["states"]))
+    except (KeyError, TypeError, ValueError, MembershipError) as error:
+        raise ValueError(f"cannot read the membership in {path}: {error}") from None
+    if len(view.states) != num_dcs:
+        raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}")
+    return view
+
+
+def save(directory: Path, view: Membership) -> None:
+    path = directory / FILE_NAME
+    temporary = path.with_suffix(".tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"epoch": view.epoch, "states": list(view.states)}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
