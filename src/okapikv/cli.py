@@ -108,6 +108,9 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="serve Prometheus metrics on this port (0: off; default: the config's metrics_port)")
     p.add_argument("--log-format", choices=["text", "json"], default=None,
                    help="one event per line as text (default) or JSON ($OKAPI_LOG_FORMAT)")
+    p.add_argument("--loop-stall-ms", type=float, default=50.0,
+                   help="log and count (okapi_event_loop_stalls_total) whatever holds the event loop "
+                        "longer than this (default %(default)g; 0: off)")
     p.set_defaults(target="okapikv.server.main:run_server")
 
 

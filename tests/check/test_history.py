@@ -67,6 +67,19 @@ def test_bytes_round_trip() -> None:
         (["not json"], "not JSON"),
         (['{"type": "weird"}'], "unknown event type"),
         (['{"type": "invoke", "op": 1, "f": "get", "time_us": 1}'], "lacks"),
+        # what escaped as other exceptions: nesting, huge integers, fields of the wrong type or range
+        (["[" * 100_000], "not JSON"),
+        (['{"type": "meta", "seed": ' + "9" * 5_000 + "}"], "not JSON"),
+        (['{"type": "invoke", "op": 1, "process": "a", "f": "scan", "time_us": 1, "limit": {}}'], "malformed"),
+        (['{"type": "invoke", "op": 1, "process": "a", "f": "get", "time_us": 1, "server": [1]}'], "malformed"),
+        (['{"type": "invoke", "op": 1, "process": "a", "f": "rotx", "time_us": 1, "keys": 5}'], "malformed"),
+        (['{"type": "invoke", "op": 1, "process": "a", "f": "get", "time_us": 1, "key": "x"}',
+          '{"type": "ok", "op": 1, "time_us": 1e999}'], "malformed"),
+        (['{"type": "invoke", "op": 1, "process": "a", "f": "scan", "time_us": 1}',
+          '{"type": "ok", "op": 1, "time_us": 2, "items": [[1, 2, 3]]}'], "malformed"),
+        # what the checkers size their work by: a count, not bytes
+        (['{"type": "meta", "dcs": 1000000000000}'], "meta dcs must be an integer in 1..255"),
+        (['{"type": "meta", "liveness": {"heal_us": "soon"}}'], "liveness.heal_us must be an integer"),
     ],
 )
 def test_schema_errors_name_the_line(lines: list[str], message: str) -> None:

@@ -273,3 +273,29 @@ def test_read_limits_default_round_trip_reach_the_core_and_are_validated() -> No
             ClusterConfig.from_dict(base | {"reads": change})
     with pytest.raises(ValueError, match=r"reads must be a table"):
         ClusterConfig.from_dict(base | {"reads": 5})
+
+
+def test_a_partition_count_far_beyond_the_servers_listed_fails_at_once() -> None:
+    """The missing partitions were listed by counting to ``partitions``: one line of TOML
+    (``partitions = 100000000``) held ``okapi server`` for 107 s and built a message of 900 MB. They are
+    found in steps bounded by the servers listed, and the message names ten and counts the rest."""
+    with pytest.raises(ValueError, match=re.escape("for partition(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, "
+                                                   "... (999,999,999,999 in all)")) as raised:
+        ClusterConfig.from_dict(_base() | {"partitions": 10**12})
+    assert len(str(raised.value)) < 1000
+    with pytest.raises(ValueError, match=re.escape("DC 'b' has no server for partition(s) 0, 2")):
+        ClusterConfig.from_dict(_base() | {"partitions": 3, "servers": [
+            {"dc": "a", "partition": p, "address": f"127.0.0.1:{p + 1}"} for p in range(3)] + [
+            {"dc": "b", "partition": 1, "address": "127.0.0.1:9"}]})
+
+
+def test_more_dcs_than_a_cluster_may_have_are_refused_before_the_delay_matrix_is_built() -> None:
+    names = [f"dc{index}" for index in range(100_000)]  # a matrix of 10^10 delays if built
+    with pytest.raises(ValueError, match="dcs names 100000 DCs; a cluster has at most 255"):
+        ClusterConfig.from_dict(_base() | {"dcs": names})
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 100_000, "a = " + "{b = " * 5_000, "partitions = " + "9" * 5_000])
+def test_toml_that_tomllib_cannot_take_is_a_config_error(text: str) -> None:
+    with pytest.raises(ValueError, match="^x.toml: not valid TOML: "):
+        ClusterConfig.from_toml(text, source="x.toml")

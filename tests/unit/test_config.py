@@ -33,6 +33,7 @@ def test_every_registered_protocol_is_accepted(protocol: str) -> None:
         ({"dc": 3}, "dc 3 out of range 0..2"),
         ({"dc": -1}, "dc -1 out of range"),
         ({"partition": 4}, "partition 4 out of range 0..3"),
+        ({"num_dcs": 256}, "num_dcs must be at most 255"),
         ({"protocol": "raft"}, "unknown protocol 'raft'"),
         ({"heartbeat_interval_us": 0}, "heartbeat_interval_us must be positive"),
         ({"stabilization_interval_us": -5}, "stabilization_interval_us must be positive"),

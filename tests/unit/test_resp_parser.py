@@ -4,6 +4,7 @@ split into reads, and must enforce every bound from a header, before its bytes a
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -120,3 +121,86 @@ def test_inline_splitting_follows_redis() -> None:
     assert split_inline(b"") == []
     assert split_inline(b'"open') is None
     assert split_inline(b"'open") is None
+
+
+#: headers that announce far more than they carry, each shaped to reach a different path of a parser
+HUGE_HEADERS = {
+    "an array count": b"*2147483647\r\n",
+    "an array count after a command": encode(b"PING") + b"*2147483647\r\n",
+    "a nested array count": b"*1\r\n*2147483647\r\n",
+    "a nested set count": b"*2\r\n$3\r\nGET\r\n~2147483647\r\n",
+    "a nested push count": b"*1\r\n>2147483647\r\n",
+    "a nested attribute count": b"*1\r\n|2147483647\r\n",
+    "a nested map count": b"*1\r\n%1073741823\r\n",
+    "a bulk length": b"*2\r\n$3\r\nGET\r\n$2147483647\r\n",
+}
+
+
+@pytest.mark.parametrize("make", PARSERS)
+@pytest.mark.parametrize("case", list(HUGE_HEADERS))
+def test_a_huge_announcement_costs_memory_in_proportion_to_the_bytes_received(make: MakeParser, case: str) -> None:
+    """hiredis preallocates an aggregate's elements from its header: before the parser bounds the
+    headers hiredis sees, ``*2147483647`` made it allocate 16 GiB of element slots and held the
+    server's loop for seconds. Whole or a byte at a time, the header is refused at the cost of its
+    bytes."""
+    data = HUGE_HEADERS[case]
+    limits = RespLimits(max_bulk_bytes=1 << 20, max_arguments=10_001)
+    for chunks in ([data], [data[index:index + 1] for index in range(len(data))]):
+        tracemalloc.start()
+        try:
+            commands, error = feed_all(make, chunks, limits)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert error is not None and error.startswith("Protocol error: ")
+        assert peak < 256 << 10, f"{case}: {peak} bytes allocated for {len(data)} received"
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_large_counts_within_the_bounds_and_values_that_look_like_headers_are_requests(make: MakeParser) -> None:
+    """The hostile-header check lets a request's own count of 10 or more through, and hands text in
+    a value that looks like an aggregate header to the pure parser, which reads it as a value."""
+    limits = RespLimits(max_bulk_bytes=1 << 10, max_arguments=40)
+    mget = [b"MGET", *(b"k%d" % index for index in range(30))]
+    tricky = [b"SET", b"k", b"*12\r\n~99\r\n>10\r\n|20\r\n%10\r\n*2147483647\r\n"]
+    stream = encode(*mget) + encode(*tricky) + encode(*mget)
+    for size in (len(stream), 7, 1):
+        chunks = [stream[index:index + size] for index in range(0, len(stream), size)]
+        assert feed_all(make, chunks, limits) == ([mget, tricky, mget], None)
+    assert feed_all(make, [encode(*mget, b"x" * 0, *mget[1:11])], limits)[1] == (
+        "Protocol error: invalid multibulk length (42 arguments; a command takes at most 40)")
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_an_inline_line_that_starts_like_a_reply_after_a_frame_split_after_its_first_byte(make: MakeParser) -> None:
+    """Found by the fuzz target (``okapikv.fuzz.parsers``): after a frame, hiredis waited for the body
+    of what it took for a bulk reply (``$2``), while the shadow parser read the inline command
+    there and dropped it, so the command before a protocol error was lost."""
+    frame = encode(b"GET", b"k")
+    lines = b"$2\r\nk'\r9\r\n"
+    expected = ([[b"GET", b"k"], [b"$2"]], "Protocol error: unbalanced quotes in request")
+    assert feed_all(make, [frame + lines]) == expected
+    for cut in range(1, len(lines)):
+        assert feed_all(make, [frame + lines[:cut], lines[cut:]]) == expected
+        assert feed_all(make, [frame[:3], frame[3:] + lines[:cut], lines[cut:cut + 3], lines[cut + 3:]]) == expected
+
+
+@pytest.mark.parametrize("make", PARSERS)
+def test_a_simple_string_element_is_refused_even_where_its_length_lines_up(make: MakeParser) -> None:
+    """Found by the fuzz target: hiredis returns ``+text`` as bytes, like a bulk string, and this
+    one's shorter encoding ended on a CR LF where a bulk string's would have: it was run as SET."""
+    data = b"*3\r\n$3\r\nSET\r\n$1\r\nk\x00*+\x00\x00\x00\x89\x99\x89\x00\xff\x00*++\xff\xff\xff\xff\r\n$1\r\nv\xff"
+    assert feed_all(make, [data]) == ([], "Protocol error: expected '$', got '+'")
+    assert feed_all(make, [b"*2\r\n$3\r\nGET\r\n+k\r\n"]) == ([], "Protocol error: expected '$', got '+'")
+
+
+def test_the_environment_picks_the_parser_of_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from okapikv.resp.parser import PARSER_VARIABLE, hiredis_preferred
+
+    monkeypatch.delenv(PARSER_VARIABLE, raising=False)
+    assert hiredis_preferred()
+    monkeypatch.setenv(PARSER_VARIABLE, "python")
+    assert not hiredis_preferred()
+    monkeypatch.setenv(PARSER_VARIABLE, "c")
+    with pytest.raises(ValueError, match="OKAPI_RESP_PARSER must be hiredis or python, not 'c'"):
+        hiredis_preferred()

@@ -73,6 +73,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from okapikv.core.config import MAX_DCS
+
 FORMAT = "okapikv-history/1"
 FUNCTIONS = ("get", "put", "swap", "delete", "rotx", "scan")
 WRITE_FUNCTIONS = frozenset({"put", "swap", "delete"})
@@ -408,40 +410,71 @@ def parse_events(lines: Iterable[str], source: str = "history") -> History:
         where = f"{source}:{number}"
         try:
             event = json.loads(line)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, ValueError) as error:  # ValueError: an integer of too many digits
             raise HistoryError(f"{where}: not JSON ({error})") from None
+        except RecursionError:
+            raise HistoryError(f"{where}: not JSON (arrays or objects nested too deep)") from None
         if not isinstance(event, dict):
             raise HistoryError(f"{where}: an event must be a JSON object")
-        kind = event.get("type")
-        if kind == "meta":
-            meta.update({k: v for k, v in event.items() if k != "type"})
-        elif kind == "invoke":
-            op = _parse_invoke(event, where)
-            if op.id in operations:
-                raise HistoryError(f"{where}: op {op.id} invoked twice")
-            operations[op.id] = op
-            order.append(op)
-        elif kind in COMPLETIONS:
-            try:
-                op = operations[int(event["op"])]
-            except (KeyError, TypeError, ValueError):
-                raise HistoryError(f"{where}: completion of an op that was never invoked") from None
-            if op.status is not None:
-                raise HistoryError(f"{where}: op {op.id} completed twice")
-            _apply_completion(op, event, where)
-        elif kind == "visible":
-            try:
-                op = operations[int(event["op"])]
-                dc, time_us = int(event["dc"]), int(event["time_us"])
-            except (KeyError, TypeError, ValueError):
-                raise HistoryError(f"{where}: a visible event needs the op, dc and time_us of a write") from None
-            if op.visible is None:
-                op.visible = {}
-            op.visible.setdefault(dc, time_us)
-        else:
-            raise HistoryError(f"{where}: unknown event type {kind!r}")
+        try:
+            _parse_event(event, where, meta, operations, order)
+        except HistoryError:
+            raise
+        except (TypeError, ValueError, OverflowError, KeyError, IndexError) as error:
+            # a field of the wrong type or range (``int(None)``, ``int(1e999)``, a server of one entry)
+            raise HistoryError(f"{where}: a malformed {event.get('type')!r} event ({type(error).__name__}: "
+                               f"{error})") from None
+    _check_meta(meta, source)
     order.sort(key=lambda op: (op.invoke_us, op.id))
     return History(order, meta)
+
+
+def _check_meta(meta: dict[str, Any], source: str) -> None:
+    """What the checkers size or count by: ``dcs`` (the liveness checker visits every DC for every
+    write, so a history saying ``"dcs": 10**12`` must not reach it) and the liveness bounds."""
+    dcs = meta.get("dcs")
+    if dcs is not None and (type(dcs) is not int or not 1 <= dcs <= MAX_DCS):
+        raise HistoryError(f"{source}: meta dcs must be an integer in 1..{MAX_DCS}, not {dcs!r}")
+    spec = meta.get("liveness")
+    if spec is not None:
+        if not isinstance(spec, dict):
+            raise HistoryError(f"{source}: meta liveness must be an object")
+        for name in ("heal_us", "operation_bound_us", "visibility_bound_us"):
+            if name in spec and type(spec[name]) is not int:
+                raise HistoryError(f"{source}: meta liveness.{name} must be an integer, not {spec[name]!r}")
+
+
+def _parse_event(event: dict[str, Any], where: str, meta: dict[str, Any], operations: dict[int, Operation],
+                 order: list[Operation]) -> None:
+    """One event into ``meta``, ``operations`` and ``order`` (``parse_events``)."""
+    kind = event.get("type")
+    if kind == "meta":
+        meta.update({k: v for k, v in event.items() if k != "type"})
+    elif kind == "invoke":
+        op = _parse_invoke(event, where)
+        if op.id in operations:
+            raise HistoryError(f"{where}: op {op.id} invoked twice")
+        operations[op.id] = op
+        order.append(op)
+    elif kind in COMPLETIONS:
+        try:
+            op = operations[int(event["op"])]
+        except (KeyError, TypeError, ValueError):
+            raise HistoryError(f"{where}: completion of an op that was never invoked") from None
+        if op.status is not None:
+            raise HistoryError(f"{where}: op {op.id} completed twice")
+        _apply_completion(op, event, where)
+    elif kind == "visible":
+        try:
+            op = operations[int(event["op"])]
+            dc, time_us = int(event["dc"]), int(event["time_us"])
+        except (KeyError, TypeError, ValueError):
+            raise HistoryError(f"{where}: a visible event needs the op, dc and time_us of a write") from None
+        if op.visible is None:
+            op.visible = {}
+        op.visible.setdefault(dc, time_us)
+    else:
+        raise HistoryError(f"{where}: unknown event type {kind!r}")
 
 
 def load_history(path: str | Path) -> History:

@@ -70,7 +70,7 @@ from typing import Any
 
 from okapikv.cluster.connections import ConnectionSettings
 from okapikv.cluster.reads import ReadLimits
-from okapikv.core.config import DEFAULT_IDLE_INTERVAL_US, CoreConfig
+from okapikv.core.config import DEFAULT_IDLE_INTERVAL_US, MAX_DCS, CoreConfig
 from okapikv.core.deployment import PAPER_DC_NAMES, PAPER_WAN_MS
 from okapikv.core.protocols import protocol_names
 from okapikv.core.skew import DC_MAJOR, clock_offsets_us
@@ -395,8 +395,10 @@ class ClusterConfig:
         """Parse a config; ``directory`` (the file's folder) anchors relative TLS paths."""
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
+        except (tomllib.TOMLDecodeError, ValueError) as error:  # ValueError: an integer of too many digits
             raise ValueError(f"{source}: not valid TOML: {error}") from None
+        except RecursionError:  # tomllib parses nested arrays and tables by recursion
+            raise ValueError(f"{source}: not valid TOML: arrays or tables nested too deep") from None
         try:
             config = cls.from_dict(data)
         except ValueError as error:
@@ -420,6 +422,8 @@ class ClusterConfig:
         if unknown:
             raise ValueError(f"unknown setting(s) {', '.join(unknown)}")
         dcs = _string_list(data.get("dcs"), "dcs")
+        if len(dcs) > MAX_DCS:  # before anything sized by the DC count (the wan_ms matrix) is built
+            raise ValueError(f"dcs names {len(dcs)} DCs; a cluster has at most {MAX_DCS}")
         partitions = _integer(data.get("partitions"), "partitions")
         servers_data = data.get("servers")
         if not isinstance(servers_data, list) or not servers_data:
@@ -611,8 +615,8 @@ def join_address(host: str, port: int) -> str:
 def _validate(config: ClusterConfig) -> None:
     problems: list[str] = []
     dcs = config.dcs
-    if not dcs:
-        problems.append("dcs must name at least one DC")
+    if not 1 <= len(dcs) <= MAX_DCS:
+        problems.append(f"dcs must name 1 to {MAX_DCS} DCs")
     if len(set(dcs)) != len(dcs):
         problems.append(f"dcs has duplicate names: {', '.join(sorted({d for d in dcs if dcs.count(d) > 1}))}")
     if any(not name or name != name.strip() for name in dcs):
@@ -703,10 +707,26 @@ def _server_problems(config: ClusterConfig) -> list[str]:
                 problems.append(f"server {server.label}: bind: {error}")
         problems.extend(_listener_problems(config, server, host, addresses))
     for dc in config.dcs:
-        missing = [p for p in range(max(config.partitions, 0)) if (dc, p) not in seen]
+        missing = _missing_partitions({p for d, p in seen if d == dc}, config.partitions)
         if missing:
-            problems.append(f"DC {dc!r} has no server for partition(s) {', '.join(map(str, missing))}")
+            problems.append(f"DC {dc!r} has no server for partition(s) {missing}")
     return problems
+
+
+def _missing_partitions(present: set[int], partitions: int, shown: int = 10) -> str:
+    """The partitions in 0..partitions-1 that are not ``present``, listed up to ``shown`` and then
+    counted: found in steps bounded by the servers listed, not by ``partitions``, a number any
+    config may hold (``partitions = 1000000000000`` lists one server and must fail at once)."""
+    missing_count = max(partitions, 0) - len(present)
+    listed: list[str] = []
+    candidate = 0
+    while len(listed) < min(shown, missing_count):
+        if candidate not in present:
+            listed.append(str(candidate))
+        candidate += 1
+    if missing_count > len(listed):
+        listed.append(f"... ({missing_count:,} in all)")
+    return ", ".join(listed)
 
 
 def _listener_problems(

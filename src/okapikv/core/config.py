@@ -25,6 +25,12 @@ from okapikv.core.protocols import protocol_names
 #: vectors may trail an idle cluster's clocks (docs/benchmarks.md, "Idle cost").
 DEFAULT_IDLE_INTERVAL_US = 1_000_000
 
+#: The most DCs a cluster may have: vectors of one entry per DC travel in every session, message and
+#: reply, and the RESP port's session tokens hold the count in one byte (``okapikv.resp.tokens``).
+#: Also what keeps the work of reading a config or a history, which size tables by the DC count, in
+#: proportion to the bytes read.
+MAX_DCS = 255
+
 READ_LIMITS = ("max_read_keys", "max_scan_items", "max_scan_bytes", "max_concurrent_reads", "max_read_items",
                "read_timeout_us", "read_deadline_us", "snapshot_lease_us")
 
@@ -67,6 +73,8 @@ class CoreConfig:
         problems = []
         if self.num_dcs < 1:
             problems.append("num_dcs must be at least 1")
+        if self.num_dcs > MAX_DCS:
+            problems.append(f"num_dcs must be at most {MAX_DCS}")
         if self.num_partitions < 1:
             problems.append("num_partitions must be at least 1")
         if not 0 <= self.dc < max(self.num_dcs, 1):

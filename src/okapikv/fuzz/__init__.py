@@ -14,4 +14,8 @@ apart from ``okapikv.check`` (pure functions of a history):
 - ``kill``: ``--kill-partitions``, SIGKILL and restart in the middle of a run;
 - ``run``: one run, from the clients' start to the checked history;
 - ``command``: the ``okapi fuzz`` command, its summary and exit status.
+
+``parsers`` is the other kind of fuzzing: a target per parser of untrusted input (RESP, native
+frames, the stdin protocol, the cluster config, load files, history files), each run under the
+bounds a parser owes, by hypothesis in the suite and by atheris for the longer runs.
 """

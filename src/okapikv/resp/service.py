@@ -27,6 +27,7 @@ from okapikv.resp.connection import RespConnection
 from okapikv.resp.cursors import CursorTable
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.operations import SessionOperations
+from okapikv.resp.parser import hiredis_preferred
 from okapikv.server.node import PartitionNode
 from okapikv.tls import ClientTls
 
@@ -35,10 +36,11 @@ class RespService:
     """Shared by the connections of one server's RESP port."""
 
     def __init__(self, node: PartitionNode, limits: RespLimits, *, durable: bool, tls: ClientTls | None = None,
-                 prefer_hiredis: bool = True) -> None:
+                 prefer_hiredis: bool | None = None) -> None:
+        """``prefer_hiredis``: None takes the choice of ``OKAPI_RESP_PARSER`` (``okapikv.resp.parser``)."""
         self.node = node
         self.limits = limits
-        self.prefer_hiredis = prefer_hiredis
+        self.prefer_hiredis = hiredis_preferred() if prefer_hiredis is None else prefer_hiredis
         self._tls = tls
         self._durable = durable
         self._ids = itertools.count(1)

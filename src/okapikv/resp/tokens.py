@@ -23,12 +23,12 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from okapikv.core.config import MAX_DCS
 from okapikv.core.messages import Session
 
 VERSION = 1
 _HEADER = struct.Struct(">BBBI")
 _CHECKSUM = struct.Struct(">I")
-MAX_DCS = 255
 MAX_TOKEN_BYTES = 4 * ((_HEADER.size + 8 * MAX_DCS + 8 + _CHECKSUM.size) // 3 + 1)
 
 

@@ -48,6 +48,7 @@ from okapikv.server.metrics import MetricsServer, registry_for
 from okapikv.server.native import start_native
 from okapikv.server.node import PartitionNode
 from okapikv.server.servicers import KeyValueServicer, PeerServicer
+from okapikv.server.watchdog import DEFAULT_THRESHOLD_S, LoopWatchdog, log_stall
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
 log = logging.getLogger("okapikv.server")
@@ -154,13 +155,34 @@ async def _start_resp(node: PartitionNode, durable: bool) -> RespService | None:
     return service
 
 
+def _start_watchdog(node: PartitionNode, threshold_s: float) -> LoopWatchdog | None:
+    """The event-loop watchdog, counting into the node's ``event_loop_stalls`` and
+    ``event_loop_stall_seconds`` (None when off, or where it cannot run: said in the log)."""
+    if not threshold_s:
+        return None
+
+    def stalled(held_s: float, computed_s: float, site: str | None) -> None:
+        node.event_loop_stalls += 1
+        node.event_loop_stall_seconds += held_s
+        log_stall(held_s, computed_s, site, threshold_s)
+
+    watchdog = LoopWatchdog(asyncio.get_running_loop(), threshold_s, stalled)
+    try:
+        watchdog.start()
+    except RuntimeError as error:
+        log.info("%s: no event-loop watchdog: %s", node.label, error, extra={"event": "watchdog_off"})
+        return None
+    return watchdog
+
+
 async def serve(
     config: ClusterConfig, dc: int, partition: int, stop: asyncio.Event | None = None, *,
     metrics_port: int | None = None, data_dir: str | None = None, repair: bool = False,
-    integrity: str = "quick", disk_reserve_bytes: int | None = None,
+    integrity: str = "quick", disk_reserve_bytes: int | None = None, loop_stall_s: float = DEFAULT_THRESHOLD_S,
 ) -> None:
     """Run the server until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is None).
 
+    ``loop_stall_s``: the event-loop watchdog's threshold (``okapikv.server.watchdog``; 0: off).
     ``metrics_port`` overrides the config's (0: no metrics endpoint); ``repair``, ``integrity`` and
     ``disk_reserve_bytes`` go to the storage (``PartitionNode``). Raises ``BindError`` when a
     listener cannot bind, ``ValueError`` when a TLS file cannot be read, and
@@ -224,9 +246,12 @@ async def serve(
                     "resp_port": node.resp_port,
                     "tls": tls is not None,
                     "client_auth": bool(tls and tls.client_auth)})
+    watchdog = _start_watchdog(node, loop_stall_s)
     try:
         await stop.wait()
     finally:
+        if watchdog is not None:
+            watchdog.close()
         log.info("%s shutting down", node.label, extra={"event": "shutting_down"})
         serving.cancel()
         if metrics is not None:

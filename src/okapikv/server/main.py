@@ -102,6 +102,9 @@ def run_server(args: argparse.Namespace) -> int:
             raise ValueError(f"--integrity-check must be one of {', '.join(INTEGRITY_MODES)}")
         if getattr(args, "repair", False) and not getattr(args, "data_dir", None):
             raise ValueError("--repair rebuilds a --data-dir: give one")
+        loop_stall_ms = float(getattr(args, "loop_stall_ms", 50.0))
+        if not 0 <= loop_stall_ms < 1e9:
+            raise ValueError("--loop-stall-ms must not be negative (0: no watchdog)")
         reserve_mb = getattr(args, "disk_reserve_mb", None)
         if reserve_mb is not None and not 0 <= reserve_mb < 1 << 40:
             raise ValueError("--disk-reserve-mb must not be negative")
@@ -118,7 +121,7 @@ def run_server(args: argparse.Namespace) -> int:
         sys.setswitchinterval(DURABLE_SWITCH_INTERVAL_S)
     try:
         run(serve(config, dc, args.partition, metrics_port=metrics_port, data_dir=getattr(args, "data_dir", None),
-                  repair=bool(getattr(args, "repair", False)), integrity=integrity,
+                  repair=bool(getattr(args, "repair", False)), integrity=integrity, loop_stall_s=loop_stall_ms / 1000,
                   disk_reserve_bytes=None if reserve_mb is None else round(reserve_mb * (1 << 20))))
     except ValueError as error:  # unreadable TLS files
         print(f"okapi server {args.dc}/{args.partition}: {error}", file=sys.stderr)

@@ -208,6 +208,8 @@ class PartitionNode:
         self.peer_batches_received = 0
         self.peer_messages_received = 0
         self.handler_errors = 0
+        self.event_loop_stalls = 0  # counted by the event-loop watchdog (okapikv.server.watchdog)
+        self.event_loop_stall_seconds = 0.0
         self.oversized_dropped = 0
         self.latency = LatencyHistograms()
         self.lag_samples = LagSamples(self.num_dcs)

@@ -199,6 +199,9 @@ class DriverFigures:
     peer_batches_received: Annotated[int, counter("Peer batches received.")]
     peer_messages_received: Annotated[int, counter("Peer messages received and handed to the core.")]
     handler_errors: Annotated[int, counter("Unexpected failures in handlers (see the log).")]
+    event_loop_stalls: Annotated[int, counter(
+        "Times the event loop was held longer than the watchdog's threshold (see the log for the site).")]
+    event_loop_stall_seconds: Annotated[float, counter("Seconds the event loop was held in those stalls.")]
     oversized_dropped: Annotated[int, counter("Peer messages dropped for exceeding the message-size limit.")]
     native_port: int
     native_connections: Annotated[int, counter("Connections accepted on the native port.")]
