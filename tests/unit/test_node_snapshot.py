@@ -35,7 +35,7 @@ TOP_LEVEL = {
 DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
     "handler_errors", "oversized_dropped", "native_port", "native_connections", "native_refused", "resp_port",
-    "resp_connections", "resp_refused", "admission_waits",
+    "resp_connections", "resp_refused", "admission_waits", "event_loop_stalls", "event_loop_stall_seconds",
 }
 LINK = {
     "address", "delay_ms", "connected", "queued", "unacked", "queued_bytes", "unacked_bytes", "sent_messages",
