@@ -5,6 +5,9 @@ expired epoch's versions once the next epoch is universally visible."""
 
 from __future__ import annotations
 
+from unit.test_counters import get, incr
+from unit.test_server_replication import T0, Mesh, make, replies, session
+
 from okapikv.core import counters
 from okapikv.core.counters import CounterState, Resolved
 from okapikv.core.messages import (
@@ -20,8 +23,6 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import Version
 from okapikv.core.server import PartitionServer as Server
-from tests.unit.test_counters import get, incr
-from tests.unit.test_server_replication import T0, Mesh, make, replies, session
 
 SECOND = 1_000_000
 

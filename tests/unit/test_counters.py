@@ -7,6 +7,7 @@ from __future__ import annotations
 from random import Random
 
 import pytest
+from unit.test_server_replication import T0, Mesh, make, replies, session
 
 from okapikv.core import counters
 from okapikv.core.counters import CounterState, Resolved
@@ -31,7 +32,6 @@ from okapikv.core.messages import (
     SwapRequest,
 )
 from okapikv.core.mvstore import Version
-from tests.unit.test_server_replication import T0, Mesh, make, replies, session
 
 
 def counter(epoch: tuple[int, int], base: int, *totals: tuple[int, int]) -> bytes:

@@ -4,6 +4,8 @@ across DCs, and GC collecting expired versions."""
 
 from __future__ import annotations
 
+from unit.test_server_replication import T0, Mesh, make, replies, session
+
 from okapikv.core import expiry
 from okapikv.core.messages import (
     ErrorReply,
@@ -22,7 +24,6 @@ from okapikv.core.messages import (
     Session,
 )
 from okapikv.core.mvstore import Version
-from tests.unit.test_server_replication import T0, Mesh, make, replies, session
 
 SECOND = 1_000_000
 
