@@ -4,15 +4,18 @@ above the clock offset limit, and `okapi server --help` giving the disk reserve'
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from okapikv.cli import main
 from okapikv.cluster.config import local_cluster
+from okapikv.cluster.launcher import PortLocks
 from okapikv.cluster.ports import free_port_block
 from okapikv.storage.space import DEFAULT_RESERVE_BYTES
 
@@ -52,3 +55,20 @@ def test_server_help_gives_the_reserves_default(capsys: pytest.CaptureFixture[st
         main(["server", "--help"])
     words = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
     assert f"MiB kept in reserve for a full disk (default: {DEFAULT_RESERVE_BYTES >> 20}, at most 5% of" in words
+
+
+def test_a_refused_launcher_names_the_holder_that_has_not_written_its_pid_yet(tmp_path: Path) -> None:
+    """Two `okapi up` started at the same moment: the loser can find the port's lock taken and its
+    file still empty (the winner writes its pid right after taking the lock); it waits for the pid
+    instead of answering "pid unknown"."""
+    directory = tmp_path / "locks"
+    directory.mkdir()
+    with (directory / "7100.lock").open("a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        writer = threading.Timer(0.2, lambda: (held.write("4242\n"), held.flush()))
+        writer.start()
+        try:
+            refusal = PortLocks(directory).acquire([7100])
+        finally:
+            writer.join()
+    assert refusal is not None and "belongs to another okapi up (pid 4242)" in refusal

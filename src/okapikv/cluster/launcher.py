@@ -340,6 +340,23 @@ class StopFlag:
         return self._set
 
 
+#: How long a refused launcher waits for the lock's holder to write its pid (it does so right after
+#: taking the lock: a launcher started at the same moment can find the lock taken and the file empty).
+OWNER_WAIT_S = 2.0
+
+
+def _owner_of(handle: IO[str]) -> str:
+    """The pid written in a lock file held by another launcher, or "unknown" if none appears
+    within ``OWNER_WAIT_S``."""
+    deadline = time.monotonic() + OWNER_WAIT_S
+    while True:
+        handle.seek(0)
+        owner = handle.read().strip()
+        if owner or time.monotonic() >= deadline:
+            return owner or "unknown"
+        time.sleep(0.02)
+
+
 class PortLocks:
     """One `okapi up` per port (in one ``OKAPI_HOME``): an exclusive ``flock`` on
     ``$OKAPI_HOME/locks/<port>.lock`` for every port the cluster listens on, taken in port order
@@ -360,8 +377,7 @@ class PortLocks:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                handle.seek(0)
-                owner = handle.read().strip() or "unknown"
+                owner = _owner_of(handle)
                 handle.close()
                 self.release()
                 return f"port {port} belongs to another okapi up (pid {owner}) in {self.directory.parent}"
