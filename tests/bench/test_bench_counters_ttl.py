@@ -9,7 +9,6 @@ import random
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from okapikv.bench.engine.adapters import MemoryTarget, RedisTarget, Target, TargetSpec
 from okapikv.bench.engine.generators import InsertSequence
 from okapikv.bench.engine.keyspace import PartitionedKeyspace
+from okapikv.bench.engine.redis_ref import LocalRedis
 from okapikv.bench.engine.workloads import (
     COUNTER_KEYS,
     COUNTER_PREFIX,
@@ -30,7 +30,6 @@ from okapikv.bench.engine.workloads import (
     WorkloadConfig,
     make_source,
 )
-from okapikv.cluster.ports import free_port_block
 
 OPS = 10_000
 
@@ -110,21 +109,7 @@ def test_memory_target_counts_and_stores() -> None:
 def test_redis_target_sends_incr_and_set_px(tmp_path: Path) -> None:
     import redis
 
-    port = free_port_block(1)
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-                                "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        check = redis.Redis(port=port, socket_timeout=10)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                check.ping()
-                break
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline and process.poll() is None
-                time.sleep(0.05)
-        asyncio.run(_incr_and_put_ttl(RedisTarget(TargetSpec("redis", (f"127.0.0.1:{port}",)), 1)))
+    with LocalRedis() as reference:
+        check = redis.Redis(port=reference.port, socket_timeout=10)
+        asyncio.run(_incr_and_put_ttl(RedisTarget(TargetSpec("redis", (reference.address,)), 1)))
         assert check.get("#n") == b"3" and 59_000 < check.pttl("k") <= 60_000
-    finally:
-        process.terminate()
-        process.wait(timeout=10)

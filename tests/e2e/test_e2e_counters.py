@@ -11,10 +11,8 @@ cluster of 3 DCs, and the same command sequence against a real redis-server.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,9 +22,10 @@ from typing import Any
 import grpc
 import pytest
 import redis
-from okapi_processes import Cluster, free_base_port
+from okapi_processes import Cluster
 from test_e2e_resp import resp_ports
 
+from okapikv.bench.engine.redis_ref import LocalRedis
 from okapikv.server.faults import ENVIRONMENT_VARIABLE, HOLD_LINKS
 
 pytestmark = pytest.mark.timeout(240)
@@ -149,37 +148,11 @@ def replies(connection: redis.Redis) -> list[object]:
     return answered
 
 
-@contextlib.contextmanager
-def redis_server(directory: Path) -> Iterator[int]:
-    port = free_base_port(1)
-    process = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
-                                "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        connection = redis.Redis(port=port, socket_timeout=10)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                connection.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is not installed")
 def test_counter_replies_match_redis_server(cluster: Cluster, tmp_path: Path) -> None:
     ports = resp_ports(cluster)
-    with redis_server(tmp_path) as port:
-        expected = replies(redis.Redis(port=port, socket_timeout=10))
+    with LocalRedis() as reference:
+        expected = replies(redis.Redis(port=reference.port, socket_timeout=10))
     okapi = redis.Redis(port=ports[("virginia", 0)], socket_timeout=60)
     okapi.delete("a", "s", "t", "z", "big", "small", "new", "e", "r", "w", "x")
     answered = replies(okapi)
