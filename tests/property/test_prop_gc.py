@@ -69,9 +69,7 @@ def build(protocol: str, versions: list[Version], stable: Vector, horizon: Vecto
     server = PartitionServer(
         CoreConfig(dc=LOCAL, partition=1, num_dcs=M, num_partitions=2, protocol=protocol, gc_interval_us=1)
     )
-    server.stable = stable
-    server.horizon = horizon
-    server.vv = list(vv)
+    server.restore((), vv=vv, stable=stable, gsv=(0,) * M, horizon=horizon, hlc_floor=vv[LOCAL])
     for version in versions:
         server.store.insert(KEY, Version(version.value, version.timestamp, version.source_dc, version.dv))
     return server

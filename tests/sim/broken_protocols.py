@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from okapikv.core.clock import Hlc
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import ALL_TIMESTAMPS
 from okapikv.core.messages import CatchUpReply, Heartbeat, ReplicateBatch
@@ -19,6 +20,9 @@ from okapikv.core.protocols.base import register
 from okapikv.core.protocols.okapi import Okapi
 from okapikv.core.server import PartitionServer
 from okapikv.core.vectors import Vector
+
+#: a maximum clock offset past any clock (``UnboundedClockServer``'s HLC)
+UNBOUNDED_OFFSET_US = 1 << 47
 
 
 @register
@@ -43,6 +47,9 @@ class UnboundedClockServer(PartitionServer):
     def __init__(self, config: CoreConfig) -> None:
         super().__init__(config)
         self.offset_guard = False
+        # its HLC's rule without the ceiling too (``okapikv.core.clock``): else the HLC refuses the first
+        # timestamp from far ahead before the simulator could see the drag
+        self.clock = self.version_vector.hlc = Hlc(self.version_vector.entries, config.dc, UNBOUNDED_OFFSET_US)
 
     def ceiling(self, now_us: int) -> int:
         return ALL_TIMESTAMPS

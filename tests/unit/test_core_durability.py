@@ -242,11 +242,11 @@ class TestReplicatedFloor:
     def test_okapi_keeps_local_versions_above_the_usv_local_entry(self) -> None:
         server = make(dc=0, gc_interval_us=1_000)
         overwrite(server, 3, T0)
-        server.horizon = (pack(T0 + 10_000), pack(T0 + 10_000))  # every snapshot is past them
-        server.stable = (0, pack(T0 + 10_000))
+        server.vectors.advance_horizon((pack(T0 + 10_000), pack(T0 + 10_000)))  # every snapshot is past them
+        server.vectors.advance_stable((0, pack(T0 + 10_000)))
         server.on_timer(T0 + 50_000)
         assert len(server.store.versions(b"k")) == 3  # the other DC may not have them yet
-        server.stable = (pack(T0 + 10_000), pack(T0 + 10_000))  # universally stable now
+        server.vectors.advance_stable((pack(T0 + 10_000), pack(T0 + 10_000)))  # universally stable now
         server.on_timer(T0 + 100_000)
         assert len(server.store.versions(b"k")) == 1
 
@@ -255,8 +255,8 @@ class TestReplicatedFloor:
         server = make(dc=0, num_dcs=3, protocol=protocol, gc_interval_us=1_000)
         overwrite(server, 3, T0)
         top = pack(T0 + 10_000)
-        server.horizon = server.horizon if protocol == "eventual" else (top, top, top)
-        server.stable = (top, top, top)
+        server.vectors.advance_horizon((top, top, top))  # eventual's is everything already
+        server.vectors.advance_stable((top, top, top))
         server.handle(ReplicaProgress(ServerId(1, 0), (top, 0, 0)), T0)
         server.on_timer(T0 + 50_000)
         assert len(server.store.versions(b"k")) == 3  # DC 2 has not reported
@@ -272,8 +272,8 @@ class TestReplicatedFloor:
         server.handle(ReplicateBatch(ServerId(1, 0), (Update(b"k", b"old", old, 1, (0, old, 0)),
                                                       Update(b"k", None, gone, 1, (0, gone, 0)))), T0)
         top = pack(T0 + 10_000)
-        server.vv = [top, top, top]
-        server.stable = server.horizon = (top, top, top)
+        server.restore((), vv=(top, top, top), stable=(top, top, top), gsv=(0, 0, 0), horizon=(top, top, top),
+                       hlc_floor=top)
         server.handle(ReplicaProgress(ServerId(1, 0), (top, top, top)), T0)
         server.handle(ReplicaProgress(ServerId(2, 0), (top, pack(T0 + 9), top)), T0)  # DC 2 lacks it
         for step in range(1, 40):

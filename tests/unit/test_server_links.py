@@ -239,6 +239,7 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
     import dataclasses
 
     from okapikv.cluster.config import local_cluster
+    from okapikv.core.stable import StableVectors
     from okapikv.core.timestamps import pack
     from okapikv.server import admission as admission_module
     from okapikv.server.node import PartitionNode
@@ -257,12 +258,16 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
         admission.time = clock
         server._links[ServerId(0, 0)] = StubLink(last_ack_at=clock.now)  # type: ignore[assignment]
         now_us = server.clock.now_us()
-        server.core.stable = (pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
+        core = server.core
+
+        def stable(*vector: int) -> None:  # a stable vector as of some moment (a fresh holder: it only grows)
+            core.vectors = StableVectors(vector, core.gsv, core.horizon)
+
+        stable(pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
         assert not admission.backlogged()  # both remote DCs within their bounds
-        server.core.stable = (pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
+        stable(pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
         assert admission.backlogged() is bounded  # DC a 12.5 ms past its threshold
-        server.core.stable = (pack(now_us - 60_000 - admission_module.VISIBILITY_GIVE_UP_US), pack(now_us),
-                              pack(now_us))
+        stable(pack(now_us - 60_000 - admission_module.VISIBILITY_GIVE_UP_US), pack(now_us), pack(now_us))
         assert not admission.backlogged()  # a whole second late: cut off, not slow; writes go on
 
     scenario(True)

@@ -324,17 +324,17 @@ class CatchUp:
         if not state.is_replica(source):
             return []
         if message.through > state.vv[source.dc]:
-            state.vv[source.dc] = state.watermark(message, source.dc, message.through, now_us)
+            state.version_vector.adopt(source.dc, state.watermark(message, source.dc, message.through, now_us))
         if self.awaited.get(source.dc) == message.request_id:
             del self.awaited[source.dc]
         stats = state.stats
         stats.catch_up_replies_received += 1
         stats.replica_knows_clock = max(stats.replica_knows_clock, message.origin_through)
         repairing = self.repair
-        if repairing is None and message.origin_through > state.vv[state.dc]:
-            # Only a server that lost its clock bound gets here (else the bound is above): never
+        if repairing is None:
+            # Only a server that lost its clock bound moves here (else the bound is above): never
             # issue a timestamp a replica already holds. (A repair raises it once every answer is in.)
-            state.vv[state.dc] = message.origin_through
+            state.clock.recover(message.origin_through)
         answer = message.repair
         if (repairing is None or answer is None or repairing.waiting.get(source.dc) != message.request_id
                 or any(len(vector) != state.num_dcs for vector in (answer.stable, answer.horizon, answer.gsv))):
@@ -366,7 +366,7 @@ class CatchUp:
         for key, version in kept:
             state.store.insert(key, version)
         state.stats.repair_local_kept += len(kept)
-        state.vv[dc] = max(state.vv[dc], repairing.origin_through, *(version.timestamp for _, version in kept))
+        state.clock.recover(max((repairing.origin_through, *(version.timestamp for _, version in kept))))
         repairing.salvaged = ()
         repairing.fetching = False
         if repairing.gsvs:
@@ -390,7 +390,7 @@ class CatchUp:
         assert repairing is not None
         state = self.state
         if leq(repairing.threshold, state.stable):
-            state.horizon = merge_max(state.horizon, repairing.threshold)
+            state.vectors.advance_horizon(repairing.threshold)
             self._repaired()
 
     def refuse(self, request: ClientRequest) -> list[Effect]:

@@ -282,7 +282,7 @@ class Members:
         if waiting is None or waiting.get(message.source.dc) != message.request_id:
             return []
         if message.through > state.vv[dc]:
-            state.vv[dc] = message.through
+            state.version_vector.adopt(dc, message.through)
         del waiting[message.source.dc]
         if not waiting:
             del self.relays[dc]

@@ -516,9 +516,10 @@ class SnapshotReads:
         if wait is not None:
             return self._refuse_slice(message, pack(wait.clock_us), now_us) if state.too_long(wait, now_us) else wait
         dc = state.dc
-        if protocol.raises_clock_on_slice and snapshot[dc] > state.vv[dc]:
-            state.vv[dc] = snapshot[dc]  # updateClockOnTx: never create a version this snapshot misses
-        state.stable = merge_max(state.stable, snapshot[:dc] + (state.stable[dc],) + snapshot[dc + 1 :])
+        if protocol.raises_clock_on_slice:
+            state.clock.observe(snapshot[dc], now_us)  # updateClockOnTx: never create a version this snapshot misses
+        stable = state.stable
+        state.vectors.advance_stable(snapshot[:dc] + (stable[dc],) + snapshot[dc + 1 :])
         visible = protocol.visible_in_snapshot
 
         def in_snapshot(version: Version) -> bool:

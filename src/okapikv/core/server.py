@@ -413,11 +413,11 @@ class PartitionServer(PartitionState):
                 self.store.insert(key, version)
         finally:
             self.store.track_changes = tracking
-        self.vv = list(merge_max(tuple(self.vv), vv))
-        self.vv[self.dc] = max(self.vv[self.dc], hlc_floor)
-        self.stable = merge_max(self.stable, stable)
-        self.gsv = merge_max(self.gsv, gsv)
-        self.horizon = merge_max(self.horizon, horizon)
+        self.version_vector.restore(vv, hlc_floor)
+        vectors = self.vectors
+        vectors.advance_stable(stable)
+        vectors.advance_gsv(gsv)
+        vectors.advance_horizon(horizon)
 
     def start_catch_up(self, repair: Repair | None = None, verify: Verify | None = None) -> list[Effect]:
         """Ask every replica for its DC's updates above our ``vv`` entry (call once after a restart,
@@ -582,13 +582,13 @@ class PartitionServer(PartitionState):
         if self.offset_guard:
             # ``ceiling`` inlined: this runs for every client request
             ceiling = ((now_us + self.max_offset_us) << LOGICAL_BITS) | LOGICAL_MASK
-            hlc = self.vv[self.dc]
+            hlc = self.hlc
             if hlc > ceiling:
                 ceiling = hlc
             ahead = session.dt if session.dt > ceiling else max(session.stable)
             if ahead > ceiling:
                 return self._refuse_offset(request_id, "the session depends on", ahead, now_us)
-        self.stable = merge_max(self.stable, session.stable)
+        self.vectors.advance_stable(session.stable)
         return None
 
     def _refuse_offset(self, request_id: int, what: str, timestamp: int, now_us: int) -> list[Effect]:
@@ -722,7 +722,7 @@ class PartitionServer(PartitionState):
             if by is not None:
                 outcome = counters.increment(chain, resolved, dc, self.num_dcs, by, now_us)
                 if isinstance(outcome, str):
-                    self.stable = stable_before
+                    self.vectors.rollback_stable(stable_before)
                     return self.reject(request_id, outcome)
                 counter = outcome
             elif expires is not None:
@@ -739,12 +739,12 @@ class PartitionServer(PartitionState):
         )
         if isinstance(timestamp, WaitForClock):
             if self.too_long(timestamp, now_us):
-                self.stable = stable_before
+                self.vectors.rollback_stable(stable_before)
                 return self._refuse_offset(request_id, "the write would wait for the clock to reach",
                                            pack(timestamp.clock_us), now_us)
             return timestamp
         self.stats.operations[kind] += 1
-        self.vv[dc] = timestamp
+        self.clock.issue(timestamp, now_us)
         if counter is not None:
             counter = counters.stamped(counter, (timestamp, dc))
             value = counters.encode(counter)
@@ -796,7 +796,7 @@ class PartitionServer(PartitionState):
             progress = _PutManyProgress(0, 0, (0,) * self.num_dcs)
         base = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
         base_max = max(base)
-        store, visible, vv, protocol = self.store, self._visible, self.vv, self.protocol
+        store, visible, clock, protocol = self.store, self._visible, self.clock, self.protocol
         outbox = self._outbox if self.num_dcs > 1 else None
         done, remote = progress.done, progress.remote
         timestamp = progress.timestamp
@@ -810,13 +810,13 @@ class PartitionServer(PartitionState):
                 dependency = merge_max(base, found)
                 highest = max(dependency)
                 remote = merge_max(remote, found[:dc] + (0,) + found[dc + 1 :])
-            assigned = protocol.assign_timestamp(previous=vv[dc], max_dependency=highest, now_us=now_us)
+            assigned = protocol.assign_timestamp(previous=clock.value, max_dependency=highest, now_us=now_us)
             if isinstance(assigned, WaitForClock):
                 done = index
                 if self.too_long(assigned, now_us):
                     written = f"{done} of {len(keys)} pairs written; " if done else ""
                     if not done:
-                        self.stable = stable_before
+                        self.vectors.rollback_stable(stable_before)
                     refusal = self._refuse_offset(request_id, f"{written}the write would wait for the clock to reach",
                                                   pack(assigned.clock_us), now_us)
                     self.stats.operations["put"] += done - progress.done
@@ -824,8 +824,7 @@ class PartitionServer(PartitionState):
                 self.stats.operations["put"] += done - progress.done
                 self._put_many_progress[request_id] = _PutManyProgress(done, timestamp, remote)
                 return assigned
-            timestamp = assigned
-            vv[dc] = timestamp
+            timestamp = clock.issue(assigned, now_us)
             version = Version(value, timestamp, dc, protocol.stored_dv(dependency=dependency, timestamp=timestamp))
             store.insert(key, version)
             if outbox is not None:
@@ -879,6 +878,7 @@ class PartitionServer(PartitionState):
             # a removed DC's stream: its vv entry stays where the relay left it
             return self.members.tell(message.source)
         vv = self.vv
+        adopt = self.version_vector.adopt
         catch_up = self.catch_up
         awaited = catch_up.awaited
         dc = self.dc
@@ -899,8 +899,8 @@ class PartitionServer(PartitionState):
             stored = True
             self.store.insert(update.key, Version(update.value, timestamp, source_dc, update.dv))
             if source_dc not in awaited:  # frozen until the catch-up answer covers the gap
-                vv[source_dc] = timestamp if timestamp <= cap else self.watermark(message, source_dc, timestamp,
-                                                                                    now_us)
+                adopt(source_dc, timestamp if timestamp <= cap else self.watermark(message, source_dc, timestamp,
+                                                                                     now_us))
         self.stats.replicated_updates_received += len(message.updates)
         effects = self._absorb_gsv(message.source.dc, message.gsv, now_us) if message.gsv is not None else []
         if stored:
@@ -920,16 +920,13 @@ class PartitionServer(PartitionState):
         if self.members.ignores(source):
             return self.members.tell(message.source)
         if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
-            self.vv[source] = self.watermark(message, source, message.timestamp, now_us)
+            self.version_vector.adopt(source, self.watermark(message, source, message.timestamp, now_us))
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
 
     def _heartbeat(self, now_us: int, effects: list[Effect]) -> None:
         """Promise peers no version at or below the current clock will follow, so their stable vectors
         keep moving (``on_timer``: after a heartbeat period without replication, or with the round)."""
-        dc = self.dc
-        if pack(now_us) > self.vv[dc]:
-            self.vv[dc] = pack(now_us)
-        message = Heartbeat(self.id, self.vv[dc], self._take_gsv())
+        message = Heartbeat(self.id, self.clock.tick(now_us), self._take_gsv())
         for peer in self.peers:
             effects.append(Send(peer, message))
         self.stats.heartbeats_sent += len(self.peers)

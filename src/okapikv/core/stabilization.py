@@ -51,7 +51,6 @@ from okapikv.core.messages import (
 )
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.state import NEVER, PartitionState
-from okapikv.core.timestamps import pack
 from okapikv.core.vectors import Vector, merge_max, merge_min
 
 
@@ -97,9 +96,7 @@ class GsvRound:
         or aggregate (partition 0)."""
         state = self.state
         self.next_us = now_us + state.config.stabilization_interval_us
-        dc = state.dc
-        if pack(now_us) > state.vv[dc]:
-            state.vv[dc] = pack(now_us)
+        state.clock.tick(now_us)
         report = VvReport(state.id, tuple(state.vv), floor)
         vector_bytes = TIMESTAMP_BYTES * state.num_dcs
         if state.id.partition == 0:
@@ -176,13 +173,12 @@ class GsvRound:
         if message.source.dc != state.dc:
             return []
         state.heard[message.source.partition] = now_us
-        gsv = merge_max(state.gsv, message.gsv)
-        if gsv != state.gsv:
-            state.gsv = gsv
+        vectors = state.vectors
+        if vectors.advance_gsv(message.gsv):
             self.gsv_unshared = self._shares_gsv
-        usv = self._usv_from(state.gsv) if self._usv_here else message.usv
-        state.stable = state.protocol.on_stabilized(stable=state.stable, gsv=state.gsv, usv=usv)
-        state.horizon = merge_max(state.horizon, message.horizon)
+        usv = self._usv_from(vectors.gsv) if self._usv_here else message.usv
+        vectors.advance_stable(state.protocol.on_stabilized(stable=vectors.stable, gsv=vectors.gsv, usv=usv))
+        vectors.advance_horizon(message.horizon)
         effects: list[Effect] = []
         if state.parked:
             self._resume(now_us, effects, clock_only=False)
@@ -194,11 +190,17 @@ class GsvRound:
         state = self.state
         effects: list[Effect] = []
         if self._usv_here:
-            state.stable = state.protocol.on_stabilized(stable=state.stable, gsv=state.gsv,
-                                                        usv=self._usv_from(state.gsv))
+            self._raise_usv()
             if state.parked:
                 self._resume(now_us, effects, clock_only=False)
         return effects
+
+    def _raise_usv(self) -> None:
+        """The stable vector from this DC's GSV and the counted DCs' (``_usv_from``)."""
+        state = self.state
+        vectors = state.vectors
+        vectors.advance_stable(state.protocol.on_stabilized(stable=vectors.stable, gsv=vectors.gsv,
+                                                            usv=self._usv_from(vectors.gsv)))
 
     @property
     def computes_usv(self) -> bool:
@@ -245,9 +247,7 @@ class GstRound(GsvRound):
     def stabilize(self, now_us: int, effects: list[Effect], floor: Vector) -> None:
         state = self.state
         self.next_us = now_us + state.config.stabilization_interval_us
-        dc = state.dc
-        if pack(now_us) > state.vv[dc]:
-            state.vv[dc] = pack(now_us)
+        state.clock.tick(now_us)
         # min(floor): a lower bound of every entry of the floor (GentleRain's snapshots repeat one
         # time, so its floor is that time repeated). The local stable time counts the counted DCs'
         # entries only (``okapikv.core.membership``).
@@ -345,8 +345,7 @@ class UsvOnStream(GsvRound):
         # Raise the USV now instead of at the next GSV broadcast: remote updates become visible up
         # to a stabilization period sooner (idle 3-DC cluster, realistic WAN: visibility lag p99
         # from the UST path + 15.3 ms to + ~11). The USV is a min of valid lower bounds either way.
-        state.stable = state.protocol.on_stabilized(stable=state.stable, gsv=state.gsv,
-                                                    usv=self._usv_from(state.gsv))
+        self._raise_usv()
         effects: list[Effect] = []
         if state.parked:
             self._resume(now_us, effects, clock_only=False)

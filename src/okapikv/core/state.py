@@ -49,9 +49,11 @@ and ``tests/unit/test_core_state.py``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from okapikv.core import counters, expiry
+from okapikv.core.clock import Hlc, VersionVector
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     CatchUpReply,
@@ -66,6 +68,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.mvstore import COUNTER_MAGIC, MultiVersionStore, Version, VisibilityPredicate
 from okapikv.core.protocols import WaitForStable, create_protocol
+from okapikv.core.stable import StableVectors
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import WaitForClock, offset_ceiling, physical_of
 from okapikv.core.vectors import Vector, zeros
@@ -103,11 +106,13 @@ class PartitionState:
         self.protocol = create_protocol(config.protocol, dc=config.dc, num_dcs=config.num_dcs)
         self.store = MultiVersionStore(merged=counters.collectable)
         self.stats = ServerStats()
-        self.vv: list[int] = [0] * config.num_dcs
-        self.stable: Vector = zeros(config.num_dcs)
-        self.gsv: Vector = zeros(config.num_dcs)
-        # zeros, or (eventual: no snapshot is ever too old) everything
-        self.horizon: Vector = self.protocol.snapshot_floor(stable=self.stable, now_us_packed=0)
+        #: ``vv`` and its writers: ``clock`` (the HLC, ``vv[m]``) and ``adopt`` (the replicas' entries)
+        self.version_vector = VersionVector(config.num_dcs, config.dc, config.max_clock_offset_us)
+        self.clock: Hlc = self.version_vector.hlc
+        #: ``stable``, ``gsv`` and ``horizon`` and their writer; the horizon starts at zeros, or
+        #: (eventual: no snapshot is ever too old) everything
+        self.vectors = StableVectors(zeros(config.num_dcs), zeros(config.num_dcs),
+                                     self.protocol.snapshot_floor(stable=zeros(config.num_dcs), now_us_packed=0))
         self.peers = [ServerId(dc, config.partition) for dc in range(config.num_dcs) if dc != config.dc]
         self.dc_members = [ServerId(config.dc, p) for p in range(config.num_partitions)]
         #: the DCs the stable vectors' minima count: every DC but those removed whose relay is over
@@ -125,12 +130,29 @@ class PartitionState:
         self.offset_guard = self.protocol.stabilizes
 
     @property
+    def vv(self) -> Sequence[int]:
+        """The version vector, read-only: ``clock`` and ``version_vector.adopt`` move it."""
+        return self.version_vector.entries
+
+    @property
     def hlc(self) -> int:
         """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
         issued or announced for the baselines."""
-        return self.vv[self.dc]
+        return self.version_vector.entries[self.dc]
 
-    def counted_min(self, vector: list[int] | tuple[int, ...]) -> int:
+    @property
+    def stable(self) -> Vector:
+        return self.vectors.stable
+
+    @property
+    def gsv(self) -> Vector:
+        return self.vectors.gsv
+
+    @property
+    def horizon(self) -> Vector:
+        return self.vectors.horizon
+
+    def counted_min(self, vector: Sequence[int]) -> int:
         """The minimum of ``vector``'s entries of the counted DCs (``counted``)."""
         counted = self.counted
         if len(counted) == self.num_dcs:
@@ -171,7 +193,7 @@ class PartitionState:
         """The highest timestamp this server takes from a client or a slice: its clock plus the
         maximum offset, or its own HLC when that is higher (a dependency at or below it moves
         nothing: after a restart above a persisted bound the HLC is ahead of the clock)."""
-        return max(self.vv[self.dc], offset_ceiling(now_us, self.config.max_clock_offset_us))
+        return self.clock.ceiling(now_us)
 
     def too_long(self, wait: WaitForClock, now_us: int) -> bool:
         """Whether a wait for the clock outlasts the maximum offset: the clock is then not slightly
