@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from okapikv.core.config import CoreConfig
-from okapikv.core.messages import Effect, RelayReply, RelayRequest
+from okapikv.core.messages import Effect, Message, RelayReply, RelayRequest
 from okapikv.core.server import PartitionServer
 from okapikv.sim.config import SimConfig
 from okapikv.sim.runner import RunOutcome, run_simulation
@@ -39,11 +38,9 @@ class NoRelay(PartitionServer):
     """Broken: a survivor answers a relay request with its reply only, none of the removed DC's
     updates, so the survivors stop counting the lost DC while one of them lacks what it sent."""
 
-    def __init__(self, config: CoreConfig) -> None:
-        super().__init__(config)
-        self._handlers[RelayRequest] = self._no_relay  # type: ignore[assignment]
-
-    def _no_relay(self, message: RelayRequest, now_us: int) -> list[Effect]:
+    def _dispatch(self, message: Message, now_us: int, since_us: int) -> list[Effect]:
+        if not isinstance(message, RelayRequest):
+            return super()._dispatch(message, now_us, since_us)
         return [effect for effect in self.members.on_relay_request(message, now_us)
                 if isinstance(getattr(effect, "message", None), RelayReply)]
 

@@ -591,21 +591,25 @@ class TestWaits:
         stamps = [r.timestamp for r in got]  # type: ignore[union-attr]
         assert stamps == sorted(stamps)
 
-    def test_a_backlog_of_clock_waiting_writes_runs_one_handler_per_microsecond(self) -> None:
+    def test_a_backlog_of_clock_waiting_writes_runs_one_handler_per_microsecond(
+            self, monkeypatch: pytest.MonkeyPatch) -> None:
         # One write takes the clock's microsecond; the others wait for the next without their
         # handler running again (a backlog of n writes cost n handler runs per microsecond).
+        calls: list[object] = []
+        counting: list[bool] = []
+        on_put = PartitionServer._on_put
+
+        def counted(server: PartitionServer, message: PutRequest, now_us: int) -> object:
+            if counting:
+                calls.append(message)
+            return on_put(server, message, now_us)
+
+        monkeypatch.setattr(PartitionServer, "_on_put", counted)  # registered with the handlers at construction
         server = make(num_dcs=1, protocol="cure")
         server.on_timer(T0)
         for request_id in range(1, 51):
             server.handle(PutRequest(request_id, b"k%d" % request_id, b"v", session(1, dt=pack(T0 + 5))), T0)
-        calls: list[object] = []
-        handle = server._handlers[PutRequest]
-
-        def counting(message: object, now_us: int) -> object:
-            calls.append(message)
-            return handle(message, now_us)  # type: ignore[arg-type]
-
-        server._handlers[PutRequest] = counting  # type: ignore[assignment]
+        counting.append(True)
         got = replies(server.on_timer(T0 + 6))
         assert [r.request_id for r in got] == [1] and len(calls) == 1
         while server.parked_count:

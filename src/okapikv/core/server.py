@@ -47,12 +47,13 @@ Invariants (tested in ``tests/unit/test_server_*.py`` and ``tests/property``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from okapikv.core import counters, expiry
 from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
+from okapikv.core.dispatch import Handlers
 from okapikv.core.gc import GarbageCollector
 from okapikv.core.membership import REMOVED, Members, Membership
 from okapikv.core.messages import (
@@ -176,35 +177,36 @@ class PartitionServer(PartitionState):
         self._follow = self.stabilization.follow
         self._take_gsv = self.stabilization.take_gsv
         self._absorb_gsv = self.stabilization.absorb_gsv
-        self._handlers: dict[type, Callable[[object, int], Outcome]] = {
-            GetRequest: self._on_get,  # type: ignore[dict-item]
-            PutRequest: self._on_put,  # type: ignore[dict-item]
-            PutManyRequest: self._on_put_many,  # type: ignore[dict-item]
-            SwapRequest: self._on_swap,  # type: ignore[dict-item]
-            DeleteRequest: self._on_delete,  # type: ignore[dict-item]
-            IncrRequest: self._on_incr,  # type: ignore[dict-item]
-            ExpireRequest: self._on_expire,  # type: ignore[dict-item]
-            ReadTxRequest: self.reads.on_read,  # type: ignore[dict-item]
-            ScanRequest: self.reads.on_read,  # type: ignore[dict-item]
-            ReplicateBatch: self._on_replicate,  # type: ignore[dict-item]
-            Heartbeat: self._on_heartbeat,  # type: ignore[dict-item]
-            VvReport: self.stabilization.on_vv_report,  # type: ignore[dict-item]
-            GsvBroadcast: self.stabilization.on_gsv_broadcast,  # type: ignore[dict-item]
-            GsvExchange: self.stabilization.on_gsv_exchange,  # type: ignore[dict-item]
-            StableTimeReport: self.stabilization.on_stable_time_report,  # type: ignore[dict-item]
-            GstBroadcast: self.stabilization.on_gst_broadcast,  # type: ignore[dict-item]
-            TxSlice: self.reads.on_slice,  # type: ignore[dict-item]
-            ScanSlice: self.reads.on_slice,  # type: ignore[dict-item]
-            SliceReply: self.reads.on_slice_reply,  # type: ignore[dict-item]
-            Restarted: self.reads.on_restarted,  # type: ignore[dict-item]
-            CatchUpRequest: self._on_catch_up_request,  # type: ignore[dict-item]
-            CatchUpReply: self.catch_up.on_reply,  # type: ignore[dict-item]
-            ReplicaProgress: self.gc.on_replica_progress,  # type: ignore[dict-item]
-            RepairBatch: self.catch_up.on_repair_batch,  # type: ignore[dict-item]
-            MembershipUpdate: self._on_membership,  # type: ignore[dict-item]
-            RelayRequest: self.members.on_relay_request,  # type: ignore[dict-item]
-            RelayReply: self._on_relay_reply,  # type: ignore[dict-item]
-        }
+        # typed by message: a handler that does not take its message's type is a mypy error
+        handlers: Handlers[Outcome] = Handlers()
+        self._handlers = handlers
+        handlers.register(GetRequest, self._on_get)
+        handlers.register(PutRequest, self._on_put)
+        handlers.register(PutManyRequest, self._on_put_many)
+        handlers.register(SwapRequest, self._on_swap)
+        handlers.register(DeleteRequest, self._on_delete)
+        handlers.register(IncrRequest, self._on_incr)
+        handlers.register(ExpireRequest, self._on_expire)
+        handlers.register(ReadTxRequest, self.reads.on_read)
+        handlers.register(ScanRequest, self.reads.on_read)
+        handlers.register(ReplicateBatch, self._on_replicate)
+        handlers.register(Heartbeat, self._on_heartbeat)
+        handlers.register(VvReport, self.stabilization.on_vv_report)
+        handlers.register(GsvBroadcast, self.stabilization.on_gsv_broadcast)
+        handlers.register(GsvExchange, self.stabilization.on_gsv_exchange)
+        handlers.register(StableTimeReport, self.stabilization.on_stable_time_report)
+        handlers.register(GstBroadcast, self.stabilization.on_gst_broadcast)
+        handlers.register(TxSlice, self.reads.on_slice)
+        handlers.register(ScanSlice, self.reads.on_slice)
+        handlers.register(SliceReply, self.reads.on_slice_reply)
+        handlers.register(Restarted, self.reads.on_restarted)
+        handlers.register(CatchUpRequest, self._on_catch_up_request)
+        handlers.register(CatchUpReply, self.catch_up.on_reply)
+        handlers.register(ReplicaProgress, self.gc.on_replica_progress)
+        handlers.register(RepairBatch, self.catch_up.on_repair_batch)
+        handlers.register(MembershipUpdate, self._on_membership)
+        handlers.register(RelayRequest, self.members.on_relay_request)
+        handlers.register(RelayReply, self._on_relay_reply)
 
     # ================================================================ driver interface
 
@@ -516,7 +518,7 @@ class PartitionServer(PartitionState):
     # ================================================================ dispatch and waits
 
     def _dispatch(self, message: Message, now_us: int, since_us: int) -> list[Effect]:
-        handler = self._handlers.get(type(message))
+        handler = self._handlers.find(message)
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
         if not self.catch_up.serving and isinstance(message, ClientRequest):
@@ -561,7 +563,7 @@ class PartitionServer(PartitionState):
             if type(message) is TxSlice or type(message) is ScanSlice:  # its reply says how long it waited
                 outcome = self.reads.on_slice(message, now_us, now_us - parked.since_us)
             else:
-                outcome = self._handlers[type(message)](message, now_us)
+                outcome = self._handlers(message, now_us)
             if isinstance(outcome, list):
                 self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
                 effects.extend(outcome)
