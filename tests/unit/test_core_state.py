@@ -32,14 +32,14 @@ def test_a_fresh_state_starts_at_zero_and_eventual_has_no_horizon(protocol: str)
 
 def test_hlc_is_the_local_entry_of_the_version_vector() -> None:
     state = make()
-    state.vv[0] = pack(7)
+    state.clock.recover(pack(7))
     assert state.hlc == pack(7)
 
 
 def test_the_ceiling_is_the_clock_plus_the_offset_or_the_hlc_above_it() -> None:
     state = make()
     assert state.ceiling(T0) == pack(T0 + OFFSET_US, LOGICAL_MASK) == offset_ceiling(T0, OFFSET_US)
-    state.vv[0] = pack(T0 + 2 * OFFSET_US)  # restarted above a persisted bound
+    state.clock.recover(pack(T0 + 2 * OFFSET_US))  # restarted above a persisted bound
     assert state.ceiling(T0) == pack(T0 + 2 * OFFSET_US)
 
 
@@ -58,7 +58,7 @@ def test_a_watermark_is_clamped_to_the_ceiling_and_never_moves_back() -> None:
     assert state.watermark(heartbeat, 1, far, T0) == offset_ceiling(T0, OFFSET_US)
     assert state.stats.clock_offset_clamps == 1
     assert state.last_clock_offset == ("held back a Heartbeat watermark", "dc1/p1", 3_600_000_000)
-    state.vv[1] = far - 1  # already past the ceiling (adopted while the clock read later)
+    state.version_vector.adopt(1, far - 1)  # already past the ceiling (adopted while the clock read later)
     assert state.watermark(heartbeat, 1, far, T0) == far - 1
 
 
