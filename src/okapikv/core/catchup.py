@@ -34,7 +34,9 @@ Invariants (tested in ``tests/unit/test_core_catchup.py`` and ``tests/unit/test_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
+from okapikv.core.clock import Hlc, VersionVector
 from okapikv.core.messages import (
     CatchUpReply,
     CatchUpRequest,
@@ -42,6 +44,7 @@ from okapikv.core.messages import (
     Effect,
     ErrorCode,
     ErrorReply,
+    Heartbeat,
     RepairAnswer,
     RepairBatch,
     ReplicateBatch,
@@ -52,11 +55,27 @@ from okapikv.core.messages import (
     Update,
 )
 from okapikv.core.mvstore import Version
-from okapikv.core.state import PartitionState
+from okapikv.core.stable import StableVectors
+from okapikv.core.state import ServerView
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min, zeros
 
 #: Updates per ReplicateBatch of a catch-up answer (the driver splits further by bytes).
 CATCH_UP_BATCH = 1_000
+
+
+class CatchUpView(ServerView, Protocol):
+    """What catch-up and repair read and move of the server's state: the HLC (``recover``: never
+    issue a timestamp a replica holds), the replicas' ``vv`` entries (``adopt``, clamped by
+    ``watermark``) and the horizon (``vectors``: a settled repair's threshold)."""
+
+    @property
+    def clock(self) -> Hlc: ...
+    @property
+    def version_vector(self) -> VersionVector: ...
+    @property
+    def vectors(self) -> StableVectors: ...
+    def watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
+                  now_us: int) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +119,7 @@ class Repairing:
 class CatchUp:
     """A partition server's catch-up with its replicas, and its repair from them."""
 
-    def __init__(self, state: PartitionState, *, stable_moves: bool) -> None:
+    def __init__(self, state: CatchUpView, *, stable_moves: bool) -> None:
         self.state = state
         # a repair settles (waits for the stable vector) only where the stable vector moves
         self._settles = stable_moves and bool(state.peers)

@@ -27,7 +27,7 @@ from okapikv.core import expiry
 from okapikv.core.messages import Effect, ReplicaProgress, Send
 from okapikv.core.mvstore import Version
 from okapikv.core.reads import SnapshotReads
-from okapikv.core.state import PartitionState
+from okapikv.core.state import ServerView
 from okapikv.core.timestamps import pack
 from okapikv.core.vectors import Vector, merge_max
 
@@ -40,7 +40,7 @@ ALL_TIMESTAMPS = 1 << 64
 class GarbageCollector:
     """What a partition server may collect, and the collection, slice by slice."""
 
-    def __init__(self, state: PartitionState, reads: SnapshotReads, *, universal: bool) -> None:
+    def __init__(self, state: ServerView, reads: SnapshotReads, *, universal: bool) -> None:
         self.state = state
         self._reads = reads
         # the stable vector is Okapi's USV, which says what every replica holds (``stabilization``)

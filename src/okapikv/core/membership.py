@@ -43,7 +43,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from okapikv.core.clock import VersionVector
 from okapikv.core.messages import (
     Effect,
     MembershipUpdate,
@@ -54,7 +56,7 @@ from okapikv.core.messages import (
     ServerId,
     Update,
 )
-from okapikv.core.state import PartitionState
+from okapikv.core.state import ServerView
 
 MEMBER = "member"
 REMOVED = "removed"
@@ -111,10 +113,22 @@ class Membership:
         return Membership(self.epoch + 1, states)
 
 
+class MembersView(ServerView, Protocol):
+    """What membership reads and moves of the server's state: which DCs the minima count and which
+    replicas it talks to (``counted``, ``peers``: membership's own), and a removed DC's ``vv``
+    entry once the survivors relayed its updates (``adopt``); never the HLC or a stable vector."""
+
+    counted: tuple[int, ...]
+    peers: list[ServerId]
+
+    @property
+    def version_vector(self) -> VersionVector: ...
+
+
 class Members:
     """A partition server's membership, the flood of changes and the relay (module docstring)."""
 
-    def __init__(self, state: PartitionState) -> None:
+    def __init__(self, state: MembersView) -> None:
         self.state = state
         self.view = Membership.initial(state.num_dcs)
         #: removed DC -> replica DCs whose relay answer for it has not arrived

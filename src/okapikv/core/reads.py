@@ -45,8 +45,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from operator import itemgetter
+from typing import Protocol
 
 from okapikv.core.catchup import CatchUp
+from okapikv.core.clock import Hlc
 from okapikv.core.messages import (
     OVERLOADED,
     Effect,
@@ -67,10 +69,11 @@ from okapikv.core.messages import (
     SnapshotRef,
     TxSlice,
 )
-from okapikv.core.mvstore import Version
+from okapikv.core.mvstore import Version, VisibilityPredicate
 from okapikv.core.partitioning import partition_of
 from okapikv.core.protocols import WaitForStable
-from okapikv.core.state import Parked, PartitionState, Wait, clock_offset_error
+from okapikv.core.stable import StableVectors
+from okapikv.core.state import Parked, ServerView, Wait, clock_offset_error
 from okapikv.core.timestamps import WaitForClock, pack, physical_of
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min
 
@@ -92,6 +95,30 @@ MAX_SNAPSHOT_LEASES = 1_024
 #: The server's session admission of a client request (``PartitionServer._admit``): a refusal, or
 #: None once the session is merged.
 Admit = Callable[[int, Session, int, str | None], list[Effect] | None]
+
+
+class ReadsView(ServerView, Protocol):
+    """What snapshot reads read and move of the server's state: the HLC (``observe``: a served
+    slice raises it to its snapshot), the stable vector (``vectors``: a served snapshot is stable),
+    the waits (``parked``) and the clock-offset rule; never a ``vv`` entry of a replica, the GSV
+    or the horizon."""
+
+    parked: list[Parked]
+
+    @property
+    def clock(self) -> Hlc: ...
+    @property
+    def vectors(self) -> StableVectors: ...
+    @property
+    def heard(self) -> dict[int, int]: ...
+    @property
+    def offset_guard(self) -> bool: ...
+    def reject(self, request_id: int, message: str) -> list[Effect]: ...
+    def read_newest(self, key: bytes, visible: VisibilityPredicate, now_us: int) -> Version | None: ...
+    def check_key(self, key: bytes) -> str | None: ...
+    def ceiling(self, now_us: int) -> int: ...
+    def too_long(self, wait: WaitForClock, now_us: int) -> bool: ...
+    def note_offset(self, what: str, source: str, timestamp_us: int, now_us: int) -> int: ...
 
 
 class _Read:
@@ -122,7 +149,7 @@ class _Read:
 class SnapshotReads:
     """The snapshot reads a partition server coordinates, and the slices it serves."""
 
-    def __init__(self, state: PartitionState, *, catch_up: CatchUp, admit: Admit) -> None:
+    def __init__(self, state: ReadsView, *, catch_up: CatchUp, admit: Admit) -> None:
         self.state = state
         self._catch_up = catch_up
         self._admit = admit

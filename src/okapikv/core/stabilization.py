@@ -37,9 +37,10 @@ and ``tests/property/test_prop_usv.py``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from okapikv.core.clock import Hlc
 from okapikv.core.messages import (
     Effect,
     GstBroadcast,
@@ -50,8 +51,27 @@ from okapikv.core.messages import (
     VvReport,
 )
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
-from okapikv.core.state import NEVER, PartitionState
+from okapikv.core.stable import StableVectors
+from okapikv.core.state import NEVER, Parked, ServerView
 from okapikv.core.vectors import Vector, merge_max, merge_min
+
+
+class StabilizationView(ServerView, Protocol):
+    """What stabilization reads and moves of the server's state: the HLC (``tick``: a report
+    announces it) and the stable vector, the GSV and the horizon (``vectors``); never a replica's
+    ``vv`` entry, the store or a session."""
+
+    @property
+    def clock(self) -> Hlc: ...
+    @property
+    def vectors(self) -> StableVectors: ...
+    @property
+    def parked(self) -> Sequence[Parked]: ...
+    @property
+    def heard(self) -> dict[int, int]: ...
+    @property
+    def counted(self) -> tuple[int, ...]: ...
+    def counted_min(self, vector: Sequence[int]) -> int: ...
 
 
 class Resume(Protocol):
@@ -73,7 +93,7 @@ class GsvRound:
     #: whether this server computes the USV (from the GSVs its replicas sent), not the broadcast
     _usv_here = False
 
-    def __init__(self, state: PartitionState, *, resume: Resume) -> None:
+    def __init__(self, state: StabilizationView, *, resume: Resume) -> None:
         self.state = state
         self._resume = resume
         #: when ``stabilize`` runs next
@@ -239,7 +259,7 @@ class GstRound(GsvRound):
     ``GstBroadcast``, one timestamp each (and one for the GC floor or horizon). The broadcast GST
     is taken as a vector holding it in every entry, which is GentleRain's stable vector already."""
 
-    def __init__(self, state: PartitionState, *, resume: Resume) -> None:
+    def __init__(self, state: StabilizationView, *, resume: Resume) -> None:
         super().__init__(state, resume=resume)
         # aggregator: the latest local stable time and floor of each partition of the DC
         self._times: dict[int, StableTimeReport] = {}
@@ -315,7 +335,7 @@ class UsvOnStream(GsvRound):
     universal = True
     _usv_here = True
 
-    def __init__(self, state: PartitionState, *, resume: Resume) -> None:
+    def __init__(self, state: StabilizationView, *, resume: Resume) -> None:
         super().__init__(state, resume=resume)
         self._shares_gsv = bool(state.peers)
 
@@ -360,7 +380,7 @@ class UsvFollowingVv(UsvOnStream):
     path before the next hop took it (3 DCs x 1 partition, PUTs at saturation: see
     ``okapikv.bench.suites.fast``)."""
 
-    def __init__(self, state: PartitionState, *, resume: Resume) -> None:
+    def __init__(self, state: StabilizationView, *, resume: Resume) -> None:
         super().__init__(state, resume=resume)
         self.follow = self._follow
 
@@ -374,7 +394,7 @@ class UsvFollowingVv(UsvOnStream):
         return True
 
 
-def stabilization_for(state: PartitionState, *, resume: Resume) -> GsvRound:
+def stabilization_for(state: StabilizationView, *, resume: Resume) -> GsvRound:
     """The strategy of ``state``'s protocol and options (module docstring), chosen once."""
     protocol = state.protocol
     if not protocol.stabilizes:

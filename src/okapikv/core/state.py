@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from okapikv.core import counters, expiry
 from okapikv.core.clock import Hlc, VersionVector
@@ -67,6 +68,7 @@ from okapikv.core.messages import (
     ServerId,
 )
 from okapikv.core.mvstore import COUNTER_MAGIC, MultiVersionStore, Version, VisibilityPredicate
+from okapikv.core.protocols import Protocol as Consistency
 from okapikv.core.protocols import WaitForStable, create_protocol
 from okapikv.core.stable import StableVectors
 from okapikv.core.stats import ServerStats
@@ -93,6 +95,44 @@ def clock_offset_error(what: str, ahead_us: int, config: CoreConfig) -> str:
     return (f"{what} a timestamp {ahead_us / 1000:.1f} ms ahead of this server's clock, beyond the cluster's "
             f"maximum clock offset of {config.max_clock_offset_us / 1000:g} ms: some server's clock is ahead, or "
             "this one's is behind; nothing was changed (docs/operations.md, \"Clocks: the maximum offset\")")
+
+
+class ServerView(Protocol):
+    """What every mechanism may read of a server's state (``PartitionState`` has it), and nothing
+    to write: each mechanism's own view (``okapikv.core.gc.GcView``, ``...stabilization.StabilizationView``,
+    ``...reads.ReadsView``, ``...catchup.CatchUpView``, ``...membership.MembersView``) adds what else
+    it reads and the writers it may call (``clock``, ``version_vector``, ``vectors``), so which
+    mechanism moves what is stated in its signature and checked by mypy."""
+
+    @property
+    def config(self) -> CoreConfig: ...
+    @property
+    def id(self) -> ServerId: ...
+    @property
+    def dc(self) -> int: ...
+    @property
+    def num_dcs(self) -> int: ...
+    @property
+    def stats(self) -> ServerStats: ...
+    @property
+    def protocol(self) -> Consistency: ...
+    @property
+    def store(self) -> MultiVersionStore: ...
+    @property
+    def peers(self) -> Sequence[ServerId]: ...
+    @property
+    def dc_members(self) -> Sequence[ServerId]: ...
+    @property
+    def vv(self) -> Sequence[int]: ...
+    @property
+    def hlc(self) -> int: ...
+    @property
+    def stable(self) -> Vector: ...
+    @property
+    def gsv(self) -> Vector: ...
+    @property
+    def horizon(self) -> Vector: ...
+    def is_replica(self, source: ServerId) -> bool: ...
 
 
 class PartitionState:
