@@ -7,10 +7,12 @@ to a client); ``next_deadline()`` says when ``on_timer`` must run next, and ``wo
 microseconds. The gRPC server and the
 simulator are two drivers of this one class.
 
-``PartitionServer`` holds dispatch, the client operations (GET, PUT, SWAP, DELETE), the replication
-stream between replicas (docs/protocol.md, "Replication and heartbeats") and the waits; its shared
-state and the maximum clock offset are ``okapikv.core.state``'s, and four collaborators hold the
-other mechanisms, each with its own state:
+``PartitionServer`` holds dispatch (handlers registered typed by message: ``okapikv.core.dispatch``),
+the client operations (GET, PUT, SWAP, DELETE), the replication stream between replicas
+(docs/protocol.md, "Replication and heartbeats") and the waits; its shared state and the maximum
+clock offset are ``okapikv.core.state``'s, the HLC and the vectors are moved by their holders alone
+(``okapikv.core.clock``, ``okapikv.core.stable``), and collaborators hold the other mechanisms,
+each with its own state and a view of the shared one:
 
 - ``stabilization`` (``okapikv.core.stabilization``): how the stable vector moves, one strategy
   chosen at construction from the protocol and the options;

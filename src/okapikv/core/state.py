@@ -2,18 +2,23 @@
 and the rule that guards them, the maximum clock offset (docs/protocol.md, "Timestamps and the HLC").
 
 ``PartitionState`` is the base of ``okapikv.core.server.PartitionServer``; the server's collaborators
-(``stabilization``, ``reads``, ``catchup``, ``gc``) are given it and read and move these fields, each
-keeping its own state apart. The fields, per the paper's notation:
+(``stabilization``, ``reads``, ``catchup``, ``gc``, ``membership``) are given a view of it
+(``ServerView``: every field read-only, plus the writers each may call, named in its own view) and
+keep their own state apart. The fields, per the paper's notation:
 
-- ``vv``: version vector. ``vv[m]`` is the local clock (``hlc``: the HLC for Okapi, the last physical
-  timestamp issued or announced for the baselines), ``vv[i]`` the timestamp of the latest update or
-  heartbeat received from replica i. Replica links are FIFO, so ``vv[i]`` only grows and every update
+- ``vv``: version vector, read-only here. ``vv[m]`` is the local clock (``hlc``: the HLC for Okapi,
+  the last physical timestamp issued or announced for the baselines), moved by ``clock`` alone
+  (``okapikv.core.clock.Hlc``, which holds its rule: never issued twice, never past the ceiling);
+  ``vv[i]`` the timestamp of the latest update or heartbeat received from replica i, moved by
+  ``version_vector.adopt`` alone. Replica links are FIFO, so ``vv[i]`` only grows and every update
   from i at or below it has been installed.
 - ``stable``: what this server knows to be stable, used for visibility (Okapi: the USV; Cure: the
   GSV; GentleRain: the GST in every entry). Never moves backwards.
 - ``gsv``: this DC's global stable vector, the entry-wise minimum of its partitions' ``vv``.
 - ``horizon``: garbage-collection horizon, a lower bound of every snapshot any server of the DC will
   still read; a slice whose snapshot is below it is answered ``too_old`` and retried.
+- ``stable``, ``gsv`` and ``horizon`` are read-only here and moved by ``vectors`` alone
+  (``okapikv.core.stable.StableVectors``), upwards only.
 - ``heard``: partition of this DC -> when it last sent this server anything (a snapshot read's
   silence deadline, ``okapikv.core.reads``).
 - ``parked``: the requests and slices that wait (for the clock, or for the stable time); the server
@@ -39,8 +44,8 @@ does. Both are counted (``stats``) and ``last_clock_offset`` describes the lates
 per-request paths (a session's entries, a replication batch's timestamps) are inlined there, with
 this module's rule: ``offset_ceiling``.
 
-Invariants (tested in ``tests/unit/test_server_clock_offset.py``, ``tests/property/test_prop_clock_offset.py``
-and ``tests/unit/test_core_state.py``):
+Invariants (tested in ``tests/unit/test_server_clock_offset.py``, ``tests/property/test_prop_clock_offset.py``,
+``tests/property/test_prop_writers.py`` and ``tests/unit/test_core_state.py``):
 - the HLC never exceeds ``max(restored clock floor, clock + max offset)`` plus the logical carry;
 - the ``watermark`` of a timestamp above ``vv[dc]`` is at least ``vv[dc]`` and at most
   ``max(vv[dc], clock + max offset)``: it never moves ``vv[dc]`` back nor past the offset;
