@@ -84,7 +84,7 @@ def test_a_stable_vector_that_moves_back_or_runs_ahead_is_reported() -> None:
     world.advance(50 * MS)
     server = world.servers[1]
     invariants.stable_changed(1, tuple(entry + 1 for entry in server.stable))
-    server.vectors.advance_stable((server.vv[0] + 1, server.stable[1]))
+    server.advance_stable((server.vv[0] + 1, server.stable[1]))
     invariants.check_stability()
     assert names(invariants) == ["StableRegressed", "StabilityInvariant"]
 

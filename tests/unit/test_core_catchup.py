@@ -107,7 +107,7 @@ def test_a_repair_refuses_clients_fetches_then_settles_at_the_replicas_stable_ve
     assert any(isinstance(effect, Send) and isinstance(effect.message, CatchUpReply) for effect in effects)
     catch_up.settle()
     assert catch_up.status == "settling"  # the stable vector has not reached the replica's
-    state.vectors.advance_stable((pack(30), pack(30)))
+    state.advance_stable((pack(30), pack(30)))
     catch_up.settle()
     assert catch_up.repair is None and state.horizon == (pack(30), pack(30))
     assert state.stats.repairs_completed == 1 and state.stats.repair_local_kept == 1

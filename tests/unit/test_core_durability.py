@@ -242,11 +242,11 @@ class TestReplicatedFloor:
     def test_okapi_keeps_local_versions_above_the_usv_local_entry(self) -> None:
         server = make(dc=0, gc_interval_us=1_000)
         overwrite(server, 3, T0)
-        server.vectors.advance_horizon((pack(T0 + 10_000), pack(T0 + 10_000)))  # every snapshot is past them
-        server.vectors.advance_stable((0, pack(T0 + 10_000)))
+        server.advance_horizon((pack(T0 + 10_000), pack(T0 + 10_000)))  # every snapshot is past them
+        server.advance_stable((0, pack(T0 + 10_000)))
         server.on_timer(T0 + 50_000)
         assert len(server.store.versions(b"k")) == 3  # the other DC may not have them yet
-        server.vectors.advance_stable((pack(T0 + 10_000), pack(T0 + 10_000)))  # universally stable now
+        server.advance_stable((pack(T0 + 10_000), pack(T0 + 10_000)))  # universally stable now
         server.on_timer(T0 + 100_000)
         assert len(server.store.versions(b"k")) == 1
 
@@ -255,8 +255,8 @@ class TestReplicatedFloor:
         server = make(dc=0, num_dcs=3, protocol=protocol, gc_interval_us=1_000)
         overwrite(server, 3, T0)
         top = pack(T0 + 10_000)
-        server.vectors.advance_horizon((top, top, top))  # eventual's is everything already
-        server.vectors.advance_stable((top, top, top))
+        server.advance_horizon((top, top, top))  # eventual's is everything already
+        server.advance_stable((top, top, top))
         server.handle(ReplicaProgress(ServerId(1, 0), (top, 0, 0)), T0)
         server.on_timer(T0 + 50_000)
         assert len(server.store.versions(b"k")) == 3  # DC 2 has not reported

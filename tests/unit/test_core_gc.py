@@ -27,7 +27,7 @@ def make(protocol: str = "cure", *, dcs: int = 3, partitions: int = 1, universal
 def test_the_replicated_floor_is_what_every_replica_is_known_to_hold() -> None:
     assert make(dcs=1)[1].replicated_floor() == ALL_TIMESTAMPS
     state, gc, _ = make("okapi", universal=True)
-    state.vectors.advance_stable((pack(7), pack(3), pack(4)))
+    state.advance_stable((pack(7), pack(3), pack(4)))
     assert gc.replicated_floor() == pack(7)  # the USV's local entry
     state, gc, _ = make()
     assert gc.replicated_floor() == 0  # no replica has reported yet
@@ -87,8 +87,8 @@ def test_each_interval_examines_its_budget_in_slices_and_only_below_the_replicat
         key = b"k%d" % index
         state.store.insert(key, Version(b"old", pack(1 + 2 * index), 0, None))
         state.store.insert(key, Version(b"new", pack(2 + 2 * index), 0, None))
-    state.vectors.advance_stable((pack(100),))
-    state.vectors.advance_horizon((pack(100),))
+    state.advance_stable((pack(100),))
+    state.advance_horizon((pack(100),))
     gc.collect(T0)
     assert state.store.collected_count == 0  # no interval started: no budget
     gc.start_pass(T0, [])

@@ -150,10 +150,10 @@ def test_a_slice_waits_while_repairing_and_is_too_old_below_the_horizon() -> Non
     assert reads.on_slice(slice_message, T0) == WaitForClock(T0 + REPAIR_POLL_US, "repair")
     catch_up.repair = None
     above = PartitionState(CoreConfig(0, 0, 1, 2))
-    above.vectors.advance_horizon((pack(6),))
+    above.advance_horizon((pack(6),))
     assert (SnapshotReads(above, catch_up=CatchUp(above, stable_moves=True), admit=admit).on_slice(slice_message, T0)
             == [Send(coordinator, SliceReply(above.id, 7, (), too_old=True))])
-    state.vectors.advance_horizon((pack(5),))
+    state.advance_horizon((pack(5),))
     [served] = reads.on_slice(slice_message, T0)  # type: ignore[misc]
     assert isinstance(served, Send) and isinstance(served.message, SliceReply) and not served.message.too_old
 

@@ -261,7 +261,7 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
         core = server.core
 
         def stable(*vector: int) -> None:  # a stable vector as of some moment (a fresh holder: it only grows)
-            core.vectors = StableVectors(vector, core.gsv, core.horizon)
+            StableVectors.__init__(core, vector, core.gsv, core.horizon)
 
         stable(pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
         assert not admission.backlogged()  # both remote DCs within their bounds

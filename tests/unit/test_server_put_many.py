@@ -96,7 +96,7 @@ def test_a_pair_depends_on_the_version_it_overwrites() -> None:
     server.on_timer(T0)
     remote = pack(T0 + 300)
     server.store.insert(b"k0001", Version(b"old", remote, 1, None))  # a remote version, its clock ahead,
-    server.vectors.advance_stable((0, remote))  # and stable here: what the PUT of k0001 reads
+    server.advance_stable((0, remote))  # and stable here: what the PUT of k0001 reads
     [reply] = replies(server.handle(bulk(1, 3), T0 + 10))
     assert isinstance(reply, PutManyReply)
     written = server.store.latest(b"k0001")
@@ -130,7 +130,7 @@ def test_a_wait_past_the_maximum_offset_part_way_says_how_many_pairs_were_writte
     server.on_timer(T0)
     ahead = pack(T0 + server.config.max_clock_offset_us + 10_000)
     server.store.insert(b"k0002", Version(b"old", ahead, 1, None))  # stable here, so the third pair
-    server.vectors.advance_stable((0, ahead))  # reads it and would wait too long for the clock to pass it
+    server.advance_stable((0, ahead))  # reads it and would wait too long for the clock to pass it
     server.handle(bulk(1, 5), T0 + 10)
     reply: ClientReply | None = None
     now = T0 + 10

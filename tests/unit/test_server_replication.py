@@ -678,7 +678,7 @@ class TestGarbageCollection:
     def test_slice_below_the_horizon_is_refused_and_the_coordinator_retries(self) -> None:
         coordinator = make(num_dcs=1, partition=0, num_partitions=2)
         other = make(num_dcs=1, partition=1, num_partitions=2)
-        other.vectors.advance_horizon((pack(T0 + 1_000),))
+        other.advance_horizon((pack(T0 + 1_000),))
         # A stale slice (snapshot below the horizon) is answered too_old.
         [send] = sends(other.handle(TxSlice(ServerId(0, 0), 7, (pack(T0),), (b"k",)), T0 + 2_000))
         assert send.message == SliceReply(ServerId(0, 1), 7, (), True)

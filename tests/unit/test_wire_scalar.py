@@ -78,7 +78,7 @@ def test_gentlerains_stabilization_round_is_counted_in_bytes() -> None:
     servers = [PartitionServer(CoreConfig(0, partition, 3, 3, protocol="gentlerain")) for partition in range(3)]
     for server in servers:
         server.vv[1], server.vv[2] = pack(NOW_US - 40_000), pack(NOW_US - 75_000)
-        server.vectors.advance_stable((pack(NOW_US - 90_000),) * 3)  # a GST of earlier rounds: the GC floor
+        server.advance_stable((pack(NOW_US - 90_000),) * 3)  # a GST of earlier rounds: the GC floor
     reports = [effect for server in servers[1:] for effect in server.on_timer(NOW_US)
                if isinstance(effect, Send) and isinstance(effect.message, StableTimeReport)]
     assert len(reports) == 2

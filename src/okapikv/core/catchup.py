@@ -55,7 +55,6 @@ from okapikv.core.messages import (
     Update,
 )
 from okapikv.core.mvstore import Version
-from okapikv.core.stable import StableVectors
 from okapikv.core.state import ServerView
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min, zeros
 
@@ -66,14 +65,13 @@ CATCH_UP_BATCH = 1_000
 class CatchUpView(ServerView, Protocol):
     """What catch-up and repair read and move of the server's state: the HLC (``recover``: never
     issue a timestamp a replica holds), the replicas' ``vv`` entries (``adopt``, clamped by
-    ``watermark``) and the horizon (``vectors``: a settled repair's threshold)."""
+    ``watermark``) and the horizon (``advance_horizon``: a settled repair's threshold)."""
 
     @property
     def clock(self) -> Hlc: ...
     @property
     def version_vector(self) -> VersionVector: ...
-    @property
-    def vectors(self) -> StableVectors: ...
+    def advance_horizon(self, vector: Vector) -> None: ...
     def watermark(self, message: ReplicateBatch | Heartbeat | CatchUpReply, dc: int, timestamp: int,
                   now_us: int) -> int: ...
 
@@ -409,7 +407,7 @@ class CatchUp:
         assert repairing is not None
         state = self.state
         if leq(repairing.threshold, state.stable):
-            state.vectors.advance_horizon(repairing.threshold)
+            state.advance_horizon(repairing.threshold)
             self._repaired()
 
     def refuse(self, request: ClientRequest) -> list[Effect]:

@@ -72,7 +72,6 @@ from okapikv.core.messages import (
 from okapikv.core.mvstore import Version, VisibilityPredicate
 from okapikv.core.partitioning import partition_of
 from okapikv.core.protocols import WaitForStable
-from okapikv.core.stable import StableVectors
 from okapikv.core.state import Parked, ServerView, Wait, clock_offset_error
 from okapikv.core.timestamps import WaitForClock, pack, physical_of
 from okapikv.core.vectors import Vector, leq, merge_max, merge_min
@@ -99,7 +98,7 @@ Admit = Callable[[int, Session, int, str | None], list[Effect] | None]
 
 class ReadsView(ServerView, Protocol):
     """What snapshot reads read and move of the server's state: the HLC (``observe``: a served
-    slice raises it to its snapshot), the stable vector (``vectors``: a served snapshot is stable),
+    slice raises it to its snapshot), the stable vector (``advance_stable``: a served snapshot is stable),
     the waits (``parked``) and the clock-offset rule; never a ``vv`` entry of a replica, the GSV
     or the horizon."""
 
@@ -108,11 +107,10 @@ class ReadsView(ServerView, Protocol):
     @property
     def clock(self) -> Hlc: ...
     @property
-    def vectors(self) -> StableVectors: ...
-    @property
     def heard(self) -> dict[int, int]: ...
     @property
     def offset_guard(self) -> bool: ...
+    def advance_stable(self, vector: Vector) -> Vector: ...
     def reject(self, request_id: int, message: str) -> list[Effect]: ...
     def read_newest(self, key: bytes, visible: VisibilityPredicate, now_us: int) -> Version | None: ...
     def check_key(self, key: bytes) -> str | None: ...
@@ -546,7 +544,7 @@ class SnapshotReads:
         if protocol.raises_clock_on_slice:
             state.clock.observe(snapshot[dc], now_us)  # updateClockOnTx: never create a version this snapshot misses
         stable = state.stable
-        state.vectors.advance_stable(snapshot[:dc] + (stable[dc],) + snapshot[dc + 1 :])
+        state.advance_stable(snapshot[:dc] + (stable[dc],) + snapshot[dc + 1 :])
         visible = protocol.visible_in_snapshot
 
         def in_snapshot(version: Version) -> bool:

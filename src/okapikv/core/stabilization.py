@@ -51,20 +51,17 @@ from okapikv.core.messages import (
     VvReport,
 )
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
-from okapikv.core.stable import StableVectors
 from okapikv.core.state import NEVER, Parked, ServerView
 from okapikv.core.vectors import Vector, merge_max, merge_min
 
 
 class StabilizationView(ServerView, Protocol):
     """What stabilization reads and moves of the server's state: the HLC (``tick``: a report
-    announces it) and the stable vector, the GSV and the horizon (``vectors``); never a replica's
+    announces it) and the stable vector, the GSV and the horizon (``advance_*``); never a replica's
     ``vv`` entry, the store or a session."""
 
     @property
     def clock(self) -> Hlc: ...
-    @property
-    def vectors(self) -> StableVectors: ...
     @property
     def parked(self) -> Sequence[Parked]: ...
     @property
@@ -72,6 +69,9 @@ class StabilizationView(ServerView, Protocol):
     @property
     def counted(self) -> tuple[int, ...]: ...
     def counted_min(self, vector: Sequence[int]) -> int: ...
+    def advance_stable(self, vector: Vector) -> Vector: ...
+    def advance_gsv(self, vector: Vector) -> bool: ...
+    def advance_horizon(self, vector: Vector) -> None: ...
 
 
 class Resume(Protocol):
@@ -193,12 +193,12 @@ class GsvRound:
         if message.source.dc != state.dc:
             return []
         state.heard[message.source.partition] = now_us
-        vectors = state.vectors
-        if vectors.advance_gsv(message.gsv):
+        if state.advance_gsv(message.gsv):
             self.gsv_unshared = self._shares_gsv
-        usv = self._usv_from(vectors.gsv) if self._usv_here else message.usv
-        vectors.advance_stable(state.protocol.on_stabilized(stable=vectors.stable, gsv=vectors.gsv, usv=usv))
-        vectors.advance_horizon(message.horizon)
+        gsv = state.gsv
+        usv = self._usv_from(gsv) if self._usv_here else message.usv
+        state.advance_stable(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=usv))
+        state.advance_horizon(message.horizon)
         effects: list[Effect] = []
         if state.parked:
             self._resume(now_us, effects, clock_only=False)
@@ -218,9 +218,8 @@ class GsvRound:
     def _raise_usv(self) -> None:
         """The stable vector from this DC's GSV and the counted DCs' (``_usv_from``)."""
         state = self.state
-        vectors = state.vectors
-        vectors.advance_stable(state.protocol.on_stabilized(stable=vectors.stable, gsv=vectors.gsv,
-                                                            usv=self._usv_from(vectors.gsv)))
+        gsv = state.gsv
+        state.advance_stable(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=self._usv_from(gsv)))
 
     @property
     def computes_usv(self) -> bool:

@@ -27,7 +27,8 @@ from okapikv.core.vectors import Vector, leq, merge_max
 
 class StableVectors:
     """``stable``, ``gsv`` and ``horizon`` (module docstring): read-only properties, moved by the
-    methods alone."""
+    methods alone. The base of ``okapikv.core.state.PartitionState``, so that a read is one
+    property (they are read several times per request: visibility, sessions, rounds)."""
 
     __slots__ = ("_stable", "_gsv", "_horizon")
 

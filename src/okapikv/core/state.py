@@ -17,8 +17,9 @@ keep their own state apart. The fields, per the paper's notation:
 - ``gsv``: this DC's global stable vector, the entry-wise minimum of its partitions' ``vv``.
 - ``horizon``: garbage-collection horizon, a lower bound of every snapshot any server of the DC will
   still read; a slice whose snapshot is below it is answered ``too_old`` and retried.
-- ``stable``, ``gsv`` and ``horizon`` are read-only here and moved by ``vectors`` alone
-  (``okapikv.core.stable.StableVectors``), upwards only.
+- ``stable``, ``gsv`` and ``horizon`` are read-only properties, moved upwards only by the methods
+  of ``okapikv.core.stable.StableVectors`` (the base of ``PartitionState``: ``advance_stable``,
+  ``advance_gsv``, ``advance_horizon``), which no other module overrides.
 - ``heard``: partition of this DC -> when it last sent this server anything (a snapshot read's
   silence deadline, ``okapikv.core.reads``).
 - ``parked``: the requests and slices that wait (for the clock, or for the stable time); the server
@@ -106,7 +107,7 @@ class ServerView(Protocol):
     """What every mechanism may read of a server's state (``PartitionState`` has it), and nothing
     to write: each mechanism's own view (``okapikv.core.gc.GcView``, ``...stabilization.StabilizationView``,
     ``...reads.ReadsView``, ``...catchup.CatchUpView``, ``...membership.MembersView``) adds what else
-    it reads and the writers it may call (``clock``, ``version_vector``, ``vectors``), so which
+    it reads and the writers it may call (``clock``, ``version_vector``, ``advance_*``), so which
     mechanism moves what is stated in its signature and checked by mypy."""
 
     @property
@@ -140,8 +141,9 @@ class ServerView(Protocol):
     def is_replica(self, source: ServerId) -> bool: ...
 
 
-class PartitionState:
-    """The shared state of one partition server (module docstring), and the clock-offset rule."""
+class PartitionState(StableVectors):
+    """The shared state of one partition server (module docstring), and the clock-offset rule; its
+    base holds the stable vector, the GSV and the horizon (``StableVectors``)."""
 
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
@@ -154,10 +156,12 @@ class PartitionState:
         #: ``vv`` and its writers: ``clock`` (the HLC, ``vv[m]``) and ``adopt`` (the replicas' entries)
         self.version_vector = VersionVector(config.num_dcs, config.dc, config.max_clock_offset_us)
         self.clock: Hlc = self.version_vector.hlc
-        #: ``stable``, ``gsv`` and ``horizon`` and their writer; the horizon starts at zeros, or
-        #: (eventual: no snapshot is ever too old) everything
-        self.vectors = StableVectors(zeros(config.num_dcs), zeros(config.num_dcs),
-                                     self.protocol.snapshot_floor(stable=zeros(config.num_dcs), now_us_packed=0))
+        #: the list behind ``vv`` (read-only here)
+        self._vv = self.version_vector.entries
+        # ``stable``, ``gsv`` and ``horizon`` (``StableVectors``); the horizon starts at zeros, or
+        # (eventual: no snapshot is ever too old) everything
+        StableVectors.__init__(self, zeros(config.num_dcs), zeros(config.num_dcs),
+                               self.protocol.snapshot_floor(stable=zeros(config.num_dcs), now_us_packed=0))
         self.peers = [ServerId(dc, config.partition) for dc in range(config.num_dcs) if dc != config.dc]
         self.dc_members = [ServerId(config.dc, p) for p in range(config.num_partitions)]
         #: the DCs the stable vectors' minima count: every DC but those removed whose relay is over
@@ -177,25 +181,13 @@ class PartitionState:
     @property
     def vv(self) -> Sequence[int]:
         """The version vector, read-only: ``clock`` and ``version_vector.adopt`` move it."""
-        return self.version_vector.entries
+        return self._vv
 
     @property
     def hlc(self) -> int:
         """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
         issued or announced for the baselines."""
-        return self.version_vector.entries[self.dc]
-
-    @property
-    def stable(self) -> Vector:
-        return self.vectors.stable
-
-    @property
-    def gsv(self) -> Vector:
-        return self.vectors.gsv
-
-    @property
-    def horizon(self) -> Vector:
-        return self.vectors.horizon
+        return self._vv[self.dc]
 
     def counted_min(self, vector: Sequence[int]) -> int:
         """The minimum of ``vector``'s entries of the counted DCs (``counted``)."""
