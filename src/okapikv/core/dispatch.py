@@ -25,11 +25,13 @@ R = TypeVar("R")
 class Handlers(Generic[R]):
     """Message type -> handler ``(message, now_us) -> R``."""
 
-    __slots__ = ("_table",)
+    __slots__ = ("_table", "of_type")
 
     def __init__(self) -> None:
         # Any: each value takes exactly its key's type, which ``register`` checks
         self._table: dict[type, Callable[[Any, int], R]] = {}
+        #: the handler of a message type, or None: the table's own lookup (no Python call per message)
+        self.of_type: Callable[[type], Callable[[Any, int], R] | None] = self._table.get
 
     def register(self, kind: type[M], handler: Callable[[M, int], R]) -> None:
         if kind in self._table:
@@ -48,4 +50,4 @@ class Handlers(Generic[R]):
 
     def find(self, message: M) -> Callable[[M, int], R] | None:
         """The handler of ``message``'s type, if one is registered."""
-        return self._table.get(type(message))
+        return self.of_type(type(message))

@@ -523,7 +523,7 @@ class PartitionServer(PartitionState):
     # ================================================================ dispatch and waits
 
     def _dispatch(self, message: Message, now_us: int, since_us: int) -> list[Effect]:
-        handler = self._handlers.find(message)
+        handler = self._handlers.of_type(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
         if not self.catch_up.serving and isinstance(message, ClientRequest):
