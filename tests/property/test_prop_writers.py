@@ -171,7 +171,7 @@ class StableReplaced(PartitionServer):
 
     def _on_get(self, request: GetRequest, now_us: int) -> Outcome:
         outcome = super()._on_get(request, now_us)
-        self._stable = request.session.stable
+        self.stable = request.session.stable
         return outcome
 
 

@@ -114,14 +114,29 @@ def moves_an_entry(vector: ast.expr, relative: str) -> bool:
         vector.attr == "vv" or (vector.attr == "entries" and relative != "core/clock.py"))
 
 
-def writes_outside_the_holders() -> list[str]:
+#: where a field of one of these names is assigned by its holder, or is not a server's vector
+HOLDERS = {"stable": {"core/stable.py", "core/session.py"}, "gsv": {"core/stable.py"},
+           "horizon": {"core/stable.py"}, "vv": {"core/state.py"}}
+#: the packages that hold or drive a server's state (``wire`` fills protobuf messages of these names)
+SERVER_PACKAGES = ("core/", "sim/", "server/", "storage/")
+
+
+def replaces_a_vector(attribute: str, relative: str) -> bool:
+    """Whether ``....attribute = `` replaces a server's vector outside its holder: ``stable``,
+    ``gsv``, ``horizon`` outside ``StableVectors`` (``core/session.py``'s is a client's session),
+    ``vv`` outside ``PartitionState.__init__``."""
+    return (attribute in HOLDERS and relative not in HOLDERS[attribute]
+            and relative.startswith(SERVER_PACKAGES))
+
+
+def writes_outside_the_holders(root: Path = SRC) -> list[str]:
     """Assignments anywhere in the package that move a version vector entry or a held vector
     without its holder: ``vv[i] = `` (an attribute or a local alias), ``....entries[i] = `` outside
-    ``core/clock.py``,
-    ``...._stable``, ``._gsv`` or ``._horizon = `` outside ``core/stable.py``."""
-    found: list[str] = []
-    for path in sorted(SRC.rglob("*.py")):
-        relative = path.relative_to(SRC).as_posix()
+    ``core/clock.py``, and ``....stable``, ``.gsv``, ``.horizon`` or ``.vv = `` outside their holders
+    (``replaces_a_vector``); one entry per line."""
+    found: set[str] = set()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             targets: list[ast.expr] = []
             if isinstance(node, ast.Assign):
@@ -131,12 +146,27 @@ def writes_outside_the_holders() -> list[str]:
             for target in targets:
                 for part in ast.walk(target):
                     if isinstance(part, ast.Subscript) and moves_an_entry(part.value, relative):
-                        found.append(f"{relative}:{part.lineno}")
-                    if (isinstance(part, ast.Attribute) and part.attr in ("_stable", "_gsv", "_horizon")
-                            and relative.startswith("core/") and relative != "core/stable.py"):
-                        found.append(f"{relative}:{part.lineno}")
-    return found
+                        found.add(f"{relative}:{part.lineno}")
+                    if isinstance(part, ast.Attribute) and replaces_a_vector(part.attr, relative):
+                        found.add(f"{relative}:{part.lineno}")
+    return sorted(found)
 
 
 def test_nothing_in_the_package_moves_a_vector_but_its_holder() -> None:
     assert writes_outside_the_holders() == []
+
+
+def test_the_check_finds_a_second_writer(tmp_path: Path) -> None:
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "rogue.py").write_text(
+        "def f(state, now):\n"
+        "    state.vv[state.dc] = now\n"
+        "    vv = state.vv\n"
+        "    vv[1] += 1\n"
+        "    state.version_vector.entries[0] = now\n"
+        "    state.stable = state.gsv = ()\n"
+        "    state.horizon, x = (), 1\n"
+        "    state.session.dt = now\n")
+    (tmp_path / "wire").mkdir()
+    (tmp_path / "wire" / "convert.py").write_text("def g(gst, message):\n    gst.horizon = message.horizon\n")
+    assert writes_outside_the_holders(tmp_path) == [f"core/rogue.py:{line}" for line in (2, 4, 5, 6, 7)]

@@ -155,10 +155,6 @@ class Changes:
 
 
 class PartitionServer(PartitionState):
-    """The partition server (module docstring). On the per-request paths it reads its vectors through
-    its bases' fields (``_stable``, ``_vv``) instead of their read-only properties (a property is a
-    call, several per request); it moves them through the holders only."""
-
     def __init__(self, config: CoreConfig) -> None:
         super().__init__(config)
         self._outbox: list[Update] = []
@@ -327,7 +323,7 @@ class PartitionServer(PartitionState):
         if pacing.activity(now_us):
             self._snap_back(now_us)
         if calling:
-            call = Heartbeat(self.id, self._vv[self.dc], None)
+            call = Heartbeat(self.id, self.vv[self.dc], None)
             for member in self.dc_members:
                 if member != self.id:
                     effects.append(Send(member, call))
@@ -544,7 +540,7 @@ class PartitionServer(PartitionState):
     def _resume_parked(self, now_us: int, effects: list[Effect], *, clock_only: bool) -> None:
         still: list[Parked] = []
         ready: list[Parked] = []
-        min_stable = min(self._stable)
+        min_stable = min(self.stable)
         for parked in self.parked:
             wait = parked.wait
             if isinstance(wait, WaitForClock):
@@ -554,7 +550,7 @@ class PartitionServer(PartitionState):
             else:
                 still.append(parked)
         self.parked = still
-        spent = pack(now_us) <= self._vv[self.dc]
+        spent = pack(now_us) <= self.vv[self.dc]
         for parked in ready:
             message = parked.message
             if spent and parked.wait.reason in CLOCK_PUT_WAITS:
@@ -562,7 +558,7 @@ class PartitionServer(PartitionState):
                 # microsecond (``physical_put_timestamp``): once this one is taken, every other write
                 # waits for the next, so its handler is not run again only to park it again (a
                 # backlog of n writes would cost n handler runs per microsecond).
-                self.parked.append(Parked(message, WaitForClock(physical_of(self._vv[self.dc]) + 1,
+                self.parked.append(Parked(message, WaitForClock(physical_of(self.vv[self.dc]) + 1,
                                                                 parked.wait.reason), parked.since_us))
                 continue
             if type(message) is TxSlice or type(message) is ScanSlice:  # its reply says how long it waited
@@ -572,7 +568,7 @@ class PartitionServer(PartitionState):
             if isinstance(outcome, list):
                 self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
                 effects.extend(outcome)
-                spent = pack(now_us) <= self._vv[self.dc]
+                spent = pack(now_us) <= self.vv[self.dc]
             else:
                 self.parked.append(Parked(parked.message, outcome, parked.since_us))
 
@@ -589,7 +585,7 @@ class PartitionServer(PartitionState):
         if self.offset_guard:
             # ``ceiling`` inlined: this runs for every client request
             ceiling = ((now_us + self.max_offset_us) << LOGICAL_BITS) | LOGICAL_MASK
-            hlc = self._vv[self.dc]
+            hlc = self.vv[self.dc]
             if hlc > ceiling:
                 ceiling = hlc
             ahead = session.dt if session.dt > ceiling else max(session.stable)
@@ -610,18 +606,18 @@ class PartitionServer(PartitionState):
         return counters.reserved(value) or expiry.reserved(value)
 
     def _visible(self, version: Version) -> bool:
-        return self.protocol.visible(version=version, stable=self._stable)
+        return self.protocol.visible(version=version, stable=self.stable)
 
     def _read_contribution(self, version: Version | None) -> tuple[Vector, int]:
         """What a client that read ``version`` must merge into its session: the version's
         dependencies (remote entries into ``stable``, the local entry into ``dt``)."""
         if version is None:
-            return self._stable, 0
+            return self.stable, 0
         dv = self._dependency_of(version)
         dc = self.dc
         if self.num_dcs == 1:  # no remote entries to merge
-            return self._stable, dv[0]
-        return merge_max(self._stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]
+            return self.stable, dv[0]
+        return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]
 
     def _dependency_of(self, version: Version) -> Vector:
         return version.dependency_vector(self.num_dcs)
@@ -715,7 +711,7 @@ class PartitionServer(PartitionState):
         """A PUT, SWAP, DELETE (``value`` None) or, with ``by``, an INCR: its value is the counter's
         state after the increment (``okapikv.core.counters``); with ``expires`` (absolute, 0 for
         PERSIST), an EXPIRE of a counter: its state with that expiry."""
-        stable_before = self._stable
+        stable_before = self.stable
         refused = self._admit(request_id, session, now_us, problem)
         if refused is not None:
             return refused
@@ -742,7 +738,7 @@ class PartitionServer(PartitionState):
             # that version came from a DC whose clock runs ahead.
             dependency = merge_max(dependency, self._dependency_of(current))
         timestamp = self.protocol.assign_timestamp(
-            previous=self._vv[dc], max_dependency=max(dependency), now_us=now_us
+            previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
         )
         if isinstance(timestamp, WaitForClock):
             if self.too_long(timestamp, now_us):
@@ -795,7 +791,7 @@ class PartitionServer(PartitionState):
         request_id, keys, values, session = request.request_id, request.keys, request.values, request.session
         progress = self._put_many_progress.pop(request_id, None)
         dc = self.dc
-        stable_before = self._stable
+        stable_before = self.stable
         if progress is None:
             refused = self._admit(request_id, session, now_us, self._check_pairs(keys, values))
             if refused is not None:
@@ -838,7 +834,7 @@ class PartitionServer(PartitionState):
                 outbox.append(Update(key, value, timestamp, dc, protocol.replicated_dv(version=version)))
         self.stats.operations["put"] += len(keys) - progress.done
         self.stats.operations["put_many"] += 1
-        stable = merge_max(self._stable, remote) if any(remote) else self._stable
+        stable = merge_max(self.stable, remote) if any(remote) else self.stable
         effects: list[Effect] = [Respond(PutManyReply(request_id, len(keys), timestamp, Session(stable, timestamp)))]
         self._wake(now_us, effects, tell=True)
         return effects
@@ -884,7 +880,7 @@ class PartitionServer(PartitionState):
         if self.members.ignores(message.source.dc):
             # a removed DC's stream: its vv entry stays where the relay left it
             return self.members.tell(message.source)
-        vv = self._vv
+        vv = self.vv
         adopt = self.version_vector.adopt
         catch_up = self.catch_up
         awaited = catch_up.awaited
@@ -926,7 +922,7 @@ class PartitionServer(PartitionState):
             return effects
         if self.members.ignores(source):
             return self.members.tell(message.source)
-        if message.timestamp > self._vv[source] and source not in self.catch_up.awaited:
+        if message.timestamp > self.vv[source] and source not in self.catch_up.awaited:
             self.version_vector.adopt(source, self.watermark(message, source, message.timestamp, now_us))
         return self._absorb_gsv(source, message.gsv, now_us) if message.gsv is not None else []
 

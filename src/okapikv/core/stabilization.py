@@ -69,7 +69,7 @@ class StabilizationView(ServerView, Protocol):
     @property
     def counted(self) -> tuple[int, ...]: ...
     def counted_min(self, vector: Sequence[int]) -> int: ...
-    def advance_stable(self, vector: Vector) -> Vector: ...
+    def take_stabilized(self, stable: Vector) -> None: ...
     def advance_gsv(self, vector: Vector) -> bool: ...
     def advance_horizon(self, vector: Vector) -> None: ...
 
@@ -197,7 +197,7 @@ class GsvRound:
             self.gsv_unshared = self._shares_gsv
         gsv = state.gsv
         usv = self._usv_from(gsv) if self._usv_here else message.usv
-        state.advance_stable(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=usv))
+        state.take_stabilized(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=usv))
         state.advance_horizon(message.horizon)
         effects: list[Effect] = []
         if state.parked:
@@ -219,7 +219,7 @@ class GsvRound:
         """The stable vector from this DC's GSV and the counted DCs' (``_usv_from``)."""
         state = self.state
         gsv = state.gsv
-        state.advance_stable(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=self._usv_from(gsv)))
+        state.take_stabilized(state.protocol.on_stabilized(stable=state.stable, gsv=gsv, usv=self._usv_from(gsv)))
 
     @property
     def computes_usv(self) -> bool:

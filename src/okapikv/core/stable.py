@@ -3,7 +3,8 @@
 
 - ``stable``: what this server knows to be stable, used for visibility (Okapi: the USV; Cure: the
   GSV; GentleRain: the GST in every entry). It merges client sessions (``advance_stable``),
-  snapshots served (``okapikv.core.reads``) and stabilization rounds (``Protocol.on_stabilized``).
+  snapshots served (``okapikv.core.reads``) and stabilization rounds (``Protocol.on_stabilized``,
+  ``take_stabilized``).
 - ``gsv``: this DC's global stable vector, the entry-wise minimum of its partitions' ``vv``.
 - ``horizon``: a lower bound of every snapshot any server of the DC will still read
   (``okapikv.core.gc``).
@@ -26,58 +27,55 @@ from okapikv.core.vectors import Vector, leq, merge_max
 
 
 class StableVectors:
-    """``stable``, ``gsv`` and ``horizon`` (module docstring): read-only properties, moved by the
-    methods alone. The base of ``okapikv.core.state.PartitionState``, so that a read is one
-    property (they are read several times per request: visibility, sessions, rounds)."""
+    """``stable``, ``gsv`` and ``horizon`` (module docstring), moved by these methods alone. The base
+    of ``okapikv.core.state.PartitionState``: the fields are plain attributes, read several times
+    per request (visibility, sessions, rounds) at the cost of an attribute load; the mechanisms see
+    them read-only (``okapikv.core.state.ServerView``) and ``tests/unit/test_core_clock.py`` finds
+    any assignment outside this class."""
 
-    __slots__ = ("_stable", "_gsv", "_horizon")
+    __slots__ = ("stable", "gsv", "horizon")
 
     def __init__(self, stable: Vector, gsv: Vector, horizon: Vector) -> None:
-        self._stable = stable
-        self._gsv = gsv
-        self._horizon = horizon
-
-    @property
-    def stable(self) -> Vector:
-        return self._stable
-
-    @property
-    def gsv(self) -> Vector:
-        return self._gsv
-
-    @property
-    def horizon(self) -> Vector:
-        return self._horizon
+        self.stable = stable
+        self.gsv = gsv
+        self.horizon = horizon
 
     def advance_stable(self, vector: Vector) -> Vector:
         """Merge ``vector`` (a session's, a snapshot's, a round's: each a lower bound of what is
         stable) into ``stable``; returns the new ``stable``."""
-        self._stable = stable = merge_max(self._stable, vector)
+        self.stable = stable = merge_max(self.stable, vector)
         return stable
+
+    def take_stabilized(self, stable: Vector) -> None:
+        """A stabilization round's stable vector: ``Protocol.on_stabilized`` computes it from this one
+        and never returns one below it (its contract, ``tests/unit/test_protocols.py``; end to end,
+        ``tests/property/test_prop_writers.py``), so it is taken as computed, not merged again: that
+        merge ran once per step where the GSV follows ``vv`` (``UsvFollowingVv``)."""
+        self.stable = stable
 
     def rollback_stable(self, before: Vector) -> None:
         """Undo this step's ``advance_stable`` for a request refused after its session was merged:
         ``before`` is ``stable`` as the step found it (module docstring)."""
-        if not leq(before, self._stable):
-            raise RuleBroken(f"rollback of stable to {before}, which is not below {self._stable}")
-        self._stable = before
+        if not leq(before, self.stable):
+            raise RuleBroken(f"rollback of stable to {before}, which is not below {self.stable}")
+        self.stable = before
 
     def advance_gsv(self, vector: Vector) -> bool:
         """Merge a GSV of this DC (an aggregator's broadcast, or ``vv`` where it is the DC's);
         whether ``gsv`` moved."""
-        gsv = merge_max(self._gsv, vector)
-        if gsv == self._gsv:
+        gsv = merge_max(self.gsv, vector)
+        if gsv == self.gsv:
             return False
-        self._gsv = gsv
+        self.gsv = gsv
         return True
 
     def advance_horizon(self, vector: Vector) -> None:
         """Merge a horizon (an aggregator's broadcast, a repair's threshold)."""
-        self._horizon = merge_max(self._horizon, vector)
+        self.horizon = merge_max(self.horizon, vector)
 
     def grow(self, stable: int = 0, gsv: int = 0, horizon: int = 0) -> None:
         """One more DC: each vector takes its entry at the end (a DC joining the cluster:
         docs/protocol.md, "Membership")."""
-        self._stable += (stable,)
-        self._gsv += (gsv,)
-        self._horizon += (horizon,)
+        self.stable += (stable,)
+        self.gsv += (gsv,)
+        self.horizon += (horizon,)

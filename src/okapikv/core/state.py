@@ -17,9 +17,9 @@ keep their own state apart. The fields, per the paper's notation:
 - ``gsv``: this DC's global stable vector, the entry-wise minimum of its partitions' ``vv``.
 - ``horizon``: garbage-collection horizon, a lower bound of every snapshot any server of the DC will
   still read; a slice whose snapshot is below it is answered ``too_old`` and retried.
-- ``stable``, ``gsv`` and ``horizon`` are read-only properties, moved upwards only by the methods
-  of ``okapikv.core.stable.StableVectors`` (the base of ``PartitionState``: ``advance_stable``,
-  ``advance_gsv``, ``advance_horizon``), which no other module overrides.
+- ``stable``, ``gsv`` and ``horizon`` are moved upwards only by the methods of
+  ``okapikv.core.stable.StableVectors`` (the base of ``PartitionState``: ``advance_stable``,
+  ``advance_gsv``, ``advance_horizon``); the mechanisms' views show them read-only.
 - ``heard``: partition of this DC -> when it last sent this server anything (a snapshot read's
   silence deadline, ``okapikv.core.reads``).
 - ``parked``: the requests and slices that wait (for the clock, or for the stable time); the server
@@ -143,7 +143,7 @@ class ServerView(Protocol):
 
 class PartitionState(StableVectors):
     """The shared state of one partition server (module docstring), and the clock-offset rule; its
-    base holds the stable vector, the GSV and the horizon (``StableVectors``)."""
+    base holds the stable vector, the GSV and the horizon and their writers (``StableVectors``)."""
 
     def __init__(self, config: CoreConfig) -> None:
         self.config = config
@@ -156,8 +156,8 @@ class PartitionState(StableVectors):
         #: ``vv`` and its writers: ``clock`` (the HLC, ``vv[m]``) and ``adopt`` (the replicas' entries)
         self.version_vector = VersionVector(config.num_dcs, config.dc, config.max_clock_offset_us)
         self.clock: Hlc = self.version_vector.hlc
-        #: the list behind ``vv`` (read-only here)
-        self._vv = self.version_vector.entries
+        #: the version vector, read-only (a ``Sequence``): ``clock`` and ``version_vector.adopt`` move it
+        self.vv: Sequence[int] = self.version_vector.entries
         # ``stable``, ``gsv`` and ``horizon`` (``StableVectors``); the horizon starts at zeros, or
         # (eventual: no snapshot is ever too old) everything
         StableVectors.__init__(self, zeros(config.num_dcs), zeros(config.num_dcs),
@@ -179,15 +179,10 @@ class PartitionState(StableVectors):
         self.offset_guard = self.protocol.stabilizes
 
     @property
-    def vv(self) -> Sequence[int]:
-        """The version vector, read-only: ``clock`` and ``version_vector.adopt`` move it."""
-        return self._vv
-
-    @property
     def hlc(self) -> int:
         """The local entry of the version vector: the HLC for Okapi, the last physical timestamp
         issued or announced for the baselines."""
-        return self._vv[self.dc]
+        return self.vv[self.dc]
 
     def counted_min(self, vector: Sequence[int]) -> int:
         """The minimum of ``vector``'s entries of the counted DCs (``counted``)."""
