@@ -94,6 +94,8 @@ def test_stable_vectors_only_grow_and_a_rollback_returns_within_the_step() -> No
     vectors.advance_horizon((pack(1), pack(1)))
     vectors.advance_horizon((0, 0))
     assert vectors.gsv == (pack(1), 0) and vectors.horizon == (pack(1), pack(1))
+    vectors.take_stabilized((pack(4), pack(2)))  # a round's result, computed from (pack(3), pack(2))
+    assert vectors.stable == (pack(4), pack(2))
     before = vectors.stable
     vectors.advance_stable((pack(9), pack(9)))  # a session merged, then the request refused
     vectors.rollback_stable(before)
@@ -101,7 +103,7 @@ def test_stable_vectors_only_grow_and_a_rollback_returns_within_the_step() -> No
     with pytest.raises(RuleBroken, match="not below"):
         vectors.rollback_stable((pack(9), 0))
     vectors.grow(1, 2, 3)
-    assert (vectors.stable, vectors.gsv, vectors.horizon) == ((pack(3), pack(2), 1), (pack(1), 0, 2),
+    assert (vectors.stable, vectors.gsv, vectors.horizon) == ((pack(4), pack(2), 1), (pack(1), 0, 2),
                                                               (pack(1), pack(1), 3))
 
 

@@ -38,16 +38,9 @@ class Handlers(Generic[R]):
             raise ValueError(f"a handler for {kind.__name__} is registered already")
         self._table[kind] = handler
 
-    def __contains__(self, kind: type) -> bool:
-        return kind in self._table
-
     def __call__(self, message: Message, now_us: int) -> R:
         """Run the handler of ``message``'s type."""
         handler = self._table.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
         return handler(message, now_us)
-
-    def find(self, message: M) -> Callable[[M, int], R] | None:
-        """The handler of ``message``'s type, if one is registered."""
-        return self.of_type(type(message))

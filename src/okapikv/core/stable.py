@@ -12,9 +12,10 @@
 Each is a lower bound of something that only grows, so each only grows: every move here is an
 entry-wise max (``merge_max``), so a vector that would move one back changes nothing, or a round's
 stable vector that ``Protocol.on_stabilized`` computed from the current one (``take_stabilized``:
-its contract is never to return one below). The one exception is ``rollback_stable``: a client request merges its session before it knows it will be
-refused, and a refused request changes nothing (docs/protocol.md, "The maximum clock offset"); the
-rollback returns to the value of the same step, never below one that left the server.
+its contract is never to return one below). The one exception is ``rollback_stable``: a client
+request merges its session before it knows it will be refused, and a refused request changes
+nothing (docs/protocol.md, "The maximum clock offset"); the rollback returns to the value of the
+same step, never below one that left the server.
 
 Invariants (tested in ``tests/unit/test_core_clock.py`` and ``tests/property/test_prop_writers.py``):
 - ``stable``, ``gsv`` and ``horizon`` change only here, and only grow between steps;
