@@ -111,7 +111,7 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--loop-stall-ms", type=float, default=50.0,
                    help="log and count (okapi_event_loop_stalls_total) whatever holds the event loop "
                         "longer than this (default %(default)g; 0: off)")
-    p.set_defaults(target="okapikv.server.main:run_server")
+    p.set_defaults(target="okapikv.serve.main:run_server")
 
 
 def _add_env_default(p: argparse.ArgumentParser, flag: str, variable: str, **options: object) -> None:

@@ -18,6 +18,8 @@ Modules, each importing only those listed before it (no import circles):
 - ``native`` and ``servicers``: the native port and the gRPC services KeyValue and Peer, thin
   adapters over the node, ``inbound`` and ``admission``;
 - ``metrics``: the Prometheus endpoint (a collector rendering the node's snapshot at scrape time);
-  ``logs``: single-line text/JSON log events labelled with the server; ``faults``: fault injection;
-- ``app``: the gRPC server, health checking and signal handling; ``main``: `okapi server`.
+  ``logs``: single-line text/JSON log events labelled with the server; ``faults``: fault injection.
+
+The process that assembles these listeners with the RESP port (``okapikv.resp``) is
+``okapikv.serve``: it stands above both, so nothing here imports the RESP port.
 """

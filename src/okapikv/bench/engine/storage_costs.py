@@ -26,7 +26,7 @@ from okapikv.storage.sqlite import CommitGroup, Identity, State
 
 IDENTITY = Identity("measure", ("a",), 1, "okapi", "a", 0)
 STATE = State((1,), (1,), (1,), (0,))
-#: a durable server's switch interval (``okapikv.server.main``)
+#: a durable server's switch interval (``okapikv.serve.main``)
 SWITCH_INTERVAL_S = 0.0005
 
 

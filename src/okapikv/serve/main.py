@@ -24,7 +24,7 @@ from pathlib import Path
 from okapikv.cluster.config import ClusterConfig, join_address, split_address
 from okapikv.cluster.ports import address_in_use
 from okapikv.lifetime import exit_with_parent
-from okapikv.server.app import BindError, run, serve
+from okapikv.serve.app import BindError, run, serve
 from okapikv.server.logs import LOG_FORMATS, configure_logging
 from okapikv.storage import DataDamagedError, DataDirError
 from okapikv.storage.integrity import INTEGRITY_MODES
