@@ -9,6 +9,8 @@ Modules, each importing only those listed before it (no import circles):
 - ``liveness``: when an outgoing link's connection is dead though no error says so;
 - ``links``: outgoing FIFO peer links with WAN-delay emulation, acknowledgements and reconnection;
 - ``admission``: the one admission policy (client work waits while replication lags) every port calls;
+- ``visibility_bound``: bounded visibility, on request (an experiment on emulated WANs), one more
+  reason for admission to hold;
 - ``budgets``: the input budget and connection deadlines shared by the stream ports;
 - ``instruments``: latency histograms and visibility-lag samples the driver updates as it runs;
 - ``pipeline``: the per-stream result batching of the Pipeline RPC and the native port;

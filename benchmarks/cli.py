@@ -26,13 +26,13 @@ from typing import Any
 # variable once, at import (set later, it left the handlers on and logged "skipping fork() handlers").
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+from benchmarks.harness.harness import open_bench
+from benchmarks.harness.options import LEAN_WORKLOADS, MEMORY, BenchOptions
+from benchmarks.harness.systems import parse_systems
+from benchmarks.suites.registry import SUITES, planned_runs, write_outputs
 from okapikv.bench.engine.errors import BenchError
-from okapikv.bench.engine.harness import open_bench
-from okapikv.bench.engine.options import LEAN_WORKLOADS, MEMORY, BenchOptions
 from okapikv.bench.engine.results import Results
-from okapikv.bench.engine.systems import parse_systems
 from okapikv.bench.engine.workloads import YCSB
-from okapikv.bench.suites.registry import SUITES, planned_runs, write_outputs
 
 #: The modules of the ``bench`` extra (pyproject.toml) that `okapi bench` cannot run without.
 EXTRA_MODULES = ("numpy", "matplotlib", "hdrh")

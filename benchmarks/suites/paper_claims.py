@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from okapikv.bench.suites.measurements import (
+from benchmarks.suites.measurements import (
     SYSTEMS,
     Communication,
     Measurements,

@@ -1,15 +1,15 @@
 """``--suite course``: the course service's measurements (YCSB A-F with one client, then A, C and E
 with 1, 10, 25, 40, 55, 70 and 85 clients), with a Redis reference line driven by the same load
-generator when redis-server and redis-py are installed (``engine.redis_ref``).
+generator when redis-server and redis-py are installed (``harness.redis_ref``).
 """
 
 from __future__ import annotations
 
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.redis_ref import unavailable_reason
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.redis_ref import unavailable_reason
+from benchmarks.harness.systems import REDIS_SYSTEM, System
 from okapikv.bench.engine.results import Run
-from okapikv.bench.engine.systems import REDIS_SYSTEM, System
 
 COURSE_CLIENTS = (1, 10, 25, 40, 55, 70, 85)
 COURSE_CLIENTS_QUICK = (1, 10, 40, 85)

@@ -1,7 +1,7 @@
 """The paper suite's summary, as the paper states its claims (Okapi, section 5), and its report
 section: results.json's ``paper`` (``Results.paper``), built from the runs by ``summarize``.
 
-- ``peaks``: every peak-throughput search (``engine.peak``): the point (p, w or partitions), the
+- ``peaks``: every peak-throughput search (``harness.peak``): the point (p, w or partitions), the
   peak, the sessions it took, RO-TX and PUT mean latency at it, why the search stopped, each step
   (Figures 3a, 4a, 5), server CPU per operation gross and net of the idle background;
 - ``stalls``: at each system's peak per p, RO-TX waits per slice and per transaction (Figure 4c/d
@@ -10,7 +10,7 @@ section: results.json's ``paper`` (``Results.paper``), built from the runs by ``
   run's skew model, largest in-DC skew, sessions, throughput and RO-TX latency (Figure 4d against
   the skew);
 - ``visibility``: per destination DC, sources pooled, with the distance between the sources'
-  medians (``engine.visibility.by_destination``; the pooled-over-everything CDF is in the plots);
+  medians (``harness.visibility.by_destination``; the pooled-over-everything CDF is in the plots);
 - ``metadata``: per replicated update, the paper's formula beside what the links carried
   (``okapikv.server.wire_bytes``);
 - ``communication``: per client operation, replication, stabilization (heartbeats included) and
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from okapikv.bench.engine.peak import GROWTH, STOP_FAILED, STOP_SESSIONS, Peak, PeakRule, find_peak
+from benchmarks.harness.peak import GROWTH, STOP_FAILED, STOP_SESSIONS, Peak, PeakRule, find_peak
+from benchmarks.harness.visibility import by_destination
+from benchmarks.suites.paper_claims import Claim, claims, table
 from okapikv.bench.engine.report import Section, _fmt, _table
 from okapikv.bench.engine.results import Results, Run
 from okapikv.bench.engine.stats import wait_of_cause
-from okapikv.bench.engine.visibility import by_destination
-from okapikv.bench.suites.paper_claims import Claim, claims, table
 
 
 def _mean_ms(run: Run, kind: str) -> float | None:
@@ -339,7 +339,7 @@ def markdown(paper: dict[str, Any]) -> list[str]:
                           _fmt(row["read_bytes_per_op"], 1)] for row in communication])
     judged = paper.get("claims", [])
     if judged:
-        lines += ["### The paper's claims against these results (`okapikv.bench.suites.paper_claims`)", "",
+        lines += ["### The paper's claims against these results (`benchmarks.suites.paper_claims`)", "",
                   table(Claim(**claim) for claim in judged), ""]
     return lines
 

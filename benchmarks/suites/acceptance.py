@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from okapikv.bench.engine.results import MemoryRow
-from okapikv.bench.engine.systems import System
-from okapikv.bench.suites.fast_figures import (
+from benchmarks.harness.systems import System
+from benchmarks.suites.fast_figures import (
     DURABLE,
     FDATASYNC,
     ByKey,
@@ -32,6 +31,7 @@ from okapikv.bench.suites.fast_figures import (
     ReplicationFigures,
     Verdict,
 )
+from okapikv.bench.engine.results import MemoryRow
 
 #: Concurrent sessions of the YCSB-A throughput targets (one load process).
 FAST_SESSIONS = 64

@@ -12,10 +12,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from okapikv.bench.engine.latency import SequentialLatency
-from okapikv.bench.engine.replication import LagSummary, QueueSummary
+from benchmarks.harness.latency import SequentialLatency
+from benchmarks.harness.replication import LagSummary, QueueSummary
+from benchmarks.harness.storage_costs import StorageCosts
 from okapikv.bench.engine.results import Run, VisibilityPair, plain
-from okapikv.bench.engine.storage_costs import StorageCosts
 
 #: (results key, label) of the one-at-a-time latency paths; the last is shown for comparison only.
 LATENCY_PATHS = (("client", "Client"), ("stdio", "okapi client"), ("client_grpc", "Client over gRPC only"))
@@ -174,7 +174,7 @@ class IdlePair:
 
 @dataclass(frozen=True, slots=True)
 class IdleFigures:
-    """The idle phase (``engine.idle``): each server's cores over the idle window, and each pair's
+    """The idle phase (``harness.idle``): each server's cores over the idle window, and each pair's
     first-update visibility after it."""
 
     idle_s: float

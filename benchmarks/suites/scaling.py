@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import os
 
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.options import BenchOptions
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.systems import PAPER_DCS, System
 from okapikv.bench.engine.results import Run
-from okapikv.bench.engine.systems import PAPER_DCS, System
 
 SESSIONS_PER_PARTITION = (12, 24)
 SESSIONS_PER_PARTITION_QUICK = (12,)

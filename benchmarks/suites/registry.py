@@ -1,6 +1,6 @@
 """The suites by the name ``--suite`` gives them (None: the custom run), and their report sections.
 
-A suite is a function of the ``engine.harness.Bench`` it runs on, the number of runs it plans (for
+A suite is a function of the ``harness.harness.Bench`` it runs on, the number of runs it plans (for
 the progress bar), and the systems it measures when ``--protocols`` is not given.
 """
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.options import BenchOptions
+from benchmarks.suites import course, custom, fast, paper, paper_figures, resp, scaling
 from okapikv.bench.engine import report
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.suites import course, custom, fast, paper, paper_figures, resp, scaling
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,5 +43,9 @@ def planned_runs(options: BenchOptions) -> int:
 
 def write_outputs(results: dict[str, Any], out: Path, *, plots: bool = True) -> dict[str, list[str]]:
     """Every output of a serialized ``Results`` (a saved results.json too), every suite's section
-    included: ``write_outputs(json.load(open(path)), out)`` redraws a committed report."""
-    return report.write_outputs(results, out, sections=SECTIONS, plots=plots)
+    included: ``write_outputs(json.load(open(path)), out)`` redraws a committed report. (The
+    figures import matplotlib: here, not with the module, so `okapi bench` can say first that the
+    bench extra is missing.)"""
+    from benchmarks.suites import paper_plots
+
+    return report.write_outputs(results, out, sections=SECTIONS, figures=paper_plots.FIGURES, plots=plots)

@@ -1,6 +1,6 @@
 """``okapi calibrate``: write a cost profile of this machine, or validate one against real runs.
 
-    okapi calibrate --out profile.json            # time the core's handlers (okapikv.bench.calibrate)
+    okapi calibrate --out profile.json            # time the core's handlers (benchmarks.calibrate)
     okapi calibrate --validate A/results.json B/results.json --profile profile.json \\
         --fit "okapi P4 p=2 c=12" --markdown table.md  # fit on one real run, predict the others
 
@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from okapikv.bench.calibrate import calibrate, summary_lines, write_profile
-from okapikv.bench.validate import as_json, load_points, summary, table_lines, validate
+from benchmarks.calibrate import calibrate, summary_lines, write_profile
+from benchmarks.validate import as_json, load_points, summary, table_lines, validate
 from okapikv.sim.cost import load_profile
 
 

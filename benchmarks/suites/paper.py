@@ -22,7 +22,7 @@ is exercised in CI at the cost of two cluster starts (the quick sweep alone, tim
 ``_skew_sweep``: 11.2 s and 9.8 s, 2026-12-02 on this 2-core VM loaded by other jobs, load average
 9-10).
 
-Every point of the other sweeps is a peak-throughput search (``engine.peak``): the closed-loop sessions
+Every point of the other sweeps is a peak-throughput search (``harness.peak``): the closed-loop sessions
 double from ``sessions_start`` until throughput grows less than 5%, the mean latency passes
 ``--latency-cap-ms`` or the sessions reach ``--max-sessions`` (GentleRain's four times that,
 ``SESSION_CAP_FACTOR``); the point's figure is the peak (a lower bound where it is the search's
@@ -39,13 +39,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from okapikv.bench.engine.harness import Bench, SystemUnderTest
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.peak import Peak, PeakRule, find_peak
+from benchmarks.harness.harness import Bench, SystemUnderTest
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.peak import Peak, PeakRule, find_peak
+from benchmarks.harness.systems import PAPER_DCS, System
+from benchmarks.suites import paper_figures
 from okapikv.bench.engine.results import Run
-from okapikv.bench.engine.systems import PAPER_DCS, System
 from okapikv.bench.engine.workloads import WorkloadConfig
-from okapikv.bench.suites import paper_figures
 
 PAPER_SKEW_MS = 10.0
 #: The skew sweep's levels (ms), its session count, and what --quick keeps (module docstring).

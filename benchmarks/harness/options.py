@@ -1,4 +1,4 @@
-"""The resolved command line of one `okapi bench` invocation (``okapikv.bench.cli`` builds it).
+"""The resolved command line of one `okapi bench` invocation (``benchmarks.cli`` builds it).
 
 What every stage reads: the harness (how to start and drive systems), the suites (what to sweep),
 and results.json, whose ``config`` is ``BenchOptions.to_config()`` (systems by their names, under
@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.engine.systems import System
+from benchmarks.harness.systems import System
 
-#: ``--workload memory``: the resident memory per key of one loaded server (``engine.memory``).
+#: ``--workload memory``: the resident memory per key of one loaded server (``harness.memory``).
 MEMORY = "memory"
 #: The YCSB workloads of single-key GET and SWAP only (what ``engine.lean`` sends; D needs its
 #: inserts acknowledged before its "latest" reads can pick them).
@@ -61,7 +61,7 @@ class BenchOptions:
     grpc_only: bool = False
     load: str = "client"  # okapi load generator: client (async client sessions) | lean (engine.lean)
     durable: bool = False  # local okapikv servers keep their stores in data directories (SQLite)
-    max_sessions: int | None = None  # the paper suite's peak search: most sessions (engine.peak)
+    max_sessions: int | None = None  # the paper suite's peak search: most sessions (harness.peak)
     latency_cap_ms: float | None = None  # ... and the mean latency it stops at
 
     def scaled(self) -> BenchOptions:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.calibrate import with_overheads
+from benchmarks.calibrate import with_overheads
 from okapikv.sim import SimConfig, Simulation
 from okapikv.sim.cost import CostProfile
 from okapikv.sim.engine import SimResult

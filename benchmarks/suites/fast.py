@@ -7,7 +7,7 @@ goal lives). The phases:
 1. Latency: one client, one DC, one partition, one operation at a time. GET and PUT through the
    blocking ``Client`` (what scripts and the stdin/stdout client use) and through an ``okapi client``
    process driven line by line over its stdin/stdout, as the course's tools drive it
-   (``engine.latency``); and PUTs through the ``Client`` to a durable server, each round beside the
+   (``harness.latency``); and PUTs through the ``Client`` to a durable server, each round beside the
    disk's own fdatasync of a 100-byte append on the same file system (``measure_fdatasync``): what
    a lone session's durable write costs over the disk (docs/storage.md).
 2. Throughput: one partition server under YCSB-A with ``FAST_SESSIONS`` concurrent sessions of the
@@ -16,20 +16,20 @@ goal lives). The phases:
    ``eventual`` protocol (no stabilization, no dependency metadata): the cost of causality.
 3. The cost of causality on the paper's workload: RO-TX over 2 partitions + PUT, 3 DCs with the
    emulated WAN, Okapi against ``eventual``.
-4. Memory: bytes of server RSS per key after loading ``MEMORY_RECORDS`` keys (``engine.memory``).
+4. Memory: bytes of server RSS per key after loading ``MEMORY_RECORDS`` keys (``harness.memory``).
 5. Replication keeps up: every DC takes PUTs at the highest rate the machine allows while remote
    visibility is probed and every server's replication queues are sampled
-   (``engine.replication``). Okapi makes an update visible in DC j once every DC holds it (UST,
+   (``harness.replication``). Okapi makes an update visible in DC j once every DC holds it (UST,
    docs/protocol.md, "Stabilization"), so the bound per pair (i -> j) is the UST path
    ``max_k (wan(i, k) + wan(k, j))`` plus 3 stabilization periods; the queues must not trend up.
 6. Scaling: YCSB-A on one and on two partitions (one DC), driven by the lean load generator
    (``engine.lean``: 64 sessions per partition from one process that leaves the CPU to the
    servers), and by the async client (64 sessions, one process) for comparison.
-7. Idle cost (``engine.idle``): the default `okapi up` shape (3 DCs x 2 partitions) left alone
+7. Idle cost (``harness.idle``): the default `okapi up` shape (3 DCs x 2 partitions) left alone
    ``IDLE_S`` seconds (``IDLE_S_QUICK`` with --quick) once its servers backed off
    (``okapikv.core.pacing``): each server's cores, then the first update's remote visibility per
    DC pair against the same bound as target 5.
-8. Storage (``engine.storage_costs``): the commit log's background costs on the store alone, a
+8. Storage (``harness.storage_costs``): the commit log's background costs on the store alone, a
    restart's recovery of the large data set from the log and from the checkpoint, and a checkpoint
    of ``CHECKPOINT_ROWS`` logged versions alone and beside a thread spinning in Python.
 
@@ -56,31 +56,28 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.engine.errors import BenchError
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.idle import SETTLE_MARGIN_S, measure_idle
-from okapikv.bench.engine.latency import (
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.idle import SETTLE_MARGIN_S, measure_idle
+from benchmarks.harness.latency import (
     SequentialLatency,
     measure_client_latency,
     measure_fdatasync,
     measure_stdio_latency,
 )
-from okapikv.bench.engine.memory import run_memory
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.redis_ref import LocalRedis, unavailable_reason
-from okapikv.bench.engine.replication import ReplicationSampler
-from okapikv.bench.engine.report import Section
-from okapikv.bench.engine.results import Run
-from okapikv.bench.engine.storage_costs import measure_storage_costs
-from okapikv.bench.engine.systems import PAPER_DCS, REDIS_SYSTEM, System
-from okapikv.bench.engine.visibility import measure_visibility, summarize
-from okapikv.bench.suites.acceptance import (
+from benchmarks.harness.memory import run_memory
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.redis_ref import LocalRedis, unavailable_reason
+from benchmarks.harness.replication import ReplicationSampler
+from benchmarks.harness.storage_costs import measure_storage_costs
+from benchmarks.harness.systems import PAPER_DCS, REDIS_SYSTEM, System
+from benchmarks.harness.visibility import measure_visibility, summarize
+from benchmarks.suites.acceptance import (
     FAST_SESSIONS,
     REPLICATION_SYSTEM,
     STABILIZATION_PERIODS,
     judge,
 )
-from okapikv.bench.suites.fast_figures import (
+from benchmarks.suites.fast_figures import (
     DURABLE,
     FDATASYNC,
     LATENCY_PATHS,
@@ -95,6 +92,9 @@ from okapikv.bench.suites.fast_figures import (
     ReplicationFigures,
     Throughput,
 )
+from okapikv.bench.engine.errors import BenchError
+from okapikv.bench.engine.report import Section
+from okapikv.bench.engine.results import Run
 
 REPEATS = 3
 LATENCY_OPS = 5_000
@@ -103,7 +103,7 @@ ROTX_CLIENTS = 24
 REPLICATION_SESSIONS = 48
 MEMORY_RECORDS = 1_000_000
 MEMORY_RECORDS_QUICK = 20_000
-#: Logged versions a checkpoint folds in the storage phase (``engine.storage_costs``).
+#: Logged versions a checkpoint folds in the storage phase (``harness.storage_costs``).
 CHECKPOINT_ROWS = 100_000
 #: The durable data-size targets: the paper's records per partition against the suites' usual
 #: ``--records``; --quick loads fewer (and says so in the row).
@@ -178,7 +178,7 @@ class FastSuite:
         self.options = bench.options
         self.figures = FastFigures()
         # Single runs on a small VM vary by a third from one to the next (CPUs halting between
-        # messages, see okapikv.bench.engine.busy_cpus): each figure is the median of REPEATS runs.
+        # messages, see benchmarks.harness.busy_cpus): each figure is the median of REPEATS runs.
         self.repeats = 1 if bench.options.quick else REPEATS
 
     def publish(self) -> None:
@@ -321,7 +321,7 @@ class FastSuite:
         self.publish()
 
     def storage(self) -> None:
-        """The commit log's background costs on the store alone (``engine.storage_costs``): recovery
+        """The commit log's background costs on the store alone (``harness.storage_costs``): recovery
         of the large data set from the log and from the checkpoint, a checkpoint alone and under load."""
         records = LARGE_RECORDS_QUICK if self.options.quick else LARGE_RECORDS
         rows = min(records, CHECKPOINT_ROWS)
@@ -344,7 +344,7 @@ class FastSuite:
         """``redis-benchmark -t set,get,incr`` at each of ``REDIS_BENCHMARK_POINTS`` against the RESP port
         of one in-memory okapikv partition and against redis-server, one right after the other, each
         round (``suites.resp``: the same measurement, more points)."""
-        from okapikv.bench.suites import resp
+        from benchmarks.suites import resp
 
         bench = self.bench
         reason = resp.unavailable_reason()

@@ -24,21 +24,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from benchmarks.harness.busy_cpus import cpus_kept_busy
+from benchmarks.harness.clusters import RunningCluster, connect, start_local
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.proc import total_cpu_seconds
+from benchmarks.harness.progress import ProgressUI
+from benchmarks.harness.records import run_record
+from benchmarks.harness.redis_ref import LocalRedis
+from benchmarks.harness.systems import System
+from benchmarks.harness.visibility import measure_visibility, summarize, wait_until_visible
 from okapikv.bench.engine.adapters import TargetSpec
-from okapikv.bench.engine.busy_cpus import cpus_kept_busy
-from okapikv.bench.engine.clusters import RunningCluster, connect, start_local
 from okapikv.bench.engine.driver import WorkerPool, default_processes
 from okapikv.bench.engine.errors import BenchError
 from okapikv.bench.engine.generators import format_key, format_keys, make_values
 from okapikv.bench.engine.messages import RunSpec
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.proc import total_cpu_seconds
-from okapikv.bench.engine.progress import ProgressUI
-from okapikv.bench.engine.records import run_record
-from okapikv.bench.engine.redis_ref import LocalRedis
 from okapikv.bench.engine.results import Results, Run
-from okapikv.bench.engine.systems import System
-from okapikv.bench.engine.visibility import measure_visibility, summarize, wait_until_visible
 from okapikv.bench.engine.workloads import WorkloadConfig
 
 LOAD_SESSIONS = 32
@@ -310,7 +310,7 @@ class Bench:
 
 @contextlib.contextmanager
 def open_bench(options: BenchOptions, results: Results, planned_runs: int) -> Iterator[Bench]:
-    """The harness of one invocation: the ``--keep-cpus-busy`` spinners (``engine.busy_cpus``), the
+    """The harness of one invocation: the ``--keep-cpus-busy`` spinners (``harness.busy_cpus``), the
     load processes (enough for the largest ``--clients``), the progress view and the event loop."""
     processes = options.processes or default_processes(max(options.clients + (1_000,)))
     with (cpus_kept_busy(options.keep_cpus_busy), WorkerPool(processes) as pool,

@@ -1,7 +1,7 @@
 """``--workload memory``: resident memory per key of one in-memory partition server.
 
 One ``okapi server`` process (1 DC x 1 partition) is loaded with distinct keys through the
-pipelined async client; its RSS is read from /proc (``engine.proc``) before the load and after it
+pipelined async client; its RSS is read from /proc (``harness.proc``) before the load and after it
 has settled. The custom run measures ``--records`` keys, the fast suite its own count.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.proc import rss_bytes
+from benchmarks.harness.systems import System
 from okapikv.bench.engine.errors import BenchError
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.proc import rss_bytes
 from okapikv.bench.engine.results import MemoryRow
-from okapikv.bench.engine.systems import System
 
 #: Sessions loading the keys: more in flight means bigger pipelined batches, and 1M keys load in
 #: about a minute on 2 cores.

@@ -2,7 +2,7 @@
 
 The load processes' histograms are merged exactly (``engine.histograms``), their counts summed over
 the measured window; the servers' counters are read before and after that window
-(``engine.stats``), and their CPU time from ``/proc`` (``engine.proc``).
+(``engine.stats``), and their CPU time from ``/proc`` (``harness.proc``).
 """
 
 from __future__ import annotations

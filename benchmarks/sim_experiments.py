@@ -1,6 +1,7 @@
 """``okapi sim --experiment NAME``: the paper's experiments simulated (``okapikv.sim.experiments``),
 written as ``okapi bench`` writes its results: results.json, the CSVs, the plots and report.md
-(``okapikv.bench.engine.report.write_outputs``), so both share one plotting and reporting path.
+(``okapikv.bench.engine.report.write_outputs`` with the paper's figures, ``suites.paper_plots``), so
+both share one plotting and reporting path.
 
 The simulator's runs become ``Run`` records: throughput and latencies from the simulated window,
 waits and traffic from the servers' own counters over the measurement window (``summarize_waits``,
@@ -17,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.systems import parse_system
 from okapikv.bench.engine.report import write_outputs
 from okapikv.bench.engine.results import Results, Run, VisibilityPair
 from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
-from okapikv.bench.engine.systems import parse_system
 from okapikv.sim.cost import CostProfile, load_profile
 from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment
 
@@ -153,7 +154,9 @@ def run_experiment_command(args: argparse.Namespace) -> int:
     results = results_of(name, plan, profile, runs, command, simulated=simulated, cpu_s=cpu_s)
     results.add_time("simulation_cpu_s", cpu_s)
     out = Path(args.out)
-    files = write_outputs(results.to_dict(), out)
+    from benchmarks.suites import paper_plots  # matplotlib: only to draw
+
+    files = write_outputs(results.to_dict(), out, figures=paper_plots.FIGURES)
     print(f"okapi sim --experiment {name}: {simulated} runs in {time.process_time() - started:.0f} s CPU; wrote "
           f"{out}/results.json, report.md, {len(files['csv'])} CSV and {len(files['png'])} PNG files")
     bad = sum(d["anomalies"] for d in runs if d["checked"])

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from okapikv.bench.engine.clusters import start_local
+from benchmarks.harness.clusters import start_local
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.redis_ref import LocalRedis
 from okapikv.bench.engine.errors import BenchError
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.redis_ref import LocalRedis
 from okapikv.bench.engine.report import Section
 
 CLIENTS = (1, 50)

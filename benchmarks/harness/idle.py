@@ -4,7 +4,7 @@ spell is visible in the other DCs (docs/benchmarks.md, "Idle cost"; ``okapikv.co
 The suite starts a cluster of the default `okapi up` shape (3 DCs x 2 partitions, the emulated WAN)
 and leaves it alone past the servers' ``idle_after_ms`` (``settle_s``: every partition has backed
 off), then reads each server's CPU time from ``/proc`` over ``idle_s`` seconds; then one probe per
-ordered DC pair (``engine.visibility``: PUT in one DC, poll a fresh session in the other) times the
+ordered DC pair (``harness.visibility``: PUT in one DC, poll a fresh session in the other) times the
 remote visibility, all pairs at once, so each DC's first PUT is the first update after the spell.
 """
 
@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from okapikv.bench.engine.proc import process_cpu_seconds
-from okapikv.bench.engine.visibility import PairSamples, measure_visibility
+from benchmarks.harness.proc import process_cpu_seconds
+from benchmarks.harness.visibility import PairSamples, measure_visibility
 
 #: Left alone this long beyond the servers' idle_after_ms before the CPU window opens.
 SETTLE_MARGIN_S = 0.5

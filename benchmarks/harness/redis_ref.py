@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 
-from okapikv.bench.engine.clusters import free_port_block
+from benchmarks.harness.clusters import free_port_block
 from okapikv.bench.engine.errors import BenchError
 from okapikv.lifetime import preexec_exit_with_parent
 

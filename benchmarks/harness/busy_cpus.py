@@ -1,6 +1,6 @@
 """``okapi bench --keep-cpus-busy``: keep idle CPUs from halting while a benchmark runs.
 
-A harness detail, for virtual machines: ``engine.harness.open_bench`` holds the spinners open for
+A harness detail, for virtual machines: ``harness.harness.open_bench`` holds the spinners open for
 the whole invocation when the flag is given.
 
 Why: on a virtual machine an idle vCPU halts, and waking it costs a hypervisor exit. A closed-loop

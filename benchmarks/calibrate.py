@@ -11,7 +11,7 @@ their encoded size: the profile's ``send_us`` and ``send_per_byte_us``.
 
 What the core's handlers leave out (the driver's event loop, framing, system calls, the clients)
 is not timed here: ``okapi calibrate --validate`` fits it to a real ``okapi bench`` run's CPU
-counters and throughput (``okapikv.bench.validate.fit``). The figures are this machine's
+counters and throughput (``benchmarks.validate.fit``). The figures are this machine's
 Python costs (the ``source`` field says which command made them, when, on what).
 """
 

@@ -1,14 +1,14 @@
 """`okapi bench` without ``--suite``: one workload (YCSB a-f or the paper's ``rotx``) at each
 ``--clients`` count, for each of ``--protocols`` on a fresh cluster (or once against ``--connect``);
-or ``--workload memory``: the resident memory per key of one partition server (``engine.memory``).
+or ``--workload memory``: the resident memory per key of one partition server (``harness.memory``).
 """
 
 from __future__ import annotations
 
-from okapikv.bench.engine.harness import Bench
-from okapikv.bench.engine.memory import run_memory
-from okapikv.bench.engine.options import MEMORY, BenchOptions
-from okapikv.bench.engine.systems import PAPER_DCS, System
+from benchmarks.harness.harness import Bench
+from benchmarks.harness.memory import run_memory
+from benchmarks.harness.options import MEMORY, BenchOptions
+from benchmarks.harness.systems import PAPER_DCS, System
 
 
 def planned(options: BenchOptions) -> int:
