@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from typing import Any
 
 from okapikv.bench.engine.errors import BenchError
 from okapikv.cluster import ports
+from okapikv.cluster.processes import Child, stop_children
 from okapikv.core.skew import max_skew_in_dc_us
 
 START_TIMEOUT_S = 60.0
@@ -54,7 +54,7 @@ class RunningCluster:
     clock_skew_model: str | None = None
     max_dc_skew_ms: float | None = None
     wan: str = ""
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    children: list[Child] = field(default_factory=list)
     workdir: tempfile.TemporaryDirectory[str] | None = None
     _channels: dict[str, Any] = field(default_factory=dict)
 
@@ -105,17 +105,8 @@ class RunningCluster:
             with contextlib.suppress(Exception):
                 channel.close()
         self._channels.clear()
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        deadline = time.monotonic() + 5.0
-        for process in self.processes:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5.0)
-        self.processes.clear()
+        stop_children(self.children)
+        self.children.clear()
         if self.workdir is not None:
             self.workdir.cleanup()
             self.workdir = None
@@ -178,15 +169,14 @@ def start_local(
     every one passes its gRPC health check. ``durable``: each server keeps its store in a data
     directory of its own (``WORKDIR/<dc>-p<n>``, as `okapi up` lays them out), else in memory.
 
-    The processes come from ``okapikv.cluster.launcher.start_server``, so they die with the
+    The processes come from ``okapikv.cluster.processes`` (as `okapi up`'s do), so they die with the
     benchmark even if it is killed (PR_SET_PDEATHSIG): a crashed run never leaves servers holding
     CPU that would distort the next measurement.
     """
     import dataclasses
 
     from okapikv.cluster.config import local_cluster
-    from okapikv.cluster.health import wait_until_serving
-    from okapikv.cluster.launcher import start_server
+    from okapikv.cluster.processes import StartError, start_all, wait_started
 
     count = len(dcs) * partitions
     base_port = free_port_block(count, host)
@@ -206,28 +196,15 @@ def start_local(
         wan=str(wan), workdir=workdir,
     )
     try:
-        endpoints: list[ServerEndpoint] = []
-        for server in config.servers:
-            data_dir = Path(workdir.name) / f"{server.dc}-p{server.partition}" if durable else None
-            process = start_server(config_path, server, data_dir=data_dir)
-            cluster.processes.append(process)
-            endpoints.append(
-                ServerEndpoint(config.dc_index(server.dc), server.dc, server.partition, server.address, process.pid)
-            )
-        cluster.servers = tuple(endpoints)
-
-        def exited() -> str | None:
-            for process, endpoint in zip(cluster.processes, cluster.servers, strict=True):
-                if process.poll() is not None:
-                    return f"server {endpoint.dc_name}/{endpoint.partition} exited with {process.returncode}"
-            return None
-
+        children = start_all(config, config_path, data_root=Path(workdir.name) if durable else None)
+        cluster.children = children
+        cluster.servers = tuple(
+            ServerEndpoint(config.dc_index(child.server.dc), child.server.dc, child.server.partition,
+                           child.server.address, child.process.pid) for child in children)
         try:
-            pending = wait_until_serving([s.address for s in config.servers], START_TIMEOUT_S, give_up=exited)
-        except RuntimeError as error:
+            wait_started(config, children, START_TIMEOUT_S)
+        except StartError as error:
             raise BenchError(str(error)) from None
-        if pending:
-            raise BenchError(f"servers not serving after {START_TIMEOUT_S:.0f} s: {', '.join(pending)}")
     except BaseException:
         cluster.stop()
         raise

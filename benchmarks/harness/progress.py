@@ -57,11 +57,6 @@ class ProgressUI:
     def _overall_task(self) -> Task:
         return next(task for task in self.progress.tasks if task.id == self.overall)
 
-    def add_runs(self, count: int) -> None:
-        task = self._overall_task()
-        total = int(task.total or 0) + count
-        self.progress.update(self.overall, total=total, count=f"{int(task.completed)}/{total} runs")
-
     def start_run(self, label: str, seconds: float) -> Callable[[float, int, int], None]:
         """Show a run of ``seconds``; returns the driver's progress callback for it."""
         if self.current is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from okapikv.sim.config import SimConfig, dc_names, wan_matrix_ms
@@ -242,7 +242,3 @@ def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
         runs += run_point(point, plan, profile, check_first=point.system not in checked, progress=progress)
         checked.add(point.system)
     return runs
-
-
-def with_cores(profile: CostProfile, cores: int | None) -> CostProfile:
-    return profile if cores is None else replace(profile, cores=cores)
