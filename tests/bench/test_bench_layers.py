@@ -103,6 +103,18 @@ def test_the_harness_imports_no_suite_and_not_the_command(name: str) -> None:
     assert upward == [], f"{name} imports {upward}"
 
 
+def test_no_installed_module_imports_the_lab() -> None:
+    """The ``okapi`` command reaches the lab only through ``okapikv.bench.lab`` (by a name it builds),
+    so an installed okapikv imports nothing that a wheel does not carry."""
+    found = []
+    for path in sorted(Path(okapikv.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {name}" for name in names if name.split(".")[0] == "benchmarks"]
+    assert found == []
+
+
 def test_the_installed_engine_is_small() -> None:
     lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in BENCH.rglob("*.py"))
     assert lines < INSTALLED_LINES, f"okapikv.bench has {lines} lines: move what a suite needs to benchmarks/"
