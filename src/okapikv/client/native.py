@@ -37,6 +37,7 @@ from typing import Any, Protocol, cast
 
 import grpc
 import grpc.aio
+from google.protobuf.message import DecodeError
 
 from okapikv.client.retry import Failure
 from okapikv.tcp import CLIENT_KEEPALIVE_S, CLIENT_USER_TIMEOUT_S, set_liveness_options
@@ -44,7 +45,7 @@ from okapikv.tls import ClientTls, client_ssl_context
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 from okapikv.wire import packed
-from okapikv.wire.frames import MAGIC_V2, FrameDecoder, FrameError
+from okapikv.wire.frames import MAGIC, MAGIC_V2, FrameDecoder, FrameError, encode_frame
 
 #: Operations per message when more are queued. Small batches let the server work on the first
 #: while the client still builds the next and the client work on the first results while the
@@ -57,6 +58,23 @@ NATIVE_CHUNK = 8
 
 
 PIPELINE_METHOD = "/okapikv.KeyValue/Pipeline"
+#: The native-port version the clients speak (``okapikv.wire.frames``); 1 (protobuf) is there to
+#: compare the two (``scripts/measure_native_wire.py``), read when a connection opens.
+VERSION = 2
+
+
+class _Wire:
+    """One version's preamble, batch framing and result decoding."""
+
+    def __init__(self, version: int) -> None:
+        self.preamble = MAGIC_V2 if version == 2 else MAGIC
+        self.frame: Any = packed.frame_from_pb if version == 2 else encode_frame
+        self.results: Any = (lambda frame: packed.decode_results(frame).results) if version == 2 else (
+            lambda frame: pb.ResultBatch.FromString(frame).results)
+
+
+_WIRES = {1: _Wire(1), 2: _Wire(2)}
+_DECODE_ERRORS = (FrameError, DecodeError, *packed.DecodeErrors)
 
 
 def _identity(data: bytes) -> bytes:
@@ -109,8 +127,9 @@ def _as_failure(error: BaseException, doing: str) -> Failure:
 class _FrameProtocol(asyncio.Protocol):
     """Hands the result batches of one connection to the receiver as they arrive."""
 
-    def __init__(self, receiver: Receiver) -> None:
+    def __init__(self, receiver: Receiver, wire: _Wire) -> None:
         self.transport: asyncio.Transport | None = None
+        self.wire = wire
         self.decoder = FrameDecoder()
         self.receiver = receiver
         self.failed = False
@@ -120,8 +139,8 @@ class _FrameProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            batches = [packed.decode_results(frame).results for frame in self.decoder.feed(data)]
-        except (FrameError, *packed.DecodeErrors) as error:
+            batches = [self.wire.results(frame) for frame in self.decoder.feed(data)]
+        except _DECODE_ERRORS as error:
             self._stop(f"undecodable reply: {error}")
             return
         for results in batches:
@@ -176,13 +195,14 @@ class AsyncNativeCall:
         context = None if self._tls is None else client_ssl_context(self._tls)
         server_hostname = None if context is None else (self._tls.server_name if self._tls else None) or host
         loop = asyncio.get_running_loop()
+        wire = _WIRES[VERSION]
         transport, protocol = await loop.create_connection(
-            lambda: _FrameProtocol(self._receiver), host, info.native_port, ssl=context,
+            lambda: _FrameProtocol(self._receiver, wire), host, info.native_port, ssl=context,
             server_hostname=server_hostname)
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         set_liveness_options(sock, keepalive_s=CLIENT_KEEPALIVE_S, user_timeout_s=CLIENT_USER_TIMEOUT_S)
-        transport.write(MAGIC_V2)
+        transport.write(wire.preamble)
         self._protocol = protocol
 
     def _opened(self, task: asyncio.Task[None]) -> None:
@@ -201,7 +221,7 @@ class AsyncNativeCall:
         if protocol is not None:
             if not protocol.failed:
                 assert protocol.transport is not None
-                protocol.transport.write(packed.frame_from_pb(batch))
+                protocol.transport.write(protocol.wire.frame(batch))
         else:
             assert self._grpc_call is not None, "send before the call is ready"
             self._grpc_call.send(batch)
@@ -301,7 +321,8 @@ class SyncNativeCall:
             raise Failure("UNAVAILABLE", f"cannot connect to the native port {host}:{port}: {error}",
                           sent=False) from None
         self._socket = sock
-        self._preamble = MAGIC_V2
+        self._wire = _WIRES[VERSION]
+        self._preamble = self._wire.preamble
 
     @property
     def failed(self) -> bool:
@@ -320,7 +341,7 @@ class SyncNativeCall:
             raise self.failure.with_sent(False)
         if self._closed_by_server():  # then this operation can never have reached it
             raise self._fail("UNAVAILABLE", "the server closed the connection", sent=False)
-        data = self._preamble + packed.frame_from_pb(element)
+        data = self._preamble + self._wire.frame(element)
         self._preamble = b""
         sock = self._socket
         deadline = time.monotonic() + timeout_s
@@ -354,8 +375,8 @@ class SyncNativeCall:
     def _absorb(self, data: bytes, *, sent: bool) -> None:
         """Queue the results in ``data``; a refusal or undecodable bytes fail the connection."""
         try:
-            batches = [packed.decode_results(frame).results for frame in self._decoder.feed(data)]
-        except (FrameError, *packed.DecodeErrors) as error:
+            batches = [self._wire.results(frame) for frame in self._decoder.feed(data)]
+        except _DECODE_ERRORS as error:
             raise self._fail("UNAVAILABLE", f"undecodable reply: {error}", sent=sent) from None
         for results in batches:
             reason = _refusal(results)
