@@ -86,7 +86,7 @@ def test_old_and_new_preambles_are_served_side_by_side(solo: RunningCluster) -> 
     read = pb.ResultBatch.FromString(old.exchange(_v1(pb.Operation(id=3, get=pb.GetRequest(key=b"from-v2")))))
     assert read.results[0].get.found and read.results[0].get.value == b"msgpack"
     (got,) = packed.decode_results(new.exchange(_v2(packed.Get(4, b"from-v1")))).results
-    assert got == packed.GetResult(4, True, b"protobuf", got.session)
+    assert isinstance(got, packed.GetResult) and got == packed.GetResult(4, True, b"protobuf", got.session)
     (missing,) = packed.decode_results(new.exchange(_v2(packed.Get(5, b"no-such-key")))).results
     assert isinstance(missing, packed.GetResult) and not missing.found and missing.value == b""
     for connection in (old, new):

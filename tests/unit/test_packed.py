@@ -146,7 +146,7 @@ def test_results_say_what_the_grpc_results_say_within_the_size_bound(case: tuple
     fields, _ = (scalar_result_fields if scalar else result_fields)(operation_id, kind, reply)
     protobuf = pb.Result(**fields)  # type: ignore[arg-type]
     which, body = packed.case_of(decoded)
-    assert which == protobuf.WhichOneof("result") == packed.case_of(protobuf)[0]
+    assert which is not None and which == protobuf.WhichOneof("result") == packed.case_of(protobuf)[0]
     assert decoded.id == protobuf.id
     _same(body, getattr(protobuf, which))
 

@@ -266,21 +266,21 @@ def seeds(target: str) -> list[bytes]:
         return [b"\x00" + MAGIC + encode_frame(batch), b"\x05" + PEER_MAGIC + encode_frame(peer),
                 b"\x00" + MAGIC + b"\xff\xff\xff\xff"]
     if target == "packed":
-        session = packed_wire.Session((5, 7), 3)
-        batch = packed_wire.OperationBatch([
-            packed_wire.Get(1, b"k", session), packed_wire.Put(2, b"k", b"v", session, 100),
+        wire_session = packed_wire.Session((5, 7), 3)
+        operation_batch = packed_wire.OperationBatch([
+            packed_wire.Get(1, b"k", wire_session), packed_wire.Put(2, b"k", b"v", wire_session, 100),
             packed_wire.Swap(3, b"k", b"w"), packed_wire.Delete(4, b"k"),
-            packed_wire.Scan(5, b"a", b"z", 10, session, packed_wire.ScanSnapshot(0, (5, 7))),
-            packed_wire.ReadTx(6, (b"a", b"b"), session), packed_wire.PutMany(7, (b"a",), (b"1",), session),
-            packed_wire.Incr(8, b"c", -2, session), packed_wire.Expire(9, b"k", 0, 0, True, session)])
-        results = packed_wire.ResultBatch([
-            packed_wire.GetResult(1, True, b"v", session), packed_wire.Error(2, "INVALID_ARGUMENT", "no"),
-            packed_wire.ScanResult(5, (packed_wire.KeyValuePair(b"a", b"1"),), session, b"b",
+            packed_wire.Scan(5, b"a", b"z", 10, wire_session, packed_wire.ScanSnapshot(0, (5, 7))),
+            packed_wire.ReadTx(6, (b"a", b"b"), wire_session), packed_wire.PutMany(7, (b"a",), (b"1",), wire_session),
+            packed_wire.Incr(8, b"c", -2, wire_session), packed_wire.Expire(9, b"k", 0, 0, True, wire_session)])
+        result_batch = packed_wire.ResultBatch([
+            packed_wire.GetResult(1, True, b"v", wire_session), packed_wire.Error(2, "INVALID_ARGUMENT", "no"),
+            packed_wire.ScanResult(5, (packed_wire.KeyValuePair(b"a", b"1"),), wire_session, b"b",
                                    packed_wire.ScanSnapshot(0, (5, 7))),
-            packed_wire.ReadTxResult(6, (packed_wire.MaybeValue(), packed_wire.MaybeValue(True, b"1")), session)])
-        operations = MAGIC_V2 + packed_wire.encode_frame(batch)
+            packed_wire.ReadTxResult(6, (packed_wire.MaybeValue(), packed_wire.MaybeValue(True, b"1")), wire_session)])
+        operations = MAGIC_V2 + packed_wire.encode_frame(operation_batch)
         return [b"\x00" + operations, b"\x07" + operations,
-                b"\x00" + MAGIC_V2 + packed_wire.encode_frame(results), b"\x00" + MAGIC_V2 + b"\xff\xff\xff\xff",
+                b"\x00" + MAGIC_V2 + packed_wire.encode_frame(result_batch), b"\x00" + MAGIC_V2 + b"\xff\xff\xff\xff",
                 b"\x00" + MAGIC_V2 + encode_frame(b"\x91\xdd\xff\xff\xff\xff"),
                 b"\x00" + MAGIC_V2 + encode_frame(b"\x91\x91\x94\x02\x01\xc6\xff\xff\xff\xff")]
     if target == "stdio":
