@@ -18,8 +18,9 @@ one constructor call when it is taken: upb builds the nested messages from dicts
 replies, 1 DC, delivered, taken and serialized: 3.85 -> 2.95 us per result (64 a batch: 3.7 -> 2.7).
 
 A native connection of version 2 (``okapikv.wire.frames``) keeps ``PackedSink``: the same batching
-and bounds, with each result built as a ``okapikv.wire.packed`` struct and the batch encoded as
-msgpack in one call, ~0.2-0.3 us a result.
+and bounds, with each result built as the tuple its ``okapikv.wire.packed`` struct encodes to and
+the batch encoded as msgpack in one call: the same 4 GET + 4 SWAP replies, 64 a batch, delivered,
+taken and framed in 0.9 against 1.8 us per result (one run of each, alternated).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class PipelineSink:
         self.outstanding = 0  # operations handed to the core and not answered yet
         self.reading = True  # the client may still send operations
         self.closed = False  # the stream is gone: drop late replies
-        self._results: list[Any] = []  # convert.result_fields of each result (PackedSink: structs), in order
+        self._results: list[Any] = []  # convert.result_fields of each result (PackedSink: tuples), in order
         self._bytes = 0  # upper bound on the serialized size of _results (from convert.result_fields)
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
@@ -152,8 +153,8 @@ class PipelineSink:
 
 
 class PackedSink(PipelineSink):
-    """The sink of a version 2 native connection: results as ``okapikv.wire.packed`` structs,
-    framed as msgpack by ``frame`` (``take``, protobuf, is the gRPC stream's and not served)."""
+    """The sink of a version 2 native connection: results as ``okapikv.wire.packed.result`` makes
+    them, framed as msgpack by ``frame`` (``take``, protobuf, is the gRPC stream's and not served)."""
 
     __slots__ = ()
 

@@ -1,11 +1,13 @@
 """Version 2 of the native port's messages: the Pipeline's operations and results as msgpack.
 
-Why not protobuf here: a result built by upb from a dict costs ~2.1-2.5 us, one built as a
-``msgspec.Struct`` and encoded ~0.2-0.3 us, and the server's other per-operation work is ~10 us
-(docs/benchmarks.md, "The native port's wire: protobuf against msgpack"). gRPC keeps protobuf as the
-API of record (``okapikv.proto``); the native port, a transport of this project's own clients
-only, carries the same operations and results in this form after the ``MAGIC_V2`` preamble
-(``okapikv.wire.frames``), and keeps serving version 1 (protobuf) to older clients.
+Why not protobuf here: turning protobuf requests into core messages and core replies into protobuf
+results costs a server about a quarter of its CPU per operation in memory; decoding and encoding
+these with msgspec takes x0.73 of the CPU per operation in all (docs/design.md, "The native
+port's versions"; docs/benchmarks.md, "The native port's wire: protobuf against msgpack"). gRPC
+keeps protobuf as the API of record (``okapikv.proto``); the native port, a transport of this
+project's own clients only, carries the same operations and results in this form after the
+``MAGIC_V2`` preamble (``okapikv.wire.frames``), and keeps serving version 1 (protobuf) to older
+clients.
 
 The messages mirror ``Operation`` and ``Result`` of the proto file field for field, in the same
 order, as msgpack arrays (``array_like``) whose first element is the case's field number in the
