@@ -74,7 +74,7 @@ class _Wire:
 
 
 _WIRES = {1: _Wire(1), 2: _Wire(2)}
-_DECODE_ERRORS = (FrameError, DecodeError, *packed.DecodeErrors)
+_DECODE_ERRORS = (FrameError, DecodeError, packed.DecodeError)
 
 
 def _identity(data: bytes) -> bytes:

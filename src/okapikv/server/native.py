@@ -156,7 +156,7 @@ class NativeConnection(asyncio.Protocol):
             while frames and not sink.full:
                 try:
                     operations = packed.decode_operations(frames.popleft())
-                except packed.DecodeErrors as error:
+                except packed.DecodeError as error:
                     self._refuse(f"a frame is not an OperationBatch: {error}")
                     return
                 node.submit_operations(operations, sink, packed.operation_request)

@@ -313,16 +313,17 @@ _encoder = msgspec.msgpack.Encoder()
 _operations = msgspec.msgpack.Decoder(OperationBatch)
 _results = msgspec.msgpack.Decoder(ResultBatch)
 _LENGTH = struct.Struct(">I")
-DecodeErrors = (msgspec.DecodeError, msgspec.ValidationError)
+#: What a decoder raises on anything but a well-formed message (``msgspec.ValidationError`` included).
+DecodeError = msgspec.DecodeError
 
 
 def decode_operations(frame: bytes) -> OperationBatch:
-    """A client's frame. Raises ``msgspec.DecodeError`` (``ValidationError`` included)."""
+    """A client's frame. Raises ``DecodeError``."""
     return _operations.decode(frame)
 
 
 def decode_results(frame: bytes) -> ResultBatch:
-    """A server's frame. Raises ``msgspec.DecodeError`` (``ValidationError`` included)."""
+    """A server's frame. Raises ``DecodeError``."""
     return _results.decode(frame)
 
 
@@ -521,10 +522,3 @@ def case_of(result: Any) -> tuple[str | None, Any]:
         which = result.WhichOneof("result")
         return which, None if which is None else getattr(result, which)
     return result.case, result
-
-
-def session_key(session: Any) -> tuple[tuple[int, ...], int, int]:
-    """A reply's session of either version as ``(stable, dt, time)``."""
-    if type(session) is Session:
-        return session.stable, session.dt, session.time
-    return tuple(session.stable[:]), session.dt, session.time
