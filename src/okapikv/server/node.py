@@ -57,7 +57,7 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,12 +90,13 @@ from okapikv.core.server import PartitionServer, Repair, Verify
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
 from okapikv.server import membership_file
-from okapikv.server.admission import Admission, visibility_bounds_us
+from okapikv.server.admission import Admission
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
 from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
+from okapikv.server.visibility_bound import visibility_hold
 from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.errors import DataDirError
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
@@ -105,6 +106,7 @@ from okapikv.storage.recovery import mark_behind, open_and_recover, repair_finis
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import packed
 from okapikv.wire.convert import (
     approximate_size,
     batch_header,
@@ -189,10 +191,8 @@ class PartitionNode:
         #: destinations this incarnation has opened a link to (``_open_link``)
         self._linked: set[ServerId] = set()
         # Client work waits while replication lags (``okapikv.server.admission``).
-        self.admission = Admission(
-            self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
-            bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
-            else ())
+        self.admission = Admission(self._links, also_hold=visibility_hold(
+            config, dc, self.core.protocol.uses_usv, self.clock.now_us, lambda: self.core.stable))
         self._timer: asyncio.Handle | None = None  # a TimerHandle, or a call_soon's Handle
         self._timer_deadline_us = 0
         self._last_sent: object = None
@@ -435,9 +435,13 @@ class PartitionNode:
                 self._abandon([request_id])  # the RPC was cancelled: its client went away
             self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
-    def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
+    def submit_operations(self, batch: pb.OperationBatch | packed.OperationBatch, sink: PipelineSink,
+                          convert: Callable[[Any, int, int], tuple[str, ClientRequest] | None] = operation_request,
+                          ) -> None:
         """Hand a Pipeline batch to the core in one ``handle_batch`` (one replication batch per
-        peer for the whole client batch); results reach ``sink`` as they are ready."""
+        peer for the whole client batch); results reach ``sink`` as they are ready. ``convert``:
+        how an operation becomes a core request (``packed.operation_request`` for the native
+        port's version 2 batches)."""
         requests: list[Message] = []
         waiting = self._waiting
         num_dcs = self.num_dcs
@@ -447,7 +451,7 @@ class PartitionNode:
             sink.on_close = self._stream_closed
         for operation in batch.operations:
             request_id = next(self._request_ids)
-            converted = operation_request(operation, request_id, num_dcs)
+            converted = convert(operation, request_id, num_dcs)
             if converted is None:
                 sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
