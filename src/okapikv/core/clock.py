@@ -12,7 +12,7 @@ The HLC's rule, stated and checked here and nowhere else:
   or below it; an issued timestamp is at most one above it (the logical carry: the +1 of
   ``hybrid_put_timestamp`` over a dependency at the ceiling). Only ``recover`` moves past it: a
   persisted clock bound or a replica's copy of this DC's latest timestamp was issued already, and
-  the HLC must restart above it whatever the clock reads (Okapi section 5; ``okapikv.storage``
+  the HLC must restart above it whatever the clock reads (``okapikv.storage``
   persists the bound ahead of use).
 
 A move that breaks the rule raises ``RuleBroken`` and changes nothing: it is a bug in the
