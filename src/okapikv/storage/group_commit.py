@@ -225,7 +225,6 @@ class GroupCommitter:
             if self._writing or self._blocked() or not self._has_work():
                 return
             self._writing = True
-        assert self._loop is not None
         self._executor.submit(self._write_groups)
 
     def _blocked(self) -> bool:
@@ -238,8 +237,6 @@ class GroupCommitter:
         hears of each durable group in order (``_finished``, by ``call_soon_threadsafe``, once per
         group); the worker stops when nothing urgent is staged, for a worker job, a close or a
         failure, and the loop's ``_start`` sets it going again."""
-        loop = self._loop
-        assert loop is not None
         first = True
         while True:
             with self._lock:
