@@ -11,11 +11,11 @@ run in production (``tests/unit/test_layers.py`` checks that both import this mo
   refuses writes and replication from other DCs while reads go on (docs/operations.md);
 - **the request-to-reply table** (``expect``, ``take``): request ids are the driver's own; a reply
   goes to whatever waits for its id (a future, a stream, a simulated client), once;
-- **durability holding** (docs/protocol.md, "Durability"): every call's changes go to the
-  ``Committer``, and the call's effects wait, in order, until the commit group they need is
-  durable (``durable``), so no reply, replicated update or report reveals a version a crash could
-  lose or a local timestamp above the persisted clock bound. Without a committer (a server kept in
-  memory) effects leave at once;
+- **durability holding** (docs/design.md, "Durability: group commit before effects"): every call's
+  changes go to the ``Committer``, and the call's effects wait, in order, until the commit group
+  they need is durable (``durable``), so no reply, replicated update or report reveals a version a
+  crash could lose or a local timestamp above the persisted clock bound. Without a committer (a
+  server kept in memory, the simulator's instant disk) effects leave at once;
 - **the timer re-arm rule**: after a call that may have moved the core's next deadline earlier (a
   message that can park a request, a snap-back from idle pacing, a timer run, a membership change)
   the outbox carries the new deadline; a driver whose timers have millisecond granularity meets a
@@ -75,16 +75,20 @@ SPIN_US = 50
 SPIN_BUDGET_US = 2_000
 
 
-class Committer(Protocol):
-    """Makes a call's changes durable in numbered groups (``okapikv.storage.group_commit`` on a
-    server, ``okapikv.sim.disk`` in the simulator): every group numbered up to ``durable`` is on
-    disk; ``disk_full``: less free space than the reserve."""
-
-    @property
-    def durable(self) -> int: ...
+class Space(Protocol):
+    """The disk's free space: ``disk_full``, less than the reserve (``okapikv.storage.space``)."""
 
     @property
     def disk_full(self) -> bool: ...
+
+
+class Committer(Space, Protocol):
+    """Makes a call's changes durable in numbered groups (``okapikv.storage.group_commit`` on a
+    server, ``okapikv.sim.disk`` in the simulator): every group numbered up to ``durable`` is on
+    disk."""
+
+    @property
+    def durable(self) -> int: ...
 
     def stage(self, changes: Changes, hlc: int) -> int:
         """Add one call's changes; the group its effects must wait for."""
@@ -106,14 +110,18 @@ class Outbox:
 class Host(Generic[T]):
     """One partition server's driver rules (module docstring); ``T`` is what waits for a reply."""
 
-    def __init__(self, core: PartitionServer, committer: Committer | None = None, *,
+    def __init__(self, core: PartitionServer, committer: Committer | None = None, *, space: Space | None = None,
                  table: dict[int, T] | None = None, address_of: Callable[[int], str] = str,
                  disk: str = "the disk has less free space than the reserve this server keeps") -> None:
-        """``table``: the request-to-reply table (the simulator shares one among its servers: its
-        clients keep their request ids when they fail over); ``address_of``: a partition of this
-        DC, for the misrouting refusal; ``disk``: what is full, for the full-disk refusal."""
+        """``committer``: None where every call is durable as it returns (a server in memory, the
+        simulator's instant disk): nothing waits; ``space``: the disk whose free space the doors
+        check (default: the committer's); ``table``: the request-to-reply table (the simulator
+        shares one among its servers: its clients keep their request ids when they fail over);
+        ``address_of``: a partition of this DC, for the misrouting refusal; ``disk``: what is full,
+        for the full-disk refusal."""
         self.core = core
         self.committer = committer
+        self.space = space
         self.table: dict[int, T] = {} if table is None else table
         self._address_of = address_of
         self.disk = disk
@@ -135,8 +143,8 @@ class Host(Generic[T]):
         problem = self.misrouted(request)
         if problem is not None:
             return ErrorReply(request.request_id, ErrorCode.FAILED_PRECONDITION, problem)
-        committer = self.committer
-        if committer is not None and committer.disk_full and isinstance(request, WRITE_REQUESTS):
+        space = self.space if self.space is not None else self.committer
+        if space is not None and space.disk_full and isinstance(request, WRITE_REQUESTS):
             return ErrorReply(request.request_id, ErrorCode.RESOURCE_EXHAUSTED,
                               f"disk full: {self.disk}; the write was not applied (reads still work)")
         return None
@@ -168,8 +176,8 @@ class Host(Generic[T]):
         """Why peer messages from ``source`` are refused now (they stay with their sender, which
         resends them once accepted), or None: on a full disk, replication from other DCs, whose
         versions need space."""
-        committer = self.committer
-        if committer is not None and committer.disk_full and source.dc != self.core.dc:
+        space = self.space if self.space is not None else self.committer
+        if space is not None and space.disk_full and source.dc != self.core.dc:
             return "disk full: replication to this server is paused until space is freed"
         return None
 
@@ -208,7 +216,8 @@ class Host(Generic[T]):
         core = self.core
         effects = core.handle(messages[0], now_us) if len(messages) == 1 else core.handle_batch(messages, now_us)
         outbox = self._release(effects)
-        if core.woke or any(type(message) not in NO_EARLIER_DEADLINE for message in messages):
+        if core.woke or (type(messages[0]) not in NO_EARLIER_DEADLINE if len(messages) == 1
+                         else any(type(message) not in NO_EARLIER_DEADLINE for message in messages)):
             outbox.deadline = core.next_deadline()
         return outbox
 

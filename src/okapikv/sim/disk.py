@@ -2,11 +2,13 @@
 
 By default a commit takes no time: every call's changes are durable as it returns, as the
 simulator's crash model assumes (``okapikv.sim.world``: a restart recovers the store of the last
-call that ran), and nothing waits. With ``commit_us`` a group takes that long, one at a time, as
-the group committer's (``okapikv.storage.group_commit``): the calls that insert a version while a
-group is written join the next one, and their effects wait in the host until it is durable, so a
-test sees replies and replicated updates held for durability in virtual time. ``disk_full`` is a
-fault a test sets (``World.fill_disk``): the host then refuses client writes.
+call that ran), so the world gives the host no committer, as a server kept in memory has none
+(staging each call's changes for nothing cost the simulator a tenth of its time), only this
+disk's free space. With ``commit_us`` the disk is the host's committer: a group takes that long,
+one at a time, as the group committer's (``okapikv.storage.group_commit``); the calls that insert
+a version while a group is written join the next one, and their effects wait in the host until it
+is durable, so a test sees replies and replicated updates held for durability in virtual time.
+``disk_full`` is a fault a test sets (``World.fill_disk``): the host then refuses client writes.
 """
 
 from __future__ import annotations

@@ -356,7 +356,8 @@ class World(Events):
         if self.commit_us:
             server.track_changes = True
         dc = index // self.num_partitions
-        return Host(server, disk, table=self.pending, address_of=lambda partition: f"dc{dc}/p{partition}",
+        return Host(server, disk if self.commit_us else None, space=disk, table=self.pending,
+                    address_of=lambda partition: f"dc{dc}/p{partition}",
                     disk=f"the simulated disk of {self.name(index)} is full")
 
     def _committed(self, index: int, disk: SimDisk, group: int) -> None:
