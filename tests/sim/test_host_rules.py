@@ -22,6 +22,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.server.node import PartitionNode
+from okapikv.sim.caller import Caller
 from okapikv.sim.events import DELIVER
 from okapikv.sim.world import START_US, Mailbox, World
 
@@ -96,3 +97,20 @@ def test_with_slow_commits_replies_and_replicated_updates_wait_for_durability() 
     world.run_until(lambda: {2, 3} <= set(mailbox.replies))
     assert mailbox.replies[3][1] - mailbox.replies[2][1] == commit_us
     assert world.hosts[0].held_effect_groups == 0
+
+
+def test_a_full_disk_refuses_replication_from_other_dcs_until_freed_then_gets_it_in_order() -> None:
+    world = World.fixed(2, 2, wan_us=10 * MS)
+    world.fill_disk(2)  # dc1/p0: its link from dc0/p0 ends, as a production link does
+    caller = Caller(world, 0)
+    for index in range(3):
+        assert isinstance(caller.put(KEY_0, b"v%d" % index), WriteReply)
+    world.advance(50 * MS)
+    source, replica = world.servers[0], world.servers[2]
+    assert replica.store.versions(KEY_0) == [] and world.network.refusing(2, source.id)
+    assert replica.vv[0] < source.vv[0]
+    sent = source.vv[0]
+    world.fill_disk(2, False)  # the link resends what it kept, in order
+    world.advance(50 * MS)
+    assert replica.store.versions(KEY_0)[-1].value == b"v2"  # older ones may be collected already
+    assert replica.vv[0] >= sent and not world.network.refused  # all of it, with no gap

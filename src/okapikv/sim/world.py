@@ -368,8 +368,40 @@ class World(Events):
         self._apply(index, self.hosts[index].durable().effects)
 
     def fill_disk(self, index: int, full: bool = True) -> None:
-        """Server ``index``'s disk is full (``Host.refusal``: client writes refused) or has space again."""
+        """Server ``index``'s disk is full (``Host.refusal``: client writes refused;
+        ``Host.peer_refusal``: links from other DCs end, ``Network.refuse``) or has space again (the
+        refused links resend). Not with the cost model, whose queues hold messages apart."""
+        if self.cpu is not None:
+            raise ValueError("a full disk is not simulated with the cost model")
         self.disks[index].disk_full = full
+        if not full:
+            self._accept_peers(index)
+
+    def _refuses(self, index: int, message: Message) -> bool:
+        """Whether server ``index`` refuses peer ``message``: its link was refused and has not
+        resent yet, or the host refuses it now (a full disk). The link keeps it."""
+        source: ServerId = message.source  # type: ignore[union-attr]
+        network = self.network
+        if not network.refusing(index, source) and self.hosts[index].peer_refusal(source) is None:
+            return False
+        network.refuse(index, source, message)
+        return True
+
+    def _accept_peers(self, index: int) -> None:
+        """Server ``index`` takes peer messages again: its refused links resend what they kept and
+        what was on its way to it after the refusal, in order."""
+        network = self.network
+        if not any(link % len(self.servers) == index for link in network.refused):
+            return
+        in_flight = []
+        for event in self.take(index, (DELIVER, PROCESS)):
+            message = event[4]
+            source = getattr(message, "source", None)
+            if isinstance(source, ServerId) and network.refusing(index, source):
+                in_flight.append(message)
+            else:
+                heapq.heappush(self.heap, event)
+        network.accepted(index, in_flight)  # type: ignore[arg-type]
 
     # ================================================================ naming and inspection
 
@@ -478,13 +510,15 @@ class World(Events):
     def _process(self, index: int, message: Message) -> None:
         host = self.hosts[index]
         kind = type(message)
-        if kind is ReplicateBatch:
-            self.network.batch_arrived(message, index)  # type: ignore[arg-type]
-        elif kind in _CLIENT_REQUESTS:
+        if kind in _CLIENT_REQUESTS:
             refused = host.refusal(message)  # type: ignore[arg-type]
             if refused is not None:
                 self._apply(index, [Respond(refused)])
                 return
+        elif (self.network.refused or self.disks[index].disk_full) and self._refuses(index, message):
+            return
+        elif kind is ReplicateBatch:
+            self.network.batch_arrived(message, index)  # type: ignore[arg-type]
         server = host.core
         now_us = self.clocks[index].read(self.now)
         outbox = host.handle((message,), now_us)
@@ -720,6 +754,7 @@ class World(Events):
         if clock_step_us:
             self.clocks[index].restart(clock_step_us)
         self._apply(index, host.start(repair).effects)
+        self._accept_peers(index)  # a new disk: refused links resend first, what reached the crash after
         unacked, self.network.unacked[index] = self.network.unacked[index], {}
         for source, messages in unacked.items():
             self.network.resend(source, index, messages)
