@@ -299,11 +299,6 @@ class PartitionNode:
             elif not entry.done():  # type: ignore[union-attr]
                 entry.set_result(effect.reply)  # type: ignore[union-attr]
 
-    def hold_peer_links(self, dcs: set[int]) -> None:
-        """Fault injection (``okapikv.server.faults``): cut our outgoing links to the servers of
-        ``dcs`` (their messages queue up) and release every other link."""
-        self.peer_links.hold(dcs)
-
     # ================================================================ timer
 
     def _on_timer(self) -> None:

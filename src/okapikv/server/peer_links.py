@@ -70,7 +70,8 @@ class PeerLinks:
         return link
 
     def hold(self, dcs: set[int]) -> None:
-        """Cut the links to the servers of ``dcs`` (their messages queue up); release the others."""
+        """Fault injection (``okapikv.server.faults``): cut the links to the servers of ``dcs``
+        (their messages queue up); release the others."""
         self._held_dcs = set(dcs)
         for destination, link in self.links.items():
             link.hold(destination.dc in self._held_dcs)
