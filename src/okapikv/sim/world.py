@@ -46,30 +46,21 @@ import heapq
 import random as random_module
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.host import Host
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
-    DeleteRequest,
     Effect,
-    ExpireRequest,
-    GetRequest,
     Heartbeat,
-    IncrRequest,
     Message,
-    PutManyRequest,
-    PutRequest,
-    ReadTxRequest,
     ReplicateBatch,
     Respond,
-    ScanRequest,
     Send,
     ServerId,
     SwapReply,
-    SwapRequest,
     WriteReply,
 )
 from okapikv.core.server import PartitionServer, Repair
@@ -94,8 +85,7 @@ from okapikv.sim.network import Network
 
 START_US = 1_000_000
 #: the client requests (checked at the host's door, ``Host.refusal``)
-_CLIENT_REQUESTS = frozenset({GetRequest, PutRequest, PutManyRequest, SwapRequest, DeleteRequest, IncrRequest,
-                              ExpireRequest, ReadTxRequest, ScanRequest})
+_CLIENT_REQUESTS = frozenset(get_args(ClientRequest))
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
