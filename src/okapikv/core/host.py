@@ -214,10 +214,14 @@ class Host(Generic[T]):
             # write it lost. Peers resend what is dropped here through the catch-up after the restart.
             return self.fail(messages, ErrorCode.UNAVAILABLE, "the server is shutting down")
         core = self.core
-        effects = core.handle(messages[0], now_us) if len(messages) == 1 else core.handle_batch(messages, now_us)
+        if len(messages) == 1:
+            effects = core.handle(messages[0], now_us)
+            look = core.woke or type(messages[0]) not in NO_EARLIER_DEADLINE
+        else:
+            effects = core.handle_batch(messages, now_us)
+            look = core.woke or any(type(message) not in NO_EARLIER_DEADLINE for message in messages)
         outbox = self._release(effects)
-        if core.woke or (type(messages[0]) not in NO_EARLIER_DEADLINE if len(messages) == 1
-                         else any(type(message) not in NO_EARLIER_DEADLINE for message in messages)):
+        if look:
             outbox.deadline = core.next_deadline()
         return outbox
 
