@@ -27,7 +27,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from okapikv.core.messages import (
 )
 from okapikv.core.server import PartitionServer
 from okapikv.server import membership_file
-from okapikv.server.admission import Admission, visibility_bounds_us
+from okapikv.server.admission import Admission
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
 from okapikv.server.clock_log import ClockOffsetLog
@@ -58,8 +58,10 @@ from okapikv.server.peer_encoding import PeerEncoder
 from okapikv.server.peer_links import PeerLinks
 from okapikv.server.pipeline import PipelineSink
 from okapikv.server.startup import Startup
+from okapikv.server.visibility_bound import visibility_hold
 from okapikv.storage.group_commit import GroupCommitter
 from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import packed
 from okapikv.wire.convert import operation_request
 from okapikv.wire.stats import NodeSnapshot, WireFigures, copy_fields, to_json
 
@@ -107,10 +109,8 @@ class PartitionNode:
                                    scalar=self.core.protocol.scalar)
         self._request_ids = itertools.count(1)
         # Client work waits while replication lags (``okapikv.server.admission``).
-        self.admission = Admission(
-            self.peer_links.links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
-            bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
-            else ())
+        self.admission = Admission(self.peer_links.links, also_hold=visibility_hold(
+            config, dc, self.core.protocol.uses_usv, self.clock.now_us, lambda: self.core.stable))
         self._timer: LoopTimer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._committer: GroupCommitter | None = None
@@ -213,9 +213,13 @@ class PartitionNode:
                 self._abandon([request_id])  # the RPC was cancelled: its client went away
             self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
-    def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
+    def submit_operations(self, batch: pb.OperationBatch | packed.OperationBatch, sink: PipelineSink,
+                          convert: Callable[[Any, int, int], tuple[str, ClientRequest] | None] = operation_request,
+                          ) -> None:
         """Hand a Pipeline batch to the core in one call (one replication batch per peer for the
-        whole client batch); results reach ``sink`` as they are ready."""
+        whole client batch); results reach ``sink`` as they are ready. ``convert``: how an
+        operation becomes a core request (``packed.operation_request`` for the native port's
+        version 2 batches)."""
         requests: list[Message] = []
         host = self.host
         started = time.perf_counter()
@@ -223,7 +227,7 @@ class PartitionNode:
             sink.on_close = self._stream_closed
         for operation in batch.operations:
             request_id = next(self._request_ids)
-            converted = operation_request(operation, request_id, self.num_dcs)
+            converted = convert(operation, request_id, self.num_dcs)
             if converted is None:
                 sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
