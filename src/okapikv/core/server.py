@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from okapikv.core import counters, expiry
+from okapikv.core import counters, expiry, growth
 from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
@@ -168,7 +168,7 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
-        self.members = Members(self)
+        self.members = Members(self, grow=lambda size: growth.grow(self, size))
         self._view_seen = self.members.view
         #: joining DC -> what it must reach to be counted here (``_caught_up``)
         self._joining_targets: dict[int, Vector] = {}
@@ -404,8 +404,11 @@ class PartitionServer(PartitionState):
         timestamp is never issued twice and no promise made by a heartbeat is broken.
         """
         for vector in (vv, stable, gsv, horizon):
-            if len(vector) != self.num_dcs:
-                raise ValueError(f"recovered vector {vector} does not have {self.num_dcs} entries")
+            if len(vector) > self.num_dcs:
+                raise ValueError(f"recovered vector {vector} has more than {self.num_dcs} entries")
+        # a state written before the cluster grew has fewer entries (``okapikv.core.growth``)
+        vv, stable, gsv, horizon = (growth.fit(vector, self.num_dcs) for vector in (vv, stable, gsv, horizon))
+        versions = ((key, growth.fit_version(version, self.num_dcs)) for key, version in versions)
         tracking = self.store.track_changes
         self.store.track_changes = False
         try:
@@ -427,8 +430,17 @@ class PartitionServer(PartitionState):
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
         and serve nothing until the repair ends (``okapikv.core.catchup``). With ``verify`` (a start
-        that may hold less than its replicas know it had), check their answers for lost writes."""
-        return self.catch_up.start(repair, verify) + self.members.start()
+        that may hold less than its replicas know it had), check their answers for lost writes.
+
+        The membership announcement goes first on each link: a server of a new DC
+        (``okapikv.core.growth``) may reach a replica that has not grown yet, which learns the new
+        DC from it before anything else the new DC sends."""
+        members = self.members.start()
+        announced = [effect for effect in members
+                     if isinstance(effect, Send) and isinstance(effect.message, MembershipUpdate)]
+        rest = [effect for effect in members if not (isinstance(effect, Send)
+                                                     and isinstance(effect.message, MembershipUpdate))]
+        return announced + self.catch_up.start(repair, verify) + rest
 
     # ================================================================ membership
 
@@ -492,7 +504,9 @@ class PartitionServer(PartitionState):
         self.stats.membership_changes = members.changes
         view = members.view
         if view is not self._view_seen:
-            for dc, (old, new) in enumerate(zip(self._view_seen.states, view.states, strict=True)):
+            # a DC new to this server (``okapikv.core.growth``) is handled as one that was removed
+            seen = self._view_seen.states + (REMOVED,) * (len(view.states) - len(self._view_seen.states))
+            for dc, (old, new) in enumerate(zip(seen, view.states, strict=True)):
                 if old != new and dc != self.dc:
                     self.stabilization.forget(dc)
                     self.gc.forget(dc)
@@ -519,6 +533,14 @@ class PartitionServer(PartitionState):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
+        # vectors from a client or server that knows fewer (or more) DCs (``okapikv.core.growth``)
+        message = growth.fit_message(message, self.num_dcs)
+        source = getattr(message, "source", None)
+        if source is not None and source.dc >= self.num_dcs and type(message) is not MembershipUpdate:
+            # from a DC this server does not know yet: it announces its membership first (growth),
+            # so this is a stray (a message that overtook it cannot, on a FIFO link); nothing changes
+            self.stats.rejected_requests += 1
+            return []
         if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
         if not self.members.serving and isinstance(message, ClientRequest):
@@ -575,8 +597,8 @@ class PartitionServer(PartitionState):
         """The refusal of a request with ``problem``, a session that does not fit the cluster, or a
         session reaching past the clock ceiling; else None, once the session is merged (a refused
         request changes nothing)."""
-        if problem is None and len(session.stable) != self.num_dcs:
-            problem = f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs"
+        if problem is None and len(session.stable) != self.num_dcs:  # fitted at dispatch unless it cannot be
+            problem = growth.session_problem(session.stable, self.num_dcs)
         if problem:
             return self.reject(request_id, problem)
         if self.offset_guard:
