@@ -145,6 +145,9 @@ def grow(server: PartitionServer, size: int) -> None:
         raise GrowthError(f"a cluster of {old} DCs cannot shrink to {size}; remove a DC instead (okapi dc remove)")
     if size > MAX_DCS:
         raise GrowthError(f"a cluster has at most {MAX_DCS} DCs")
+    if server.dc_limit is not None and size > server.dc_limit:
+        raise GrowthError(f"this server knows the addresses of {server.dc_limit} DCs, not {size}: give it the grown "
+                          "config first (okapi dc join)")
     if old < 2:
         raise GrowthError("a cluster of one DC cannot grow online (its servers run no replication): restart it "
                           "with the larger config")

@@ -168,6 +168,9 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
+        #: the most DCs this server may grow to (``okapikv.core.growth``): a driver sets the DCs it
+        #: can reach (its config's); None: no limit (the simulator)
+        self.dc_limit: int | None = None
         self.members = Members(self, grow=lambda size: growth.grow(self, size))
         self._view_seen = self.members.view
         #: joining DC -> what it must reach to be counted here (``_caught_up``)
@@ -486,9 +489,10 @@ class PartitionServer(PartitionState):
     def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
         if self.members.ignores(message.source.dc):  # a removed DC's server restarted
             return self.members.tell(message.source)
-        effects = self.catch_up.on_request(message, now_us)
-        if message.restarted:
-            effects.extend(self.members.on_restart(message.source))
+        # the membership first: a new DC's server (``okapikv.core.growth``), repairing from an
+        # initial membership, learns that its DC is joining before its repair can end
+        effects = self.members.on_restart(message.source) if message.restarted else []
+        effects.extend(self.catch_up.on_request(message, now_us))
         return effects
 
     def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:

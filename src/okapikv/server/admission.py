@@ -111,6 +111,20 @@ class Admission:
             return True
         return self._visibility_behind()
 
+    @property
+    def bounded(self) -> bool:
+        """Whether client work waits for remote visibility (``bounded_visibility``)."""
+        return bool(self._bounds_us)
+
+    @property
+    def bounds_us(self) -> tuple[int, ...]:
+        return self._bounds_us
+
+    @bounds_us.setter
+    def bounds_us(self, bounds: tuple[int, ...]) -> None:
+        """The bounds of a grown cluster (`okapi dc join`: one entry more)."""
+        self._bounds_us = bounds
+
     def _visibility_behind(self) -> bool:
         """Whether some remote DC's newest visible update here is older than its bound
         (``visibility_bounds_us``) but not by more than ``VISIBILITY_GIVE_UP_US``."""
@@ -118,7 +132,8 @@ class Admission:
         if not bounds:
             return False
         now_us = self._clock_us()
-        for entry, bound in zip(self._stable(), bounds, strict=True):
+        # strict=False: a grown config's bounds come a moment before the core grows (`okapi dc join`)
+        for entry, bound in zip(self._stable(), bounds, strict=False):
             if bound:
                 lag = now_us - physical_of(entry)
                 if bound < lag < bound + VISIBILITY_GIVE_UP_US:

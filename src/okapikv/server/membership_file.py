@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from okapikv.core.membership import Membership, MembershipError
+from okapikv.core.membership import JOINING, Membership, MembershipError
 
 FILE_NAME = "membership.json"
 
@@ -31,9 +31,12 @@ def load(directory: Path, num_dcs: int) -> Membership:
         view = Membership(int(document["epoch"]), tuple(str(state) for state in document["states"]))
     except (KeyError, TypeError, ValueError, MembershipError) as error:
         raise ValueError(f"cannot read the membership in {path}: {error}") from None
-    if len(view.states) != num_dcs:
-        raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}")
-    return view
+    if len(view.states) > num_dcs:
+        raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}: start the "
+                         "server with the config that names every DC of the cluster (okapi dc join)")
+    # written before the cluster grew (``okapikv.core.growth``): the new DCs are joining until a
+    # replica tells this server a newer membership
+    return Membership(view.epoch, view.states + (JOINING,) * (num_dcs - len(view.states)))
 
 
 def save(directory: Path, view: Membership) -> None:

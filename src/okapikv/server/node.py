@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
+from okapikv.cluster.growth import grown_config_problem
 from okapikv.core.membership import Membership
 from okapikv.core.messages import (
     ClientReply,
@@ -180,6 +181,7 @@ class PartitionNode:
         self.label = self.server_config.label
         self.core = PartitionServer(config.core_config(dc, partition))
         self.num_dcs = len(config.dcs)
+        self.core.dc_limit = self.num_dcs  # it grows only to DCs it has addresses for (``learn_config``)
         self.clock = ServerClock(round(self.server_config.clock_skew_ms * 1000))
         self.incarnation = random.getrandbits(62) + 1
         self._header = batch_header(config.cluster_id, self.id, self.incarnation)
@@ -602,6 +604,28 @@ class PartitionNode:
         self._arm_timer()
         return self.core.membership is not before
 
+    def learn_config(self, grown: ClusterConfig) -> str | None:
+        """The admin RPC (`okapi dc join`): take ``grown``, this cluster's config with one new DC
+        (``okapikv.cluster.growth``), so that the core may grow to it when the membership naming it
+        arrives (``okapikv.core.growth``) and the links to the new DC's servers can open. Why a
+        separate step: a server must know the new DC's addresses before any message goes there.
+        Returns the problem, or None (also when ``grown`` is the config already)."""
+        grown = dataclasses.replace(grown, tls=self.config.tls)  # its paths were resolved where it was read
+        if grown == self.config:
+            return None
+        problem = grown_config_problem(self.config, grown)
+        if problem is not None:
+            return problem
+        self.config = grown
+        self.num_dcs = len(grown.dcs)
+        self.core.dc_limit = self.num_dcs
+        self.lag_samples.counts.append({})
+        if self.admission.bounded:
+            self.admission.bounds_us = visibility_bounds_us(grown, self.id.dc)
+        log.warning("%s: learned the config of %d DCs (%s joins)", self.label, self.num_dcs, grown.dcs[-1],
+                    extra={"event": "config_grown", "dcs": list(grown.dcs)})
+        return None
+
     def _membership_changed(self) -> None:
         """The core adopted a membership: keep it (before the call's effects leave), close the
         links to removed DCs' servers (their queues would only grow), log and count it."""
@@ -614,8 +638,9 @@ class PartitionNode:
             link = self._links.pop(destination)
             if self._loop is not None:
                 self._loop.create_task(link.close())
+        previous = before.states + ("new",) * (len(view.states) - len(before.states))  # the cluster grew
         changes = ", ".join(f"{names[dc]} {old} -> {new}"
-                            for dc, (old, new) in enumerate(zip(before.states, view.states, strict=True)) if old != new)
+                            for dc, (old, new) in enumerate(zip(previous, view.states, strict=True)) if old != new)
         log.warning("%s: membership epoch %d -> %d: %s", self.label, before.epoch, view.epoch, changes or "no change",
                     extra={"event": "membership_changed", "epoch": view.epoch,
                            "dc_states": dict(zip(names, view.states, strict=True))})

@@ -64,9 +64,13 @@ async def _abort_on_error(reply: ClientReply, context: grpc.aio.ServicerContext)
 class KeyValueServicer(pb_grpc.KeyValueServicer):
     def __init__(self, node: PartitionNode) -> None:
         self.node = node
-        self.num_dcs = node.num_dcs
         self.scalar = node.core.protocol.scalar  # its sessions travel as one time (okapikv.wire.convert)
         self._admission = node.admission
+
+    @property
+    def num_dcs(self) -> int:
+        """The node's, which grows with the cluster (`okapi dc join`)."""
+        return self.node.num_dcs
 
     async def _call(self, request: ClientRequest) -> ClientReply:
         """Run one request once admission control lets it (``okapikv.server.admission``)."""
