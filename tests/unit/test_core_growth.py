@@ -15,7 +15,7 @@ import pytest
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.growth import GrowthError, fit, fit_message, grow, session_problem
-from okapikv.core.membership import JOINING, MEMBER, Membership
+from okapikv.core.membership import JOINING, MEMBER, REMOVED, Membership
 from okapikv.core.messages import (
     ErrorReply,
     GetReply,
@@ -173,3 +173,27 @@ def test_a_new_dc_joins_catches_up_and_serves(protocol: str) -> None:
     assert isinstance(new.put(b"after", b"3"), WriteReply)
     world.run_until(lambda: old.get(b"after").value == b"3", limit_us=5_000_000)  # type: ignore[union-attr]
     assert JOINING not in world.servers[0].membership.states
+
+
+
+def test_a_new_dc_gets_the_writes_of_a_dc_removed_before_it_joined() -> None:
+    """c wrote x, which reached a and b, and was lost and removed; then d joins. d gets x although c
+    answers nothing: from its repair (every version a replica holds, of every DC) and the relay
+    it asks the survivors for (a removed DC's updates)."""
+    world = World.fixed(4, 1, "okapi", server_factory=lambda config: PartitionServer(
+        replace(config, num_dcs=3) if config.dc < 3 else config))
+    world.crash(3)
+    dcs = DcLoss(world, unborn=3)
+    born: list[bool] = []
+    dcs.on_born = lambda: born.append(True)
+    assert isinstance(Caller(world, dc=2).put(b"x", b"from-c"), WriteReply)
+    world.run_until(lambda: all(world.servers[index].store.latest(b"x") is not None for index in (0, 1)))
+    world.crash(2)  # c is lost, and removed
+    removed = Membership.initial(3).with_state(2, REMOVED)
+    world.deliver(0, MembershipUpdate(ServerId(0, 0), removed.epoch, removed.states))
+    world.run_until(lambda: all(2 not in world.servers[index].counted for index in (0, 1)))
+    assert dcs.add_dc()
+    world.run_until(lambda: bool(born))
+    assert world.servers[3].membership.states == (MEMBER, MEMBER, REMOVED, MEMBER)
+    reply = Caller(world, dc=3).get(b"x")
+    assert isinstance(reply, GetReply) and reply.value == b"from-c"

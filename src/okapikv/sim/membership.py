@@ -71,7 +71,7 @@ class DcLoss:
         if dc is None:
             return True
         mine = self._servers(dc)
-        born = [index for index in range(len(world.servers)) if index not in mine]
+        born = [index for index in range(len(world.servers)) if index not in mine and not self._gone(index)]
         if self.lost is not None or any(world.down[index] or world.paused[index] for index in born) or any(
                 world.servers[index].repairing is not None for index in born):
             return False
@@ -149,9 +149,20 @@ class DcLoss:
         self._change(survivor, dc, JOINING)
         world.at(world.now + POLL_US, lambda: self._poll(survivor, dc))
 
+    def _gone(self, index: int) -> bool:
+        """Whether server ``index`` is down in a DC removed from the membership (it plays no part)."""
+        world = self.world
+        if not world.down[index]:
+            return False
+        current = max((server.membership for number, server in enumerate(world.servers) if not world.down[number]),
+                      key=lambda membership: membership.key)
+        dc = index // world.num_partitions
+        return dc < len(current.states) and current.states[dc] == REMOVED
+
     def _poll(self, survivor: int, dc: int) -> None:
         world = self.world
-        if all(dc in server.counted and server.repairing is None for server in world.servers):
+        if all(dc in server.counted and server.repairing is None
+               for index, server in enumerate(world.servers) if not self._gone(index)):
             self._change(survivor, dc, MEMBER)
             self.lost = None
             self.on_done()
