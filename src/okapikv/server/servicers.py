@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from okapikv.core.growth import session_problem
 from okapikv.core.messages import ClientReply, ClientRequest, ErrorReply
 from okapikv.core.session import adopt
 from okapikv.server.inbound import LinkRefused, PeerIntake
@@ -179,9 +180,11 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         if request.from_dc >= self.num_dcs:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"from_dc {request.from_dc} out of range")
         session = convert.session_from_pb(request.session, self.num_dcs)
-        if len(session.stable) != self.num_dcs:
+        # a session of a client that knows fewer DCs is padded (``okapikv.core.growth``)
+        problem = session_problem(session.stable, self.num_dcs) if session.stable else "an empty session vector"
+        if problem is not None or request.from_dc >= len(session.stable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs")
+                                problem or f"from_dc {request.from_dc} has no entry in the session vector")
         adoption = adopt(session, from_dc=request.from_dc, here_dc=self.node.id.dc, stable=self.node.core.stable)
         response = pb.AdoptSessionResponse(ready=adoption.ready, behind_us=adoption.behind_us)
         convert.fill_session(response.session, adoption.session, scalar=self.scalar)
