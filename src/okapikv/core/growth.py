@@ -22,6 +22,10 @@ that sound, both applied here and nowhere else:
   extra entries are 0, and refused otherwise (``session_problem``): it depends on a write of a DC
   this server does not know yet.
 
+A server grows only up to ``PartitionServer.dc_limit`` (the DCs its driver has addresses for: `okapi
+dc join` gives every server the grown config first); a message from a DC a server does not know is
+dropped and changes nothing (the new DC's servers announce their membership first on every link).
+
 A joining DC is not counted in any minimum until it has caught up at that server
 (``Members.check_joining``), so the 0 entries never hold the others' stable vectors back, and the
 stable vector never moves backwards: the old entries are kept and the new one starts at its floor.

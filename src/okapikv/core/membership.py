@@ -25,6 +25,9 @@ While removed, a DC gets nothing from the survivors (no replication, heartbeats 
 link queues would grow without bound) and its stream is ignored (``ignores``). A server of a removed
 DC refuses clients (``serving``): its DC is out of the cluster.
 
+A membership that names more DCs than the server knows grows the server first (a new DC joining,
+``okapikv.core.growth``; ``_aligned``).
+
 A joining DC is a replica again (it gets the streams, its own is taken, and its servers re-run their
 catch-up or repair, ``rejoined``), but each server counts it only once it has caught up there
 (``check_joining``: under Okapi its GSV has reached this server's stable vector, so counting it
