@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from okapikv.cluster.config import ClusterConfig, ServerConfig, local_cluster
 from okapikv.cluster.growth import grown_config_problem
+from okapikv.cluster.status import membership_figures
 from okapikv.core.membership import JOINING, MEMBER, Membership
 from okapikv.core.mvstore import Change, Version
 from okapikv.server import membership_file
 from okapikv.storage import DataDirError, Identity, SqliteStore
 from okapikv.storage.sqlite import CommitGroup, State
+from okapikv.wire.stats import MembershipFigures, NodeSnapshot
 
 BEFORE = Identity("test", ("a", "b"), 1, "okapi", "a", 0)
 GROWN = Identity("test", ("a", "b", "c"), 1, "okapi", "a", 0)
@@ -64,3 +68,9 @@ def test_a_grown_config_is_the_cluster_with_one_more_dc_last() -> None:
     moved = dataclasses.replace(grown(config), servers=(ServerConfig("a", 0, "127.0.0.1:7200"),
                                                         *grown(config).servers[1:]))
     assert "moves a/0" in (grown_config_problem(config, moved) or "")
+
+
+def test_status_through_the_grown_config_names_a_dc_a_server_has_not_grown_to_unknown() -> None:
+    snapshot = SimpleNamespace(membership=MembershipFigures(2, ("member", "removed"), ("a",)))
+    figures = membership_figures(cast(NodeSnapshot, snapshot), ("a", "b", "d"))
+    assert figures == {"membership_epoch": 2, "dc_states": {"a": "member", "b": "removed", "d": "unknown"}}
