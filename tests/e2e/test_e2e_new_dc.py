@@ -31,8 +31,9 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 OKAPI = [sys.executable, "-m", "okapikv.cli"]
 VISIBLE_WITHIN_S = 20.0
-#: operations per fuzz client: enough for the load to run across the join on a loaded 2-core machine
-OPS = 1000
+#: operations per fuzz client: the load runs across the join (a few seconds: a server's start) even
+#: at about 1,000 operations a second
+OPS = 1500
 
 
 def okapi(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -127,9 +128,11 @@ def test_a_new_dc_joins_under_a_write_load(tmp_path: Path) -> None:
         assert load.returncode == 0 and output.rstrip().endswith("PASS"), output
         history = load_history(history_path)
         writes = [op for op in history.operations if op.is_write and op.ok and not op.final]
-        # the load ran across the whole join: acknowledged writes before it began and after d was a member
+        # the load ran across the join: acknowledged writes before it began and while d was joining
+        # (not necessarily after: on a fast machine the load may end first; d's own reads and writes
+        # after it became a member are checked above)
         assert any(op.invoke_us < joining_at_us for op in writes), "the load began after the join"
-        assert any(op.invoke_us > member_at_us for op in writes), "the load ended before d was a member"
+        assert any(joining_at_us < op.invoke_us < member_at_us for op in writes), "no write while d joined"
         print(f"{len(writes)} acknowledged writes; the join took {(member_at_us - joining_at_us) / 1e6:.1f} s")
         checked = okapi(env, "check", str(history_path))
         print(checked.stdout)
