@@ -33,7 +33,7 @@ class AdminServicer(pb_grpc.AdminServicer):
             view = Membership(request.epoch, tuple(request.states))
         except MembershipError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        if len(view.states) != node.num_dcs:
+        if len(view.states) not in (node.num_dcs, len(node.config.dcs)):  # the latter: `okapi dc join`
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{len(view.states)} DC states for a cluster of {node.num_dcs} DCs")
         adopted = node.change_membership(view)

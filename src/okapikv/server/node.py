@@ -181,8 +181,7 @@ class PartitionNode:
         self.server_config = config.server(dc, partition)
         self.label = self.server_config.label
         self.core = PartitionServer(config.core_config(dc, partition))
-        self.num_dcs = len(config.dcs)
-        self.core.dc_limit = self.num_dcs  # it grows only to DCs it has addresses for (``learn_config``)
+        self.core.dc_limit = len(config.dcs)  # it grows only to DCs it has addresses for (``learn_config``)
         self.clock = ServerClock(round(self.server_config.clock_skew_ms * 1000))
         self.incarnation = random.getrandbits(62) + 1
         self._header = batch_header(config.cluster_id, self.id, self.incarnation)
@@ -609,6 +608,13 @@ class PartitionNode:
         self._arm_timer()
         return self.core.membership is not before
 
+    @property
+    def num_dcs(self) -> int:
+        """The DCs the core knows: what sessions and peer messages are decoded to. Between
+        ``learn_config`` and the membership that grows the core the config names one more, and a
+        scalar session (GentleRain) expanded to it would name the new DC (``okapikv.core.growth``)."""
+        return self.core.num_dcs
+
     def learn_config(self, grown: ClusterConfig) -> str | None:
         """The admin RPC (`okapi dc join`): take ``grown``, this cluster's config with one new DC
         (``okapikv.cluster.growth``), so that the core may grow to it when the membership naming it
@@ -622,12 +628,11 @@ class PartitionNode:
         if problem is not None:
             return problem
         self.config = grown
-        self.num_dcs = len(grown.dcs)
-        self.core.dc_limit = self.num_dcs
+        self.core.dc_limit = len(grown.dcs)
         self.lag_samples.counts.append({})
         if self.admission.bounded:
             self.admission.bounds_us = visibility_bounds_us(grown, self.id.dc)
-        log.warning("%s: learned the config of %d DCs (%s joins)", self.label, self.num_dcs, grown.dcs[-1],
+        log.warning("%s: learned the config of %d DCs (%s joins)", self.label, len(grown.dcs), grown.dcs[-1],
                     extra={"event": "config_grown", "dcs": list(grown.dcs)})
         return None
 
