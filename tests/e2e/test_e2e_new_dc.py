@@ -1,7 +1,8 @@
 """A brand-new DC joins a running cluster, through real processes (docs/operations.md, "Adding a
 region"), for the three protocols: a durable `okapi up` cluster of 3 DCs (a, b, c) x 1 partition
-under a write load from real `okapi client` processes (`okapi fuzz`, recording the history), DC d's server started from the
-grown config on an empty data directory with `--repair`, `okapi dc join d` and `okapi dc add d`.
+under a write load from real `okapi client` processes (`okapi fuzz`, recording the history), DC d's
+server started from the grown config on an empty data directory with `--repair`, `okapi dc join d`
+and `okapi dc add d`.
 
 d catches up on what was written before it existed, serves reads and writes, its writes reach a, b
 and c, `okapi status` shows it joining and then a member, a server's ClusterInfo names it (clients
