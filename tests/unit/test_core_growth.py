@@ -13,15 +13,18 @@ from dataclasses import replace
 
 import pytest
 
+from okapikv.core.catchup import Repair
 from okapikv.core.config import CoreConfig
 from okapikv.core.growth import GrowthError, fit, fit_message, grow, session_problem
 from okapikv.core.membership import JOINING, MEMBER, REMOVED, Membership
 from okapikv.core.messages import (
+    Effect,
     ErrorReply,
     GetReply,
     GetRequest,
     Heartbeat,
     MembershipUpdate,
+    Message,
     PutRequest,
     ReplicateBatch,
     Respond,
@@ -197,3 +200,30 @@ def test_a_new_dc_gets_the_writes_of_a_dc_removed_before_it_joined() -> None:
     assert world.servers[3].membership.states == (MEMBER, MEMBER, REMOVED, MEMBER)
     reply = Caller(world, dc=3).get(b"x")
     assert isinstance(reply, GetReply) and reply.value == b"from-c"
+
+
+def test_a_new_server_started_from_the_initial_membership_learns_it_is_joining_before_it_serves() -> None:
+    """A real new DC's server starts from its config (every DC a member, epoch 0) with --repair: its
+    replicas tell it the membership with their repair answers, so by the time its repair ends it
+    knows its DC is joining, and refuses clients (serving them before every server counts the DC
+    would let a write of it reach a server that does not count it)."""
+    world, _ = unborn_world("okapi", partitions=1)
+    grown = Membership.initial(2).with_new_dc()
+    world.deliver(0, MembershipUpdate(ServerId(0, 0), grown.epoch, grown.states))  # `okapi dc join`
+    world.advance(100_000)
+    new = PartitionServer(CoreConfig(dc=2, partition=0, num_dcs=3, num_partitions=1))
+    seen: list[tuple[str, ...]] = []
+    original = new.handle
+
+    def handle(message: Message, now_us: int) -> list[Effect]:
+        effects = original(message, now_us)
+        if new.repairing is None:
+            seen.append(new.membership.states)
+        return effects
+
+    new.handle = handle  # type: ignore[method-assign]
+    world.restart(2, server=new, repair=Repair(()))
+    world.run_until(lambda: new.repairing is None and bool(seen))
+    assert seen[0] == (MEMBER, MEMBER, JOINING)
+    [effect] = new.handle(GetRequest(1, b"k", Session((0, 0, 0), 0)), world.now)
+    assert isinstance(effect, Respond) and isinstance(effect.reply, ErrorReply)
