@@ -543,7 +543,6 @@ class PartitionServer(PartitionState):
         if source is not None and source.dc >= self.num_dcs and type(message) is not MembershipUpdate:
             # from a DC this server does not know yet: it announces its membership first (growth),
             # so this is a stray (a message that overtook it cannot, on a FIFO link); nothing changes
-            self.stats.rejected_requests += 1
             return []
         if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
