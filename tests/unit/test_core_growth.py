@@ -227,3 +227,10 @@ def test_a_new_server_started_from_the_initial_membership_learns_it_is_joining_b
     assert seen[0] == (MEMBER, MEMBER, JOINING)
     [effect] = new.handle(GetRequest(1, b"k", Session((0, 0, 0), 0)), world.now)
     assert isinstance(effect, Respond) and isinstance(effect.reply, ErrorReply)
+
+
+def test_a_message_from_a_dc_the_server_does_not_know_changes_nothing() -> None:
+    server = core()
+    vv = list(server.vv)
+    assert server.handle(Heartbeat(ServerId(2, 0), pack(NOW)), NOW) == []
+    assert server.vv == vv and server.num_dcs == 2
