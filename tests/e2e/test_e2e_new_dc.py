@@ -25,7 +25,7 @@ from okapi_processes import ClientProcess, Cluster
 
 from okapikv.check.history import load_history
 from okapikv.cluster.config import ClusterConfig, ServerConfig
-from okapikv.cluster.launcher import start_server
+from okapikv.cluster.processes import start_server
 from okapikv.cluster.ports import free_port_block
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
