@@ -25,8 +25,8 @@ from okapi_processes import ClientProcess, Cluster
 
 from okapikv.check.history import load_history
 from okapikv.cluster.config import ClusterConfig, ServerConfig
-from okapikv.cluster.processes import start_server
 from okapikv.cluster.ports import free_port_block
+from okapikv.cluster.processes import start_server
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
