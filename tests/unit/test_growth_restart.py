@@ -6,6 +6,7 @@ cluster's grown by one DC is refused and changes nothing.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,10 +14,11 @@ from typing import cast
 
 import pytest
 
+from okapikv.cluster import membership_cli
 from okapikv.cluster.config import ClusterConfig, ServerConfig, local_cluster
 from okapikv.cluster.growth import grown_config_problem
 from okapikv.cluster.status import membership_figures
-from okapikv.core.membership import JOINING, MEMBER, Membership
+from okapikv.core.membership import JOINING, MEMBER, REMOVED, Membership
 from okapikv.core.mvstore import Change, Version
 from okapikv.server import membership_file
 from okapikv.storage import DataDirError, Identity, SqliteStore
@@ -74,3 +76,37 @@ def test_status_through_the_grown_config_names_a_dc_a_server_has_not_grown_to_un
     snapshot = SimpleNamespace(membership=MembershipFigures(2, ("member", "removed"), ("a",)))
     figures = membership_figures(cast(NodeSnapshot, snapshot), ("a", "b", "d"))
     assert figures == {"membership_epoch": 2, "dc_states": {"a": "member", "b": "removed", "d": "unknown"}}
+
+
+def test_okapi_dc_join_asks_every_running_server_and_skips_a_removed_dcs(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`okapi dc join` (``run_join``): the grown config to every server of the running DCs, then the
+    next epoch with the new DC joining; the servers of a removed DC (down) are not waited for."""
+    config = local_cluster(("a", "b", "c"), partitions=1, wan="off", base_port=7100)
+    path = grown(config).dump(tmp_path / "grown.toml")
+    removed = Membership(1, (MEMBER, MEMBER, REMOVED))
+    views = [membership_cli.ServerView("a", 0, "127.0.0.1:7100", removed),
+             membership_cli.ServerView("b", 0, "127.0.0.1:7101", removed),
+             membership_cli.ServerView("c", 0, "127.0.0.1:7102", None)]
+    learned: list[str] = []
+    sent: list[Membership] = []
+    monkeypatch.setattr(membership_cli, "survey", lambda topology: views)
+    def learn(view: membership_cli.ServerView, text: str, topology: object) -> bool:
+        learned.append(view.dc)
+        return True
+
+    def send(view: membership_cli.ServerView, target: Membership, topology: object) -> bool:
+        sent.append(target)
+        return True
+
+    monkeypatch.setattr(membership_cli, "_learn", learn)
+    monkeypatch.setattr(membership_cli, "_send", send)
+    monkeypatch.setattr(membership_cli, "_wait", lambda *arguments: 0)
+    args = argparse.Namespace(name="d", config=str(path), connect=None, timeout=1.0, tls_ca=None, tls_cert=None,
+                              tls_key=None, tls_server_name=None)
+    assert membership_cli.run_join(args) == 0
+    assert learned == ["a", "b"]
+    assert sent == [Membership(2, (MEMBER, MEMBER, REMOVED, JOINING))] * 2
+    args.name = "a"
+    assert membership_cli.run_join(args) == 2  # not the config's last DC: nothing asked
+    assert learned == ["a", "b"]

@@ -229,13 +229,21 @@ def run_join(args: argparse.Namespace) -> int:
     old = Topology(topology.cluster_id, topology.protocol, topology.dcs[:-1],
                    tuple(server for server in topology.servers if server[0] != name), topology.tls)
     views = survey(old)
+    live = [view.membership for view in views if view.membership is not None]
+    if not live:
+        print("okapi dc join: no server answers", file=sys.stderr)
+        return 2
+    newest = max(live, key=lambda m: m.key)
+    # a removed DC's servers are not asked (they start again from the grown config: `okapi dc add`)
+    states = dict(zip(old.dcs, newest.states, strict=False))
+    views = [view for view in views if states.get(view.dc) != REMOVED]
     silent = [view for view in views if view.membership is None]
     if silent:
         print(f"okapi dc join: {len(silent)} server(s) do not answer ({', '.join(view.address for view in silent)}); "
               "every server of the running DCs must take the grown config (remove a DC lost for good first: "
               "okapi dc remove)", file=sys.stderr)
         return 2
-    current = max((view.membership for view in views if view.membership is not None), key=lambda m: m.key)
+    current = newest
     if len(current.states) == len(grown.dcs):
         print(f"okapi dc join: {name} is in the cluster already (membership epoch {current.epoch}: "
               f"{_describe(topology, current)})")
