@@ -15,7 +15,7 @@ import pytest
 
 from okapikv.core.catchup import Repair
 from okapikv.core.config import CoreConfig
-from okapikv.core.growth import GrowthError, fit, fit_message, grow, session_problem
+from okapikv.core.growth import GrowthError, fit, fit_message, session_problem
 from okapikv.core.membership import JOINING, MEMBER, REMOVED, Membership
 from okapikv.core.messages import (
     Effect,
@@ -88,7 +88,7 @@ def test_growth_keeps_every_entry_and_adds_one(protocol: str) -> None:
     server.handle(PutRequest(1, b"k", b"v", Session((0, 0), 0)), NOW)
     server.on_timer(NOW + 10_000)
     vv, stable, horizon = list(server.vv), server.stable, server.horizon
-    grow(server, 3)
+    server.grow(3)
     assert server.num_dcs == 3 and server.config.num_dcs == 3 and server.protocol.num_dcs == 3
     assert server.vv == [*vv, 0]
     assert server.stable[:2] == stable and server.horizon[:2] == horizon
@@ -141,9 +141,9 @@ def test_a_state_written_before_the_growth_is_restored_padded() -> None:
 
 def test_growth_is_refused_below_two_dcs_and_never_shrinks() -> None:
     with pytest.raises(GrowthError):
-        grow(core(num_dcs=1), 2)
+        core(num_dcs=1).grow(2)
     with pytest.raises(GrowthError):
-        grow(core(num_dcs=3), 2)
+        core(num_dcs=3).grow(2)
 
 
 def unborn_world(protocol: str, partitions: int = 2) -> tuple[World, DcLoss]:

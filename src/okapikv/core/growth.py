@@ -4,7 +4,8 @@ Every vector has one entry per DC, so a new DC d (index ``num_dcs``) makes every
 longer. The servers do not grow at one instant: each grows when it adopts a membership that names
 d (``okapikv.core.membership``: a ``MembershipUpdate`` or the admin RPC with one more state), and
 until every one has, servers that know d and servers that do not exchange messages. Two rules keep
-that sound, both applied here and nowhere else:
+that sound, both defined here (``PartitionServer.grow`` applies the first to what its
+collaborators keep, with this module's ``fit``):
 
 - **Growth** (``grow``): a server's vectors get an entry for d. Its ``vv[d]`` is 0 ("nothing from d
   yet"); so are its stable, GSV and horizon entries for d, except under a scalar protocol
@@ -39,16 +40,14 @@ Invariants (tested in ``tests/unit/test_core_growth.py``):
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from okapikv.core.config import MAX_DCS
 from okapikv.core.messages import Session
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols import create_protocol
+from okapikv.core.state import PartitionState
 from okapikv.core.vectors import Vector
-
-if TYPE_CHECKING:
-    from okapikv.core.server import PartitionServer
 
 T = TypeVar("T")
 
@@ -138,56 +137,37 @@ def session_problem(stable: Vector, size: int) -> str | None:
             f"does not know yet (it knows {size} DCs): the cluster is growing; retry shortly")
 
 
-def grow(server: PartitionServer, size: int) -> None:
-    """Grow ``server`` to ``size`` DCs (module docstring): its config and protocol, its vectors,
-    what its collaborators keep per DC, its store's dependency vectors and what is parked. The
-    membership grows with it (``Members.change`` calls this first)."""
-    old = server.num_dcs
+def grow(state: PartitionState, size: int, limit: int | None) -> bool:
+    """Grow what a server's mechanisms share (``PartitionState``) to ``size`` DCs (module
+    docstring): its config and protocol, its vectors, its store's dependency vectors and what is
+    parked; ``limit``: ``PartitionServer.dc_limit``. Whether it grew (False: ``size`` DCs
+    already); a growth that must not be made raises ``GrowthError`` and changes nothing. The
+    server fits what its collaborators keep per DC after it (``PartitionServer.grow``)."""
+    old = state.num_dcs
     if size == old:
-        return
+        return False
     if size < old:
         raise GrowthError(f"a cluster of {old} DCs cannot shrink to {size}; remove a DC instead (okapi dc remove)")
     if size > MAX_DCS:
         raise GrowthError(f"a cluster has at most {MAX_DCS} DCs")
-    if server.dc_limit is not None and size > server.dc_limit:
-        raise GrowthError(f"this server knows the addresses of {server.dc_limit} DCs, not {size}: give it the grown "
+    if limit is not None and size > limit:
+        raise GrowthError(f"this server knows the addresses of {limit} DCs, not {size}: give it the grown "
                           "config first (okapi dc join)")
     if old < 2:
         raise GrowthError("a cluster of one DC cannot grow online (its servers run no replication): restart it "
                           "with the larger config")
-    config = replace(server.config, num_dcs=size)
-    server.config = config
-    server.num_dcs = size
-    server.protocol = create_protocol(config.protocol, dc=server.dc, num_dcs=size)
-    scalar = server.protocol.scalar
-    server.vv.extend([0] * (size - old))
-    server.stable = _pad(server.stable, size, scalar)
-    server.gsv = _pad(server.gsv, size, scalar)
-    server.horizon = _pad(server.horizon, size, scalar)
-    server.store.fit_dependencies(lambda version: fit_version(version, size))
-    server.parked = [replace(parked, message=fit_message(parked.message, size)) for parked in server.parked]
-    # what the collaborators keep per DC or per report (each a vector of the old length)
-    server._outbox = [fit_message(update, size) for update in server._outbox]
-    for progress in server._put_many_progress.values():
-        progress.remote = fit(progress.remote, size)
-    server._joining_targets = {dc: fit(target, size) for dc, target in server._joining_targets.items()}
-    stabilization = server.stabilization
-    stabilization._reports = {partition: fit_message(report, size)
-                              for partition, report in stabilization._reports.items()}
-    stabilization._remote_gsvs = {dc: fit(gsv, size) for dc, gsv in stabilization._remote_gsvs.items()}
-    reads = server.reads
-    for read in {id(read): read for read in (*reads._reads.values(), *reads._pending.values())}.values():
-        read.request = fit_message(read.request, size)
-        read.snapshot = fit(read.snapshot, size) if read.snapshot else read.snapshot
-        read.owed = {partition: fit_message(owed, size) for partition, owed in read.owed.items()}
-        read.items = [fit_message(item, size) for item in read.items]
-    reads._leases = {fit(snapshot, size): until for snapshot, until in reads._leases.items()}
-    gc = server.gc
-    gc._peer_vectors = {dc: fit(vector, size) for dc, vector in gc._peer_vectors.items()}
-    repairing = server.catch_up.repair
-    if repairing is not None:
-        repairing.threshold = fit(repairing.threshold, size)
-        repairing.gsvs = [fit(gsv, size) for gsv in repairing.gsvs]
+    config = replace(state.config, num_dcs=size)
+    state.config = config
+    state.num_dcs = size
+    state.protocol = create_protocol(config.protocol, dc=state.dc, num_dcs=size)
+    scalar = state.protocol.scalar
+    state.vv.extend([0] * (size - old))
+    state.stable = _pad(state.stable, size, scalar)
+    state.gsv = _pad(state.gsv, size, scalar)
+    state.horizon = _pad(state.horizon, size, scalar)
+    state.store.fit_dependencies(lambda version: fit_version(version, size))
+    state.parked = [replace(parked, message=fit_message(parked.message, size)) for parked in state.parked]
+    return True
 
 
 def fit_version(version: Version, size: int) -> Version:

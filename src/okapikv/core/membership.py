@@ -124,7 +124,7 @@ class Members:
 
     def __init__(self, state: PartitionState, grow: Callable[[int], None] | None = None) -> None:
         self.state = state
-        #: grows the server to a number of DCs (``okapikv.core.growth.grow``): a membership naming
+        #: grows the server to a number of DCs (``PartitionServer.grow``): a membership naming
         #: more DCs than this server knows is adopted only after it
         self._grow = grow
         self.view = Membership.initial(state.num_dcs)

@@ -171,7 +171,7 @@ class PartitionServer(PartitionState):
         #: the most DCs this server may grow to (``okapikv.core.growth``): a driver sets the DCs it
         #: can reach (its config's); None: no limit (the simulator)
         self.dc_limit: int | None = None
-        self.members = Members(self, grow=lambda size: growth.grow(self, size))
+        self.members = Members(self, grow=self.grow)
         self._view_seen = self.members.view
         #: joining DC -> what it must reach to be counted here (``_caught_up``)
         self._joining_targets: dict[int, Vector] = {}
@@ -457,6 +457,35 @@ class PartitionServer(PartitionState):
         self.woke = False
         effects = self._membership_moved(self.members.change(view), now_us)
         return self._send_out(effects, now_us)
+
+    def grow(self, size: int) -> None:
+        """Grow to ``size`` DCs (``okapikv.core.growth``): the shared state, then what the
+        collaborators keep per DC or per report (each a vector of the old length). The membership
+        grows with it (``Members.change`` calls this first)."""
+        if not growth.grow(self, size, self.dc_limit):
+            return
+        fit, fit_message = growth.fit, growth.fit_message
+        self._outbox = [fit_message(update, size) for update in self._outbox]
+        for progress in self._put_many_progress.values():
+            progress.remote = fit(progress.remote, size)
+        self._joining_targets = {dc: fit(target, size) for dc, target in self._joining_targets.items()}
+        stabilization = self.stabilization
+        stabilization._reports = {partition: fit_message(report, size)
+                                  for partition, report in stabilization._reports.items()}
+        stabilization._remote_gsvs = {dc: fit(gsv, size) for dc, gsv in stabilization._remote_gsvs.items()}
+        reads = self.reads
+        for read in {id(read): read for read in (*reads._reads.values(), *reads._pending.values())}.values():
+            read.request = fit_message(read.request, size)
+            read.snapshot = fit(read.snapshot, size) if read.snapshot else read.snapshot
+            read.owed = {partition: fit_message(owed, size) for partition, owed in read.owed.items()}
+            read.items = [fit_message(item, size) for item in read.items]
+        reads._leases = {fit(snapshot, size): until for snapshot, until in reads._leases.items()}
+        gc = self.gc
+        gc._peer_vectors = {dc: fit(vector, size) for dc, vector in gc._peer_vectors.items()}
+        repairing = self.catch_up.repair
+        if repairing is not None:
+            repairing.threshold = fit(repairing.threshold, size)
+            repairing.gsvs = [fit(gsv, size) for gsv in repairing.gsvs]
 
     def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
         return self._membership_moved(self.members.on_update(message, now_us), now_us)

@@ -11,10 +11,14 @@ the start with a clear error rather than guessing.
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from okapikv.core.membership import JOINING, Membership, MembershipError
+
+log = logging.getLogger("okapikv.server")
 
 FILE_NAME = "membership.json"
 
@@ -52,3 +56,15 @@ def save(directory: Path, view: Membership) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def adopted(directory: Path | None, before: Membership, view: Membership, names: Sequence[str], label: str) -> None:
+    """Server ``label`` adopted ``view``: keep it in ``directory`` (None: in memory) and log the change."""
+    if directory is not None:
+        save(directory, view)
+    previous = before.states + ("new",) * (len(view.states) - len(before.states))  # the cluster grew
+    changes = ", ".join(f"{names[dc]} {old} -> {new}"
+                        for dc, (old, new) in enumerate(zip(previous, view.states, strict=True)) if old != new)
+    log.warning("%s: membership epoch %d -> %d: %s", label, before.epoch, view.epoch, changes or "no change",
+                extra={"event": "membership_changed", "epoch": view.epoch,
+                       "dc_states": dict(zip(names, view.states, strict=True))})
