@@ -81,7 +81,7 @@ def test_the_replicas_entries_only_grow_and_never_the_hlc() -> None:
     assert vv.snapshot() == (pack(5), pack(9), pack(8))
     with pytest.raises(ValueError, match="does not have 3 entries"):
         vv.restore((0, 0), hlc_floor=0)
-    vv.grow(pack(2))
+    vv.add_dc(pack(2))
     assert vv.snapshot() == (pack(5), pack(9), pack(8), pack(2)) and hlc.value == pack(9)
 
 
@@ -102,7 +102,7 @@ def test_stable_vectors_only_grow_and_a_rollback_returns_within_the_step() -> No
     assert vectors.stable == before
     with pytest.raises(RuleBroken, match="not below"):
         vectors.rollback_stable((pack(9), 0))
-    vectors.grow(1, 2, 3)
+    vectors.add_dc(1, 2, 3)
     assert (vectors.stable, vectors.gsv, vectors.horizon) == ((pack(4), pack(2), 1), (pack(1), 0, 2),
                                                               (pack(1), pack(1), 3))
 

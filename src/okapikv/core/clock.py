@@ -145,9 +145,9 @@ class VersionVector:
                 self.entries[dc] = timestamp
         self.hlc.recover(hlc_floor)
 
-    def grow(self, entry: int = 0) -> None:
+    def add_dc(self, entry: int = 0) -> None:
         """One more DC: its entry (``entry``, what is known of it) goes at the end, every other entry
-        and the HLC stay (a DC joining the cluster: docs/protocol.md, "Membership")."""
+        and the HLC stay (a DC joining the cluster: ``okapikv.core.growth``)."""
         self.entries.append(entry)
 
     def snapshot(self) -> Vector:

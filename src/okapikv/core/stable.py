@@ -19,7 +19,7 @@ same step, never below one that left the server.
 
 Invariants (tested in ``tests/unit/test_core_clock.py`` and ``tests/property/test_prop_writers.py``):
 - ``stable``, ``gsv`` and ``horizon`` change only here, and only grow between steps;
-- every vector keeps the cluster's number of entries (``grow`` adds one to each).
+- every vector keeps the cluster's number of entries (``add_dc`` adds one to each).
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ class StableVectors:
         """Merge a horizon (an aggregator's broadcast, a repair's threshold)."""
         self.horizon = merge_max(self.horizon, vector)
 
-    def grow(self, stable: int = 0, gsv: int = 0, horizon: int = 0) -> None:
+    def add_dc(self, stable: int = 0, gsv: int = 0, horizon: int = 0) -> None:
         """One more DC: each vector takes its entry at the end (a DC joining the cluster:
-        docs/protocol.md, "Membership")."""
+        ``okapikv.core.growth``)."""
         self.stable += (stable,)
         self.gsv += (gsv,)
         self.horizon += (horizon,)

@@ -13,7 +13,10 @@ the plumbing around it, all on the event loop (so the core is never entered conc
   its ``on_durable`` releases what the host held, and a failed commit stops the process;
 - the start (``startup``): the directory recovered and the replicas asked for what this server
   missed before any other message of this incarnation leaves; a membership the core adopts is
-  kept (``membership_file``) before the call's effects leave, and a removed DC's links closed.
+  kept (``membership_file``) before the call's effects leave, and a removed DC's links closed;
+- a new DC (``learn_config``, `okapi dc join`): the grown config, so that the core may grow to it
+  and the links to its servers can open; requests and peer messages are decoded to the DCs the
+  core knows (``num_dcs``).
 
 Client work waits while replication lags (``admission``). What the node reports is one typed
 snapshot (``node_figures``).
@@ -22,6 +25,7 @@ snapshot (``node_figures``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import os
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
+from okapikv.cluster.growth import grown_config_problem
 from okapikv.core.host import Host, Outbox
 from okapikv.core.membership import Membership
 from okapikv.core.messages import (
@@ -94,13 +99,13 @@ class PartitionNode:
         self.id = ServerId(dc, partition)
         self.server_config = config.server(dc, partition)
         self.label = self.server_config.label
-        self.num_dcs = len(config.dcs)
         self.clock = ServerClock(round(self.server_config.clock_skew_ms * 1000))
         self.startup = Startup(config, self.id, self.label)
         if data_dir is None:
             self.core = PartitionServer(config.core_config(dc, partition))
         else:
             self.core = self.startup.open(Path(data_dir), repair, integrity, disk_reserve_bytes, self.clock.now_us())
+        self.core.dc_limit = len(config.dcs)  # it grows only to DCs it has addresses for (``learn_config``)
         self.host: Host[asyncio.Future[ClientReply] | PipelineEntry] = Host(
             self.core, address_of=lambda owner: config.server(dc, owner).address)
         self.incarnation = random.getrandbits(62) + 1
@@ -277,6 +282,32 @@ class PartitionNode:
         before = self.core.membership
         self._carry_out(self.host.change_membership(view, self.clock.now_us()))
         return self.core.membership is not before
+
+    @property
+    def num_dcs(self) -> int:
+        """The DCs the core knows: what sessions and peer messages are decoded to. Between
+        ``learn_config`` and the membership that grows the core the config names one more, and a
+        scalar session (GentleRain) expanded to it would name the new DC (``okapikv.core.growth``)."""
+        return self.core.num_dcs
+
+    def learn_config(self, grown: ClusterConfig) -> str | None:
+        """The admin RPC (`okapi dc join`): take ``grown``, this cluster's config with one new DC
+        (``okapikv.cluster.growth``), so that the core may grow to it when the membership naming it
+        arrives (``okapikv.core.growth``) and the links to the new DC's servers can open
+        (``peer_links``). Why a separate step: a server must know the new DC's addresses before any
+        message goes there. Returns the problem, or None (also when ``grown`` is the config already)."""
+        grown = dataclasses.replace(grown, tls=self.config.tls)  # its paths were resolved where it was read
+        if grown == self.config:
+            return None
+        problem = grown_config_problem(self.config, grown)
+        if problem is not None:
+            return problem
+        self.config = self.startup.config = self.peer_links.config = grown
+        self.core.dc_limit = len(grown.dcs)
+        self.lag_samples.counts.append({})
+        log.warning("%s: learned the config of %d DCs (%s joins)", self.label, len(grown.dcs), grown.dcs[-1],
+                    extra={"event": "config_grown", "dcs": list(grown.dcs)})
+        return None
 
     def _carry_out(self, outbox: Outbox) -> None:
         if outbox.membership is not None:  # kept before the call's effects leave; its removed DCs unlinked
