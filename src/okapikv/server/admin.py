@@ -9,15 +9,41 @@ member DC, a known state, an epoch after the server's).
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 import grpc
 import grpc.aio
 
 from okapikv.cluster.config import ClusterConfig
+from okapikv.cluster.growth import grown_config_problem
 from okapikv.core.membership import Membership, MembershipError
 from okapikv.server.node import PartitionNode
 from okapikv.server.servicers import guarded
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+
+log = logging.getLogger("okapikv.server")
+
+
+def learn_config(node: PartitionNode, grown: ClusterConfig) -> str | None:
+    """`okapi dc join`: give ``node`` ``grown``, its cluster's config with one new DC
+    (``okapikv.cluster.growth``), so that its core may grow to it when the membership naming it
+    arrives (``okapikv.core.growth``) and the links to the new DC's servers can open
+    (``peer_links``). Why a separate step: a server must know the new DC's addresses before any
+    message goes there. Returns the problem, or None (also when ``grown`` is the config already)."""
+    grown = dataclasses.replace(grown, tls=node.config.tls)  # its paths were resolved where it was read
+    if grown == node.config:
+        return None
+    problem = grown_config_problem(node.config, grown)
+    if problem is not None:
+        return problem
+    node.config = node.startup.config = node.peer_links.config = grown
+    node.core.dc_limit = len(grown.dcs)
+    node.lag_samples.counts.append({})
+    log.warning("%s: learned the config of %d DCs (%s joins)", node.label, len(grown.dcs), grown.dcs[-1],
+                extra={"event": "config_grown", "dcs": list(grown.dcs)})
+    return None
 
 
 class AdminServicer(pb_grpc.AdminServicer):
@@ -42,14 +68,14 @@ class AdminServicer(pb_grpc.AdminServicer):
 
     @guarded
     async def LearnConfig(self, request: pb.GrownConfig, context: grpc.aio.ServicerContext) -> pb.GrownConfigResponse:
-        """`okapi dc join`: the cluster's config with one new DC (``PartitionNode.learn_config``);
+        """`okapi dc join`: the cluster's config with one new DC (``learn_config``);
         a config that is not that is refused (INVALID_ARGUMENT) and changes nothing."""
         node = self.node
         try:
             grown = ClusterConfig.from_toml(request.toml, source="the grown config")
         except ValueError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        problem = node.learn_config(grown)
+        problem = learn_config(node, grown)
         if problem is not None:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         return pb.GrownConfigResponse(dcs=node.config.dcs)

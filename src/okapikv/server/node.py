@@ -14,9 +14,8 @@ the plumbing around it, all on the event loop (so the core is never entered conc
 - the start (``startup``): the directory recovered and the replicas asked for what this server
   missed before any other message of this incarnation leaves; a membership the core adopts is
   kept (``membership_file``) before the call's effects leave, and a removed DC's links closed;
-- a new DC (``learn_config``, `okapi dc join`): the grown config, so that the core may grow to it
-  and the links to its servers can open; requests and peer messages are decoded to the DCs the
-  core knows (``num_dcs``).
+- requests and peer messages are decoded to the DCs the core knows (``num_dcs``: it grows when
+  a new DC joins, ``okapikv.server.admin.learn_config``).
 
 Client work waits while replication lags (``admission``). What the node reports is one typed
 snapshot (``node_figures``).
@@ -25,7 +24,6 @@ snapshot (``node_figures``).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import os
@@ -36,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
-from okapikv.cluster.growth import grown_config_problem
 from okapikv.core.host import Host, Outbox
 from okapikv.core.membership import Membership
 from okapikv.core.messages import (
@@ -105,7 +102,7 @@ class PartitionNode:
             self.core = PartitionServer(config.core_config(dc, partition))
         else:
             self.core = self.startup.open(Path(data_dir), repair, integrity, disk_reserve_bytes, self.clock.now_us())
-        self.core.dc_limit = len(config.dcs)  # it grows only to DCs it has addresses for (``learn_config``)
+        self.core.dc_limit = len(config.dcs)  # it grows only to DCs it has addresses for (admin.learn_config)
         self.host: Host[asyncio.Future[ClientReply] | PipelineEntry] = Host(
             self.core, address_of=lambda owner: config.server(dc, owner).address)
         self.incarnation = random.getrandbits(62) + 1
@@ -134,8 +131,6 @@ class PartitionNode:
         self.resp_refused = 0  # of them, closed for breaking the protocol or a bound
         # Shared by every stream port of this server (``okapikv.server.budgets``).
         self.input_guard = InputGuard(InputLimits.of(config.connections), clock=time.monotonic)
-
-    # ================================================================ lifecycle
 
     def start(self) -> None:
         """Start the timer and the catch-up. Call before the server accepts calls: the catch-up
@@ -194,8 +189,6 @@ class PartitionNode:
                      self.label, type(error).__name__, error)
         logging.shutdown()
         os._exit(EXIT_STORAGE_FAILURE)
-
-    # ================================================================ client requests
 
     def next_request_id(self) -> int:
         return next(self._request_ids)
@@ -264,8 +257,6 @@ class PartitionNode:
             log.info("%s: dropped %d snapshot read(s) whose client went away", self.label, dropped,
                      extra={"event": "reads_abandoned", "count": dropped})
 
-    # ================================================================ core calls and effects
-
     def run_core(self, messages: Sequence[Message]) -> None:
         try:
             outbox = self.host.handle(messages, self.clock.now_us())
@@ -285,29 +276,9 @@ class PartitionNode:
 
     @property
     def num_dcs(self) -> int:
-        """The DCs the core knows: what sessions and peer messages are decoded to. Between
-        ``learn_config`` and the membership that grows the core the config names one more, and a
-        scalar session (GentleRain) expanded to it would name the new DC (``okapikv.core.growth``)."""
+        """The DCs the core knows, not the config (one more from `okapi dc join` until the core grows:
+        a GentleRain session expanded to it would name the new DC, ``okapikv.core.growth``)."""
         return self.core.num_dcs
-
-    def learn_config(self, grown: ClusterConfig) -> str | None:
-        """The admin RPC (`okapi dc join`): take ``grown``, this cluster's config with one new DC
-        (``okapikv.cluster.growth``), so that the core may grow to it when the membership naming it
-        arrives (``okapikv.core.growth``) and the links to the new DC's servers can open
-        (``peer_links``). Why a separate step: a server must know the new DC's addresses before any
-        message goes there. Returns the problem, or None (also when ``grown`` is the config already)."""
-        grown = dataclasses.replace(grown, tls=self.config.tls)  # its paths were resolved where it was read
-        if grown == self.config:
-            return None
-        problem = grown_config_problem(self.config, grown)
-        if problem is not None:
-            return problem
-        self.config = self.startup.config = self.peer_links.config = grown
-        self.core.dc_limit = len(grown.dcs)
-        self.lag_samples.counts.append({})
-        log.warning("%s: learned the config of %d DCs (%s joins)", self.label, len(grown.dcs), grown.dcs[-1],
-                    extra={"event": "config_grown", "dcs": list(grown.dcs)})
-        return None
 
     def _carry_out(self, outbox: Outbox) -> None:
         if outbox.membership is not None:  # kept before the call's effects leave; its removed DCs unlinked
@@ -334,8 +305,6 @@ class PartitionNode:
             elif not entry.done():  # type: ignore[union-attr]
                 entry.set_result(effect.reply)  # type: ignore[union-attr]
 
-    # ================================================================ timer
-
     def _on_timer(self) -> None:
         now_us = self.clock.now_us()
         core = self.core
@@ -348,8 +317,6 @@ class PartitionNode:
                                     None if committer is None else committer.required) and committer is not None:
             self._on_durable()
         self.clock_log.check(core)
-
-    # ================================================================ introspection
 
     @property
     def committer(self) -> GroupCommitter | None:
