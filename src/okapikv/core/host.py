@@ -252,7 +252,7 @@ class Host(Generic[T]):
             if view is not None:
                 dc = next(dc for dc, state in enumerate(view.states) if state != core.membership.states[dc])
                 removed = dc, self.detector.silent_for(dc, now_us)
-                effects += core.change_membership(view, now_us)
+                effects = [*effects, *core.change_membership(view, now_us)]
                 core.stats.auto_removals += 1
         outbox = self._release(effects)
         outbox.removed = removed
