@@ -22,6 +22,9 @@ run in production (``tests/unit/test_layers.py`` checks that both import this mo
   deadline microseconds away without a timer (``spin_deadline``: a write parked for the next clock
   microsecond, Cure's and GentleRain's one write per microsecond, would otherwise wait a whole
   millisecond, an artefact the paper's servers do not have);
+- **the failure detector** (``okapikv.core.detector``, off by default): every peer message tells
+  it its sender's DC, and at the timer it may propose removing a member DC silent for longer than
+  ``CoreConfig.auto_remove_after_us``, through the same change as `okapi dc remove`;
 - **the driver counters** (``okapikv.wire.stats.DriverFigures``).
 
 Every call takes ``now_us`` (the server's clock) and returns one ``Outbox``: the effects that may
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from okapikv.core.detector import Detector
 from okapikv.core.membership import Membership
 from okapikv.core.messages import (
     ClientRequest,
@@ -100,11 +104,13 @@ class Outbox:
     """What one host call asks the driver to carry out: ``effects`` in order, and ``deadline`` (the
     core's clock) when the timer must be armed at it if that is earlier than the armed one (None:
     unchanged); ``membership``: the view the core adopted in this call, which the driver keeps
-    before any of the effects leaves (None: unchanged)."""
+    before any of the effects leaves (None: unchanged); ``removed``: the DC the failure detector
+    proposed removing in this call and how long it had been silent (µs), for the driver's log."""
 
     effects: list[Effect]
     deadline: int | None = None
     membership: Membership | None = None
+    removed: tuple[int, int] | None = None
 
 
 class Host(Generic[T]):
@@ -128,6 +134,8 @@ class Host(Generic[T]):
         self._held: deque[tuple[int, list[Effect]]] = deque()
         self._membership = core.membership
         self.closing = False  # the driver is stopping: no core step any more (``handle``)
+        after = core.config.auto_remove_after_us
+        self.detector = Detector(after) if after > 0 else None
         # the driver counters (``okapikv.wire.stats.DriverFigures``)
         self.client_requests = 0
         self.pipeline_batches = 0
@@ -214,6 +222,12 @@ class Host(Generic[T]):
             # write it lost. Peers resend what is dropped here through the catch-up after the restart.
             return self.fail(messages, ErrorCode.UNAVAILABLE, "the server is shutting down")
         core = self.core
+        detector = self.detector
+        if detector is not None:
+            for message in messages:
+                source = getattr(message, "source", None)
+                if isinstance(source, ServerId):
+                    detector.hear(source.dc, now_us)
         if len(messages) == 1:
             effects = core.handle(messages[0], now_us)
             look = core.woke or type(messages[0]) not in NO_EARLIER_DEADLINE
@@ -226,9 +240,23 @@ class Host(Generic[T]):
         return outbox
 
     def timer(self, now_us: int) -> Outbox:
-        """The core's timer (its ``next_deadline`` has come)."""
-        outbox = self._release(self.core.on_timer(now_us))
-        outbox.deadline = self.core.next_deadline()
+        """The core's timer (its ``next_deadline`` has come), then the failure detector's rule."""
+        core = self.core
+        effects = core.on_timer(now_us)
+        removed = None
+        space = self.space if self.space is not None else self.committer
+        if self.detector is not None and space is not None and space.disk_full:
+            self.detector.deaf(now_us)  # it refuses the other DCs' messages: their silence proves nothing
+        elif self.detector is not None and not self.closing:
+            view = self.detector.proposal(core.membership, core.id, now_us)
+            if view is not None:
+                dc = next(dc for dc, state in enumerate(view.states) if state != core.membership.states[dc])
+                removed = dc, self.detector.silent_for(dc, now_us)
+                effects = [*effects, *core.change_membership(view, now_us)]
+                core.stats.auto_removals += 1
+        outbox = self._release(effects)
+        outbox.removed = removed
+        outbox.deadline = core.next_deadline()
         return outbox
 
     def start(self, repair: Repair | None = None, verify: Verify | None = None) -> Outbox:

@@ -68,3 +68,12 @@ def adopted(directory: Path | None, before: Membership, view: Membership, names:
     log.warning("%s: membership epoch %d -> %d: %s", label, before.epoch, view.epoch, changes or "no change",
                 extra={"event": "membership_changed", "epoch": view.epoch,
                        "dc_states": dict(zip(names, view.states, strict=True))})
+
+
+def auto_removed(removed: tuple[int, int], names: Sequence[str], label: str) -> None:
+    """Server ``label``'s failure detector proposed removing DC ``removed[0]``, silent for
+    ``removed[1]`` µs (``okapikv.core.detector``); the membership change itself is logged by ``adopted``."""
+    dc, silent_us = removed
+    log.warning("%s: failure detector: nothing heard from DC %s for %.1f s (auto_remove_after_s); removing it",
+                label, names[dc], silent_us / 1e6,
+                extra={"event": "dc_auto_removed", "dc": names[dc], "silent_s": round(silent_us / 1e6, 3)})

@@ -281,6 +281,8 @@ class PartitionNode:
         return self.core.num_dcs
 
     def _carry_out(self, outbox: Outbox) -> None:
+        if outbox.removed is not None:  # the failure detector's proposal (``okapikv.core.detector``)
+            membership_file.auto_removed(outbox.removed, self.config.dcs, self.label)
         if outbox.membership is not None:  # kept before the call's effects leave; its removed DCs unlinked
             before, self._membership = self._membership, outbox.membership
             membership_file.adopted(self.startup.directory, before, self._membership, self.config.dcs, self.label)
