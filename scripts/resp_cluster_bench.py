@@ -1,0 +1,161 @@
+"""redis-benchmark against one RESP port of an okapikv cluster and against redis-server, paired,
+with the per-second rates: what a Redis client that knows one address gets from a cluster.
+
+For each shape (DCs x partitions, default 1x1, 1x2 and 2x2) the script starts a cluster as `okapi
+up` lays it out (durable by default, realistic WAN delays between DCs, one ``okapi server`` process
+per partition) and a redis-server (``--save '' --appendonly no``), then runs the same
+``redis-benchmark -t set,get -n N -c C -d 8 -r 10000`` against the RESP port of the first DC's
+partition 0 and against redis-server, taking turns (the order alternates by round), so both share
+the machine's load of the same minutes. Half the keys of a 2-partition cluster belong to the other
+partition and are forwarded by the server holding the connection (docs/resp.md, "Forwarding").
+
+Printed per shape, round and test: both rates (requests / elapsed time, as redis-benchmark
+reports them) and okapikv's ratio, and okapikv's slowest second against its mean. The per-second
+rates come from redis-benchmark's progress lines (one every 250 ms: the rate since the previous
+one), four to a second; a last, incomplete second is left out. The last line is the figures as JSON.
+
+    python scripts/resp_cluster_bench.py [--shapes 1x1,1x2,2x2] [--rounds 3] [--requests 40000]
+                                         [--clients 50] [--in-memory] [--wan off]
+
+Needs ``redis-server`` and ``redis-benchmark`` (Debian: redis-server, redis-tools).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+
+from okapikv.bench.engine.clusters import start_local
+from okapikv.bench.engine.redis_ref import LocalRedis
+
+TESTS = ("SET", "GET")
+#: redis-benchmark prints one progress line every 250 ms (``showThroughput``)
+SAMPLES_PER_SECOND = 4
+RUN_TIMEOUT_S = 300.0
+DC_NAMES = ("oregon", "virginia", "ireland")
+_PROGRESS = re.compile(r"(\w+): rps=([\d.]+) \(overall")
+_DONE = re.compile(r"(\d+) requests completed in ([\d.]+) seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """One redis-benchmark test: its rate over the whole test and its per-second rates."""
+
+    rate: float
+    seconds: list[float]
+
+    @property
+    def slowest(self) -> float:
+        return min(self.seconds) if self.seconds else self.rate
+
+
+def redis_benchmark(port: int, requests: int, clients: int) -> dict[str, Phase]:
+    """One run of the issue's command against ``port``: test name -> figures."""
+    command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", ",".join(TESTS).lower(),
+               "-n", str(requests), "-c", str(clients), "-d", "8", "-r", "10000"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-300:]}")
+    samples: dict[str, list[float]] = {}
+    elapsed: list[float] = []
+    for line in done.stdout.replace("\r", "\n").splitlines():
+        progress = _PROGRESS.match(line.strip())
+        if progress and progress[1] in TESTS:
+            samples.setdefault(progress[1], []).append(float(progress[2]))
+        finished = _DONE.search(line)
+        if finished:
+            elapsed.append(float(finished[2]))
+    if len(elapsed) != len(TESTS):
+        raise SystemExit(f"{' '.join(command)}: unexpected output {done.stdout[-300:]!r}")
+    phases = {}
+    for test, seconds in zip(TESTS, elapsed, strict=True):
+        quarter = samples.get(test, [])
+        while quarter and quarter[0] == 0.0:  # the line printed before the first reply
+            quarter.pop(0)
+        whole = len(quarter) // SAMPLES_PER_SECOND * SAMPLES_PER_SECOND
+        per_second = [statistics.fmean(quarter[i:i + SAMPLES_PER_SECOND]) for i in range(0, whole, SAMPLES_PER_SECOND)]
+        phases[test] = Phase(requests / seconds, per_second)
+    return phases
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    shape: str
+    round: int
+    test: str
+    okapi: float
+    redis: float
+    ratio: float
+    okapi_slowest_second: float
+    okapi_seconds: list[float]
+
+
+def measure_shape(dcs: int, partitions: int, args: argparse.Namespace, redis: LocalRedis) -> list[Round]:
+    shape = f"{dcs}x{partitions}"
+    cluster = start_local(protocol="okapi", dcs=DC_NAMES[:dcs], partitions=partitions,
+                          wan=args.wan if dcs > 1 else "off", durable=not args.in_memory)
+    rows = []
+    try:
+        first = next(server for server in cluster.servers if server.dc == 0 and server.partition == 0)
+        port = int(cluster.fetch_stats()[first.address]["driver"]["resp_port"])
+        for number in range(args.rounds):
+            figures: dict[str, dict[str, Phase]] = {}
+            order = ("okapi", "redis") if number % 2 == 0 else ("redis", "okapi")
+            for system in order:
+                figures[system] = redis_benchmark(port if system == "okapi" else redis.port, args.requests,
+                                                  args.clients)
+            for test in TESTS:
+                okapi, reference = figures["okapi"][test], figures["redis"][test]
+                row = Round(shape, number + 1, test, round(okapi.rate), round(reference.rate),
+                            round(okapi.rate / reference.rate, 3), round(okapi.slowest),
+                            [round(rate) for rate in okapi.seconds])
+                rows.append(row)
+                print(f"{shape} round {row.round} {test}: okapi {row.okapi:>7,}/s  redis {row.redis:>7,}/s  "
+                      f"ratio {row.ratio:.2f}  okapi slowest second {row.okapi_slowest_second:,}/s "
+                      f"({okapi.slowest / okapi.rate:.2f} of its mean)", flush=True)
+    finally:
+        cluster.stop()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="1x1,1x2,2x2", help="DCs x partitions, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=40_000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--in-memory", action="store_true", help="servers without a data directory")
+    parser.add_argument("--wan", default="realistic", help="WAN delays between DCs: realistic or off")
+    args = parser.parse_args()
+    for program in ("redis-server", "redis-benchmark"):
+        if shutil.which(program) is None:
+            print(f"{program} is not installed (Debian: redis-server, redis-tools)", file=sys.stderr)
+            return 1
+    shapes = [tuple(int(part) for part in shape.split("x")) for shape in args.shapes.split(",")]
+    print(f"redis-benchmark -t set,get -n {args.requests} -c {args.clients} -d 8 -r 10000; okapikv "
+          f"{'in memory' if args.in_memory else 'durable'}; load average before: "
+          f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}", flush=True)
+    rows: list[Round] = []
+    with LocalRedis() as redis:
+        for dcs, partitions in shapes:
+            rows += measure_shape(dcs, partitions, args, redis)
+    print(f"load average after: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    for shape in dict.fromkeys(row.shape for row in rows):
+        for test in TESTS:
+            mine = [row for row in rows if row.shape == shape and row.test == test]
+            print(f"{shape} {test}: median ratio {statistics.median(row.ratio for row in mine):.2f} "
+                  f"(rounds {', '.join(f'{row.ratio:.2f}' for row in mine)}); slowest second / mean "
+                  f"{min(row.okapi_slowest_second / row.okapi for row in mine):.2f}")
+    print(json.dumps([asdict(row) for row in rows]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
