@@ -10,7 +10,9 @@ the machine's load of the same minutes. Half the keys of a 2-partition cluster b
 partition and are forwarded by the server holding the connection (docs/resp.md, "Forwarding").
 
 Printed per shape, round and test: both rates (requests / elapsed time, as redis-benchmark
-reports them) and okapikv's ratio, and okapikv's slowest second against its mean. The per-second
+reports them) and okapikv's ratio, okapikv's slowest second against its mean, and the CPU its
+servers spent per request (user + system, all servers together, from ``/proc/PID/stat``: Linux),
+which shows what forwarding costs next to serving a key on the server that holds the connection. The per-second
 rates come from redis-benchmark's progress lines (one every 250 ms: the rate since the previous
 one), four to a second; a last, incomplete second is left out. The last line is the figures as JSON.
 
@@ -30,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 
 from okapikv.bench.engine.clusters import start_local
@@ -41,6 +44,7 @@ SAMPLES_PER_SECOND = 4
 RUN_TIMEOUT_S = 300.0
 DC_NAMES = ("oregon", "virginia", "ireland")
 _PROGRESS = re.compile(r"(\w+): rps=([\d.]+) \(overall")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _DONE = re.compile(r"(\d+) requests completed in ([\d.]+) seconds")
 
 
@@ -50,38 +54,61 @@ class Phase:
 
     rate: float
     seconds: list[float]
+    cpu_us: float = 0.0  # the servers' CPU per request (okapikv's runs only)
 
     @property
     def slowest(self) -> float:
         return min(self.seconds) if self.seconds else self.rate
 
 
-def redis_benchmark(port: int, requests: int, clients: int) -> dict[str, Phase]:
-    """One run of the issue's command against ``port``: test name -> figures."""
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU of the processes ``pids`` so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+def redis_benchmark(port: int, requests: int, clients: int, pids: list[int] | None = None) -> dict[str, Phase]:
+    """One run of ``redis-benchmark -t set,get`` against ``port``: test name -> figures; with
+    ``pids``, each test's CPU of those processes per request (read as each test ends)."""
     command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-t", ",".join(TESTS).lower(),
                "-n", str(requests), "-c", str(clients), "-d", "8", "-r", "10000"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-300:]}")
+    output = ""
+    cpu = [cpu_seconds(pids)] if pids else []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None
+        while chunk := process.stdout.read1(65536):  # type: ignore[attr-defined]
+            finished_before = len(_DONE.findall(output))
+            output += chunk.decode(errors="replace")
+            if pids and len(_DONE.findall(output)) > finished_before:
+                cpu.append(cpu_seconds(pids))
+            if time.monotonic() > deadline:
+                process.kill()
+                raise SystemExit(f"{' '.join(command)} took longer than {RUN_TIMEOUT_S:.0f} s")
+        stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}): {stderr[-300:]}")
     samples: dict[str, list[float]] = {}
-    elapsed: list[float] = []
-    for line in done.stdout.replace("\r", "\n").splitlines():
+    for line in output.replace("\r", "\n").splitlines():
         progress = _PROGRESS.match(line.strip())
         if progress and progress[1] in TESTS:
             samples.setdefault(progress[1], []).append(float(progress[2]))
-        finished = _DONE.search(line)
-        if finished:
-            elapsed.append(float(finished[2]))
+    elapsed = [float(seconds) for _, seconds in _DONE.findall(output)]
     if len(elapsed) != len(TESTS):
-        raise SystemExit(f"{' '.join(command)}: unexpected output {done.stdout[-300:]!r}")
+        raise SystemExit(f"{' '.join(command)}: unexpected output {output[-300:]!r}")
     phases = {}
-    for test, seconds in zip(TESTS, elapsed, strict=True):
+    for index, (test, seconds) in enumerate(zip(TESTS, elapsed, strict=True)):
         quarter = samples.get(test, [])
         while quarter and quarter[0] == 0.0:  # the line printed before the first reply
             quarter.pop(0)
         whole = len(quarter) // SAMPLES_PER_SECOND * SAMPLES_PER_SECOND
         per_second = [statistics.fmean(quarter[i:i + SAMPLES_PER_SECOND]) for i in range(0, whole, SAMPLES_PER_SECOND)]
-        phases[test] = Phase(requests / seconds, per_second)
+        cpu_us = (cpu[index + 1] - cpu[index]) * 1e6 / requests if len(cpu) > index + 1 else 0.0
+        phases[test] = Phase(requests / seconds, per_second, cpu_us)
     return phases
 
 
@@ -95,6 +122,7 @@ class Round:
     ratio: float
     okapi_slowest_second: float
     okapi_seconds: list[float]
+    okapi_cpu_us: float
 
 
 def measure_shape(dcs: int, partitions: int, args: argparse.Namespace, redis: LocalRedis) -> list[Round]:
@@ -109,17 +137,20 @@ def measure_shape(dcs: int, partitions: int, args: argparse.Namespace, redis: Lo
             figures: dict[str, dict[str, Phase]] = {}
             order = ("okapi", "redis") if number % 2 == 0 else ("redis", "okapi")
             for system in order:
-                figures[system] = redis_benchmark(port if system == "okapi" else redis.port, args.requests,
-                                                  args.clients)
+                if system == "redis":
+                    figures[system] = redis_benchmark(redis.port, args.requests, args.clients)
+                else:
+                    figures[system] = redis_benchmark(port, args.requests, args.clients, cluster.pids())
             for test in TESTS:
                 okapi, reference = figures["okapi"][test], figures["redis"][test]
                 row = Round(shape, number + 1, test, round(okapi.rate), round(reference.rate),
                             round(okapi.rate / reference.rate, 3), round(okapi.slowest),
-                            [round(rate) for rate in okapi.seconds])
+                            [round(rate) for rate in okapi.seconds], round(okapi.cpu_us, 1))
                 rows.append(row)
                 print(f"{shape} round {row.round} {test}: okapi {row.okapi:>7,}/s  redis {row.redis:>7,}/s  "
                       f"ratio {row.ratio:.2f}  okapi slowest second {row.okapi_slowest_second:,}/s "
-                      f"({okapi.slowest / okapi.rate:.2f} of its mean)", flush=True)
+                      f"({okapi.slowest / okapi.rate:.2f} of its mean), servers' CPU {row.okapi_cpu_us:.0f} us/request",
+                      flush=True)
     finally:
         cluster.stop()
     return rows
@@ -152,7 +183,8 @@ def main() -> int:
             mine = [row for row in rows if row.shape == shape and row.test == test]
             print(f"{shape} {test}: median ratio {statistics.median(row.ratio for row in mine):.2f} "
                   f"(rounds {', '.join(f'{row.ratio:.2f}' for row in mine)}); slowest second / mean "
-                  f"{min(row.okapi_slowest_second / row.okapi for row in mine):.2f}")
+                  f"{min(row.okapi_slowest_second / row.okapi for row in mine):.2f}; servers' CPU "
+                  f"{statistics.median(row.okapi_cpu_us for row in mine):.0f} us/request")
     print(json.dumps([asdict(row) for row in rows]))
     return 0
 

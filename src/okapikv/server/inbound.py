@@ -167,7 +167,11 @@ class InboundLink:
     """One incoming peer link, whatever carries it: check each batch, hand it to the node's
     ``PeerIntake``, say when to acknowledge (module docstring)."""
 
-    ACK_INTERVAL_S = 0.05
+    #: Well under the sender's ``ADMISSION_LAG_S`` (75 ms), which must also cover both ends' wait
+    #: for a core: at 50 ms, 2 DCs x 2 partitions on a loaded 2-core VM counted a median of ~275
+    #: admission waits per 40k-request redis-benchmark run, at 20 ms ~30 (four paired rounds), for
+    #: 50 acknowledgement writes a second per busy link instead of 20 (docs/benchmarks.md).
+    ACK_INTERVAL_S = 0.02
     ACK_MESSAGES = 4096
     #: how soon ``owed`` looks again when what it owes is not durable yet (a commit group takes ~1 ms)
     DURABLE_RECHECK_S = 0.005
