@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-TARGETS = ("resp", "frames", "stdio", "config", "load", "history")
+TARGETS = ("resp", "frames", "packed", "stdio", "config", "load", "history")
 
 
 def main() -> int:

@@ -142,3 +142,14 @@ def test_profiles_load_from_files_and_bad_ones_are_refused(tmp_path: Path) -> No
         load_profile("no-such-profile")
     for name in packaged_profiles():
         assert packaged_profile(name).source
+
+
+def test_the_paper_profile_runs_checked_clean_and_is_cheaper_than_python() -> None:
+    """``--cost paper``: the C++ servers' costs (docs/simulated.md) carry more load than Python's."""
+    paper, python = packaged_profile("paper"), packaged_profile("python-quiet")
+    assert paper.cores == 2 and paper.put_us < python.put_us and paper.get_us < python.get_us
+    outcome = run_simulation(SimConfig(seed=4, protocol="okapi", num_dcs=3, num_partitions=2, num_clients=12,
+                                       duration_s=0.3, cost=paper))
+    assert outcome.ok, outcome.anomalies[:3]
+    utilization = outcome.result.cpu_utilization
+    assert utilization is not None and all(0 < share < 1 for share in utilization)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
+from okapikv.wire.frames import MAGIC, MAGIC_V2, FrameDecoder, FrameError, encode_frame
 
 
 @given(payloads=st.lists(st.binary(max_size=300), max_size=20), cuts=st.lists(st.integers(0, 10_000), max_size=30),
@@ -42,3 +42,13 @@ def test_an_oversized_frame_is_refused_from_its_length_alone() -> None:
     assert decoder.feed(MAGIC + encode_frame(b"x" * 1000)) == [b"x" * 1000]
     with pytest.raises(FrameError, match="1001 bytes exceeds the limit of 1000"):
         decoder.feed(encode_frame(b"y" * 1001)[:4])  # the length prefix is enough
+
+
+def test_an_unknown_preamble_version_is_refused_naming_the_versions_served() -> None:
+    decoder = FrameDecoder(expect_magic=True, preambles=(MAGIC_V2, MAGIC))
+    with pytest.raises(FrameError, match=r"unknown preamble: native-port protocol version '9' is not served here "
+                                         r"\(this server speaks version 1, 2\)"):
+        decoder.feed(b"OKAPIKV9" + encode_frame(b"x"))
+    for preamble in (MAGIC, MAGIC_V2):
+        decoder = FrameDecoder(expect_magic=True, preambles=(MAGIC_V2, MAGIC))
+        assert decoder.feed(preamble + encode_frame(b"x")) == [b"x"] and decoder.preamble == preamble

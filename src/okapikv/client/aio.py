@@ -75,6 +75,7 @@ from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Snapsh
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.packed import case_of
 
 T = TypeVar("T")
 
@@ -126,7 +127,7 @@ class _Pipeline:
         self._loop = asyncio.get_running_loop()
         self._watchdog: asyncio.TimerHandle | None = None
         # id -> (future, deadline in loop time); insertion order is submission order
-        self._inflight: dict[int, tuple[asyncio.Future[pb.Result], float]] = {}
+        self._inflight: dict[int, tuple[asyncio.Future[Any], float]] = {}
         # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
         # so a batch is their concatenation: no copy into a batch message and no second
         # serialization (``OperationKind.operation``). Their ids are consecutive from _outbox_first_id.
@@ -144,7 +145,7 @@ class _Pipeline:
         self._call = open_call(self)
 
     def submit(self, kind: OperationKind, request: ops.Request,
-               deadline: float) -> tuple[int, asyncio.Future[pb.Result]]:
+               deadline: float) -> tuple[int, asyncio.Future[Any]]:
         """Queue one operation; it leaves with the others queued in this event-loop turn.
 
         Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
@@ -157,7 +158,7 @@ class _Pipeline:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
                                   f"({self._budget_bytes} bytes)")
         loop = self._loop
-        future: asyncio.Future[pb.Result] = loop.create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._inflight[operation_id] = (future, deadline)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._tick_s, self._sweep)
@@ -236,11 +237,11 @@ class _Pipeline:
     def on_ready(self) -> None:
         self._flush()
 
-    def on_batch(self, batch: pb.ResultBatch) -> None:
+    def on_batch(self, results: Sequence[Any]) -> None:
         """Results from the server: resolve their futures; a processed batch makes room."""
         inflight = self._inflight
         newest = 0
-        for result in batch.results:
+        for result in results:
             result_id = result.id
             if result_id > newest:
                 newest = result_id
@@ -447,12 +448,13 @@ async def retry_async(policy: Policy, what: str, address: str, call: Callable[[f
     raise decision
 
 
-def _unwrap(result: pb.Result, kind: OperationKind) -> Any:
-    which = result.WhichOneof("result")
+def _unwrap(result: Any, kind: OperationKind) -> Any:
+    """The reply in ``result`` (a ``pb.Result`` or a ``packed`` result), or its error raised."""
+    which, body = case_of(result)
     if which == kind.field:
-        return getattr(result, which)
+        return body
     if which == "error":
-        raise Failure(result.error.code, result.error.message)
+        raise Failure(body.code, body.message)
     raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
 

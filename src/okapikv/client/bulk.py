@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from okapikv.client import operations as ops
 from okapikv.client.native import AsyncNativeCall, GrpcCall
@@ -41,7 +42,7 @@ from okapikv.client.retry import DEADLINE_EXCEEDED, Failure
 from okapikv.client.topology import Topology
 from okapikv.errors import BulkLoadFailed, InvalidArgument
 from okapikv.wire import encoding
-from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire.packed import case_of
 
 #: PUTs per batch: enough that a batch's fixed costs (a message, a core call, a result frame) are
 #: spread thin, few enough that a batch's results come back while the next batches are handled.
@@ -64,7 +65,7 @@ class Newest:
     """The reply of a partition's newest write: what the session merges when the load ends."""
 
     timestamp: int
-    session: pb.Session
+    session: Any  # a pb.Session, or a packed.Session (the native port)
 
 
 class PartitionLoad:
@@ -104,16 +105,16 @@ class PartitionLoad:
     def on_ready(self) -> None:
         self._pump()
 
-    def on_batch(self, batch: pb.ResultBatch) -> None:
+    def on_batch(self, results: Sequence[Any]) -> None:
         if self.done.done():
             return
         newest = self._newest
         acknowledged = self.acknowledged
-        for result in batch.results:
-            if result.WhichOneof("result") != PUT_MANY:
+        for result in results:
+            which, reply = case_of(result)
+            if which != PUT_MANY:
                 self._fail_on(result)
                 return
-            reply = result.put_many
             self._ranges.pop(result.id, None)
             acknowledged += reply.count
             if newest is None or reply.timestamp > newest.timestamp:
@@ -164,14 +165,15 @@ class PartitionLoad:
 
     # ---------------------------------------------------------------- ending
 
-    def _fail_on(self, result: pb.Result) -> None:
+    def _fail_on(self, result: Any) -> None:
         first, end = self._ranges.get(result.id, (0, 0))
         what = (f"the bulk PUT of {end - first} pair(s) from key {self._pairs[first][0][:40]!r}" if end
                 else f"bulk PUT {result.id}")
-        if result.WhichOneof("result") == "error":
-            failure = Failure(result.error.code, f"{what} failed: {result.error.message}")
+        which, body = case_of(result)
+        if which == "error":
+            failure = Failure(body.code, f"{what} failed: {body.message}")
         else:
-            failure = Failure("INTERNAL", f"{what} got a {result.WhichOneof('result')!r} result")
+            failure = Failure("INTERNAL", f"{what} got a {which!r} result")
         self._finish(failure)
 
     def _watch(self) -> None:

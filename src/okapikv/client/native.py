@@ -11,6 +11,12 @@ its gRPC ``Pipeline`` stream instead.
   at a time on a blocking socket in the caller's thread, no helper thread (a round trip costs two
   system calls; gRPC's blocking stream crosses two threads each way).
 
+Both speak version 2 of the native port (``okapikv.wire.frames``: msgpack, ``okapikv.wire.packed``).
+The requests are built as protobuf bytes once, as the unary RPCs and the gRPC stream send them
+(``okapikv.client.operations``), and each batch is carried over to msgpack when it leaves; results
+arrive as ``packed`` structs, which answer what the client reads of a ``pb.Result`` (the case
+through ``packed.case_of``, then the same field names).
+
 Both set TCP keepalive and ``TCP_USER_TIMEOUT`` (``okapikv.tcp``): a server that went silent (a
 network cut without a reset) breaks an idle connection within about 20 s, so the next operation is not
 sent into a dead connection but fails as never sent and is retried on a new one.
@@ -26,6 +32,7 @@ import socket
 import ssl
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
 import grpc
@@ -37,7 +44,8 @@ from okapikv.tcp import CLIENT_KEEPALIVE_S, CLIENT_USER_TIMEOUT_S, set_liveness_
 from okapikv.tls import ClientTls, client_ssl_context
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
-from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
+from okapikv.wire import packed
+from okapikv.wire.frames import MAGIC, MAGIC_V2, FrameDecoder, FrameError, encode_frame
 
 #: Operations per message when more are queued. Small batches let the server work on the first
 #: while the client still builds the next and the client work on the first results while the
@@ -50,6 +58,23 @@ NATIVE_CHUNK = 8
 
 
 PIPELINE_METHOD = "/okapikv.KeyValue/Pipeline"
+#: The native-port version the clients speak (``okapikv.wire.frames``); 1 (protobuf) is there to
+#: compare the two (``scripts/measure_native_wire.py``), read when a connection opens.
+VERSION = 2
+
+
+class _Wire:
+    """One version's preamble, batch framing and result decoding."""
+
+    def __init__(self, version: int) -> None:
+        self.preamble = MAGIC_V2 if version == 2 else MAGIC
+        self.frame: Any = packed.frame_from_pb if version == 2 else encode_frame
+        self.results: Any = (lambda frame: packed.decode_results(frame).results) if version == 2 else (
+            lambda frame: pb.ResultBatch.FromString(frame).results)
+
+
+_WIRES = {1: _Wire(1), 2: _Wire(2)}
+_DECODE_ERRORS = (FrameError, DecodeError, packed.DecodeError)
 
 
 def _identity(data: bytes) -> bytes:
@@ -60,11 +85,12 @@ def _host_of(address: str) -> str:
     return address.rpartition(":")[0].strip("[]")
 
 
-def _refusal(batch: pb.ResultBatch) -> str | None:
-    """The reason of a server's refusal (an id-0 error result), if ``batch`` is one."""
-    results = batch.results
-    if len(results) == 1 and results[0].id == 0 and results[0].WhichOneof("result") == "error":
-        return f"{results[0].error.code}: {results[0].error.message}"
+def _refusal(results: Sequence[Any]) -> str | None:
+    """The reason of a server's refusal (an id-0 error result), if ``results`` is one."""
+    if len(results) == 1 and results[0].id == 0:
+        which, body = packed.case_of(results[0])
+        if which == "error":
+            return f"{body.code}: {body.message}"
     return None
 
 
@@ -74,7 +100,8 @@ class Receiver(Protocol):
 
     def on_ready(self) -> None: ...
 
-    def on_batch(self, batch: pb.ResultBatch) -> None: ...
+    def on_batch(self, results: Sequence[Any]) -> None:
+        """The results of one batch (``pb.Result`` or ``packed`` results)."""
 
     def on_failure(self, failure: Failure) -> None: ...
 
@@ -100,8 +127,9 @@ def _as_failure(error: BaseException, doing: str) -> Failure:
 class _FrameProtocol(asyncio.Protocol):
     """Hands the result batches of one connection to the receiver as they arrive."""
 
-    def __init__(self, receiver: Receiver) -> None:
+    def __init__(self, receiver: Receiver, wire: _Wire) -> None:
         self.transport: asyncio.Transport | None = None
+        self.wire = wire
         self.decoder = FrameDecoder()
         self.receiver = receiver
         self.failed = False
@@ -111,16 +139,16 @@ class _FrameProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            batches = [pb.ResultBatch.FromString(frame) for frame in self.decoder.feed(data)]
-        except (FrameError, DecodeError) as error:
+            batches = [self.wire.results(frame) for frame in self.decoder.feed(data)]
+        except _DECODE_ERRORS as error:
             self._stop(f"undecodable reply: {error}")
             return
-        for batch in batches:
-            reason = _refusal(batch)
+        for results in batches:
+            reason = _refusal(results)
             if reason is not None:
                 self._stop(f"the server refused the connection: {reason}")
                 return
-            self.receiver.on_batch(batch)
+            self.receiver.on_batch(results)
 
     def _stop(self, reason: str) -> None:
         if not self.failed:
@@ -167,13 +195,14 @@ class AsyncNativeCall:
         context = None if self._tls is None else client_ssl_context(self._tls)
         server_hostname = None if context is None else (self._tls.server_name if self._tls else None) or host
         loop = asyncio.get_running_loop()
+        wire = _WIRES[VERSION]
         transport, protocol = await loop.create_connection(
-            lambda: _FrameProtocol(self._receiver), host, info.native_port, ssl=context,
+            lambda: _FrameProtocol(self._receiver, wire), host, info.native_port, ssl=context,
             server_hostname=server_hostname)
         sock = transport.get_extra_info("socket")
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         set_liveness_options(sock, keepalive_s=CLIENT_KEEPALIVE_S, user_timeout_s=CLIENT_USER_TIMEOUT_S)
-        transport.write(MAGIC)
+        transport.write(wire.preamble)
         self._protocol = protocol
 
     def _opened(self, task: asyncio.Task[None]) -> None:
@@ -192,7 +221,7 @@ class AsyncNativeCall:
         if protocol is not None:
             if not protocol.failed:
                 assert protocol.transport is not None
-                protocol.transport.write(encode_frame(batch))
+                protocol.transport.write(protocol.wire.frame(batch))
         else:
             assert self._grpc_call is not None, "send before the call is ready"
             self._grpc_call.send(batch)
@@ -253,7 +282,7 @@ class GrpcCall:
                 if batch is grpc.aio.EOF:
                     self._receiver.on_failure(Failure("UNAVAILABLE", "the server closed the stream"))
                     return
-                self._receiver.on_batch(batch)
+                self._receiver.on_batch(batch.results)
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -280,7 +309,7 @@ class SyncNativeCall:
     def __init__(self, host: str, port: int, tls: ClientTls | None, timeout_s: float) -> None:
         self._ids = itertools.count(1)
         self._decoder = FrameDecoder()
-        self._pending: deque[pb.Result] = deque()
+        self._pending: deque[Any] = deque()  # ``packed`` results
         self.failure: Failure | None = None
         try:
             sock = socket.create_connection((host, port), timeout=timeout_s)
@@ -292,7 +321,8 @@ class SyncNativeCall:
             raise Failure("UNAVAILABLE", f"cannot connect to the native port {host}:{port}: {error}",
                           sent=False) from None
         self._socket = sock
-        self._preamble = MAGIC
+        self._wire = _WIRES[VERSION]
+        self._preamble = self._wire.preamble
 
     @property
     def failed(self) -> bool:
@@ -303,7 +333,7 @@ class SyncNativeCall:
         self.failure = Failure(code, details)
         return Failure(code, details, sent=sent)
 
-    def call(self, kind: Any, request: bytes, timeout_s: float) -> pb.Result:
+    def call(self, kind: Any, request: bytes, timeout_s: float) -> Any:
         """Send one operation (``kind``: an ``operations.OperationKind``) and wait for its result."""
         operation_id = next(self._ids)
         element = kind.operation(operation_id, request)
@@ -311,7 +341,7 @@ class SyncNativeCall:
             raise self.failure.with_sent(False)
         if self._closed_by_server():  # then this operation can never have reached it
             raise self._fail("UNAVAILABLE", "the server closed the connection", sent=False)
-        data = self._preamble + encode_frame(element)
+        data = self._preamble + self._wire.frame(element)
         self._preamble = b""
         sock = self._socket
         deadline = time.monotonic() + timeout_s
@@ -345,15 +375,15 @@ class SyncNativeCall:
     def _absorb(self, data: bytes, *, sent: bool) -> None:
         """Queue the results in ``data``; a refusal or undecodable bytes fail the connection."""
         try:
-            batches = [pb.ResultBatch.FromString(frame) for frame in self._decoder.feed(data)]
-        except (FrameError, DecodeError) as error:
+            batches = [self._wire.results(frame) for frame in self._decoder.feed(data)]
+        except _DECODE_ERRORS as error:
             raise self._fail("UNAVAILABLE", f"undecodable reply: {error}", sent=sent) from None
-        for batch in batches:
-            reason = _refusal(batch)
+        for results in batches:
+            reason = _refusal(results)
             if reason is not None:
                 raise self._fail("UNAVAILABLE", f"the server refused the connection: {reason}",
                                  sent=sent)
-            self._pending.extend(batch.results)
+            self._pending.extend(results)
 
     def _closed_by_server(self) -> bool:
         """Whether the server has closed the connection (it stopped, or was killed) since the last

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from okapikv.core.messages import Session
 from okapikv.core.session import ClientSession
-from okapikv.wire import encoding
+from okapikv.wire import encoding, packed
 from okapikv.wire import okapikv_pb2 as pb
 
 KeyLike = str | bytes | bytearray | memoryview
@@ -126,21 +126,27 @@ class SessionState:
             return pb.Session(time=min(self.session.stable), dt=self.session.dt)
         return pb.Session(stable=self.session.stable, dt=self.session.dt)
 
-    def merge(self, reply: pb.Session) -> None:
-        """Merge a reply's session (entry-wise max); a reply without a session changes nothing."""
+    def merge(self, reply: pb.Session | packed.Session) -> None:
+        """Merge a reply's session (entry-wise max); a reply without a session changes nothing.
+        A ``packed`` session (the native port) is compared by its values, as cheap as the bytes."""
+        if type(reply) is packed.Session:
+            self._merge(reply.stable, reply.dt, reply.time, None)
+            return
+        assert isinstance(reply, pb.Session)
         serialized = reply.SerializeToString()
         if serialized == self._serialized:
             return
-        stable = tuple(reply.stable[:])
-        if not stable and reply.time:  # a scalar protocol's session: the time in every entry
-            stable = (reply.time,) * len(self.session.stable)
-        dt = reply.dt
+        self._merge(tuple(reply.stable[:]), reply.dt, reply.time, serialized)
+
+    def _merge(self, stable: tuple[int, ...], dt: int, time: int, serialized: bytes | None) -> None:
+        if not stable and time:  # a scalar protocol's session: the time in every entry
+            stable = (time,) * len(self.session.stable)
         session = self.session
         if dt <= session.dt and (stable == session.stable or not stable):
             return
         session.merge(Session(stable, dt))
-        if session.stable == stable and session.dt == dt:  # the reply's session is the session now
-            self._serialized = serialized
+        if serialized is not None and session.stable == stable and session.dt == dt:
+            self._serialized = serialized  # the reply's session is the session now
             self._wire = None
         elif self._serialized is not None:
             self._serialized = self._wire = None

@@ -64,6 +64,7 @@ from okapikv.errors import OkapiError, ProtocolMismatch, SnapshotTooOld
 from okapikv.tls import ClientTls, open_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.packed import case_of
 
 T = TypeVar("T")
 
@@ -134,7 +135,7 @@ class _SyncStream:
         # this, every failed stream (each server restart) would leave one such thread behind.
         self._requests.put(_END)
 
-    def call(self, kind: OperationKind, request: ops.Request, timeout_s: float) -> pb.Result:
+    def call(self, kind: OperationKind, request: ops.Request, timeout_s: float) -> Any:
         """Send one operation and wait for its result. Raises ``Failure`` when the stream has
         failed (``sent`` False if before it took the operation) or ``timeout_s`` passes."""
         operation_id = next(self._ids)
@@ -203,11 +204,11 @@ class _SyncLink:
             result = stream.call(kind, request, timeout_s)
         finally:
             self._stream_lock.release()
-        which = result.WhichOneof("result")
+        which, body = case_of(result)
         if which == kind.field:
-            return getattr(result, which)
+            return body
         if which == "error":
-            raise Failure(result.error.code, result.error.message)
+            raise Failure(body.code, body.message)
         raise ProtocolMismatch(f"{kind.method} got a {which!r} result")
 
     def close(self) -> None:

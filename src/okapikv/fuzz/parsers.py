@@ -17,7 +17,9 @@ announced):
 
 The targets (``TARGETS``): ``resp`` (both RESP parsers on the same reads, which must agree: the
 hiredis path against the pure one), ``frames`` (the native port's framing and the protobuf
-messages of client, result and peer frames), ``stdio`` (``okapi client``'s command lines),
+messages of client, result and peer frames), ``packed`` (the native port's version 2: framing,
+then the msgpack operation batches a server decodes and turns into core requests, and the result
+batches a client decodes), ``stdio`` (``okapi client``'s command lines),
 ``config`` (cluster config TOML), ``load`` (``okapi load`` files, both formats), ``history`` (history
 files, and the checkers run on what parses). The first byte of an input picks how it is split into
 reads (``split``), so one input exercises a parser's resumption too.
@@ -37,6 +39,7 @@ import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import msgspec
 from google.protobuf.message import DecodeError
 
 from okapikv.check.history import HistoryError, HistoryRecorder, history_events, parse_events
@@ -48,7 +51,8 @@ from okapikv.resp import parser as resp_parser
 from okapikv.resp.limits import RespLimits
 from okapikv.wire import encoding
 from okapikv.wire import okapikv_pb2 as pb
-from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
+from okapikv.wire import packed as packed_wire
+from okapikv.wire.frames import MAGIC, MAGIC_V2, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
 MEMORY_PER_BYTE = 64
 MEMORY_SLACK_BYTES = 1 << 20
@@ -154,6 +158,23 @@ def frames(data: bytes) -> None:
                 message.FromString(payload)
 
 
+def packed(data: bytes) -> None:
+    """The native port's version 2 (``okapikv.wire.packed``): a server's framing, each frame as an
+    operation batch whose operations become core requests (as ``NativeConnection`` hands them to
+    the node), and as a result batch (what a client decodes)."""
+    decoder = FrameDecoder(max_frame_bytes=FRAME_LIMIT_BYTES, expect_magic=True, preambles=(MAGIC_V2, MAGIC))
+    try:
+        payloads = [payload for read in split(data) for payload in decoder.feed(read)]
+    except FrameError:
+        return
+    for payload in payloads:
+        with contextlib.suppress(msgspec.DecodeError):
+            for operation in packed_wire.decode_operations(payload).operations:
+                packed_wire.operation_request(operation, 1, 3)
+        with contextlib.suppress(msgspec.DecodeError):
+            packed_wire.decode_results(payload)
+
+
 def _lines(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
@@ -190,7 +211,8 @@ def history(data: bytes) -> None:
 
 
 TARGETS: dict[str, Callable[[bytes], None]] = {
-    "resp": resp, "frames": frames, "stdio": stdio, "config": config, "load": load, "history": history,
+    "resp": resp, "frames": frames, "packed": packed, "stdio": stdio, "config": config, "load": load,
+    "history": history,
 }
 
 
@@ -243,6 +265,24 @@ def seeds(target: str) -> list[bytes]:
         peer = pb.PeerBatch(cluster_id="c", incarnation=1, first_sequence=1).SerializeToString()
         return [b"\x00" + MAGIC + encode_frame(batch), b"\x05" + PEER_MAGIC + encode_frame(peer),
                 b"\x00" + MAGIC + b"\xff\xff\xff\xff"]
+    if target == "packed":
+        wire_session = packed_wire.Session((5, 7), 3)
+        operation_batch = packed_wire.OperationBatch([
+            packed_wire.Get(1, b"k", wire_session), packed_wire.Put(2, b"k", b"v", wire_session, 100),
+            packed_wire.Swap(3, b"k", b"w"), packed_wire.Delete(4, b"k"),
+            packed_wire.Scan(5, b"a", b"z", 10, wire_session, packed_wire.ScanSnapshot(0, (5, 7))),
+            packed_wire.ReadTx(6, (b"a", b"b"), wire_session), packed_wire.PutMany(7, (b"a",), (b"1",), wire_session),
+            packed_wire.Incr(8, b"c", -2, wire_session), packed_wire.Expire(9, b"k", 0, 0, True, wire_session)])
+        result_batch = packed_wire.ResultBatch([
+            packed_wire.GetResult(1, True, b"v", wire_session), packed_wire.Error(2, "INVALID_ARGUMENT", "no"),
+            packed_wire.ScanResult(5, (packed_wire.KeyValuePair(b"a", b"1"),), wire_session, b"b",
+                                   packed_wire.ScanSnapshot(0, (5, 7))),
+            packed_wire.ReadTxResult(6, (packed_wire.MaybeValue(), packed_wire.MaybeValue(True, b"1")), wire_session)])
+        operations = MAGIC_V2 + packed_wire.encode_frame(operation_batch)
+        return [b"\x00" + operations, b"\x07" + operations,
+                b"\x00" + MAGIC_V2 + packed_wire.encode_frame(result_batch), b"\x00" + MAGIC_V2 + b"\xff\xff\xff\xff",
+                b"\x00" + MAGIC_V2 + encode_frame(b"\x91\xdd\xff\xff\xff\xff"),
+                b"\x00" + MAGIC_V2 + encode_frame(b"\x91\x91\x94\x02\x01\xc6\xff\xff\xff\xff")]
     if target == "stdio":
         return [b"\x00PUT k v\nGET k\nSWAP k w\nDELETE k\nSCAN a z\nTX a b c\nSTOP\n"]
     if target == "config":

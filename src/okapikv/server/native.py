@@ -14,8 +14,14 @@ stay in the sink, and once the sink is full (``MAX_UNSENT_RESULTS`` results or `
 the connection hands no more batches to the node (checked batch by batch: one read can bring
 hundreds) and stops reading until they are written.
 
-Refusals (bad preamble, a frame over the cluster's message limit, bytes that are not an
-OperationBatch) answer one id-0 error result, are logged, and close that connection only.
+The preamble says which messages the connection carries (``okapikv.wire.frames``): version 2
+(msgpack, ``okapikv.wire.packed``, what this project's clients speak) is decoded here and handed
+to the node with ``packed.operation_request`` and answered through a ``PackedSink``; version 1
+(protobuf, older clients) goes through the Pipeline RPC's own conversion and sink.
+
+Refusals (a bad or unknown preamble, a frame over the cluster's message limit, bytes that are not
+an OperationBatch) answer one id-0 error result, in the connection's version (version 1 while the
+preamble is not known), are logged, and close that connection only.
 
 Input budgets (``okapikv.server.budgets``): every connection reports its partial frame (announced
 length) to the server's ``InputGuard`` after each read. A partial frame that does not fit in the
@@ -41,10 +47,11 @@ from okapikv.server.admission import ADMISSION_RETRY_S
 from okapikv.server.budgets import BUDGET, ConnectionInput
 from okapikv.server.inbound import InboundLink, LinkRefused, PeerIntake
 from okapikv.server.node import PartitionNode
-from okapikv.server.pipeline import PipelineSink
+from okapikv.server.pipeline import PackedSink, PipelineSink
 from okapikv.tcp import set_liveness_options
 from okapikv.wire import okapikv_pb2 as pb
-from okapikv.wire.frames import MAGIC, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
+from okapikv.wire import packed
+from okapikv.wire.frames import MAGIC, MAGIC_V2, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
 log = logging.getLogger("okapikv.server")
 
@@ -58,7 +65,8 @@ class NativeConnection(asyncio.Protocol):
         self._intake = intake
         self._admission = node.admission
         self._decoder = FrameDecoder(max_frame_bytes=node.config.max_message_bytes, expect_magic=True,
-                                     preambles=(MAGIC, PEER_MAGIC))
+                                     preambles=(MAGIC_V2, MAGIC, PEER_MAGIC))
+        self._packed = False  # a version 2 connection (MAGIC_V2): msgpack both ways
         self._incoming: InboundLink | None = None  # a peer link (PEER_MAGIC)
         self._ack_timer: asyncio.TimerHandle | None = None  # an acknowledgement held back is due
         self._sink = PipelineSink(on_ready=self._on_ready, scalar=node.core.protocol.scalar)
@@ -99,6 +107,9 @@ class NativeConnection(asyncio.Protocol):
         if decoder.preamble == PEER_MAGIC:
             self._receive_peer_batches(frames)
             return
+        if decoder.preamble == MAGIC_V2 and not self._packed:  # the first bytes: no operation taken yet
+            self._packed = True
+            self._sink = PackedSink(on_ready=self._on_ready, scalar=self._node.core.protocol.scalar)
         self._frames.extend(frames)
         self._take_operations()
 
@@ -161,13 +172,23 @@ class NativeConnection(asyncio.Protocol):
                     self._loop.call_later(ADMISSION_RETRY_S, self._retry_take)
                 return
         self._held_since = None
-        while frames and not sink.full:
-            try:
-                batch = pb.OperationBatch.FromString(frames.popleft())
-            except DecodeError:
-                self._refuse("a frame is not an OperationBatch")
-                return
-            self._node.submit_operations(batch, sink)
+        node = self._node
+        if self._packed:
+            while frames and not sink.full:
+                try:
+                    operations = packed.decode_operations(frames.popleft())
+                except packed.DecodeError as error:
+                    self._refuse(f"a frame is not an OperationBatch: {error}")
+                    return
+                node.submit_operations(operations, sink, packed.operation_request)
+        else:
+            while frames and not sink.full:
+                try:
+                    batch = pb.OperationBatch.FromString(frames.popleft())
+                except DecodeError:
+                    self._refuse("a frame is not an OperationBatch")
+                    return
+                node.submit_operations(batch, sink)
         if frames:
             self._pause_reading()
 
@@ -197,9 +218,9 @@ class NativeConnection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         if not self._writing_paused:
-            batch = self._sink.take()
-            if batch is not None:
-                transport.write(encode_frame(batch.SerializeToString()))
+            frame = self._sink.frame()
+            if frame is not None:
+                transport.write(frame)
         if self._frames and not self._sink.full:
             self._take_operations()
         full = self._sink.full or bool(self._frames)
@@ -233,7 +254,9 @@ class NativeConnection(asyncio.Protocol):
         log.warning("native port: closed %s: %s", self._peer, reason,
                     extra={"event": event, "peer": self._peer, "reason": reason})
         assert self._transport is not None
-        if reply:
+        if reply and self._decoder.preamble == MAGIC_V2:
+            self._transport.write(packed.encode_results([packed.error(0, code, reason)[0]]))
+        elif reply:
             refusal = pb.ResultBatch()
             result = refusal.results.add()
             result.id = 0

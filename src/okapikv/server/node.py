@@ -57,7 +57,7 @@ import os
 import random
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,7 @@ from okapikv.storage.recovery import mark_behind, open_and_recover, repair_finis
 from okapikv.storage.space import DiskSpace
 from okapikv.storage.sqlite import Identity
 from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import packed
 from okapikv.wire.convert import (
     approximate_size,
     batch_header,
@@ -435,9 +436,13 @@ class PartitionNode:
                 self._abandon([request_id])  # the RPC was cancelled: its client went away
             self.latency.observe(REQUEST_KINDS.get(type(request), "other"), time.perf_counter() - started)
 
-    def submit_operations(self, batch: pb.OperationBatch, sink: PipelineSink) -> None:
+    def submit_operations(self, batch: pb.OperationBatch | packed.OperationBatch, sink: PipelineSink,
+                          convert: Callable[[Any, int, int], tuple[str, ClientRequest] | None] = operation_request,
+                          ) -> None:
         """Hand a Pipeline batch to the core in one ``handle_batch`` (one replication batch per
-        peer for the whole client batch); results reach ``sink`` as they are ready."""
+        peer for the whole client batch); results reach ``sink`` as they are ready. ``convert``:
+        how an operation becomes a core request (``packed.operation_request`` for the native
+        port's version 2 batches)."""
         requests: list[Message] = []
         waiting = self._waiting
         num_dcs = self.num_dcs
@@ -447,7 +452,7 @@ class PartitionNode:
             sink.on_close = self._stream_closed
         for operation in batch.operations:
             request_id = next(self._request_ids)
-            converted = operation_request(operation, request_id, num_dcs)
+            converted = convert(operation, request_id, num_dcs)
             if converted is None:
                 sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue

@@ -11,15 +11,19 @@ on gRPC.
 
 The format, both directions after a fixed preamble the client sends first:
 
-- preamble: ``MAGIC`` (8 bytes), so that a stray client (an HTTP probe, a gRPC client dialing the
-  wrong port, garbage) is refused on its first bytes instead of being parsed as a frame length;
-- frames: a 4-byte big-endian length, then that many bytes of a serialized protobuf message:
-  ``OperationBatch`` from the client, ``ResultBatch`` from the server (the messages of the
-  Pipeline RPC, with the same operation ids).
+- preamble: 8 bytes, ``OKAPIKV`` and a version digit, so that a stray client (an HTTP probe, a
+  gRPC client dialing the wrong port, garbage) is refused on its first bytes instead of being
+  parsed as a frame length, and so that a client says which messages it speaks:
+  ``MAGIC_V2`` (``OKAPIKV2``, what this project's clients send): msgpack (``okapikv.wire.packed``);
+  ``MAGIC`` (``OKAPIKV1``, older clients): protobuf. A server serves both;
+- frames: a 4-byte big-endian length, then that many bytes of one message: an ``OperationBatch``
+  from the client, a ``ResultBatch`` from the server (the messages of the Pipeline RPC, with the
+  same operation ids), serialized as the preamble's version says.
 
-A server that refuses a connection (bad preamble, a frame over the cluster's message limit, bytes
-that do not parse) sends one ``ResultBatch`` whose only result has id 0 and an error saying why,
-then closes the connection; client operation ids start at 1.
+A server that refuses a connection (a bad or unknown preamble, a frame over the cluster's message
+limit, bytes that do not parse) sends one ``ResultBatch`` whose only result has id 0 and an error
+saying why, then closes the connection; client operation ids start at 1. The refusal is in the
+connection's version once its preamble is known, in version 1 (protobuf) before that.
 
 Everything here is pure (bytes in, bytes out) so that both sides and the tests share it.
 """
@@ -29,6 +33,9 @@ from __future__ import annotations
 import struct
 
 MAGIC = b"OKAPIKV1"
+MAGIC_V2 = b"OKAPIKV2"
+#: What every client preamble starts with; the byte after it is the version.
+MAGIC_PREFIX = b"OKAPIKV"
 #: The preamble of a peer link (``okapikv.server.links``): ``PeerBatch`` frames one way, ``LinkAck``
 #: frames back, exactly what the ``Peer.Link`` RPC carries.
 PEER_MAGIC = b"OKAPIPR1"
@@ -90,7 +97,7 @@ class FrameDecoder:
             if head not in self._preambles:
                 if len(head) < len(MAGIC) and any(preamble.startswith(head) for preamble in self._preambles):
                     return []
-                raise FrameError("not an okapikv native-port client (bad preamble)")
+                raise FrameError(self._refusal(head))
             self.preamble = head
             del buffer[: len(MAGIC)]
             self._need_magic = False
@@ -109,3 +116,12 @@ class FrameDecoder:
         if offset:
             del buffer[:offset]
         return frames
+
+    def _refusal(self, head: bytes) -> str:
+        if head.startswith(MAGIC_PREFIX):
+            served = ", ".join(sorted(preamble[len(MAGIC_PREFIX):].decode("ascii", "replace")
+                                      for preamble in self._preambles if preamble.startswith(MAGIC_PREFIX)))
+            version = head[len(MAGIC_PREFIX):].decode("ascii", "replace")
+            return (f"unknown preamble: native-port protocol version {version!r} is not served here "
+                    f"(this server speaks version {served})")
+        return "not an okapikv native-port client (bad preamble)"

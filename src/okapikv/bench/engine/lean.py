@@ -14,7 +14,9 @@ closed loop. But a session here is a slot in a table, not a coroutine: the resul
 matched to their slots in a loop, each slot's next operation is appended to its partition's next
 batch at once, and the batches leave once per event-loop turn, at most ``BATCH_OPERATIONS``
 operations a frame, as the async client sends them. Requests are encoded once per distinct
-operation (``okapikv.wire.encoding``) and sent on each server's native port.
+operation and sent on each server's native port in version 2 (msgpack, ``okapikv.wire.packed``),
+as the clients speak it; ``wire="protobuf"`` speaks version 1 (``okapikv.wire.encoding``), for
+comparing the two (``scripts/measure_native_wire.py``).
 
 What it leaves out, and why that is fair for a throughput measurement: client sessions. Every
 request carries the empty session (a client that has seen nothing), so no operation waits for
@@ -34,9 +36,9 @@ import grpc
 from okapikv.bench.engine.errors import BenchError
 from okapikv.bench.engine.workloads import INSERT, LOAD, PUT, READ, UPDATE, Operation, OperationSource
 from okapikv.core.partitioning import partition_of
-from okapikv.wire import encoding
+from okapikv.wire import encoding, packed
 from okapikv.wire import okapikv_pb2 as pb
-from okapikv.wire.frames import MAGIC, FrameDecoder, FrameError, encode_frame
+from okapikv.wire.frames import MAGIC, MAGIC_V2, FrameDecoder, FrameError, encode_frame
 
 if TYPE_CHECKING:
     from okapikv.bench.engine.adapters import TargetSpec
@@ -51,6 +53,7 @@ _EMPTY_SESSION = encoding.session_field(b"")
 KINDS = frozenset({READ, UPDATE, INSERT, PUT, LOAD})
 #: Operations drawn and encoded before the run; the run cycles through them.
 POOL_OPERATIONS = 100_000
+WIRES = ("msgpack", "protobuf")
 
 
 class _Connection(asyncio.Protocol):
@@ -63,7 +66,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass it
-        self.transport.write(MAGIC)
+        self.transport.write(MAGIC_V2 if self.load.packed else MAGIC)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -88,15 +91,21 @@ class LeanLoad:
     (``POOL_OPERATIONS``, reused cyclically: a key's popularity is the workload's either way).
     """
 
-    def __init__(self, spec: TargetSpec, sources: list[OperationSource], *, max_operations: int) -> None:
+    def __init__(self, spec: TargetSpec, sources: list[OperationSource], *, max_operations: int,
+                 wire: str = "msgpack") -> None:
+        if wire not in WIRES:
+            raise BenchError(f"the lean load generator speaks {' or '.join(WIRES)}, not {wire!r}")
+        self.packed = wire == "msgpack"
         self.spec = spec
         self.sources = sources
         self.max_operations = max_operations  # the run is bounded by count as well as by time
         self.connections: list[_Connection] = []
         self.num_partitions = 1
         self.finished = False
-        self._pool: list[tuple[str, int, bytes]] = []  # (kind, partition, oneof case and request)
-        self._heads = [b"\x08" + encoding.encode_varint(slot + 1) for slot in range(len(sources))]
+        # (kind, partition, the operation's bytes before its id and after it)
+        self._pool: list[tuple[str, int, bytes, bytes]] = []
+        self._heads = [packed.encode_id(slot + 1) if self.packed else b"\x08" + encoding.encode_varint(slot + 1)
+                       for slot in range(len(sources))]
         self._kinds: list[str] = [""] * len(sources)  # per slot: the kind of its operation in flight
         self._sent_ns: list[int] = [0] * len(sources)
         self._inflight = 0
@@ -135,7 +144,7 @@ class LeanLoad:
         self._pending = [[] for _ in self.connections]
         dcs = len(self.spec.addresses)
         self._channel_base = [(slot % dcs) * self.num_partitions for slot in range(len(self.sources))]
-        encoded: dict[tuple[str, bytes, bytes], tuple[str, int, bytes]] = {}
+        encoded: dict[tuple[str, bytes, bytes], tuple[str, int, bytes, bytes]] = {}
         sources = self.sources
         for index in range(max(POOL_OPERATIONS, len(sources))):
             operation = sources[index % len(sources)].next()
@@ -174,9 +183,20 @@ class LeanLoad:
 
     # ------------------------------------------------------------------ the closed loop
 
-    def _encode(self, operation: Operation) -> tuple[str, int, bytes]:
-        """(kind, partition, the operation's oneof case with its request: an id goes in front)."""
+    def _encode(self, operation: Operation) -> tuple[str, int, bytes, bytes]:
+        """(kind, partition, the operation's bytes before and after its id): in version 1, the
+        element's tag and length go in front of the id, so ``_issue`` frames it."""
         kind, key, value = operation.kind, operation.key, operation.value
+        partition = partition_of(key, self.num_partitions)
+        if self.packed:
+            if kind == READ:
+                before, after = packed.split_id(packed.Get(0, key))
+            elif kind in KINDS:
+                write = packed.Swap if kind == UPDATE else packed.Put
+                before, after = packed.split_id(write(0, key, value))
+            else:
+                raise BenchError(f"the lean load generator sends GET, SWAP and PUT only, not {kind}")
+            return kind, partition, before, after
         if kind == READ:
             tag, request = _GET, encoding.get_request(key, _EMPTY_SESSION)
         elif kind in KINDS:
@@ -184,16 +204,20 @@ class LeanLoad:
             request = encoding.write_request(key, value, _EMPTY_SESSION)
         else:
             raise BenchError(f"the lean load generator sends GET, SWAP and PUT only, not {kind}")
-        return kind, partition_of(key, self.num_partitions), tag + encoding.encode_varint(len(request)) + request
+        return kind, partition, b"", tag + encoding.encode_varint(len(request)) + request
 
     def _issue(self, slot: int, now_ns: int) -> None:
         if self._issued >= self.max_operations:
             return
         self._issued += 1
-        kind, partition, case = self._pool[self._next]
+        kind, partition, before, after = self._pool[self._next]
         self._next = (self._next + 1) % len(self._pool)
-        body = self._heads[slot] + case
-        self._pending[self._channel_base[slot] + partition].append(b"\x0a" + encoding.encode_varint(len(body)) + body)
+        if self.packed:
+            element = before + self._heads[slot] + after
+        else:
+            body = self._heads[slot] + after
+            element = b"\x0a" + encoding.encode_varint(len(body)) + body
+        self._pending[self._channel_base[slot] + partition].append(element)
         self._kinds[slot] = kind
         self._sent_ns[slot] = now_ns
         self._inflight += 1
@@ -203,7 +227,7 @@ class LeanLoad:
         if state is None:
             return
         try:
-            results = pb.ResultBatch.FromString(frame).results
+            results: Any = (packed.decode_results(frame) if self.packed else pb.ResultBatch.FromString(frame)).results
         except Exception as error:
             self.fail(f"a reply is not a ResultBatch: {error}")
             return
@@ -219,9 +243,10 @@ class LeanLoad:
             kind = kinds[slot]
             kinds[slot] = ""
             self._inflight -= 1
-            if result.WhichOneof("result") == "error":
+            which, body = packed.case_of(result)
+            if which == "error":
                 state.errors[kind] += 1
-                state.last_error = f"{kind}: {result.error.code}: {result.error.message}"[:500]
+                state.last_error = f"{kind}: {body.code}: {body.message}"[:500]
             else:
                 state.completed += 1
                 if in_window:
@@ -245,7 +270,8 @@ class LeanLoad:
                 continue
             transport = connection.transport
             assert transport is not None
-            transport.write(b"".join([encode_frame(b"".join(pending[start:start + BATCH_OPERATIONS]))
+            batch = packed.batch_of if self.packed else b"".join
+            transport.write(b"".join([encode_frame(batch(pending[start:start + BATCH_OPERATIONS]))
                                       for start in range(0, len(pending), BATCH_OPERATIONS)]))
             pending.clear()
 
