@@ -20,11 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from okapikv.bench.engine.storage_costs import IDENTITY, STATE, measure_storage_costs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.storage_costs import IDENTITY, STATE, measure_storage_costs
 from okapikv.core.mvstore import Change, Version
 from okapikv.core.timestamps import pack
 from okapikv.storage.logged_store import LoggedStore

@@ -19,12 +19,16 @@ import json
 import os
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import uvloop
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.clusters import start_local
 from okapikv.bench.engine.adapters import TargetSpec
-from okapikv.bench.engine.clusters import start_local
 from okapikv.bench.engine.lean import LeanLoad
 from okapikv.bench.engine.recording import Recorder, Window
 from okapikv.bench.engine.workloads import READ, UPDATE, InsertSequence, WorkloadConfig, make_source

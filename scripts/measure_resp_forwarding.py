@@ -14,9 +14,13 @@ import argparse
 import json
 import socket
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from okapikv.bench.engine.clusters import start_local
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.clusters import start_local
 from okapikv.core.partitioning import partition_of
 
 

@@ -57,7 +57,7 @@ def end_to_end(requests: int, repeat: int) -> None:
     from integration_support import free_port_range
 
     from okapikv.cluster.config import local_cluster
-    from okapikv.server.app import run, serve
+    from okapikv.serve.app import run, serve
 
     def once(use_hiredis: bool) -> dict[str, float]:
         base = free_port_range(2)

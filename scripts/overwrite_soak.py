@@ -32,8 +32,8 @@ import grpc
 
 from okapikv.cluster.config import local_cluster
 from okapikv.cluster.health import wait_until_serving
-from okapikv.cluster.launcher import server_data_dir, start_server
 from okapikv.cluster.ports import free_port_block
+from okapikv.cluster.processes import server_data_dir, start_server
 from okapikv.core.partitioning import partition_of
 from okapikv.storage.log import SEGMENT_SUFFIX
 from okapikv.storage.logged_store import SEGMENT_BYTES

@@ -3,7 +3,7 @@
     python scripts/paper_skew_sweep.py RESULTS_JSON [okapi bench options ...]
     # e.g. python scripts/paper_skew_sweep.py docs/results/paper/results.json --duration-s 3 --warmup-s 1
 
-The sweep is ``okapikv.bench.suites.paper._skew_sweep`` (a fresh cluster per skew level and system,
+The sweep is ``benchmarks.suites.paper._skew_sweep`` (a fresh cluster per skew level and system,
 RO-TX over every partition + PUT at the plan's sessions), run here without loading the store: a
 Cure or GentleRain slice waits for the clock before it reads a key
 (``okapikv.core.reads.SnapshotReads.on_slice``), so the stall does not depend on the data, and
@@ -22,10 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-from okapikv.bench.cli import options_from_args
-from okapikv.bench.engine.harness import open_bench
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.cli import options_from_args
+from benchmarks.harness.harness import open_bench
+from benchmarks.suites import paper, paper_figures
 from okapikv.bench.engine.results import Results
-from okapikv.bench.suites import paper, paper_figures
 from okapikv.cli import build_parser
 
 

@@ -2,7 +2,7 @@
 
     python scripts/redraw_paper.py [RESULTS_JSON]    # default: docs/results/paper/results.json
 
-The paper section (``okapikv.bench.suites.paper_figures.summarize``) is a function of the runs, so
+The paper section (``benchmarks.suites.paper_figures.summarize``) is a function of the runs, so
 a saved results.json gives it again with the current code; the claims table docs/paper.md carries
 is ``paper_claims.render`` of the committed results and of the simulated results under
 docs/results/simulated, one table judged on both (``measurements.from_real``,
@@ -18,11 +18,13 @@ import shutil
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.suites.measurements import from_real, from_simulated, load_simulated
+from benchmarks.suites.paper_claims import render
+from benchmarks.suites.paper_figures import summarize
+from benchmarks.suites.registry import write_outputs
 from okapikv.bench.engine.results import Results
-from okapikv.bench.suites.measurements import from_real, from_simulated, load_simulated
-from okapikv.bench.suites.paper_claims import render
-from okapikv.bench.suites.paper_figures import summarize
-from okapikv.bench.suites.registry import write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "results" / "paper"

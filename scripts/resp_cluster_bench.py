@@ -34,9 +34,12 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from okapikv.bench.engine.clusters import start_local
-from okapikv.bench.engine.redis_ref import LocalRedis
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.clusters import start_local
+from benchmarks.harness.redis_ref import LocalRedis
 
 TESTS = ("SET", "GET")
 #: redis-benchmark prints one progress line every 250 ms (``showThroughput``)

@@ -111,7 +111,7 @@ def _add_server(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--loop-stall-ms", type=float, default=50.0,
                    help="log and count (okapi_event_loop_stalls_total) whatever holds the event loop "
                         "longer than this (default %(default)g; 0: off)")
-    p.set_defaults(target="okapikv.server.main:run_server")
+    p.set_defaults(target="okapikv.serve.main:run_server")
 
 
 def _add_env_default(p: argparse.ArgumentParser, flag: str, variable: str, **options: object) -> None:
@@ -305,7 +305,7 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
                    help="--validate: model the deployment as one machine of this many cores (default: a core each)")
     p.add_argument("--markdown", default=None, help="--validate: also write the table here")
     p.add_argument("--fitted-out", default=None, help="--validate: write the fitted profile here")
-    p.set_defaults(target="okapikv.bench.calibrate_command:run_calibrate")
+    p.set_defaults(target="okapikv.bench.lab:run_calibrate")
 
 
 def _add_check(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -390,17 +390,18 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
     p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
-    p.set_defaults(target="okapikv.bench.cli:run_bench")
+    p.set_defaults(target="okapikv.bench.lab:run_bench")
 
 
 def run_sim_command(args: argparse.Namespace) -> int:
     """``okapi sim``: one run or a sweep of seeds (``okapikv.sim.cli``), or with ``--experiment`` one
-    of the paper's experiments, written through the bench's results path (``okapikv.bench``)."""
+    of the paper's experiments, written through the bench's results path (the repository's
+    ``benchmarks/``, ``okapikv.bench.lab``)."""
     args.partitions_given, args.duration_given = args.partitions is not None, args.duration_s is not None
     if args.experiment is not None:
-        from okapikv.bench.sim_experiments import run_experiment_command
+        from okapikv.bench.lab import run_experiment
 
-        return run_experiment_command(args)
+        return run_experiment(args)
     from okapikv.sim.cli import run_sim
 
     args.partitions = 4 if args.partitions is None else args.partitions

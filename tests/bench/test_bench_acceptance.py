@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from okapikv.bench.engine.latency import SequentialLatency
-from okapikv.bench.suites import acceptance
-from okapikv.bench.suites.acceptance import TARGETS, AcceptanceTarget, Goal, Measured, judge
-from okapikv.bench.suites.fast_figures import DURABLE, FDATASYNC, FastFigures, LatencyPhase
+from benchmarks.harness.latency import SequentialLatency
+from benchmarks.suites import acceptance
+from benchmarks.suites.acceptance import TARGETS, AcceptanceTarget, Goal, Measured, judge
+from benchmarks.suites.fast_figures import DURABLE, FDATASYNC, FastFigures, LatencyPhase
 
 
 def test_every_row_has_an_id_a_title_what_it_measures_and_a_goal_or_none() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from okapikv.bench.cli import options_from_args
-from okapikv.bench.suites.paper import paper_plan as _paper_plan
-from okapikv.bench.suites.registry import planned_runs
+from benchmarks.cli import options_from_args
+from benchmarks.suites.paper import paper_plan as _paper_plan
+from benchmarks.suites.registry import planned_runs
 from okapikv.cli import build_parser
 
 
@@ -87,7 +87,7 @@ def test_memory_workload_is_one_run_per_protocol() -> None:
 def test_the_paper_plans_session_cap_is_scaled_for_gentlerain_and_recorded_for_the_replay() -> None:
     """GentleRain's RO-TX waits for the furthest DC, so filling it takes several times the sessions
     (``SESSION_CAP_FACTOR``); the summary replays each search with its system's cap."""
-    from okapikv.bench.suites.paper_figures import rules
+    from benchmarks.suites.paper_figures import rules
 
     full = _paper_plan(_options("--suite", "paper"))
     assert full.for_system(full.rotx_rule, "gentlerain").max_sessions == 4 * 1024

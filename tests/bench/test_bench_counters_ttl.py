@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.harness.redis_ref import LocalRedis
 from okapikv.bench.engine.adapters import MemoryTarget, RedisTarget, Target, TargetSpec
 from okapikv.bench.engine.generators import InsertSequence
 from okapikv.bench.engine.keyspace import PartitionedKeyspace
-from okapikv.bench.engine.redis_ref import LocalRedis
 from okapikv.bench.engine.workloads import (
     COUNTER_KEYS,
     COUNTER_PREFIX,

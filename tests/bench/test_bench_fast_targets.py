@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from okapikv.bench.engine.replication import LagSummary, ReplicationSampler
+from benchmarks.harness.replication import LagSummary, ReplicationSampler
+from benchmarks.harness.storage_costs import StorageCosts
+from benchmarks.suites.acceptance import judge
+from benchmarks.suites.acceptance import paired as _paired
+from benchmarks.suites.fast_figures import FastFigures, Verdict
 from okapikv.bench.engine.results import MemoryRow
-from okapikv.bench.engine.storage_costs import StorageCosts
-from okapikv.bench.suites.acceptance import judge
-from okapikv.bench.suites.acceptance import paired as _paired
-from okapikv.bench.suites.fast_figures import FastFigures, Verdict
 
 
 def figures(ops_s: float) -> dict[str, Any]:

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from benchmarks.harness.proc import process_cpu_seconds, total_cpu_seconds
 from okapikv.bench.engine.histograms import merge_encoded, new_histogram, record_us
-from okapikv.bench.engine.proc import process_cpu_seconds, total_cpu_seconds
 from okapikv.bench.engine.results import LatencySummary
 from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
 
@@ -120,7 +120,7 @@ def test_metadata_and_bytes_per_operation_come_from_the_wire_counters() -> None:
 
 
 def test_server_cpu_per_operation_net_of_the_idle_background() -> None:
-    from okapikv.bench.engine.records import net_cpu_us_per_op
+    from benchmarks.harness.records import net_cpu_us_per_op
 
     # 3 CPU-seconds in a 2 s window with 0.5 idle cores: 2 s of it served the 1,000 operations
     assert net_cpu_us_per_op(3.0, 0.5, 2.0, 1000) == 2000.0
@@ -129,7 +129,7 @@ def test_server_cpu_per_operation_net_of_the_idle_background() -> None:
 
 
 def test_visibility_per_destination_pools_its_sources_and_measures_their_spread() -> None:
-    from okapikv.bench.engine.visibility import by_destination
+    from benchmarks.harness.visibility import by_destination
 
     pairs = [("oregon", "ireland", [60.0, 61.0, 62.0]), ("virginia", "ireland", [40.0, 41.0, 42.0]),
              ("ireland", "oregon", [70.0, 71.0, 72.0]), ("virginia", "oregon", [71.0, 72.0, 73.0]),

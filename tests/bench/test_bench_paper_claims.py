@@ -11,11 +11,10 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from okapikv.bench.engine.peak import PeakRule, find_peak
-from okapikv.bench.engine.results import Results
-from okapikv.bench.suites.measurements import SIMULATED as SIMULATED_SOURCE
-from okapikv.bench.suites.measurements import Sweep, from_real, from_simulated, load_simulated
-from okapikv.bench.suites.paper_claims import (
+from benchmarks.harness.peak import PeakRule, find_peak
+from benchmarks.suites.measurements import SIMULATED as SIMULATED_SOURCE
+from benchmarks.suites.measurements import Sweep, from_real, from_simulated, load_simulated
+from benchmarks.suites.paper_claims import (
     BY_CONSTRUCTION,
     CLAIMS,
     INCONCLUSIVE,
@@ -27,7 +26,8 @@ from okapikv.bench.suites.paper_claims import (
     judge,
     render,
 )
-from okapikv.bench.suites.paper_figures import lower_bound, summarize
+from benchmarks.suites.paper_figures import lower_bound, summarize
+from okapikv.bench.engine.results import Results
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "results" / "paper" / "results.json"

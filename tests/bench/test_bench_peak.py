@@ -1,4 +1,4 @@
-"""The peak-throughput rule (``okapikv.bench.engine.peak``) on a fake measure function: it doubles
+"""The peak-throughput rule (``benchmarks.harness.peak``) on a fake measure function: it doubles
 the sessions and stops after two steps in a row of < 5% growth over the best, at the latency cap,
 or at the session cap."""
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from okapikv.bench.engine.peak import STOP_FAILED, STOP_GROWTH, STOP_LATENCY, STOP_SESSIONS, PeakRule, find_peak
+from benchmarks.harness.peak import STOP_FAILED, STOP_GROWTH, STOP_LATENCY, STOP_SESSIONS, PeakRule, find_peak
 
 
 def _fake(curve: dict[int, tuple[float, float]]) -> tuple[list[int], Callable[[int], tuple[float, float, str] | None]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from okapikv.bench.engine import redis_ref
-from okapikv.bench.engine.progress import ProgressUI
+from benchmarks.harness import redis_ref
+from benchmarks.harness.progress import ProgressUI
 
 
 def test_the_redis_hint_keeps_its_extra(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from okapikv.bench.engine.report import render_markdown, write_outputs
+from benchmarks.suites.registry import write_outputs
+from okapikv.bench.engine.report import render_markdown
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -166,6 +167,7 @@ def test_traffic_comes_from_the_run_with_the_most_partitions() -> None:
 def test_plots_that_would_mean_nothing_are_not_drawn(tmp_path: Path) -> None:
     """One system's metadata bar, a traffic line through runs of unrelated series, a one-point
     sweep, repeated 64-session rounds drawn as "one client" bars: none of them is a figure."""
+    from benchmarks.suites.paper_plots import FIGURES
     from okapikv.bench.engine.plots import write_plots
 
     series = {
@@ -178,12 +180,12 @@ def test_plots_that_would_mean_nothing_are_not_drawn(tmp_path: Path) -> None:
         "one-level": {"name": "one-level", "kind": "clients", "title": "one level",
                       "runs": [_run(system, "ycsb-a", 10, 900.0) for system in ("okapi", "redis")]},
     }
-    written = write_plots({"series": series}, tmp_path)
+    written = write_plots({"series": series}, tmp_path, FIGURES)
     # two systems have replication metadata, so that bar chart alone is drawn
     assert written == ["metadata.png"]
     only_okapi = {name: {**one, "runs": [run for run in one["runs"] if run["system"] == "okapi"]}
                   for name, one in series.items()}
-    assert write_plots({"series": only_okapi}, tmp_path) == []
+    assert write_plots({"series": only_okapi}, tmp_path, FIGURES) == []
 
 
 def test_a_puts_waits_are_shown_by_cause_and_a_hot_server_shows() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from okapikv.bench.suites.resp import unavailable_reason
+from benchmarks.suites.resp import unavailable_reason
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 

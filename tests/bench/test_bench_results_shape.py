@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from benchmarks.suites.acceptance import judge
+from benchmarks.suites.fast_figures import FastFigures
+from benchmarks.suites.registry import write_outputs
 from okapikv.bench.engine.results import (
     Cpu,
     LatencySummary,
@@ -24,9 +27,6 @@ from okapikv.bench.engine.results import (
     VisibilityPair,
     WaitSummary,
 )
-from okapikv.bench.suites.acceptance import judge
-from okapikv.bench.suites.fast_figures import FastFigures
-from okapikv.bench.suites.registry import write_outputs
 
 COMMITTED = sorted((Path(__file__).resolve().parents[2] / "docs" / "results").glob("*/results.json"))
 #: A run's keys in results.json, in order (the CSV columns follow them).

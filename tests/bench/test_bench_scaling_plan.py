@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.systems import System
-from okapikv.bench.suites import scaling
-from okapikv.bench.suites.registry import planned_runs
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.systems import System
+from benchmarks.suites import scaling
+from benchmarks.suites.registry import planned_runs
 
 SCALING = BenchOptions(suite="scaling")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from okapikv.bench.suites import paper_claims
-from okapikv.bench.suites.measurements import FIVE_DC_TRAFFIC, from_simulated, source_spreads
-from okapikv.bench.suites.paper_claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT, PARTLY, REPRODUCED, SILENT, Claim
+from benchmarks.suites import paper_claims
+from benchmarks.suites.measurements import FIVE_DC_TRAFFIC, from_simulated, source_spreads
+from benchmarks.suites.paper_claims import BY_CONSTRUCTION, INCONCLUSIVE, NOT, PARTLY, REPRODUCED, SILENT, Claim
 
 
 def judge(results: dict[str, dict[str, Any]]) -> list[Claim]:

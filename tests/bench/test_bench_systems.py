@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from okapikv.bench.engine.options import BenchOptions
-from okapikv.bench.engine.systems import REDIS_SYSTEM, VARIANTS, System, parse_system, parse_systems
+from benchmarks.harness.options import BenchOptions
+from benchmarks.harness.systems import REDIS_SYSTEM, VARIANTS, System, parse_system, parse_systems
 from okapikv.core.protocols import protocol_names
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from okapikv.bench.calibrate import fit_line
-from okapikv.bench.validate import load_points
+from benchmarks.calibrate import fit_line
+from benchmarks.validate import load_points
 from okapikv.cli import main
 from okapikv.sim.cost import load_profile, packaged_profile
 

@@ -25,7 +25,7 @@ import redis
 from okapi_processes import Cluster
 from test_e2e_resp import resp_ports
 
-from okapikv.bench.engine.redis_ref import LocalRedis
+from benchmarks.harness.redis_ref import LocalRedis
 from okapikv.server.faults import ENVIRONMENT_VARIABLE, HOLD_LINKS
 
 pytestmark = pytest.mark.timeout(240)

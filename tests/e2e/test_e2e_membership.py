@@ -24,7 +24,7 @@ import pytest
 from okapi_processes import ClientProcess, Cluster
 
 from okapikv.cluster.config import ClusterConfig
-from okapikv.cluster.launcher import start_server
+from okapikv.cluster.processes import start_server
 from okapikv.core.partitioning import partition_of
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]

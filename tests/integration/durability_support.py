@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ import grpc
 from integration_support import RunningCluster, free_port_range
 
 from okapikv.cluster.config import local_cluster
+from okapikv.cluster.processes import server_command
 from okapikv.server.faults import ENVIRONMENT_VARIABLE, HOLD_LINKS
 from okapikv.wire import okapikv_pb2 as pb
 
@@ -35,8 +35,8 @@ class DurableCluster(RunningCluster):
     def command(self, dc: str | int, partition: int, *extra: str) -> list[str]:
         """The `okapi server` command line of one server (``extra``: more flags, e.g. --repair)."""
         name = self._name(dc)
-        return [sys.executable, "-m", "okapikv.cli", "server", "--config", str(self.path), "--dc", name,
-                "--partition", str(partition), "--data-dir", str(self.data_dir(name, partition)), *extra]
+        return server_command(self.path, self.config.server(name, partition), data_dir=self.data_dir(name, partition),
+                              extra=extra)
 
     def start(self, dc: str | int, partition: int, *extra: str) -> subprocess.Popen[bytes]:
         name = self._name(dc)

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ import grpc
 from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.ports import free_port_block
+from okapikv.cluster.processes import server_command
 from okapikv.core.partitioning import partition_of
 from okapikv.wire import encoding
 from okapikv.wire import okapikv_pb2 as pb
@@ -38,11 +38,6 @@ def free_port_range(count: int) -> int:
     """A base port such that base .. base + count - 1 are all free now (``okapikv.cluster.ports``:
     random, so parallel runs rarely collide; a collision shows up as a bind error, not a hang)."""
     return free_port_block(count)
-
-
-def server_command(config_path: Path, dc: str, partition: int) -> list[str]:
-    return [sys.executable, "-m", "okapikv.cli", "server", "--config", str(config_path),
-            "--dc", dc, "--partition", str(partition), "--in-memory"]
 
 
 class RunningCluster:
@@ -67,8 +62,8 @@ class RunningCluster:
     def start(self, dc: str | int, partition: int) -> subprocess.Popen[bytes]:
         name = self._name(dc)
         with self.log_path(name, partition).open("ab") as log:
-            process = subprocess.Popen(server_command(self.path, name, partition), stdin=subprocess.DEVNULL,
-                                       stdout=log, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(server_command(self.path, self.config.server(name, partition)),
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         self.processes[(name, partition)] = process
         return process
 

@@ -1,7 +1,7 @@
 """Operator mistakes get one clear line, fast (docs/operations.md, "Clear errors"): `okapi client`
 and `okapi status` pointed at a port that speaks another protocol (RESP, HTTP) or needs TLS
 (``okapikv.cluster.probe``), and `okapi server` started with a TLS key of another certificate, on an
-address in use or on a data directory that cannot be one (``okapikv.server.main.preflight``),
+address in use or on a data directory that cannot be one (``okapikv.serve.main.preflight``),
 which must also leave nothing behind."""
 
 from __future__ import annotations

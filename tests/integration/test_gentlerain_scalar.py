@@ -14,7 +14,7 @@ from integration_support import free_port_range
 from okapikv.client.aio import AsyncClient
 from okapikv.client.sync import Client
 from okapikv.cluster.config import local_cluster
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 

@@ -15,9 +15,9 @@ from integration_support import free_port_range
 
 from okapikv.cluster.config import local_cluster
 from okapikv.core.server import PartitionServer
+from okapikv.serve.app import serve
 from okapikv.server import node as node_module
 from okapikv.server.admission import Admission
-from okapikv.server.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 from okapikv.wire.frames import MAGIC, FrameDecoder, encode_frame

@@ -13,7 +13,7 @@ import pytest
 from integration_support import free_port_range
 
 from okapikv.cluster.config import local_cluster
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 from okapikv.wire import packed

@@ -22,7 +22,7 @@ from integration_support import free_port_range
 
 from okapikv.client import AsyncClient
 from okapikv.cluster.config import local_cluster
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "src" / "okapikv" / "deploy" / "monitoring" / "okapi-dashboard.json"

@@ -16,7 +16,7 @@ from integration_support import free_port_range
 
 from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.core.partitioning import partition_of
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 

@@ -23,8 +23,8 @@ from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, local_cluster
 from okapikv.cluster.connections import ConnectionSettings
 from okapikv.resp import limits as limits_module
 from okapikv.resp.limits import RespLimits
-from okapikv.server import app
-from okapikv.server.app import serve
+from okapikv.serve import app
+from okapikv.serve.app import serve
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 

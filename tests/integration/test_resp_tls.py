@@ -17,7 +17,7 @@ from tls_support import CertificateAuthority
 
 from okapikv.cluster.config import local_cluster
 from okapikv.core.partitioning import partition_of
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 from okapikv.tls import open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc

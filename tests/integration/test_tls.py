@@ -7,7 +7,7 @@ client and, with ``client_auth = true``, a TLS client without a certificate are 
 ``client_auth = false`` certificate-less TLS clients work while peer links keep mutual TLS on their
 own listener. Without ``[tls]`` everything stays plaintext (the local default).
 
-Every server runs ``okapikv.server.app.serve`` in this process (no interpreter start-up per
+Every server runs ``okapikv.serve.app.serve`` in this process (no interpreter start-up per
 server), each with its own stop event, and is stopped in a ``finally``.
 """
 
@@ -39,7 +39,7 @@ from okapikv.cluster.config import ClusterConfig, local_cluster
 from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.launcher import READY_LINE
 from okapikv.errors import Unavailable
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 from okapikv.tls import ClientTls, TlsConfig, client_ssl_context, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc

@@ -16,7 +16,7 @@ import pytest
 from integration_support import free_port_range
 
 from okapikv.cluster.config import local_cluster
-from okapikv.server.app import serve
+from okapikv.serve.app import serve
 
 
 def hold_the_loop(seconds: float) -> None:

@@ -84,7 +84,7 @@ def test_a_gentlerain_sweep_runs_until_its_servers_saturate() -> None:
 def test_a_runs_waits_bytes_and_cpu_are_counted_inside_its_measurement_window() -> None:
     """Cold start (the warm-up) and the end are left out of waits and bytes (``window_stats``), and
     each server's CPU share in the window is recorded, busiest and median (a hot server shows)."""
-    from okapikv.bench.sim_experiments import run_from_record
+    from benchmarks.sim_experiments import run_from_record
 
     plan = Plan(dcs=2, partitions=2, duration_s=0.1, warmup_s=0.05, protocols=("cure",))
     point = next(p for p in points("traffic", plan))

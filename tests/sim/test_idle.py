@@ -25,7 +25,7 @@ WAN_US = [[round(ms * MS) for ms in row] for row in PAPER_WAN_MS]
 
 def ust_bound_us(source: int, destination: int) -> int:
     """The UST path from ``source`` to ``destination`` (through the DC that makes it longest) plus
-    three stabilization periods (``okapikv.bench.suites.acceptance``)."""
+    three stabilization periods (``benchmarks.suites.acceptance``)."""
     path = max(WAN_US[source][k] + WAN_US[k][destination] for k in range(len(WAN_US)))
     return path + 3 * PERIOD_US
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -299,3 +300,55 @@ def test_more_dcs_than_a_cluster_may_have_are_refused_before_the_delay_matrix_is
 def test_toml_that_tomllib_cannot_take_is_a_config_error(text: str) -> None:
     with pytest.raises(ValueError, match="^x.toml: not valid TOML: "):
         ClusterConfig.from_toml(text, source="x.toml")
+
+
+# ------------------------------------------------------------------ the settings' table and the writer
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_reference_is_generated_from_the_settings_table() -> None:
+    """docs/config.md is what ``okapikv.cluster.config.reference`` writes (regenerate it with
+    ``python -m okapikv.cluster.config.reference > docs/config.md``)."""
+    from okapikv.cluster.config import reference
+
+    assert (ROOT / "docs" / "config.md").read_text(encoding="utf-8") == reference.markdown()
+
+
+def test_the_settings_table_names_every_key_with_the_models_default() -> None:
+    """Every key the parser takes has a row, and each row's default is the model's, written as TOML."""
+    import tomlkit
+
+    from okapikv.cluster.config import fields, parse
+    from okapikv.tls import TlsConfig
+
+    assert {item.name for item in dataclasses.fields(ClusterConfig) if item.init} == parse.TOP_LEVEL_KEYS
+    defaults = {item.name: item.default for item in dataclasses.fields(ClusterConfig)}
+    for setting in fields.CLUSTER:
+        if setting.default != "required":
+            assert tomlkit.item(defaults[setting.name]).as_string() == setting.default, setting.name
+    server_defaults = {item.name: item.default for item in dataclasses.fields(ServerConfig)}
+    assert [s.name for s in fields.SERVER] == list(server_defaults)
+    for setting in fields.SERVER:
+        expected = {"required": dataclasses.MISSING, "none": None}.get(setting.default, setting.default)
+        found = server_defaults[setting.name]
+        assert (found if found in (dataclasses.MISSING, None) else tomlkit.item(found).as_string()) == expected
+    assert [s.name for s in fields.TLS] == [item.name for item in dataclasses.fields(TlsConfig)]
+
+
+def test_a_written_config_carries_the_settings_comments_and_reads_back_exactly() -> None:
+    from okapikv.cluster.config import fields
+    from okapikv.cluster.connections import ConnectionSettings
+
+    config = dataclasses.replace(local_cluster(dcs=("a", 'b "quoted"'), partitions=2),
+                                 connections=ConnectionSettings(idle_timeout_ms=0))
+    text = config.to_toml()
+    lines = text.splitlines()
+    assert lines[:2] == [f"# {line}" for line in fields.HEADER]
+    for setting in fields.CLUSTER:
+        at = next(index for index, line in enumerate(lines) if line.startswith(f"{setting.name} = "))
+        assert lines[at - len(setting.comment):at] == [f"# {line}" for line in setting.comment]
+    assert f"[wan_ms] # {fields.WAN_COMMENT}" in lines and f"[connections] # {fields.CONNECTIONS_COMMENT}" in lines
+    assert tomllib.loads(text) == config.to_dict()
+    assert ClusterConfig.from_toml(text) == config

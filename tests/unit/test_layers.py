@@ -54,9 +54,9 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.server": SERVER_BELOW,  # never a client, never the RESP port
     # the RESP port: a listener of the server that forwards through the client library
     "okapikv.resp": {*SERVER_BELOW, "okapikv", "okapikv.server", "okapikv.client"},
-    # a server process is assembled from its listeners, the RESP port among them
-    "okapikv.server.app": {*SERVER_BELOW, "okapikv.server", "okapikv.resp"},
-    "okapikv.server.main": {*SERVER_BELOW, "okapikv.server", "okapikv.server.app"},
+    # the composition root: a server process is assembled from its listeners, the RESP port among
+    # them, above both (the server package never imports the RESP port)
+    "okapikv.serve": {*SERVER_BELOW, "okapikv.server", "okapikv.resp"},
 }
 _LIBRARY = set(LAYERS)
 LAYERS["okapikv.fuzz"] = set(_LIBRARY)  # the course fuzzer: processes, clients, checkers
@@ -75,7 +75,17 @@ def test_the_walk_sees_every_package_and_every_kind_of_import() -> None:
     assert {"okapikv.core.server", "okapikv.check.history", "okapikv.fuzz.command", "okapikv.cli",
             "okapikv"} <= set(GRAPH)
     assert "okapikv.client" in GRAPH["okapikv"]  # a function-level import (``okapikv.__getattr__``)
-    assert "okapikv.resp.service" in GRAPH["okapikv.server.app"]
+    assert "okapikv.resp.service" in GRAPH["okapikv.serve.app"]
+
+
+def test_the_server_package_never_imports_the_resp_port() -> None:
+    """The RESP port is a client of the server (it forwards through ``okapikv.client``), so the
+    arrow runs resp -> server only; ``okapikv.serve`` is the one place that sees both."""
+    assert "okapikv.resp" not in LAYERS["okapikv.server"]
+    assert [(module, target) for module, targets in GRAPH.items() if within(module, "okapikv.server")
+            for target in targets if within(target, "okapikv.resp")] == []
+    assert any(within(target, "okapikv.server") for module, targets in GRAPH.items()
+               if within(module, "okapikv.resp") for target in targets)
 
 
 def test_every_module_is_in_the_layer_table() -> None:

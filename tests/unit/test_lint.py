@@ -1,4 +1,5 @@
-"""The suite fails on a lint or type error: ruff over src and tests, mypy --strict over the package.
+"""The suite fails on a lint or type error: ruff over src, tests, the benchmark lab and the scripts,
+mypy --strict over the package and the lab.
 
 Both read their settings from pyproject.toml, so `pytest` (the README's test command, which CI runs)
 enforces the same rules a developer runs by hand or through `.pre-commit-config.yaml`. Each runs in
@@ -22,8 +23,8 @@ def run_tool(*arguments: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_finds_nothing() -> None:
-    result = run_tool("ruff", "check", "--no-cache", "src", "tests")
-    assert result.returncode == 0, f"ruff check src tests:\n{result.stdout}{result.stderr}"
+    result = run_tool("ruff", "check", "--no-cache", "src", "tests", "benchmarks", "scripts")
+    assert result.returncode == 0, f"ruff check src tests benchmarks scripts:\n{result.stdout}{result.stderr}"
 
 
 @pytest.mark.slow

@@ -162,7 +162,7 @@ def _without_numpy(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_server_install_runs_without_the_checkers_dependencies(tmp_path: Path) -> None:
-    served = _without_numpy("import okapikv.server.main, okapikv.server.app, okapikv.cluster.health, "
+    served = _without_numpy("import okapikv.serve.main, okapikv.serve.app, okapikv.cluster.health, "
                             "okapikv.cluster.launcher, okapikv.cluster.status, okapikv.client.stdio, "
                             "okapikv.deploy.command\nprint('ok')")
     assert served.returncode == 0 and served.stdout.strip() == "ok", served.stderr

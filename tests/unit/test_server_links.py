@@ -219,7 +219,7 @@ def test_client_batches_wait_only_for_a_replica_that_is_slow_not_one_that_is_stu
 
     clock = FakeClock()
     links: dict[ServerId, StubLink] = {}
-    admission = Admission(links, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0), time=clock)
+    admission = Admission(links, time=clock)
     assert not admission.backlogged()  # no links yet
     now = clock.now
     link = StubLink(0.01, last_ack_at=now)
@@ -240,7 +240,7 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
 
     from okapikv.cluster.config import local_cluster
     from okapikv.core.timestamps import pack
-    from okapikv.server import admission as admission_module
+    from okapikv.server import visibility_bound as bound_module
     from okapikv.server.node import PartitionNode
 
     def scenario(bounded: bool) -> None:
@@ -249,8 +249,8 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
                                      bounded_visibility=bounded)
         # From a to c: through b (10 + 20) or directly and back (40 + 0): the slowest path, 40 ms,
         # plus ADMISSION_VISIBILITY_PERIODS (1.5) stabilization periods of 5 ms: below the bound.
-        assert admission_module.ADMISSION_VISIBILITY_PERIODS == 1.5
-        assert admission_module.visibility_bounds_us(config, 2) == (47_500, 57_500, 0)  # from b: through a, 10 + 40
+        assert bound_module.ADMISSION_VISIBILITY_PERIODS == 1.5
+        assert bound_module.visibility_bounds_us(config, 2) == (47_500, 57_500, 0)  # from b: through a, 10 + 40
         server = PartitionNode(config, 2, 0)  # its admission, as the node sets it up
         clock = FakeClock()
         admission = server.admission
@@ -261,12 +261,28 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
         assert not admission.backlogged()  # both remote DCs within their bounds
         server.core.stable = (pack(now_us - 60_000), pack(now_us - 20_000), pack(now_us))
         assert admission.backlogged() is bounded  # DC a 12.5 ms past its threshold
-        server.core.stable = (pack(now_us - 60_000 - admission_module.VISIBILITY_GIVE_UP_US), pack(now_us),
+        server.core.stable = (pack(now_us - 60_000 - bound_module.VISIBILITY_GIVE_UP_US), pack(now_us),
                               pack(now_us))
         assert not admission.backlogged()  # a whole second late: cut off, not slow; writes go on
 
     scenario(True)
     scenario(False)
+
+
+def test_the_admission_policy_carries_no_visibility_bound_unless_the_config_asks() -> None:
+    """The bound is an experiment on emulated WANs (``okapikv.server.visibility_bound``): a server
+    whose config leaves it off, or whose protocol has no UST, builds none."""
+    import dataclasses
+
+    from okapikv.cluster.config import local_cluster
+    from okapikv.server.visibility_bound import visibility_hold
+
+    config = local_cluster(dcs=("a", "b"), partitions=1, wan=10.0, base_port=45200)
+    assert visibility_hold(config, 0, True, lambda: 0, lambda: (0, 0)) is None
+    bounded = dataclasses.replace(config, bounded_visibility=True)
+    assert visibility_hold(bounded, 0, False, lambda: 0, lambda: (0, 0)) is None
+    hold = visibility_hold(bounded, 0, True, lambda: 0, lambda: (0, 0))
+    assert hold is not None and hold() is False
 
 
 def test_a_held_connection_waits_at_most_the_admission_bound_and_counts_once() -> None:
@@ -275,7 +291,7 @@ def test_a_held_connection_waits_at_most_the_admission_bound_and_counts_once() -
     from okapikv.server.admission import ADMISSION_MAX_WAIT_S, Admission
 
     clock = FakeClock()
-    admission = Admission({}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (), time=clock)
+    admission = Admission({}, time=clock)
     since = admission.hold(None)
     assert since == clock.now and admission.waits == 1
     clock.now += ADMISSION_MAX_WAIT_S / 2
@@ -307,15 +323,13 @@ def test_an_awaited_wait_ends_when_replication_catches_up_or_at_the_bound() -> N
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
         stuck = StubLink(admission_module.ADMISSION_LAG_S + 1, last_ack_at=loop.time() + 60)
-        admission = Admission({ServerId(1, 0): stuck}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0),
-                              time=loop.time)
+        admission = Admission({ServerId(1, 0): stuck}, time=loop.time)
         assert admission.backlogged()
         started = loop.time()
         await admission.wait()  # never clears: waits out the bound
         assert loop.time() - started >= ADMISSION_MAX_WAIT_S and admission.waits == 1
         clearing = ClearingLink(2, last_ack_at=loop.time() + 60)
-        admission = Admission({ServerId(1, 0): clearing}, bounds_us=(), clock_us=lambda: 0, stable=lambda: (0, 0),
-                              time=loop.time)
+        admission = Admission({ServerId(1, 0): clearing}, time=loop.time)
         assert admission.backlogged()  # look 1
         await admission.wait()  # look 2: still behind; look 3: caught up, so it returns
         assert clearing.looks == 3 and admission.waits == 1

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from okapikv.bench.cli import options_from_args
+from benchmarks.cli import options_from_args
 from okapikv.bench.engine.results import Run
 from okapikv.cli import build_parser
 from okapikv.client.policy import COORDINATORS

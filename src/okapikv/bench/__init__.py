@@ -1,12 +1,11 @@
-"""Benchmarks: YCSB A-F and the Okapi paper's workloads against okapikv (and Redis, as reference).
+"""The installed benchmark engine: how load is generated and results are written, no experiment.
 
-Two layers and the command that joins them:
-
-- ``engine``: how anything is measured (starting systems, workloads, the load generators, results,
-  the report and plots); it knows no suite;
-- ``suites``: what `okapi bench --suite ...` measures (custom, course, paper, scaling, resp, fast
-  and its acceptance targets), each on top of the engine;
-- ``cli``: `okapi bench`, the command line into options, a suite, and the outputs.
+- ``engine``: the workload generators (YCSB A-F, RO-TX), the load processes and their clients, the
+  results model, the report and the plots;
+- ``lab``: how the ``okapi`` command finds the repository's ``benchmarks/`` package, which holds
+  what is measured and judged (the harness that starts clusters, the suites, the paper claims, the
+  acceptance targets, calibration) and is not installed (docs/benchmarks.md, "Where the benchmarks
+  live").
 
 Needs the ``bench`` extra (``pip install '.[bench]'``: matplotlib, hdrhistogram, redis-py); the
 servers, the clients and `okapi up` do not.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +33,3 @@ class Anomaly:
     def __str__(self) -> str:
         where = f" key {self.key}" if self.key is not None else ""
         return f"[{self.checker}] {self.name}{where}: {self.explanation}"
-
-
-def count_by_name(anomalies: Iterable[Anomaly]) -> Counter[str]:
-    return Counter(anomaly.name for anomaly in anomalies)

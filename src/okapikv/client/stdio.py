@@ -73,15 +73,10 @@ NOTICE_AFTER_S = 1.0
 PROBE_TIMEOUT_S = 2.0
 
 
-def resolve_address(connect: str | None, dc: str | None) -> str:
-    """The server to bootstrap from: ``connect`` if given, else partition 0 of the DC named ``dc``
-    (default: the first) in the local cluster's config. ``ValueError`` with advice otherwise."""
-    return resolve_addresses(connect, dc)[0]
-
-
 def resolve_addresses(connect: str | None, dc: str | None) -> list[str]:
-    """Like ``resolve_address`` for each entry of a comma-separated ``connect`` or ``dc``: the first
-    is the server to use, the rest are fallbacks in other DCs."""
+    """The servers to bootstrap from, one per entry of a comma-separated ``connect``, else partition
+    0 of each DC named in ``dc`` (default: the first) in the local cluster's config: the first is
+    the server to use, the rest are fallbacks in other DCs. ``ValueError`` with advice otherwise."""
     if connect:
         return [address.strip() for address in connect.split(",") if address.strip()]
     from okapikv.cluster.config import load_default_cluster

@@ -52,9 +52,6 @@ class Topology:
     def partition_of(self, key: bytes) -> int:
         return partition_of(key, self.num_partitions)
 
-    def address_of(self, key: bytes) -> str:
-        return self.addresses[partition_of(key, self.num_partitions)]
-
     @classmethod
     def from_cluster_info(cls, info: pb.ClusterInfoResponse, bootstrap_address: str) -> Topology:
         """Build the topology from a ClusterInfo reply, checking it names one server per partition.

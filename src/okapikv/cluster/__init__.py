@@ -1,4 +1,6 @@
-"""Cluster-level tooling: the config file every server reads, the local launcher (`okapi up`) and
+"""Cluster-level tooling: the config file every server reads (``config``), the `okapi server`
+processes of a local cluster (``processes``: started the one way `okapi up`, `okapi fuzz`, the
+benchmarks and the tests start them), the local launcher (`okapi up`, ``launcher``) and
 `okapi status`. Nothing here is on a request's path."""
 
 from okapikv.cluster.config import (

@@ -45,16 +45,12 @@ config it would run, the starting point of a multi-host deployment (docs/deploy.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fcntl
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO
@@ -64,39 +60,32 @@ from okapikv.cluster.config import (
     DEFAULT_IDLE_INTERVAL_MS,
     LOCAL_HEARTBEAT_INTERVAL_MS,
     ClusterConfig,
-    ServerConfig,
     default_config_path,
     local_cluster,
     okapi_home,
     split_address,
 )
-from okapikv.cluster.health import is_serving, wait_until_serving
+from okapikv.cluster.health import is_serving
 from okapikv.cluster.ports import address_in_use
+from okapikv.cluster.processes import (
+    STARTUP_TIMEOUT_S,
+    Child,
+    StartError,
+    spawn,
+    start_all,
+    stop_children,
+    wait_started,
+)
 from okapikv.core.skew import DC_MAJOR
-from okapikv.lifetime import child_environment
 from okapikv.tls import TlsConfig
 
 READY_LINE = "okapi: cluster ready"
-STARTUP_TIMEOUT_S = 60.0
-STOP_GRACE_S = 5.0
 #: ``--restart-budget``: restarts of one server allowed within ``RESTART_WINDOW_S``, then it stays down
 DEFAULT_RESTART_BUDGET = 5
 RESTART_WINDOW_S = 60.0
 #: Exit statuses a restart does not fix: a bad config (2) and damaged data (4); docs/deploy.md's
 #: systemd unit says the same with RestartPreventExitStatus.
 NO_RESTART_STATUSES = (2, 4)
-
-
-@dataclass
-class Child:
-    """One server process; ``command`` restarts it (``--restart-budget``), ``restarts`` holds the
-    monotonic times of its restarts within the last ``RESTART_WINDOW_S``."""
-
-    server: ServerConfig
-    process: subprocess.Popen[bytes]
-    reported: bool = False
-    command: list[str] = field(default_factory=list)
-    restarts: deque[float] = field(default_factory=deque)
 
 
 def _say(message: str) -> None:
@@ -181,48 +170,6 @@ def default_data_dir() -> Path:
     return (Path(home).expanduser() if home else Path.cwd()) / DEFAULT_DATA_DIR
 
 
-def server_data_dir(root: Path, server: ServerConfig) -> Path:
-    """The data directory of one server under the cluster's data root: ``<dc>-p<n>``."""
-    return root / f"{server.dc}-p{server.partition}"
-
-
-def server_command(
-    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
-    repair: bool = False,
-) -> list[str]:
-    """The command line of one `okapi server` (in memory unless ``data_dir`` is given; ``repair``:
-    in repair mode): what the launcher runs, restarts, and prints for a restart by hand."""
-    command = [
-        sys.executable, "-m", "okapikv.cli", "server",
-        "--config", str(config_path), "--dc", server.dc, "--partition", str(server.partition),
-    ]
-    if data_dir is not None:
-        command += ["--data-dir", str(data_dir)]
-        if repair:
-            command.append("--repair")
-    else:
-        command.append("--in-memory")
-    if log_format:
-        command += ["--log-format", log_format]
-    return command
-
-
-def start_server(
-    config_path: Path, server: ServerConfig, log_format: str | None = None, data_dir: Path | None = None,
-    repair: bool = False,
-) -> subprocess.Popen[bytes]:
-    """Start one `okapi server` process (``server_command``)."""
-    return spawn(server_command(config_path, server, log_format, data_dir, repair))
-
-
-def spawn(command: list[str]) -> subprocess.Popen[bytes]:
-    """Run a server command line in a process group of its own: Ctrl-C in the launcher's terminal
-    reaches the launcher only, which stops (and counts) its servers itself."""
-    environment = child_environment()  # the server ends with this process (okapikv.lifetime)
-    environment.setdefault("OKAPI_LOG_LEVEL", "WARNING")  # the launcher prints the endpoints itself
-    return subprocess.Popen(command, stdin=subprocess.DEVNULL, env=environment, process_group=0)
-
-
 def running_owner(path: Path, mine: ClusterConfig) -> ClusterConfig | None:
     """The other cluster that the config at ``path`` describes, if any of its servers answers a
     health check; None when there is no such config, it is unreadable, it is ``mine`` (the same
@@ -256,20 +203,6 @@ def publish_config(config: ClusterConfig, private: Path) -> tuple[str, Path]:
     config.dump(target)
     private.unlink(missing_ok=True)
     return f"config {target} (okapi client and okapi status find the cluster there)", target
-
-
-def stop_children(children: list[Child], grace_s: float = STOP_GRACE_S) -> None:
-    for child in children:
-        if child.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.process.terminate()
-    deadline = time.monotonic() + grace_s
-    for child in children:
-        try:
-            child.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.process.kill()
-            child.process.wait()
 
 
 def _report_deaths(children: list[Child], budget: int = 0) -> int:
@@ -446,15 +379,14 @@ def _run_locked(args: argparse.Namespace, config: ClusterConfig, budget: int) ->
         _say(f"cluster {config.cluster_id}: {len(config.dcs)} DC(s) x {config.partitions} partition(s), "
              f"protocol {config.protocol}, WAN {wan}")
         _say(f"data in {data_root} (kept across restarts)" if data_root is not None else "data in memory only")
-        for server in config.servers:
-            server_dir = server_data_dir(data_root, server) if data_root is not None else None
-            command = server_command(path, server, log_format, server_dir, repair)
-            children.append(Child(server, spawn(command), command=command))
+        children += start_all(config, path, data_root=data_root, log_format=log_format, repair=repair)
+        for child in children:
+            server = child.server
             extra = f"  metrics {server.metrics_address}" if server.metrics_address else ""
             if config.resp and server.resp_address:
                 extra = f"  resp {server.resp_address}{extra}"
             _say(f"{server.dc:<12} partition {server.partition:<3} {server.address}{extra}  "
-                 f"pid {children[-1].process.pid}")
+                 f"pid {child.process.pid}")
         return _supervise(config, children, stop, path, budget)
     finally:
         running = sum(child.process.poll() is None for child in children)
@@ -468,28 +400,14 @@ def _run_locked(args: argparse.Namespace, config: ClusterConfig, budget: int) ->
 
 
 def _supervise(config: ClusterConfig, children: list[Child], stop: StopFlag, private: Path, budget: int) -> int:
-    def startup_problem() -> str | None:
-        if stop.is_set():
-            return "interrupted"
-        for child in children:
-            code = child.process.poll()
-            if code is not None:
-                return f"server {child.server.label} ({child.server.address}) exited with code {code} during start-up"
-        return None
-
     try:
-        not_ready = wait_until_serving([s.address for s in config.servers], STARTUP_TIMEOUT_S,
-                                       give_up=startup_problem,
-                                       tls=config.tls.client_side() if config.tls is not None else None)
-    except RuntimeError as error:
+        wait_started(config, children, STARTUP_TIMEOUT_S, give_up=lambda: "interrupted" if stop.is_set() else None,
+                     tls=config.tls.client_side() if config.tls is not None else None)
+    except StartError as error:
         if stop.is_set():
             _say("interrupted; stopping")
             return 0
-        print(f"okapi up: {error}; stopping the cluster", file=sys.stderr)
-        return 1
-    if not_ready:
-        print(f"okapi up: no health from {', '.join(not_ready)} after {STARTUP_TIMEOUT_S:.0f} s; stopping",
-              file=sys.stderr)
+        print(f"okapi up: {error} during start-up; stopping the cluster", file=sys.stderr)
         return 1
     where, config_path = publish_config(config, private)
     if config_path != private:  # restarts read the published config (the private copy is gone)

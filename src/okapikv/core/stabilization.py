@@ -359,7 +359,7 @@ class UsvFollowingVv(UsvOnStream):
     period, and the changed GSV leaves with the replication batch this step sends. Why: under PUT
     load a DC's knowledge of another's updates otherwise waited up to a period at each DC on the UST
     path before the next hop took it (3 DCs x 1 partition, PUTs at saturation: see
-    ``okapikv.bench.suites.fast``)."""
+    ``benchmarks.suites.fast``)."""
 
     def __init__(self, state: PartitionState, *, resume: Resume) -> None:
         super().__init__(state, resume=resume)

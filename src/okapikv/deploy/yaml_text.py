@@ -77,7 +77,3 @@ def dump(value: object) -> str:
     """``value`` as a YAML document."""
     return "\n".join(_lines(value, 0)) + "\n"
 
-
-def dump_all(values: Sequence[object]) -> str:
-    """Several documents in one stream (``---`` between them)."""
-    return "---\n".join(dump(value) for value in values)

@@ -16,7 +16,7 @@ from okapikv.fuzz.errors import FuzzError
 
 if TYPE_CHECKING:
     from okapikv.cluster.config import ClusterConfig, ServerConfig
-    from okapikv.cluster.launcher import Child
+    from okapikv.cluster.processes import Child
 
 CLUSTER_START_TIMEOUT_S = 60.0
 
@@ -53,7 +53,7 @@ class LocalCluster:
         self.data_root = data_root
 
     def data_dir(self, server: ServerConfig) -> Path | None:
-        from okapikv.cluster.launcher import server_data_dir
+        from okapikv.cluster.processes import server_data_dir
 
         return server_data_dir(self.data_root, server) if self.data_root is not None else None
 
@@ -77,7 +77,7 @@ class LocalCluster:
     def restart(self, child: Child) -> Child:
         """Start the server of ``child`` again, same config, port and data directory (call it on the
         thread that started the cluster: the launcher ties a server's life to its starting thread)."""
-        from okapikv.cluster.launcher import Child, start_server
+        from okapikv.cluster.processes import Child, start_server
 
         fresh = Child(child.server, start_server(self.config_path, child.server,
                                                  data_dir=self.data_dir(child.server)))
@@ -96,8 +96,7 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
     exit, whatever happens. ``base_port`` (``--base-port``): the servers' consecutive ports start
     there (one attempt) instead of at a drawn block (``okapikv.cluster.ports``, three attempts)."""
     from okapikv.cluster import config as cluster_config
-    from okapikv.cluster.health import wait_until_serving
-    from okapikv.cluster.launcher import Child, server_data_dir, start_server, stop_children
+    from okapikv.cluster.processes import StartError, start_all, stop_children, wait_started
 
     children: list[Child] = []
     data_root = directory / "data" if durable else None
@@ -113,28 +112,15 @@ def local_cluster(dcs: Sequence[str], partitions: int, protocol: str, directory:
             path = config.dump(directory / "cluster.toml")
             if data_root is not None:
                 shutil.rmtree(data_root, ignore_errors=True)  # an earlier attempt's (other ports)
-            children = [Child(server, start_server(path, server, data_dir=None if data_root is None
-                                                   else server_data_dir(data_root, server)))
-                        for server in config.servers]
-
-            def exited(children: list[Child] = children) -> str | None:
-                for child in children:
-                    code = child.process.poll()
-                    if code is not None:
-                        return f"server {child.server.label} exited with status {code}"
-                return None
-
+            children = start_all(config, path, data_root=data_root)
             try:
-                not_ready = wait_until_serving([s.address for s in config.servers], CLUSTER_START_TIMEOUT_S,
-                                               give_up=exited)
-            except RuntimeError as error:  # a port taken meanwhile: try other ports
+                wait_started(config, children, CLUSTER_START_TIMEOUT_S)
+            except StartError as error:  # a port taken meanwhile: try other ports
                 stop_children(children)
                 children = []
                 if attempt == attempts - 1:
                     raise FuzzError(f"the local cluster did not start: {error}") from None
                 continue
-            if not_ready:
-                raise FuzzError(f"the local cluster did not start: no health from {', '.join(not_ready)}")
             storage = "durable" if durable else "in memory"
             target = Target(f"a local cluster ({len(dcs)} DC(s) x {partitions} partition(s), realistic WAN, "
                             f"{storage})", protocol, config.dcs,

@@ -30,7 +30,7 @@ from okapikv.fuzz.errors import FuzzError
 from okapikv.fuzz.recorder import Recorder
 
 if TYPE_CHECKING:
-    from okapikv.cluster.launcher import Child
+    from okapikv.cluster.processes import Child
 
 #: ``--kill-partitions``: kill once this share of the run's operations has completed ...
 KILL_AT_FRACTION = 1 / 3

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 STAR = None
 _ANY = frozenset(range(256))
-_SPECIAL = frozenset(b"*?[\\")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +118,3 @@ def _match(tokens: tuple[frozenset[int] | None, ...], key: bytes) -> bool:
 
 
 _NONE = frozenset[int]()
-
-
-def is_glob(pattern: bytes) -> bool:
-    return any(char in _SPECIAL for char in pattern)

@@ -9,6 +9,8 @@ Modules, each importing only those listed before it (no import circles):
 - ``liveness``: when an outgoing link's connection is dead though no error says so;
 - ``links``: outgoing FIFO peer links with WAN-delay emulation, acknowledgements and reconnection;
 - ``admission``: the one admission policy (client work waits while replication lags) every port calls;
+- ``visibility_bound``: bounded visibility, on request (an experiment on emulated WANs), one more
+  reason for admission to hold;
 - ``budgets``: the input budget and connection deadlines shared by the stream ports;
 - ``instruments``: latency histograms and visibility-lag samples the driver updates as it runs;
 - ``pipeline``: the per-stream result batching of the Pipeline RPC and the native port;
@@ -18,6 +20,8 @@ Modules, each importing only those listed before it (no import circles):
 - ``native`` and ``servicers``: the native port and the gRPC services KeyValue and Peer, thin
   adapters over the node, ``inbound`` and ``admission``;
 - ``metrics``: the Prometheus endpoint (a collector rendering the node's snapshot at scrape time);
-  ``logs``: single-line text/JSON log events labelled with the server; ``faults``: fault injection;
-- ``app``: the gRPC server, health checking and signal handling; ``main``: `okapi server`.
+  ``logs``: single-line text/JSON log events labelled with the server; ``faults``: fault injection.
+
+The process that assembles these listeners with the RESP port (``okapikv.resp``) is
+``okapikv.serve``: it stands above both, so nothing here imports the RESP port.
 """

@@ -8,32 +8,29 @@ queues flat (275 -> 298) and p99 160-205 ms. Holding client intake while a repli
 accepted write rate the rate replication sustains (docs/protocol.md, "Replication and heartbeats").
 
 ``Admission.backlogged`` says when to hold: some peer link that works (connected, not cut) has a
-message that has been due for more than ``ADMISSION_LAG_S`` without being sent and acknowledged, or
-(with ``bounded_visibility``) a remote DC's newest visible update here is older than Okapi's UST
-bound for it (docs/protocol.md, "Stabilization"). A link that is down or cut, or whose replica has
-acknowledged nothing for ``ADMISSION_GIVE_UP_S``, never holds anything back: writes stay available
-during a partition and queue for the DC that is away. (Judging "stuck" by how far behind a link is
-instead lets a merely slow replica pass the limit under sustained overload and switch the control
-off for good.) A DC more than ``VISIBILITY_GIVE_UP_US`` past its visibility bound is cut, not slow.
+message that has been due for more than ``ADMISSION_LAG_S`` without being sent and acknowledged. A
+link that is down or cut, or whose replica has acknowledged nothing for ``ADMISSION_GIVE_UP_S``,
+never holds anything back: writes stay available during a partition and queue for the DC that is
+away. (Judging "stuck" by how far behind a link is instead lets a merely slow replica pass the limit
+under sustained overload and switch the control off for good.) A config with
+``bounded_visibility`` (an experiment on emulated WANs, ``okapikv.server.visibility_bound``) adds
+one more reason to hold, ``also_hold``; without it this policy is all a server runs.
 
 Every way client work enters calls the same policy, and waits at most ``ADMISSION_MAX_WAIT_S``
 (looking again every ``ADMISSION_RETRY_S``): the native port's connections between callbacks
 (``hold``), and the gRPC Pipeline streams, unary calls and RESP connections by awaiting ``wait``.
 Each wait counts once in ``waits`` (Stats: ``driver.admission_waits``). The check is cheap enough
-for every batch: a pass over the outgoing links, and the visibility bounds only with
-``bounded_visibility``.
+for every batch: a pass over the outgoing links.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time as time_module
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from okapikv.cluster.config import ClusterConfig
 from okapikv.core.messages import ServerId
-from okapikv.core.timestamps import physical_of
 
 #: Client work waits while a working peer link is further behind than this; it exceeds the
 #: receivers' acknowledgement interval (``okapikv.server.inbound.InboundLink.ACK_INTERVAL_S``, 20 ms),
@@ -47,30 +44,6 @@ ADMISSION_GIVE_UP_S = 1.0
 #: clears stalled clients for up to a second (PUT p99 946 ms, half the throughput).
 ADMISSION_RETRY_S = 0.001
 ADMISSION_MAX_WAIT_S = 0.02
-#: ``bounded_visibility`` holds client work once a remote DC's newest visible update here is older
-#: than the UST path plus this many stabilization periods (``visibility_bounds_us``): 1.5 periods
-#: below the bound the benchmark holds Okapi to (3 periods, ``okapikv.bench.suites.acceptance``), the margin for
-#: the control's own reaction (the lag goes on rising for a few ms after batches are held). 3 DCs x 1
-#: partition at saturation on 2 cores, lag p99 against the bound: holding at the bound, 2-6 ms over
-#: (13.2-14.1k PUT/s); at 2 periods, -1 .. +1 ms (11.5-12.7k); at 1.5, 0.3-3 ms under (10.2-12.0k).
-ADMISSION_VISIBILITY_PERIODS = 1.5
-#: Past its visibility threshold by more than this, a DC is cut, not slow.
-VISIBILITY_GIVE_UP_US = 1_000_000
-
-
-def visibility_bounds_us(config: ClusterConfig, dc: int) -> tuple[int, ...]:
-    """Per DC i, how old the newest visible update of i may be at DC ``dc`` under Okapi's UST
-    (section 3.3): it reaches every DC k, k's knowledge of it reaches ``dc``, plus
-    ``ADMISSION_VISIBILITY_PERIODS`` stabilization periods; 0 for ``dc`` itself."""
-    wan = config.wan_ms
-    dcs = range(len(config.dcs))
-    return tuple(
-        0 if source == dc else round(1000 * (max(wan[source][k] + wan[k][dc] for k in dcs)
-                                             + ADMISSION_VISIBILITY_PERIODS * config.stabilization_interval_ms))
-        for source in dcs
-    )
-
-
 class Backlog(Protocol):
     """What admission reads of an outgoing link (``okapikv.server.links.OutgoingLink``)."""
 
@@ -84,19 +57,16 @@ class Admission:
     """The admission policy of one server (module docstring).
 
     ``links``: the server's outgoing links (the live dict: links opened later count);
-    ``bounds_us``: ``visibility_bounds_us``, or () without ``bounded_visibility``; ``clock_us``
-    and ``stable``: the server's clock and its stable vector now; ``time``: the clock of the links'
+    ``also_hold``: another reason to hold while every replica keeps up (None: none; the one there
+    is, ``visibility_bound.VisibilityBound.behind``); ``time``: the clock of the links'
     ``last_ack_at`` and backlogs (the event loop's, set by the node when it starts)."""
 
-    __slots__ = ("_links", "_bounds_us", "_clock_us", "_stable", "time", "waits")
+    __slots__ = ("_links", "_also_hold", "time", "waits")
 
-    def __init__(self, links: Mapping[ServerId, Backlog], *, bounds_us: tuple[int, ...],
-                 clock_us: Callable[[], int], stable: Callable[[], Sequence[int]],
+    def __init__(self, links: Mapping[ServerId, Backlog], *, also_hold: Callable[[], bool] | None = None,
                  time: Callable[[], float] = time_module.monotonic) -> None:
         self._links = links
-        self._bounds_us = bounds_us
-        self._clock_us = clock_us
-        self._stable = stable
+        self._also_hold = also_hold
         self.time = time
         self.waits = 0
 
@@ -110,21 +80,7 @@ class Admission:
             return False  # a replica is stuck or away: local writes never wait for it
         if any(link.backlog_s(now) > ADMISSION_LAG_S for link in links.values()):
             return True
-        return self._visibility_behind()
-
-    def _visibility_behind(self) -> bool:
-        """Whether some remote DC's newest visible update here is older than its bound
-        (``visibility_bounds_us``) but not by more than ``VISIBILITY_GIVE_UP_US``."""
-        bounds = self._bounds_us
-        if not bounds:
-            return False
-        now_us = self._clock_us()
-        for entry, bound in zip(self._stable(), bounds, strict=True):
-            if bound:
-                lag = now_us - physical_of(entry)
-                if bound < lag < bound + VISIBILITY_GIVE_UP_US:
-                    return True
-        return False
+        return self._also_hold is not None and self._also_hold()
 
     def hold(self, since: float | None) -> float | None:
         """For a transport driven by callbacks, once ``backlogged`` said yes: ``since`` is when this

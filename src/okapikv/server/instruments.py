@@ -99,7 +99,7 @@ class LagSamples:
 
     Why here and not by polling ``Stats``: a poller at 20 Hz got ~70 samples per pair in a 5 s
     window, so its "p99" was the maximum; a tick samples every 5 ms (~1,000 per pair) at no RPC
-    cost. Read twice and subtract (``okapikv.bench.engine.replication``) for a window's distribution.
+    cost. Read twice and subtract (``benchmarks.harness.replication``) for a window's distribution.
     """
 
     __slots__ = ("counts",)

@@ -90,12 +90,13 @@ from okapikv.core.server import PartitionServer, Repair, Verify
 from okapikv.core.stats import ServerStats
 from okapikv.core.timestamps import EPOCH_UNIX_US, pack, physical_of
 from okapikv.server import membership_file
-from okapikv.server.admission import Admission, visibility_bounds_us
+from okapikv.server.admission import Admission
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
 from okapikv.server.instruments import LagSamples, LatencyHistograms
 from okapikv.server.links import OutgoingLink
 from okapikv.server.pipeline import PipelineSink
+from okapikv.server.visibility_bound import visibility_hold
 from okapikv.server.wire_bytes import PeerWireBytes
 from okapikv.storage.errors import DataDirError
 from okapikv.storage.group_commit import DEFAULT_CLOCK_LEAD_US, GroupCommitter
@@ -190,10 +191,8 @@ class PartitionNode:
         #: destinations this incarnation has opened a link to (``_open_link``)
         self._linked: set[ServerId] = set()
         # Client work waits while replication lags (``okapikv.server.admission``).
-        self.admission = Admission(
-            self._links, clock_us=self.clock.now_us, stable=lambda: self.core.stable,
-            bounds_us=visibility_bounds_us(config, dc) if config.bounded_visibility and self.core.protocol.uses_usv
-            else ())
+        self.admission = Admission(self._links, also_hold=visibility_hold(
+            config, dc, self.core.protocol.uses_usv, self.clock.now_us, lambda: self.core.stable))
         self._timer: asyncio.Handle | None = None  # a TimerHandle, or a call_soon's Handle
         self._timer_deadline_us = 0
         self._last_sent: object = None

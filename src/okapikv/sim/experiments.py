@@ -1,6 +1,6 @@
 """The paper's experiments (Okapi, section 5) as simulator runs under the cost model, as plain data.
 
-``okapi sim --experiment NAME`` (``okapikv.bench.sim_experiments`` writes the results files, plots
+``okapi sim --experiment NAME`` (``benchmarks.sim_experiments`` writes the results files, plots
 and report through ``okapi bench``'s path) at 3 DCs x 32 partitions by default:
 
 - ``fig3``: scalability, 2 .. 32 partitions per DC, RO-TX over 2 partitions + PUT: the peak
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from okapikv.sim.config import SimConfig, dc_names, wan_matrix_ms
@@ -40,7 +40,7 @@ from okapikv.sim.runner import run_simulation
 EXPERIMENTS = ("fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic")
 PROTOCOLS = ("okapi", "cure", "gentlerain")
 #: systems that are a protocol with other simulator settings, by the name the runs are labelled
-#: with (the bench's ``--protocols`` names, ``okapikv.bench.engine.systems.VARIANTS``, which this
+#: with (the bench's ``--protocols`` names, ``benchmarks.harness.systems.VARIANTS``, which this
 #: layer may not import): ``okapi-piggyback`` computes the USV inside the GSV round (the paper's
 #: untried idea, Okapi section 5; ``okapikv.core.stabilization.PiggybackedUsv``)
 VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
@@ -52,7 +52,7 @@ PEAK_GROWTH = 0.05
 MAX_SWEEP_STEPS = 8
 PAPER_SKEW_MS = 10.0
 #: the keys of a run, over all its partitions: the real paper suite's 10,000 records
-#: (``okapikv.bench.engine.options``), not the paper's 1 M per partition, which the simulator's
+#: (``benchmarks.harness.options``), not the paper's 1 M per partition, which the simulator's
 #: per-key tables (and the checked runs' final reads of every key) cannot afford; the load per
 #: partition is uniform either way (``okapikv.sim.workload``), only the hottest key's share of its
 #: partition differs (zipf 0.99: about 11% at 5,000 keys, 15% at 312, 6.5% at 1 M)
@@ -242,7 +242,3 @@ def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
         runs += run_point(point, plan, profile, check_first=point.system not in checked, progress=progress)
         checked.add(point.system)
     return runs
-
-
-def with_cores(profile: CostProfile, cores: int | None) -> CostProfile:
-    return profile if cores is None else replace(profile, cores=cores)

@@ -16,7 +16,7 @@ or are a PUT with probability ``write_ratio``, else a RO-TX.
 from __future__ import annotations
 
 import random
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from itertools import accumulate
 
 from okapikv.core.partitioning import partition_of
@@ -122,5 +122,3 @@ class Workload:
         end = min(len(self.keys) - 1, start + self.rng.randrange(self.scan_span))
         return start, end
 
-    def keys_between(self, start: bytes, end: bytes) -> int:
-        return bisect_right(self.keys, end) - bisect_left(self.keys, start)

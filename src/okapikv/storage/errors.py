@@ -1,6 +1,6 @@
 """Why a data directory cannot be used, as exceptions whose message is the one line an operator
 reads (``okapi server`` prints it and exits with a status that says which kind it is:
-``okapikv.server.main``).
+``okapikv.serve.main``).
 
 - ``DataDirError``: the directory is fine but not usable here (locked by another server, another
   server's data, another data format, cannot be created): fix the command or the environment.

@@ -113,10 +113,6 @@ def fill_session(target: pb.Session, session: Session, *, scalar: bool = False) 
     target.dt = session.dt
 
 
-def session_to_pb(session: Session) -> pb.Session:
-    return pb.Session(stable=session.stable, dt=session.dt)
-
-
 # ==================================================================== client requests
 
 

@@ -2,7 +2,7 @@
 
 All of it derives from the serialized results alone (``Results.to_dict()``, the form saved files
 have), so a report can be rebuilt from a saved results.json after changing the plots
-(``okapikv.bench.suites.registry.write_outputs`` passes every suite's section), anything that
+(``benchmarks.suites.registry.write_outputs`` passes every suite's section and figures), anything that
 produces that form gets the same outputs, and the report writer is testable on synthetic results
 without running anything.
 
@@ -324,15 +324,17 @@ def render_markdown(results: dict[str, Any], plots: list[str], csvs: list[str], 
 
 
 def write_outputs(results: dict[str, Any], out: Path, *, sections: Sequence[Section] = (),
+                  figures: Sequence[Callable[[dict[str, Any], Path], str | None]] = (),
                   plots: bool = True) -> dict[str, list[str]]:
-    """Write results.json, the CSVs, the PNGs and report.md into ``out``; returns the file names.
-    (matplotlib is imported here, not with the module: only drawing needs it.)"""
+    """Write results.json, the CSVs, the PNGs (the engine's figures and a suite's ``figures``) and
+    report.md into ``out``; returns the file names. (matplotlib is imported here, not with the
+    module: only drawing needs it.)"""
     from okapikv.bench.engine import plots as plotting
 
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     csvs = write_csvs(results, out, sections)
-    pngs = plotting.write_plots(results, out) if plots else []
+    pngs = plotting.write_plots(results, out, figures) if plots else []
     timings = {**results.get("timings_s", {}), "outputs_s": round(time.monotonic() - started, 2)}
     results = {**results, "timings_s": timings, "files": {"csv": csvs, "png": pngs, "report": "report.md"}}
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")

@@ -13,8 +13,8 @@ source other than the load generator) gets the same outputs.
 The shape: top-level keys in the order of ``Results.to_dict``; a run is its fields in order, with
 ``load``, ``waits``, ``traffic`` and ``server_operations`` left out when absent. Three sections belong
 to one suite each and are stored as that suite serializes them: ``fast``
-(``okapikv.bench.suites.fast_figures.FastFigures``), ``resp`` (``okapikv.bench.suites.resp``) and
-``paper`` (``okapikv.bench.suites.paper_figures``).
+(``benchmarks.suites.fast_figures.FastFigures``), ``resp`` (``benchmarks.suites.resp``) and
+``paper`` (``benchmarks.suites.paper_figures``).
 This module imports nothing else of the benchmark: it is the data model the other stages share.
 """
 
