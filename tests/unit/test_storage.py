@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -191,6 +192,52 @@ def test_group_commit_orders_durability_and_bounds_the_clock(tmp_path: Path, kin
         reopened = STORES[kind](tmp_path, IDENTITY)
         assert reopened.version_count() == 3
         assert reopened.load_clock_bound_us() == physical_of(near) + 1  # clean stop: just above
+        reopened.close()
+
+    asyncio.run(main())
+
+
+class GatedLog(LoggedStore):
+    """Once ``armed``, the first append waits for ``release``; ``appended`` counts the appends."""
+
+    armed = False
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.release, self.in_first, self.second = threading.Event(), threading.Event(), threading.Event()
+        self.appended = 0
+
+    def finish(self) -> None:
+        if self.armed and self.appended == 0:
+            self.in_first.set()
+            assert self.release.wait(30)
+        super().finish()
+        if self.armed:
+            self.appended += 1
+            if self.appended == 2:
+                self.second.set()
+
+
+def test_groups_are_pipelined_the_worker_takes_the_next_group_without_the_event_loop(tmp_path: Path) -> None:
+    """What arrives during a group's fdatasync is written the moment it returns, by the worker
+    itself: the event loop's thread is not on the path from one group to the next."""
+
+    async def main() -> None:
+        store = GatedLog(tmp_path, IDENTITY)
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)))
+        committer.open(pack(1_000), 1_000)
+        store.armed = True
+        assert committer.stage(changes(1), pack(1_000)) == 1
+        await until(store.in_first.is_set)  # group 1's append has begun (and holds)
+        assert committer.stage(changes(1, prefix=b"other"), pack(1_000)) == 2  # arrives meanwhile
+        store.release.set()
+        # The loop's thread stays here, giving the loop no turn, until group 2 is appended.
+        assert store.second.wait(30), "group 2 waited for the event loop"
+        await until(lambda: committer.durable == 2)
+        assert committer.groups_written == 2
+        await committer.close(pack(1_000))
+        reopened = LoggedStore(tmp_path, IDENTITY)
+        assert reopened.version_count() == 2
         reopened.close()
 
     asyncio.run(main())

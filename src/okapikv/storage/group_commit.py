@@ -3,12 +3,14 @@
 The driver hands every core call's ``Changes`` to ``stage`` and gets back the number of the commit
 group the call's effects must wait for (``required``); when a group becomes durable, ``durable``
 moves up and ``on_durable`` runs, and the driver releases the effects waiting for it, in order.
-Groups are written one at a time: a group's record is encoded on the event loop's thread as it
-starts (``LoggedStore.prepare``) and appended and fdatasynced on one worker thread (``finish``), so
-the worker takes the GIL back once per group, not once per row; while a group's fsync runs, the
-calls that arrive join the next group, which starts as soon as the previous one is durable (or at the end of the
-event-loop turn when nothing is in flight, so the calls of one turn share a group). Maintenance and
-space checks run on the same worker, and no group is prepared while they do.
+Groups are written one at a time, in order, by one worker thread that encodes, appends and
+fdatasyncs each (``LoggedStore.prepare``/``finish``/``record``) and then takes the next group itself
+when calls that need one arrived meanwhile (pipelined: the loop's thread is not on the path from one
+fdatasync to the next, and the worker wakes the loop once per durable group, ``_finished``). The
+calls that arrive while a group's fsync runs join the next group, so a group holds what the
+concurrency puts in it; an idle worker is started at the end of the event-loop turn, so the calls
+of one turn share a group. Maintenance and space checks run on the same worker, and no group is
+written while they do. ``_lock`` guards the one hand-over between the threads: the staged group.
 
 What makes an effect wait (the "required" group) and what does not:
 
@@ -38,6 +40,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -92,7 +95,12 @@ class GroupCommitter:
         self.durable_bound_us = 0
         self._next = CommitGroup(1, [])
         self._next_urgent = False
+        #: the newest group handed to the worker (written or not: its clock bound is promised)
         self._in_flight: CommitGroup | None = None
+        #: the worker is writing groups (``_write_groups``) or retrying one: no ``_start`` meanwhile
+        self._writing = False
+        #: guards what the loop stages and the worker takes (``_next``, ``_next_urgent``, ``_writing``)
+        self._lock = threading.Lock()
         self._worker_jobs = 0  # maintenance or space checks on the worker: no group starts meanwhile
         self._soon: asyncio.Handle | None = None  # _start at the end of this loop turn
         self._lazy: asyncio.TimerHandle | None = None  # _start after lazy_s (vector-only groups)
@@ -130,7 +138,7 @@ class GroupCommitter:
         self._cancel_starts()
         if self._space_timer is not None:
             self._space_timer.cancel()
-        while self._in_flight is not None and self._failed is None:
+        while self._writing and self._failed is None:
             await asyncio.sleep(0.001)
         if self._failed is None:
             group = self._next
@@ -149,14 +157,15 @@ class GroupCommitter:
 
     def stage(self, changes: Changes, hlc: int) -> int:
         """Add one core call's changes to the next group; returns the group its effects need."""
-        group = self._next
-        if changes.store:
-            group.changes.extend(changes.store)
-            if any(change.inserted for change in changes.store):
-                self.required = group.number
-                self._next_urgent = True
-        group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
-        self._stage_bound(physical_of(hlc))
+        with self._lock:  # the worker may be taking ``_next`` this moment (``_write_groups``)
+            group = self._next
+            if changes.store:
+                group.changes.extend(changes.store)
+                if any(change.inserted for change in changes.store):
+                    self.required = group.number
+                    self._next_urgent = True
+            group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
+            self._stage_bound(physical_of(hlc))
         self._schedule()
         return self.required
 
@@ -192,8 +201,8 @@ class GroupCommitter:
         )
 
     def _schedule(self) -> None:
-        if self._in_flight is not None or self._worker_jobs or self._closed or self._failed is not None:
-            return  # the running commit (or worker job) starts the next group when it ends
+        if self._writing or self._blocked():
+            return  # the writing worker takes the next group itself; a worker job restarts it
         assert self._loop is not None
         if self._next_urgent:
             if self._soon is None:
@@ -210,50 +219,71 @@ class GroupCommitter:
     # ---------------------------------------------------------------- writing
 
     def _start(self) -> None:
+        """On the loop: hand the worker the staged group (``_write_groups``) when it is idle."""
         self._cancel_starts()
-        if (self._in_flight is not None or self._worker_jobs or self._closed or self._failed is not None
-                or not self._has_work()):
-            return
-        group = self._next
-        self._in_flight = group
-        self._next = CommitGroup(group.number + 1, [])
-        self._next_urgent = False
-        assert self._loop is not None
-        started = time.perf_counter()
-        # The statements here, the COMMIT (the fsync) alone on the worker (``SqliteStore.prepare``).
-        try:
-            self.store.prepare(group)
-        except Exception as error:
-            failed: asyncio.Future[bool] = self._loop.create_future()
-            failed.set_exception(error)
-            self._finished(group, failed, started)
-            return
-        future = self._loop.run_in_executor(self._executor, self._commit_prepared)
-        future.add_done_callback(lambda done: self._finished(group, done, started))
+        with self._lock:
+            if self._writing or self._blocked() or not self._has_work():
+                return
+            self._writing = True
+        self._executor.submit(self._write_groups)
 
-    def _commit_prepared(self) -> bool:
-        """On the worker: COMMIT the prepared group; then whether the disk is below its reserve
-        (``space``: a statvfs call, a few microseconds against the group's fsync)."""
-        self.store.finish()
-        return self._space_low()
+    def _blocked(self) -> bool:
+        return bool(self._worker_jobs) or self._closed or self._failed is not None
+
+    def _write_groups(self) -> None:
+        """On the worker: write the staged group, then, for as long as calls that need one keep
+        arriving, the next one at once (pipelined: the group staged while a group's fdatasync ran
+        is taken the moment it returns, without a round trip through the event loop). The loop
+        hears of each durable group in order (``_finished``, by ``call_soon_threadsafe``, once per
+        group); the worker stops when nothing urgent is staged, for a worker job, a close or a
+        failure, and the loop's ``_start`` sets it going again."""
+        first = True
+        while True:
+            with self._lock:
+                ready = self._has_work() if first else self._next_urgent
+                if not ready or self._blocked():
+                    self._writing = False
+                    break
+                group = self._next
+                self._in_flight = group
+                self._next = CommitGroup(group.number + 1, [])
+                self._next_urgent = False
+            first = False
+            started = time.perf_counter()
+            try:
+                full = self._commit(group)
+            except BaseException as error:  # the loop decides: retry on a full disk, else fatal
+                self._post(self._failed_commit, group, error, started)
+                return  # ``_writing`` stays set: the group is still in flight
+            self._last_state = group.state
+            self._post(self._finished, group, full, started)
+        self._post(self._schedule)  # a group nobody waits for may still be staged (``lazy_s``)
+
+    def _post(self, callback: Callable[..., None], *args: object) -> None:
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is left to tell
+            self._loop.call_soon_threadsafe(callback, *args)
 
     def _commit(self, group: CommitGroup) -> bool:
-        """On the worker: prepare and COMMIT ``group`` (a retry after a full disk)."""
+        """On the worker: encode, append and fdatasync ``group``; then whether the disk is below its
+        reserve (``space``: a statvfs call, a few microseconds against the group's fsync)."""
         self.store.prepare(group)
         self.store.finish()
         return self._space_low()
 
-    def _finished(self, group: CommitGroup, done: asyncio.Future[bool], started: float) -> None:
-        error = done.exception() if not done.cancelled() else asyncio.CancelledError()
-        if error is not None:
-            if self._retry_full(group, error):
-                return
-            self._in_flight = None
-            self._failed = error
-            self._on_failure(error)
+    def _failed_commit(self, group: CommitGroup, error: BaseException, started: float) -> None:
+        """On the loop: a group's commit failed (``_retry_full``, else fatal)."""
+        if self._retry_full(group, error):
             return
-        self.store.record()  # before the group counts as durable (``commit_record``)
-        self._in_flight = None
+        self._writing = False
+        self._failed = error
+        self._on_failure(error)
+
+    def _finished(self, group: CommitGroup, full: bool, started: float) -> None:
+        """On the loop, once per durable group, in order: count it in the commit record (before it
+        is reported durable: ``commit_record``; the worker may have appended later groups, which
+        the record may then count too), release what waited for it."""
+        self.store.record()
         self._full_retries = 0
         elapsed = time.perf_counter() - started
         self.commit_seconds += elapsed
@@ -267,7 +297,6 @@ class GroupCommitter:
         if self._operations is not None:
             self.operations_committed = self._operations()
         self._rates.record(time.monotonic(), self.groups_written, self.versions_written, self.operations_committed)
-        self._last_state = group.state
         self.durable = group.number
         if group.clock_bound_us is not None:
             self.durable_bound_us = max(self.durable_bound_us, group.clock_bound_us)
@@ -278,7 +307,7 @@ class GroupCommitter:
             # worker's): a short pause every ``maintenance_s``, against a WAL and a file that
             # would otherwise only grow.
             self._on_worker(self._maintain)
-        self._set_full(bool(done.result()))
+        self._set_full(full)
         self._schedule()
 
     def _on_worker(self, job: Callable[[], object], then: Callable[[asyncio.Future[object]], None] | None = None,
@@ -319,7 +348,16 @@ class GroupCommitter:
             assert self._loop is not None
             started = time.perf_counter()
             future = self._loop.run_in_executor(self._executor, self._commit_after_checkpoint, group)
-            future.add_done_callback(lambda done: self._finished(group, done, started))
+            future.add_done_callback(lambda done: retried(done, started))
+
+        def retried(done: asyncio.Future[bool], started: float) -> None:
+            error = done.exception() if not done.cancelled() else asyncio.CancelledError()
+            if error is not None:
+                self._failed_commit(group, error, started)
+                return
+            self._last_state = group.state
+            self._writing = False  # the worker is free again: ``_schedule`` starts the next group
+            self._finished(group, bool(done.result()), started)
 
         self._loop.call_later(delay, again)
         return True

@@ -1,8 +1,8 @@
 """The durable store of one partition server: the commit log, checkpointed into SQLite.
 
-A commit group is durable once its record is in the log (``log``): ``prepare`` encodes it on the
-event loop's thread, ``finish`` appends it with one ``write`` and one ``fdatasync`` on the storage
-worker, ``record`` counts it in the commit record (``commit_record``). The SQLite file
+A commit group is durable once its record is in the log (``log``): ``prepare`` encodes it,
+``finish`` appends it with one ``write`` and one ``fdatasync``, ``record`` counts it in the commit
+record (``commit_record``), all three on the storage worker. The SQLite file
 (``sqlite.SqliteStore``, ``synchronous=FULL``) is the checkpoint: a background thread folds every
 closed segment into it in one transaction (only each row's last change counts, so overwrites and GC
 removals of the same keys collapse), and deletes the segments once that transaction is durable. A
@@ -17,7 +17,7 @@ the log's inserts; after that the checkpointer folds the recovered segments into
 background. A crash at any point is safe: a checkpoint is one SQLite transaction, records it
 already holds are skipped on replay, and segments are deleted only after it is durable.
 
-Threads: ``prepare`` on the loop; ``finish``, ``maintain``, ``checkpoint`` and ``close`` on the one
+Threads: ``prepare``, ``finish``, ``record``, ``maintain``, ``checkpoint`` and ``close`` on the one
 storage worker; once the core has loaded, the checkpointer thread alone uses the SQLite connection
 (``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``).
 """
@@ -242,7 +242,7 @@ class LoggedStore:
         self.record()
 
     def prepare(self, group: CommitGroup) -> None:
-        """Encode the group's record and the tally after it (on the event loop's thread)."""
+        """Encode the group's record and the tally after it (on the storage worker)."""
         tally = self.tally
         inserted = local = 0
         local_ts = tally.local_ts

@@ -544,10 +544,10 @@ class SqliteStore:
         """Open the group's transaction and run its statements, all but the COMMIT (``finish``).
 
         The group's rows go in two statements, whatever their number (``_rows``): every removal,
-        then every insert. The group committer calls this on the event loop's thread and only
-        ``finish`` on its worker (``group_commit``): each SQLite step lets go of the GIL and must
-        take it back, which on a busy server waits for the loop's thread to give it up (up to the
-        interpreter's 5 ms switch interval), so the worker's part is one step, the fsync's.
+        then every insert. The group committer calls this and ``finish`` on its worker
+        (``group_commit``); servers write through the commit log (``logged_store``), whose record
+        is one step, where each SQLite step here lets go of the GIL and must take it back from a
+        busy loop's thread (up to the interpreter's 5 ms switch interval).
         Until ``finish`` or ``abort``, no other use of the connection."""
         tally = self.tally
         removed, rows, inserted, local, local_ts = _rows(group.changes, self._local_dc, tally.local_ts)
