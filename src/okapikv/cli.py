@@ -249,6 +249,9 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--membership", action="store_true",
                    help="with --faults: a whole DC is also lost, removed from the membership and brought back "
                         "(docs/protocol.md, Membership)")
+    p.add_argument("--new-dc", action="store_true",
+                   help="with --faults: the last DC is new; the others start without it and it joins the running "
+                        "cluster during the fault phase (docs/protocol.md, A new DC)")
     p.add_argument("--counters-ttls", action="store_true",
                    help="mix INCRs of counters and expiring PUTs/GETs into the workload (checked: docs/simulated.md)")
     p.add_argument("--large-scans", action="store_true",

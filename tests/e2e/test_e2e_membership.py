@@ -140,7 +140,9 @@ def wait_for_status(cluster: Cluster, dc: str, within_s: float) -> None:
     """Until every server of ``dc`` answers `okapi status`."""
     deadline = time.monotonic() + within_s
     while True:
-        document = json.loads(okapi(cluster, "status", "--json").stdout)
+        result = okapi(cluster, "status", "--json")
+        assert result.returncode in (0, 1), result.stderr  # 1: some server does not answer (yet)
+        document = json.loads(result.stdout)
         if all(record.get("reachable") for record in document["servers"] if record["dc"] == dc):
             return
         assert time.monotonic() < deadline, f"{dc}'s servers do not answer after {within_s} s"

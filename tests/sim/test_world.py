@@ -38,7 +38,7 @@ def deliveries(world: World, kind: type | None = None) -> list[tuple[int, int, M
 
 def test_delays_are_fixed_and_exact() -> None:
     world = World.fixed(2, 2, wan_us=30 * MS, lan_us=300, link_extra_us={(ServerId(0, 1), ServerId(1, 1)): 7 * MS})
-    for partition, key in ((0, b"a"), (1, b"b")):
+    for partition, key in ((0, b"d"), (1, b"b")):  # each key at its own partition
         world.deliver(partition, PutRequest(partition + 1, key, b"v", fresh()), client=0)
     batches = deliveries(world, ReplicateBatch)
     assert [(at - START_US, target) for at, target, _ in batches] == [(30 * MS, 2), (37 * MS, 3)]

@@ -48,12 +48,12 @@ def test_resent_messages_reach_the_core_once_and_a_gap_is_refused() -> None:
     assert node.core.vv[1] == pack(30)
     # A reconnect resends 2..3 with 4..5: only 4 and 5 are new.
     assert link.accept(_batch(2, [20, 30, 40, 50]), now=2.0) == 5
-    assert node.peer_messages_received == 5 and node.peer_batches_received == 2
+    assert node.host.peer_messages_received == 5 and node.host.peer_batches_received == 2
     assert node.core.vv[1] == pack(50)
     with pytest.raises(LinkRefused) as refused:
         link.accept(_batch(7, [70]), now=3.0)  # 6 is missing
     assert refused.value.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert node.peer_messages_received == 5
+    assert node.host.peer_messages_received == 5
 
 
 def test_the_numbering_is_the_nodes_not_the_connections_and_restarts_with_the_sender() -> None:
@@ -62,10 +62,10 @@ def test_the_numbering_is_the_nodes_not_the_connections_and_restarts_with_the_se
     intake.open("first connection").accept(_batch(1, [10, 20]), now=1.0)
     # The sender reconnected (another connection, maybe another port): its resent tail is skipped.
     assert intake.open("second connection").accept(_batch(1, [10, 20, 30]), now=1.0) == 3
-    assert node.peer_messages_received == 3
+    assert node.host.peer_messages_received == 3
     # The sender restarted: a new incarnation numbers from 1 again, and nothing is skipped.
     assert intake.open("third connection").accept(_batch(1, [40], incarnation=8), now=1.0) == 1
-    assert node.peer_messages_received == 4 and node.core.vv[1] == pack(40)
+    assert node.host.peer_messages_received == 4 and node.core.vv[1] == pack(40)
 
 
 def test_acknowledgements_are_coalesced_and_a_probe_is_answered_at_once() -> None:
@@ -93,7 +93,7 @@ def test_other_clusters_unknown_sources_and_the_server_itself_are_refused() -> N
         with pytest.raises(LinkRefused) as refused:
             link.accept(batch, now=1.0)
         assert refused.value.code == code
-    assert node.peer_batches_received == 0 and list(node.core.vv) == [0, 0]
+    assert node.host.peer_batches_received == 0 and list(node.core.vv) == [0, 0]
 
 
 def test_a_malformed_message_is_dropped_and_the_rest_handled(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +107,7 @@ def test_a_malformed_message_is_dropped_and_the_rest_handled(monkeypatch: pytest
     monkeypatch.setattr(inbound, "peer_message_from_pb", picky)
     node = _node()
     assert PeerIntake(node).open("peer").accept(_batch(1, [10, 20]), now=1.0) == 2  # acknowledged: never resent
-    assert node.handler_errors == 1 and node.peer_messages_received == 1 and node.core.vv[1] == pack(20)
+    assert node.host.handler_errors == 1 and node.host.peer_messages_received == 1 and node.core.vv[1] == pack(20)
 
 
 @dataclass
@@ -125,7 +125,7 @@ class StubCommitter:
 def test_only_what_is_durable_is_acknowledged() -> None:
     node = _node()
     committer = StubCommitter(required=5, durable=4)
-    node._committer = committer  # type: ignore[assignment]
+    node._committer = node.host.committer = committer  # type: ignore[assignment]
     link = PeerIntake(node).open("peer")
     assert link.accept(_batch(1, [10, 20]), now=1.0) == 0  # handled, in commit group 5: not durable yet
     assert node.core.vv[1] == pack(20)
@@ -139,12 +139,12 @@ def test_only_what_is_durable_is_acknowledged() -> None:
 
 def test_a_full_disk_refuses_batches_from_other_dcs_only() -> None:
     node = _node()
-    node._committer = StubCommitter(disk_full=True)  # type: ignore[assignment]
+    node._committer = node.host.committer = StubCommitter(disk_full=True)  # type: ignore[assignment]
     link = PeerIntake(node).open("peer")
     with pytest.raises(LinkRefused) as refused:
         link.accept(_batch(1, [10]), now=1.0)
     assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "disk full" in refused.value.message
-    assert node.core.vv[1] == 0 and node.peer_batches_received == 0
+    assert node.core.vv[1] == 0 and node.host.peer_batches_received == 0
     # The same DC's other partition (its stabilization messages add no versions) still gets through.
     assert link.accept(_batch(1, [10], source=ServerId(0, 1)), now=1.0) == 1
 
@@ -165,9 +165,9 @@ def test_a_link_reopened_after_a_membership_change_is_not_skipped_as_already_han
     async def reopen() -> list[bytes]:
         headers = []
         for _ in range(2):
-            link = sender._open_link(destination)
+            link = sender.peer_links._open(destination)
             headers.append(link._header)
-            del sender._links[destination]  # as ``_membership_changed`` does
+            del sender.peer_links.links[destination]  # as ``PeerLinks.close_removed`` does
             await link.close()
         return headers
 

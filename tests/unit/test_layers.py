@@ -21,6 +21,7 @@ has no circle; circles between modules (inside one package too) are checked sepa
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -109,6 +110,26 @@ def test_check_and_core_are_pure_of_processes() -> None:
     assert not any(within(module, "okapikv.check") for module in GRAPH if "fuzz" in module)
     assert all(entry_of(target, LAYERS) in ("okapikv.check", CORE)
                for module, targets in GRAPH.items() if within(module, "okapikv.check") for target in targets)
+
+
+#: the core's entry points a driver reaches only through the host (``okapikv.core.host``)
+HOST_ONLY = {"on_timer", "handle_batch", "start_catch_up", "drain_changes", "cancel_reads"}
+
+
+def _attribute_calls(module: str) -> set[str]:
+    path = SRC.joinpath(*module.split(".")).with_suffix(".py")
+    return {node.func.attr for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+
+
+@pytest.mark.parametrize("driver", ["okapikv.server.node", "okapikv.sim.world"])
+def test_the_server_and_the_simulator_drive_the_core_through_the_same_host(driver: str) -> None:
+    """One driver contract (docs/design.md, "The host between the core and its drivers"): the
+    asyncio node and the simulator's world both import the host, and neither calls the core's
+    entry points itself, so the refusals, durability holding and the timer rule they run are the
+    host's (``tests/sim/test_host_rules.py`` shows them in simulated runs)."""
+    assert "okapikv.core.host" in GRAPH[driver]
+    assert _attribute_calls(driver) & HOST_ONLY == set()
 
 
 # ------------------------------------------------------------------------------------ the checker fails

@@ -1,7 +1,8 @@
-"""The driver meets deadlines microseconds away inside one timer callback (``PartitionNode._on_timer``,
-``SPIN_US`` and ``SPIN_BUDGET_US``): Cure's writes take one clock microsecond each, so a batch of n
-PUTs at one clock reading leaves n - 1 waiting for the next microseconds, and event-loop timers
-(millisecond granularity) would hold each of them a millisecond, one callback per write."""
+"""The driver meets deadlines microseconds away inside one timer callback
+(``okapikv.server.loop_timer``, ``Host.spin_deadline``: ``SPIN_US`` and ``SPIN_BUDGET_US``): Cure's
+writes take one clock microsecond each, so a batch of n PUTs at one clock reading leaves n - 1
+waiting for the next microseconds, and event-loop timers (millisecond granularity) would hold each
+of them a millisecond, one callback per write."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class SlowClock:
 
 def test_a_cure_write_parked_for_the_next_microsecond_in_a_client_batch_goes_without_a_millisecond_timer() -> None:
     """A write parked while a client batch is handled (``run_core``) is released on the event loop's
-    next rounds, not by a timer rounded up to a whole millisecond (``_arm_timer``). The loop's own
+    next rounds, not by a timer rounded up to a whole millisecond (``LoopTimer.arm``). The loop's own
     time is frozen, so no loop timer can fire: only a release that needs none passes (the figure
     printed is the wall time from the end of the batch to the last write's release)."""
 

@@ -156,7 +156,7 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
                                      | {"max_message_bytes": limit})
     node = PartitionNode(config, 0, 0)
     updates = tuple(Update(b"k%d" % i, b"x" * 300_000, i + 1, 0, None) for i in range(10))
-    frames = node._encode(ReplicateBatch(node.id, updates, (7, 8)))
+    frames = node.encoder.encode(ReplicateBatch(node.id, updates, (7, 8)))
     assert len(frames) > 1
     assert all(len(frame) <= limit - MESSAGE_OVERHEAD_BYTES for frame, _ in frames)
     batches = [
@@ -168,8 +168,8 @@ def test_oversized_replication_batches_are_split_and_oversized_replies_dropped()
     # the GSV riding on the batch goes once, with its last updates
     assert [batch.gsv for batch in batches] == [None] * (len(batches) - 1) + [(7, 8)]  # type: ignore[union-attr]
     too_big = SliceReply(node.id, 1, (ReadItem(b"k", b"x" * (2 << 20), 1, 0, None),), False)
-    assert node._encode(too_big) == []
-    assert node.oversized_dropped == 1
+    assert node.encoder.encode(too_big) == []
+    assert node.encoder.oversized_dropped == 1
 
 
 # ---------------------------------------------------------------- admission control (Admission.backlogged)
@@ -255,7 +255,7 @@ def test_bounded_visibility_holds_client_batches_while_remote_updates_are_late()
         clock = FakeClock()
         admission = server.admission
         admission.time = clock
-        server._links[ServerId(0, 0)] = StubLink(last_ack_at=clock.now)  # type: ignore[assignment]
+        server.peer_links.links[ServerId(0, 0)] = StubLink(last_ack_at=clock.now)  # type: ignore[assignment]
         now_us = server.clock.now_us()
         server.core.stable = (pack(now_us - 20_000), pack(now_us - 20_000), pack(now_us))
         assert not admission.backlogged()  # both remote DCs within their bounds

@@ -38,8 +38,7 @@ VALUE_LIMIT = 1 << 20
 
 # A session that would move the server's stable vector if it were merged.
 FRESH = Session((pack(500), pack(600)), 0)
-SHORT = Session((0,), 0)
-LONG = Session((0, 0, 0), 0)
+LONG = Session((0, 0, pack(700)), 0)  # depends on a DC this server does not know (okapikv.core.growth)
 
 
 def server(protocol: str) -> PartitionServer:
@@ -75,12 +74,12 @@ INVALID: list[tuple[str, ClientRequest, str]] = [
     ("delete long key", DeleteRequest(1, b"k" * (KEY_LIMIT + 1), FRESH), "exceeds the limit"),
     ("put big value", PutRequest(1, b"k", b"v" * (VALUE_LIMIT + 1), FRESH), "exceeds the limit of 1048576 bytes"),
     ("swap big value", SwapRequest(1, b"k", b"v" * (VALUE_LIMIT + 1), FRESH), "exceeds the limit of 1048576"),
-    ("get short session", GetRequest(1, b"k", SHORT), "session vector has 1 entries, the cluster has 2 DCs"),
-    ("put short session", PutRequest(1, b"k", b"v", SHORT), "session vector has 1 entries"),
+    ("get long session", GetRequest(1, b"k", LONG), "session vector has 3 entries and depends on DC index 2"),
+    ("put long session", PutRequest(1, b"k", b"v", LONG), "session vector has 3 entries"),
     ("swap long session", SwapRequest(1, b"k", b"v", LONG), "session vector has 3 entries"),
     ("delete long session", DeleteRequest(1, b"k", LONG), "session vector has 3 entries"),
     ("read-tx long session", ReadTxRequest(1, (b"k",), LONG), "session vector has 3 entries"),
-    ("scan short session", ScanRequest(1, b"a", b"z", None, SHORT), "session vector has 1 entries"),
+    ("scan long session", ScanRequest(1, b"a", b"z", None, LONG), "session vector has 3 entries"),
     ("read-tx empty key", ReadTxRequest(1, (b"a", b""), FRESH), "key must not be empty"),
     ("read-tx long key", ReadTxRequest(1, (b"k" * (KEY_LIMIT + 1),), FRESH), "exceeds the limit"),
     ("scan negative limit", ScanRequest(1, b"a", b"z", -1, FRESH), "scan limit must not be negative"),

@@ -25,10 +25,18 @@ def test_merge_never_moves_backwards() -> None:
     assert session.current == Session((5, 5), 5)
 
 
-def test_merge_ignores_vector_of_another_size_but_keeps_dt() -> None:
+def test_merge_of_a_longer_vector_grows_the_session() -> None:
+    """A server that knows one more DC (the cluster grew, okapikv.core.growth) teaches the session."""
     session = ClientSession(2)
     session.merge(Session((1, 2, 3), 9))
-    assert session.current == Session((0, 0), 9)
+    assert session.current == Session((1, 2, 3), 9)
+
+
+def test_merge_of_a_shorter_vector_keeps_the_other_entries() -> None:
+    session = ClientSession(3)
+    session.merge(Session((0, 0, 7), 0))
+    session.merge(Session((4, 1), 9))
+    assert session.current == Session((4, 1, 7), 9)
 
 
 def test_current_is_a_snapshot() -> None:

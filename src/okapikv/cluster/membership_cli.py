@@ -28,9 +28,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
+from okapikv.cluster.config import ClusterConfig
 from okapikv.cluster.status import TIMEOUT_S, Topology, resolve_topology
 from okapikv.core.membership import JOINING, MEMBER, REMOVED, Membership, MembershipError
 from okapikv.tls import open_channel
@@ -191,6 +193,83 @@ def run_add(args: argparse.Namespace) -> int:
 
     return _wait(topology, holds, args.timeout, f"every live server holds epoch {member.epoch}: {name} serves clients",
                  "hold an older epoch")
+
+
+def _learn(view: ServerView, toml: str, topology: Topology) -> bool:
+    with open_channel(view.address, topology.tls) as channel:
+        stub = pb_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            stub.LearnConfig(pb.GrownConfig(toml=toml), timeout=TIMEOUT_S)
+        except grpc.RpcError as error:
+            print(f"  {view.dc}/p{view.partition} {view.address}: {error.code().name} {error.details()}",
+                  file=sys.stderr)
+            return False
+    return True
+
+
+def run_join(args: argparse.Namespace) -> int:
+    """`okapi dc join NAME --config GROWN.toml`: the cluster grows by DC NAME, the last DC of the
+    grown config (module docstring of ``okapikv.cluster.growth``; docs/operations.md, "Adding a
+    region"). Every server of the running DCs must answer: each first takes the grown config (it
+    then knows NAME's servers' addresses), then the next epoch, with NAME joining, goes to them and
+    every server grows its vectors by one entry. NAME's servers start after this, empty, with
+    ``--repair``; `okapi dc add NAME` then makes NAME a member once every server counts it."""
+    try:
+        text = Path(args.config).read_text(encoding="utf-8")
+        grown = ClusterConfig.from_toml(text, source=args.config)
+        topology = resolve_topology(args)
+    except (ValueError, OSError) as error:
+        print(f"okapi dc join: {error}", file=sys.stderr)
+        return 2
+    name = args.name
+    if not grown.dcs or grown.dcs[-1] != name:
+        print(f"okapi dc join: {name!r} must be the last DC of {args.config} (its DCs: {', '.join(grown.dcs)})",
+              file=sys.stderr)
+        return 2
+    old = Topology(topology.cluster_id, topology.protocol, topology.dcs[:-1],
+                   tuple(server for server in topology.servers if server[0] != name), topology.tls)
+    views = survey(old)
+    live = [view.membership for view in views if view.membership is not None]
+    if not live:
+        print("okapi dc join: no server answers", file=sys.stderr)
+        return 2
+    newest = max(live, key=lambda m: m.key)
+    # a removed DC's servers are not asked (they start again from the grown config: `okapi dc add`)
+    states = dict(zip(old.dcs, newest.states, strict=False))
+    views = [view for view in views if states.get(view.dc) != REMOVED]
+    silent = [view for view in views if view.membership is None]
+    if silent:
+        print(f"okapi dc join: {len(silent)} server(s) do not answer ({', '.join(view.address for view in silent)}); "
+              "every server of the running DCs must take the grown config (remove a DC lost for good first: "
+              "okapi dc remove)", file=sys.stderr)
+        return 2
+    current = newest
+    if len(current.states) == len(grown.dcs):
+        print(f"okapi dc join: {name} is in the cluster already (membership epoch {current.epoch}: "
+              f"{_describe(topology, current)})")
+        return 0
+    if len(current.states) != len(old.dcs):
+        print(f"okapi dc join: the servers' membership names {len(current.states)} DCs, the config "
+              f"{len(old.dcs)} before {name}", file=sys.stderr)
+        return 2
+    learned = [view for view in views if _learn(view, text, topology)]
+    if len(learned) != len(views):
+        print(f"okapi dc join: {len(views) - len(learned)} server(s) refused the grown config; nothing else changed "
+              "(a server that took it only knows NAME's addresses)", file=sys.stderr)
+        return 2
+    print(f"okapi dc join: {len(learned)} server(s) took the config of {len(grown.dcs)} DCs")
+    target = current.with_new_dc()
+    _change(topology, views, current, target, f"join {name}")
+
+    def grown_view(view: ServerView) -> bool:
+        return view.membership is not None and view.membership.key >= target.key
+
+    status = _wait(old, grown_view, args.timeout, f"every server holds epoch {target.epoch}: {name} is joining",
+                   "hold an older epoch")
+    if status == 0:
+        print(f"  next: start {name}'s servers with this config, empty data directories and --repair; "
+              f"then okapi dc add {name} --config {args.config}")
+    return status
 
 
 def _wait(topology: Topology, done: Callable[[ServerView], bool], timeout_s: float, success: str,

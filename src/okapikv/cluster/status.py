@@ -129,12 +129,13 @@ def summarize(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
 
 def membership_figures(snapshot: NodeSnapshot, dcs: tuple[str, ...]) -> dict[str, Any]:
     """The server's membership epoch and each DC's state, by name (every DC a member, epoch 0, from
-    a server that does not report one)."""
+    a server that does not report one; "unknown" for a DC a server has not grown to yet, seen
+    through a grown config: `okapi dc join`)."""
     membership = snapshot.membership
-    if membership is None or len(membership.dc_states) != len(dcs):
+    if membership is None or len(membership.dc_states) > len(dcs):
         return {"membership_epoch": 0, "dc_states": dict.fromkeys(dcs, "member")}
-    return {"membership_epoch": membership.membership_epoch,
-            "dc_states": dict(zip(dcs, membership.dc_states, strict=True))}
+    states = (*membership.dc_states, *("unknown",) * (len(dcs) - len(membership.dc_states)))
+    return {"membership_epoch": membership.membership_epoch, "dc_states": dict(zip(dcs, states, strict=True))}
 
 
 def membership_line(records: list[dict[str, Any]]) -> str | None:

@@ -68,6 +68,8 @@ class CoreConfig:
     # the most a timestamp taken from a client's session or a peer may be ahead of this server's clock
     # (the HLC paper's epsilon, CockroachDB's max offset): far above NTP's error, far below a bad step
     max_clock_offset_us: int = 500_000
+    # the failure detector (``okapikv.core.detector``): a member DC silent this long is removed (0: off)
+    auto_remove_after_us: int = 0
 
     def __post_init__(self) -> None:
         problems = []
@@ -96,6 +98,10 @@ class CoreConfig:
         if self.idle_after_us > 0 and self.idle_interval_us >= self.read_timeout_us:
             problems.append("idle_interval_us must be below read_timeout_us (an idle partition that owes a slice "
                             "would look gone)")
+        quiet = self.idle_interval_us if self.idle_after_us > 0 else self.heartbeat_interval_us
+        if self.auto_remove_after_us < 0 or 0 < self.auto_remove_after_us < 3 * quiet:
+            problems.append("auto_remove_after_us must be 0 (off) or at least three heartbeat periods "
+                            "(the idle interval with idle pacing): a quiet replica would look gone")
         if self.max_snapshot_retries < 0:
             problems.append("max_snapshot_retries must not be negative")
         if self.max_read_items < max(self.max_read_keys, self.max_scan_items):

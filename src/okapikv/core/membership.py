@@ -25,6 +25,9 @@ While removed, a DC gets nothing from the survivors (no replication, heartbeats 
 link queues would grow without bound) and its stream is ignored (``ignores``). A server of a removed
 DC refuses clients (``serving``): its DC is out of the cluster.
 
+A membership that names more DCs than the server knows grows the server first (a new DC joining,
+``okapikv.core.growth``; ``_aligned``).
+
 A joining DC is a replica again (it gets the streams, its own is taken, and its servers re-run their
 catch-up or repair, ``rejoined``), but each server counts it only once it has caught up there
 (``check_joining``: under Okapi its GSV has reached this server's stable vector, so counting it
@@ -44,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from okapikv.core.growth import GrowthError
 from okapikv.core.messages import (
     Effect,
     MembershipUpdate,
@@ -110,12 +114,19 @@ class Membership:
             raise MembershipError("the last member DC cannot be removed")
         return Membership(self.epoch + 1, states)
 
+    def with_new_dc(self) -> Membership:
+        """The next epoch with one more DC, joining (``okapi dc join``, ``okapikv.core.growth``)."""
+        return Membership(self.epoch + 1, (*self.states, JOINING))
+
 
 class Members:
     """A partition server's membership, the flood of changes and the relay (module docstring)."""
 
-    def __init__(self, state: PartitionState) -> None:
+    def __init__(self, state: PartitionState, grow: Callable[[int], None] | None = None) -> None:
         self.state = state
+        #: grows the server to a number of DCs (``PartitionServer.grow``): a membership naming
+        #: more DCs than this server knows is adopted only after it
+        self._grow = grow
         self.view = Membership.initial(state.num_dcs)
         #: removed DC -> replica DCs whose relay answer for it has not arrived
         self.relays: dict[int, dict[int, int]] = {}
@@ -179,6 +190,10 @@ class Members:
         """Adopt ``view`` if it is ordered after this server's membership, and pass it on to the DC
         and the replicas (each adopts it once, so the flood ends); else nothing."""
         state = self.state
+        try:
+            view = self._aligned(view)
+        except (GrowthError, MembershipError):
+            return []  # a growth this server cannot make changes nothing
         if len(view.states) != state.num_dcs or view.key <= self.view.key:
             return []
         before = self.view
@@ -216,7 +231,28 @@ class Members:
             return []  # a malformed change changes nothing
         if view.key < self.view.key and len(view.states) == len(self.view.states):
             return self.tell(message.source)
-        return self.change(view)
+        effects = self.change(view)
+        if not effects and len(view.states) < len(self.view.states):
+            effects = self.tell(message.source)  # its sender does not know every DC yet
+        return effects
+
+    def _aligned(self, view: Membership) -> Membership:
+        """``view`` over as many DCs as this server's membership (``okapikv.core.growth``). One that
+        names fewer DCs (its sender has not grown yet) keeps this server's states for the others;
+        one that names more grows this server first, which takes the new DCs' states from it at its
+        own epoch: so the new DCs are known whether or not ``view`` is ordered after, and two
+        changes made at the same epoch, one of them a growth, are ordered as any two."""
+        mine, theirs = self.view.states, view.states
+        if len(theirs) < len(mine):
+            return Membership(view.epoch, theirs + mine[len(theirs):])
+        if len(theirs) > len(mine):
+            if self._grow is None:
+                raise GrowthError(f"this server cannot grow to {len(theirs)} DCs")
+            self._grow(len(theirs))
+            self.view = Membership(self.view.epoch, mine + theirs[len(mine):])
+            self.changes += 1
+            self._recount()
+        return view
 
     def check_joining(self, caught_up: Callable[[int], bool]) -> bool:
         """Count each joining DC that ``caught_up`` says has caught up here; whether one was."""

@@ -250,6 +250,16 @@ class MultiVersionStore:
     def keys(self) -> Iterator[bytes]:
         return iter(self._index)
 
+    def fit_dependencies(self, fitted: Callable[[Version], Version]) -> None:
+        """Replace every version by ``fitted(version)`` (the same key, timestamp and DC, its
+        dependency vector one entry longer: the cluster grew by a DC, ``okapikv.core.growth``).
+        Nothing is logged: the durable state is the same versions."""
+        for key, entry in self._chains.items():
+            if isinstance(entry, Version):
+                self._chains[key] = fitted(entry)
+            else:
+                entry[:] = [fitted(version) for version in entry]
+
     def written_by(self, source_dc: int, after: int) -> list[tuple[bytes, Version]]:
         """Every version of ``source_dc`` with a timestamp above ``after``, in timestamp order: what a
         replica that has everything of ``source_dc`` up to ``after`` may lack (catch-up). Chains are

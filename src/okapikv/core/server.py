@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from okapikv.core import counters, expiry
+from okapikv.core import counters, expiry, growth
 from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
 from okapikv.core.gc import GarbageCollector
@@ -168,7 +168,10 @@ class PartitionServer(PartitionState):
         self.catch_up = CatchUp(self, stable_moves=self.stabilization.runs)
         self.reads = SnapshotReads(self, catch_up=self.catch_up, admit=self._admit)
         self.gc = GarbageCollector(self, self.reads, universal=self.stabilization.universal)
-        self.members = Members(self)
+        #: the most DCs this server may grow to (``okapikv.core.growth``): a driver sets the DCs it
+        #: can reach (its config's); None: no limit (the simulator)
+        self.dc_limit: int | None = None
+        self.members = Members(self, grow=self.grow)
         self._view_seen = self.members.view
         #: joining DC -> what it must reach to be counted here (``_caught_up``)
         self._joining_targets: dict[int, Vector] = {}
@@ -404,8 +407,11 @@ class PartitionServer(PartitionState):
         timestamp is never issued twice and no promise made by a heartbeat is broken.
         """
         for vector in (vv, stable, gsv, horizon):
-            if len(vector) != self.num_dcs:
-                raise ValueError(f"recovered vector {vector} does not have {self.num_dcs} entries")
+            if len(vector) > self.num_dcs:
+                raise ValueError(f"recovered vector {vector} has more than {self.num_dcs} entries")
+        # a state written before the cluster grew has fewer entries (``okapikv.core.growth``)
+        vv, stable, gsv, horizon = (growth.fit(vector, self.num_dcs) for vector in (vv, stable, gsv, horizon))
+        versions = ((key, growth.fit_version(version, self.num_dcs)) for key, version in versions)
         tracking = self.store.track_changes
         self.store.track_changes = False
         try:
@@ -427,8 +433,17 @@ class PartitionServer(PartitionState):
         With ``repair`` (the local data was lost or damaged; ``restore`` got what survived, if
         anything) ask every replica for everything it holds instead, this DC's versions included,
         and serve nothing until the repair ends (``okapikv.core.catchup``). With ``verify`` (a start
-        that may hold less than its replicas know it had), check their answers for lost writes."""
-        return self.catch_up.start(repair, verify) + self.members.start()
+        that may hold less than its replicas know it had), check their answers for lost writes.
+
+        The membership announcement goes first on each link: a server of a new DC
+        (``okapikv.core.growth``) may reach a replica that has not grown yet, which learns the new
+        DC from it before anything else the new DC sends."""
+        members = self.members.start()
+        announced = [effect for effect in members
+                     if isinstance(effect, Send) and isinstance(effect.message, MembershipUpdate)]
+        rest = [effect for effect in members if not (isinstance(effect, Send)
+                                                     and isinstance(effect.message, MembershipUpdate))]
+        return announced + self.catch_up.start(repair, verify) + rest
 
     # ================================================================ membership
 
@@ -442,6 +457,35 @@ class PartitionServer(PartitionState):
         self.woke = False
         effects = self._membership_moved(self.members.change(view), now_us)
         return self._send_out(effects, now_us)
+
+    def grow(self, size: int) -> None:
+        """Grow to ``size`` DCs (``okapikv.core.growth``): the shared state, then what the
+        collaborators keep per DC or per report (each a vector of the old length). The membership
+        grows with it (``Members.change`` calls this first)."""
+        if not growth.grow(self, size, self.dc_limit):
+            return
+        fit, fit_message = growth.fit, growth.fit_message
+        self._outbox = [fit_message(update, size) for update in self._outbox]
+        for progress in self._put_many_progress.values():
+            progress.remote = fit(progress.remote, size)
+        self._joining_targets = {dc: fit(target, size) for dc, target in self._joining_targets.items()}
+        stabilization = self.stabilization
+        stabilization._reports = {partition: fit_message(report, size)
+                                  for partition, report in stabilization._reports.items()}
+        stabilization._remote_gsvs = {dc: fit(gsv, size) for dc, gsv in stabilization._remote_gsvs.items()}
+        reads = self.reads
+        for read in {id(read): read for read in (*reads._reads.values(), *reads._pending.values())}.values():
+            read.request = fit_message(read.request, size)
+            read.snapshot = fit(read.snapshot, size) if read.snapshot else read.snapshot
+            read.owed = {partition: fit_message(owed, size) for partition, owed in read.owed.items()}
+            read.items = [fit_message(item, size) for item in read.items]
+        reads._leases = {fit(snapshot, size): until for snapshot, until in reads._leases.items()}
+        gc = self.gc
+        gc._peer_vectors = {dc: fit(vector, size) for dc, vector in gc._peer_vectors.items()}
+        repairing = self.catch_up.repair
+        if repairing is not None:
+            repairing.threshold = fit(repairing.threshold, size)
+            repairing.gsvs = [fit(gsv, size) for gsv in repairing.gsvs]
 
     def _on_membership(self, message: MembershipUpdate, now_us: int) -> list[Effect]:
         return self._membership_moved(self.members.on_update(message, now_us), now_us)
@@ -474,9 +518,10 @@ class PartitionServer(PartitionState):
     def _on_catch_up_request(self, message: CatchUpRequest, now_us: int) -> list[Effect]:
         if self.members.ignores(message.source.dc):  # a removed DC's server restarted
             return self.members.tell(message.source)
-        effects = self.catch_up.on_request(message, now_us)
-        if message.restarted:
-            effects.extend(self.members.on_restart(message.source))
+        # the membership first: a new DC's server (``okapikv.core.growth``), repairing from an
+        # initial membership, learns that its DC is joining before its repair can end
+        effects = self.members.on_restart(message.source) if message.restarted else []
+        effects.extend(self.catch_up.on_request(message, now_us))
         return effects
 
     def _on_relay_reply(self, message: RelayReply, now_us: int) -> list[Effect]:
@@ -492,7 +537,9 @@ class PartitionServer(PartitionState):
         self.stats.membership_changes = members.changes
         view = members.view
         if view is not self._view_seen:
-            for dc, (old, new) in enumerate(zip(self._view_seen.states, view.states, strict=True)):
+            # a DC new to this server (``okapikv.core.growth``) is handled as one that was removed
+            seen = self._view_seen.states + (REMOVED,) * (len(view.states) - len(self._view_seen.states))
+            for dc, (old, new) in enumerate(zip(seen, view.states, strict=True)):
                 if old != new and dc != self.dc:
                     self.stabilization.forget(dc)
                     self.gc.forget(dc)
@@ -519,6 +566,13 @@ class PartitionServer(PartitionState):
         handler = self._handlers.get(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
+        # vectors from a client or server that knows fewer (or more) DCs (``okapikv.core.growth``)
+        message = growth.fit_message(message, self.num_dcs)
+        source = getattr(message, "source", None)
+        if source is not None and source.dc >= self.num_dcs and type(message) is not MembershipUpdate:
+            # from a DC this server does not know yet: it announces its membership first (growth),
+            # so this is a stray (a message that overtook it cannot, on a FIFO link); nothing changes
+            return []
         if not self.catch_up.serving and isinstance(message, ClientRequest):
             return self.catch_up.refuse(message)
         if not self.members.serving and isinstance(message, ClientRequest):
@@ -575,8 +629,8 @@ class PartitionServer(PartitionState):
         """The refusal of a request with ``problem``, a session that does not fit the cluster, or a
         session reaching past the clock ceiling; else None, once the session is merged (a refused
         request changes nothing)."""
-        if problem is None and len(session.stable) != self.num_dcs:
-            problem = f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs"
+        if problem is None and len(session.stable) != self.num_dcs:  # fitted at dispatch unless it cannot be
+            problem = growth.session_problem(session.stable, self.num_dcs)
         if problem:
             return self.reject(request_id, problem)
         if self.offset_guard:

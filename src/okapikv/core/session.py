@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from okapikv.core.growth import fit
 from okapikv.core.messages import Session
 from okapikv.core.timestamps import physical_of
 from okapikv.core.vectors import Vector, merge_max, zeros
@@ -39,8 +40,13 @@ class ClientSession:
         return Session(self.stable, self.dt)
 
     def merge(self, update: Session) -> None:
-        if len(update.stable) == len(self.stable):
-            self.stable = merge_max(self.stable, update.stable)
+        """Merge a reply's session. One from a server that knows more DCs (the cluster grew,
+        ``okapikv.core.growth``) grows this session; one that knows fewer has 0 for the others."""
+        stable, theirs = self.stable, update.stable
+        if len(theirs) != len(stable):
+            size = max(len(theirs), len(stable))
+            stable, theirs = fit(stable, size), fit(theirs, size)
+        self.stable = merge_max(stable, theirs)
         if update.dt > self.dt:
             self.dt = update.dt
 
@@ -67,12 +73,14 @@ class Adoption:
 def adopt(session: Session, *, from_dc: int, here_dc: int, stable: Vector) -> Adoption:
     """The failover rule (module docstring): ready once every dependency of ``session`` (a session
     of DC ``from_dc``) is stable in DC ``here_dc``, whose server has the stable vector ``stable``."""
-    if len(session.stable) != len(stable):
-        raise ValueError(f"session vector has {len(session.stable)} entries, the cluster has {len(stable)} DCs")
-    if not 0 <= from_dc < len(stable) or not 0 <= here_dc < len(stable):
+    if not 0 <= from_dc < len(session.stable) or not 0 <= here_dc < len(stable):
         raise ValueError(f"DC index out of range 0..{len(stable) - 1}")
     dependency = list(session.stable)
     dependency[from_dc] = max(dependency[from_dc], session.dt)
+    if len(dependency) != len(stable):  # the cluster grew and one side knows the new DC (``okapikv.core.growth``)
+        if any(dependency[len(stable):]):  # depends on a DC this server does not know yet: not here
+            return Adoption(False, session, (0,) * len(stable))
+        dependency = list(fit(tuple(dependency), len(stable)))
     behind = tuple(
         0 if dc == here_dc or needed <= have else max(1, physical_of(needed) - physical_of(have))
         for dc, (needed, have) in enumerate(zip(dependency, stable, strict=True))

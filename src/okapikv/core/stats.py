@@ -63,6 +63,7 @@ class ServerStats:
     catch_up_replies_received: int = 0
     #: membership (``okapikv.core.membership``): changes adopted, removed DCs' updates relayed
     membership_changes: int = 0
+    auto_removals: int = 0  # removals the failure detector proposed here (``okapikv.core.detector``)
     relay_updates_sent: int = 0
     progress_messages_sent: int = 0
     read_timeouts: int = 0

@@ -29,6 +29,7 @@ from okapikv.resp.limits import RespLimits
 from okapikv.resp.operations import SessionOperations
 from okapikv.resp.parser import hiredis_preferred
 from okapikv.server.node import PartitionNode
+from okapikv.server.node_figures import stable_lag_ms
 from okapikv.tls import ClientTls
 
 
@@ -120,4 +121,4 @@ class RespService:
     def stable_lag_ms(self) -> list[float | None]:
         """How far this server's stable vector lags its clock, per DC (INFO replication)."""
         node = self.node
-        return list(node.stable_lag_ms(node.clock.now_us()))
+        return list(stable_lag_ms(node.core, node.clock.now_us()))

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from okapikv.cluster.connections import ConnectionSettings
 from okapikv.wire.stats import InputFigures
 
 log = logging.getLogger("okapikv.server")
@@ -75,6 +76,12 @@ class InputLimits:
     frame_timeout_s: float
     first_frame_timeout_s: float
     idle_timeout_s: float  # 0: never
+
+    @classmethod
+    def of(cls, limits: ConnectionSettings) -> InputLimits:
+        """The limits ``[connections]`` sets (milliseconds there)."""
+        return cls(limits.input_budget_bytes, limits.frame_timeout_ms / 1000, limits.first_frame_timeout_ms / 1000,
+                   limits.idle_timeout_ms / 1000)
 
     @property
     def sweep_interval_s(self) -> float:

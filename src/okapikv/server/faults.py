@@ -43,7 +43,7 @@ def register(server: grpc.aio.Server, node: PartitionNode) -> bool:
             dcs = {node.config.dc_index(str(name)) for name in names}
         except (ValueError, AttributeError, TypeError) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad HoldLinks request: {error}")
-        node.hold_peer_links(dcs)
+        node.peer_links.hold(dcs)
         return json.dumps({"held": [node.config.dcs[dc] for dc in sorted(dcs)]}).encode()
 
     handler = grpc.method_handlers_generic_handler(SERVICE, {

@@ -8,7 +8,8 @@ every batch (``InboundLink.accept``):
 
 - who sent it: this cluster's id, a known server other than this one; on a full disk
   (``okapikv.storage.space``) batches from other DCs are refused, since their versions need space
-  (the link ends and the sender resends once it is accepted again);
+  (``okapikv.core.host.Host.peer_refusal``: the link ends and the sender resends once it is
+  accepted again);
 - what is new: messages of that sender incarnation already handled are skipped (a resent tail),
   and a batch that leaves a gap is refused, so the stream restarts and the sender resends
   (``SequenceTable``); a new incarnation (the sender restarted) starts its numbering over;
@@ -129,13 +130,13 @@ class PeerIntake:
             try:
                 message = peer_message_from_pb(messages[index], source, node.num_dcs)
             except Exception:  # a malformed message must not stall the link with endless resends
-                node.handler_errors += 1
+                node.host.handler_errors += 1
                 log.exception("%s: dropped a malformed message from %s", node.label, source)
                 continue
             if message is not None:
                 converted.append(message)
-        node.peer_batches_received += 1
-        node.peer_messages_received += len(converted)
+        node.host.peer_batches_received += 1
+        node.host.peer_messages_received += len(converted)
         if converted:
             node.run_core(converted)
         handled = sequences.handled(source, batch.incarnation, batch.first_sequence, count)
@@ -201,10 +202,9 @@ class InboundLink:
             source.dc == node.id.dc and source.partition == node.id.partition
         ):
             raise LinkRefused(grpc.StatusCode.INVALID_ARGUMENT, f"unknown peer {source.dc}/{source.partition}")
-        committer = node.committer
-        if committer is not None and committer.disk_full and source.dc != node.id.dc:
-            raise LinkRefused(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                              "disk full: replication to this server is paused until space is freed")
+        refused = node.host.peer_refusal(ServerId(source.dc, source.partition))
+        if refused is not None:
+            raise LinkRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
         try:
             acknowledged = self.intake.receive(batch)
         except Exception:

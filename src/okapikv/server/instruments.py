@@ -14,8 +14,25 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from okapikv.core.messages import (
+    DeleteRequest,
+    ExpireRequest,
+    GetRequest,
+    IncrRequest,
+    PutManyRequest,
+    PutRequest,
+    ReadTxRequest,
+    ScanRequest,
+    SwapRequest,
+)
 from okapikv.core.timestamps import physical_of
 from okapikv.wire.stats import LatencyFigures
+
+#: The operation kinds of the latency histograms, by request type (the same as the Pipeline result kinds).
+REQUEST_KINDS: dict[type, str] = {
+    GetRequest: "get", PutRequest: "put", PutManyRequest: "put_many", SwapRequest: "swap", DeleteRequest: "delete",
+    ScanRequest: "scan", ReadTxRequest: "read_tx", IncrRequest: "incr", ExpireRequest: "expire",
+}
 
 # Upper bounds in seconds: from a loopback GET (~100 us) to a GentleRain RO-TX waiting out the
 # furthest DC (hundreds of ms) and a stuck request (seconds).

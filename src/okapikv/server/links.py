@@ -9,7 +9,7 @@ silently, so each link:
   produced them, batched (everything queued when the sender runs goes in one ``PeerBatch``, split
   below the message-size limit);
 - numbers messages (per sender identity: its incarnation, or a fresh one for a link reopened after
-  a membership change closed it, ``PartitionNode._open_link``) and keeps each one until the
+  a membership change closed it, ``okapikv.server.peer_links``) and keeps each one until the
   receiver acknowledges it; after a broken stream it reconnects with backoff and resends the
   unacknowledged tail, and the receiver skips numbers it already handled
   (``okapikv.server.inbound``). Messages queued while the destination is down wait in the queue,

@@ -11,10 +11,14 @@ the start with a clear error rather than guessing.
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from okapikv.core.membership import Membership, MembershipError
+from okapikv.core.membership import JOINING, Membership, MembershipError
+
+log = logging.getLogger("okapikv.server")
 
 FILE_NAME = "membership.json"
 
@@ -31,9 +35,12 @@ def load(directory: Path, num_dcs: int) -> Membership:
         view = Membership(int(document["epoch"]), tuple(str(state) for state in document["states"]))
     except (KeyError, TypeError, ValueError, MembershipError) as error:
         raise ValueError(f"cannot read the membership in {path}: {error}") from None
-    if len(view.states) != num_dcs:
-        raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}")
-    return view
+    if len(view.states) > num_dcs:
+        raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}: start the "
+                         "server with the config that names every DC of the cluster (okapi dc join)")
+    # written before the cluster grew (``okapikv.core.growth``): the new DCs are joining until a
+    # replica tells this server a newer membership
+    return Membership(view.epoch, view.states + (JOINING,) * (num_dcs - len(view.states)))
 
 
 def save(directory: Path, view: Membership) -> None:
@@ -49,3 +56,24 @@ def save(directory: Path, view: Membership) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def adopted(directory: Path | None, before: Membership, view: Membership, names: Sequence[str], label: str) -> None:
+    """Server ``label`` adopted ``view``: keep it in ``directory`` (None: in memory) and log the change."""
+    if directory is not None:
+        save(directory, view)
+    previous = before.states + ("new",) * (len(view.states) - len(before.states))  # the cluster grew
+    changes = ", ".join(f"{names[dc]} {old} -> {new}"
+                        for dc, (old, new) in enumerate(zip(previous, view.states, strict=True)) if old != new)
+    log.warning("%s: membership epoch %d -> %d: %s", label, before.epoch, view.epoch, changes or "no change",
+                extra={"event": "membership_changed", "epoch": view.epoch,
+                       "dc_states": dict(zip(names, view.states, strict=True))})
+
+
+def auto_removed(removed: tuple[int, int], names: Sequence[str], label: str) -> None:
+    """Server ``label``'s failure detector proposed removing DC ``removed[0]``, silent for
+    ``removed[1]`` µs (``okapikv.core.detector``); the membership change itself is logged by ``adopted``."""
+    dc, silent_us = removed
+    log.warning("%s: failure detector: nothing heard from DC %s for %.1f s (auto_remove_after_s); removing it",
+                label, names[dc], silent_us / 1e6,
+                extra={"event": "dc_auto_removed", "dc": names[dc], "silent_s": round(silent_us / 1e6, 3)})

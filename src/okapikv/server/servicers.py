@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
+from okapikv.core.growth import session_problem
 from okapikv.core.messages import ClientReply, ClientRequest, ErrorReply
 from okapikv.core.session import adopt
 from okapikv.server.inbound import LinkRefused, PeerIntake
@@ -64,9 +65,13 @@ async def _abort_on_error(reply: ClientReply, context: grpc.aio.ServicerContext)
 class KeyValueServicer(pb_grpc.KeyValueServicer):
     def __init__(self, node: PartitionNode) -> None:
         self.node = node
-        self.num_dcs = node.num_dcs
         self.scalar = node.core.protocol.scalar  # its sessions travel as one time (okapikv.wire.convert)
         self._admission = node.admission
+
+    @property
+    def num_dcs(self) -> int:
+        """The node's, which grows with the cluster (`okapi dc join`)."""
+        return self.node.num_dcs
 
     async def _call(self, request: ClientRequest) -> ClientReply:
         """Run one request once admission control lets it (``okapikv.server.admission``)."""
@@ -175,9 +180,11 @@ class KeyValueServicer(pb_grpc.KeyValueServicer):
         if request.from_dc >= self.num_dcs:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"from_dc {request.from_dc} out of range")
         session = convert.session_from_pb(request.session, self.num_dcs)
-        if len(session.stable) != self.num_dcs:
+        # a session of a client that knows fewer DCs is padded (``okapikv.core.growth``)
+        problem = session_problem(session.stable, self.num_dcs) if session.stable else "an empty session vector"
+        if problem is not None or request.from_dc >= len(session.stable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"session vector has {len(session.stable)} entries, the cluster has {self.num_dcs} DCs")
+                                problem or f"from_dc {request.from_dc} has no entry in the session vector")
         adoption = adopt(session, from_dc=request.from_dc, here_dc=self.node.id.dc, stable=self.node.core.stable)
         response = pb.AdoptSessionResponse(ready=adoption.ready, behind_us=adoption.behind_us)
         convert.fill_session(response.session, adoption.session, scalar=self.scalar)

@@ -1,5 +1,5 @@
 """What the peer links carry, in bytes, by what it is for: counted where frames are handed to the
-links (``PartitionNode._send``), once per destination, so native-port and gRPC links count alike
+links (``okapikv.server.peer_encoding``), once per destination, so native-port and gRPC links count alike
 (both carry the same serialized ``PeerMessage`` frames; the per-batch ``PeerBatch`` header and the
 transport's own framing are not counted).
 

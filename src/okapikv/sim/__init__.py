@@ -8,7 +8,8 @@ included (``liveness_s``). One module per mechanism:
 
 - ``engine``: one run (``Simulation``): its phases and its result; ``runner``: run and check;
   ``config``: the knobs (``SimConfig``, ``FaultPlan``, ``WorkloadMix``);
-- ``world``: the servers, their clocks (``clock``) and the network (``network``) under virtual
+- ``world``: the servers, each driven by the production host (``okapikv.core.host``) over a
+  simulated disk (``disk``), their clocks (``clock``) and the network (``network``) under virtual
   time (``events``), and the deterministic mode protocol tests drive step by step
   (``World.fixed``, with ``caller.Caller`` as a synchronous client session);
 - ``clients``: the closed-loop sessions and their workload (``workload``); ``nemesis``: the

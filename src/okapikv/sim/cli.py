@@ -83,6 +83,7 @@ def config_from_args(args: argparse.Namespace, seed: int, cost: CostProfile | No
         silent_links=args.silent_links,
         large_scans=args.large_scans,
         membership=getattr(args, "membership", False),
+        new_dc=getattr(args, "new_dc", False),
         **({"keys_per_partition": args.keys_per_partition} if args.keys_per_partition else {}),
         liveness_s=args.liveness_s,
         workload=workload,

@@ -111,6 +111,8 @@ class Clients:
                         for index in range(config.num_clients)]
         self.failover_us = int(config.fault_plan.failover_after_ms * 1000)
         self.failovers = 0
+        #: a DC whose clients wait (a new DC not in the cluster yet, ``SimConfig.new_dc``), or None
+        self.hold: int | None = None
         self.scan_restarts = 0
         self._next_request = 1
         self.operations: Counter[str] = Counter()
@@ -143,6 +145,10 @@ class Clients:
 
     # ================================================================ issuing
 
+    def release(self) -> None:
+        """The held DC serves (``hold``): its clients start."""
+        self.hold = None
+
     def issue(self, index: int) -> None:
         client = self.clients[index]
         if client.final_keys is not None:
@@ -152,6 +158,9 @@ class Clients:
             self._stopped(client)
             return
         world = self.world
+        if client.dc == self.hold:  # a DC not in the cluster yet: its clients wait for it
+            heapq.heappush(world.heap, (world.now + CLIENT_RETRY_US, next(world.seq), CLIENT_NEXT, index, None))
+            return
         now = world.now
         workload = self.workload
         f = workload.next_operation(client.turn)

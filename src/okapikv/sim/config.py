@@ -189,6 +189,9 @@ class SimConfig:
     #: the fault phase also loses a whole DC, removes it from the membership and brings it back
     #: (``FaultPlan.membership_kinds``, ``okapikv.sim.membership``)
     membership: bool = False
+    #: the last DC is new: the others start as a cluster of one DC fewer, and it joins during the
+    #: fault phase (its servers start empty and repair, the cluster grows online: ``okapikv.sim.membership``)
+    new_dc: bool = False
     #: clients run on this many simulated seconds after the heal, and the liveness checker judges
     #: that part (``okapikv.check.liveness``); 0: clients stop at the heal
     liveness_s: float = 0.0
@@ -236,6 +239,8 @@ class SimConfig:
         problems = []
         if self.num_dcs < 1:
             problems.append("at least one DC")
+        if self.new_dc and (self.num_dcs < 3 or not self.faults):
+            problems.append("new_dc needs at least 3 DCs (a cluster of 2 grows by a third) and faults on")
         if self.num_partitions < 1:
             problems.append("at least one partition")
         if self.num_clients < 0:

@@ -112,12 +112,14 @@ class Simulation:
         self.config = config
         rng = self.rng = random.Random(config.seed)
         dcs, partitions = config.num_dcs, config.num_partitions
+        #: ``new_dc``: the last DC joins during the run; the others start as a cluster without it
+        unborn = dcs - 1 if config.new_dc else None
         servers = [
             factory(
                 CoreConfig(
                     dc=dc,
                     partition=p,
-                    num_dcs=dcs,
+                    num_dcs=dcs - 1 if unborn is not None and dc != unborn else dcs,
                     num_partitions=partitions,
                     protocol=config.protocol,
                     piggyback_usv=config.piggyback_usv,
@@ -151,7 +153,13 @@ class Simulation:
                                  anomalies=self.invariants.anomalies) if config.large_scans else None
         self.nemesis = Nemesis(world, config.fault_plan, rng, clock_jumps=config.clock_jumps,
                                silent_links=config.silent_links, scanners=self.scanners,
-                               membership=config.membership)
+                               membership=config.membership, new_dc=unborn)
+        if unborn is not None:
+            for index in range(unborn * partitions, dcs * partitions):
+                world.crash(index)  # unborn: down until it joins (``Nemesis.add_dc``)
+            self.clients.hold = unborn
+            assert self.nemesis.dc_loss is not None
+            self.nemesis.dc_loss.on_born = self.clients.release
         world.clients = self.clients if self.scanners is None else ClientRouter(self.clients, self.scanners)
         if self.scanners is not None:
             world.work_us = ScanCost(world, config.fault_plan.scan_key_us)

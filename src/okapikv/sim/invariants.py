@@ -60,7 +60,8 @@ class Invariants:
 
     def stable_changed(self, index: int, previous: Vector) -> None:
         current = self.world.servers[index].stable
-        if any(c < p for c, p in zip(current, previous, strict=True)):
+        # a server that grew (``okapikv.core.growth``) keeps every entry and adds one: compare those
+        if len(current) < len(previous) or any(c < p for c, p in zip(current, previous, strict=False)):
             self.report("StableRegressed", f"{self.world.name(index)} stable vector moved backwards: "
                                            f"{previous} -> {current}")
 
@@ -112,9 +113,10 @@ class Invariants:
             return
         partitions = self.world.num_partitions
         dcs = self.world.num_dcs
-        everywhere = [min(s.vv[i] for s in servers) for i in range(dcs)]
-        per_dc = [[min(s.vv[i] for s in servers[d * partitions:(d + 1) * partitions]) for i in range(dcs)]
-                  for d in range(dcs)]
+        # a server that has not grown (``okapikv.core.growth``) has nothing of the new DC: 0
+        everywhere = [min(s.vv[i] if i < len(s.vv) else 0 for s in servers) for i in range(dcs)]
+        per_dc = [[min(s.vv[i] if i < len(s.vv) else 0 for s in servers[d * partitions:(d + 1) * partitions])
+                   for i in range(dcs)] for d in range(dcs)]
         universal = servers[0].protocol.uses_usv
         for index, server in enumerate(servers):
             bound = everywhere if universal else per_dc[server.dc]
@@ -122,7 +124,7 @@ class Invariants:
                 # only the GST, min(stable), is a promise (other entries may hold merged dependencies)
                 claims = [(0, min(server.stable), min(bound))]
             else:
-                claims = [(i, server.stable[i], bound[i]) for i in range(dcs)]
+                claims = [(i, server.stable[i], bound[i]) for i in range(len(server.stable))]
             for i, claimed, actual in claims:
                 if claimed > actual:
                     self.report("StabilityInvariant", f"{self.world.name(index)} stable[{i}]={claimed} exceeds "

@@ -30,6 +30,9 @@ With ``membership`` a whole DC is *lost* (every server killed), removed from the
 brought back later on empty disks, repairing, joining and then a member (``okapikv.sim.membership``;
 docs/protocol.md, "Membership").
 
+With ``new_dc`` the world's last DC is new: it joins the running cluster once during the fault
+phase (``okapikv.sim.membership``, ``okapikv.core.growth``).
+
 With ``large_scans`` (``scanners``) a *large scan* is a burst of whole-range SCANs at one DC
 (``okapikv.sim.scans``); they run until they complete, fail or give up, the heal included.
 
@@ -44,7 +47,7 @@ from collections.abc import Callable
 
 from okapikv.core.server import Repair
 from okapikv.sim.config import FaultPlan
-from okapikv.sim.membership import DcLoss, own_versions
+from okapikv.sim.membership import POLL_US, DcLoss, own_versions
 from okapikv.sim.scans import Scanners
 from okapikv.sim.silent import LinkTimers, SilentLinks
 from okapikv.sim.world import World
@@ -54,7 +57,8 @@ JUMP_KINDS = ("clock_jump", "restart_clock_back", "restart_clock_ahead")
 
 class Nemesis:
     def __init__(self, world: World, plan: FaultPlan, rng: random.Random, *, clock_jumps: bool = False,
-                 silent_links: bool = False, scanners: Scanners | None = None, membership: bool = False) -> None:
+                 silent_links: bool = False, scanners: Scanners | None = None, membership: bool = False,
+                 new_dc: int | None = None) -> None:
         self.world = world
         self.plan = plan
         self.rng = rng
@@ -71,7 +75,9 @@ class Nemesis:
         if silent_links:
             world.network.silent = self.links
         #: ``membership``: whole DCs lost, removed and re-added (``okapikv.sim.membership``)
-        self.dc_loss = DcLoss(world) if membership else None
+        self.dc_loss = DcLoss(world, unborn=new_dc) if membership or new_dc is not None else None
+        #: ``new_dc``: whole DCs lost only with ``membership``; the new DC joins either way
+        self.membership = membership
         self.healed = False  # every fault repaired; no new one strikes
         #: how to undo each fault still in force (each runs at most once)
         self.undo: list[Callable[[], None]] = []
@@ -85,9 +91,11 @@ class Nemesis:
         mix = plan.kinds + (plan.jump_kinds if self.clock_jumps else ())
         mix += plan.silent_kinds if self.silent_links else ()
         mix += plan.large_scan_kinds if self.scanners is not None else ()
-        mix += plan.membership_kinds if self.dc_loss is not None else ()
+        mix += plan.membership_kinds if self.membership else ()
         kinds = [k for k, w in mix if w > 0]
         weights = [w for _, w in mix if w > 0]
+        if self.dc_loss is not None and self.dc_loss.unborn is not None:
+            self.world.at(start_us + int(rng.uniform(0.1, 0.5) * (end_us - start_us)), self.add_dc)
         at = start_us
         while True:
             at += int(rng.expovariate(1.0 / (plan.mean_interval_ms * 1000)))
@@ -231,6 +239,12 @@ class Nemesis:
         back = self.dc_loss.strike(dc, remover)
         if back is not None:
             self._timed(length_us, back)
+
+    def add_dc(self) -> None:
+        """The new DC joins (``okapikv.sim.membership``), as soon as nothing else is in the way:
+        tried again every ``POLL_US``, after the heal too (the run ends with every DC a member)."""
+        if self.dc_loss is not None and not self.dc_loss.add_dc():
+            self.world.at(self.world.now + POLL_US, self.add_dc)
 
     def pause(self, index: int, length_us: int) -> None:
         world = self.world

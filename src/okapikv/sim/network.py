@@ -13,7 +13,10 @@ A *cut* (a partitioned DC, or the link between two DCs) holds what the cut links
 order, and delivers it on repair (links are reliable). A crashed server receives nothing: what its
 peers send it meanwhile, and what was in flight to it, stays unacknowledged in their links
 (``unacked``) and is resent, in order, to the next incarnation (``resend``); what the crashed
-server itself had queued behind a cut dies with it (``drop_queues_from``). A *silent* link between
+server itself had queued behind a cut dies with it (``drop_queues_from``). A link its destination
+*refused* (a full disk refuses replication from other DCs: ``okapikv.core.host.Host.peer_refusal``)
+ends as a production link does: it keeps the refused message and everything after it
+(``refused``) and resends them, in order, once the destination takes them again. A *silent* link between
 DCs keeps what it carries until its liveness check has reconnected it (``silent``:
 ``okapikv.sim.silent``).
 
@@ -90,6 +93,8 @@ class Network:
         self.pair_down: Counter[tuple[int, int]] = Counter()
         #: per cut link, what it holds until the repair, in order
         self.held: dict[int, list[Message]] = {}
+        #: per link its destination refused: the messages it keeps to resend, in order
+        self.refused: dict[int, list[Message]] = {}
         #: per crashed server, per source server: the peer messages its links will resend to it
         self.unacked: list[dict[int, list[Message]]] = [{} for _ in range(count_servers)]
         #: per cross-DC link: the first new timestamp of each replication batch in flight
@@ -176,6 +181,9 @@ class Network:
             return
         if kind is ReplicateBatch:
             self._track_batch(link, message)  # type: ignore[arg-type]
+        if link in self.refused:
+            self.refused[link].append(message)
+            return
         if not self.link_up(src_dc, dst_dc):
             self.held.setdefault(link, []).append(message)
             return
@@ -207,6 +215,25 @@ class Network:
         """A peer message reached crashed server ``destination``: its sender's link keeps it."""
         self.unacked[destination].setdefault(source.dc * self.num_partitions + source.partition, []).append(message)
 
+    def refuse(self, destination: int, source: ServerId, message: Message) -> None:
+        """Server ``destination`` refused ``message``: its link keeps it, and all it carries after it."""
+        link = (source.dc * self.num_partitions + source.partition) * self.count_servers + destination
+        self.refused.setdefault(link, []).append(message)
+
+    def refusing(self, destination: int, source: ServerId) -> bool:
+        """Whether the link from ``source`` to ``destination`` was refused and has not resent yet."""
+        return ((source.dc * self.num_partitions + source.partition) * self.count_servers + destination
+                in self.refused)
+
+    def accepted(self, destination: int, in_flight: list[Message]) -> None:
+        """Server ``destination`` takes its refused links again: each resends what it kept, then
+        what was on its way after the refusal (``in_flight``, taken off the wire by the caller)."""
+        count_servers = self.count_servers
+        for message in in_flight:
+            self.refuse(destination, message.source, message)  # type: ignore[union-attr]
+        for link in sorted(link for link in self.refused if link % count_servers == destination):
+            self.resend(link // count_servers, destination, self.refused.pop(link))
+
     def resend(self, source: int, destination: int, messages: list[Message]) -> None:
         """A link's unacknowledged tail, resent in order to a restarted server, ahead of anything
         the link sends later (and ahead of what it holds, if it is cut)."""
@@ -228,13 +255,15 @@ class Network:
                 self._transmit(link, src_dc, dst_dc, destination, message)
 
     def drop_queues_from(self, index: int) -> None:
-        """Server ``index`` crashed: what its cut links held dies with it (its own link queues)."""
+        """Server ``index`` crashed: what its cut and refused links held dies with it (its own link
+        queues)."""
         count_servers = self.count_servers
-        for link in [link for link in self.held if link // count_servers == index]:
-            for message in self.held.pop(link):
-                if type(message) is ReplicateBatch:
-                    self.inflight[link].pop()
-                    self.replication_inflight -= 1
+        for queues in (self.held, self.refused):
+            for link in [link for link in queues if link // count_servers == index]:
+                for message in queues.pop(link):
+                    if type(message) is ReplicateBatch:
+                        self.inflight[link].pop()
+                        self.replication_inflight -= 1
         if self.silent is not None:
             self.silent.drop_from(index)
 

@@ -77,6 +77,8 @@ def reproduce_command(config: SimConfig) -> str:
         parts.append("--large-scans")
     if config.membership:
         parts.append("--membership")
+    if config.new_dc:
+        parts.append("--new-dc")
     if config.mix == COUNTERS_TTLS_MIX:
         parts.append("--counters-ttls")
     if config.keys_per_partition != SimConfig().keys_per_partition:
@@ -86,7 +88,7 @@ def reproduce_command(config: SimConfig) -> str:
     defaults = SimConfig()
     cli_fields = {"seed", "protocol", "num_dcs", "num_partitions", "num_clients", "duration_s", "faults",
                   "clock_skew_ms", "clock_skew_model", "clock_jumps", "silent_links", "large_scans",
-                  "membership",
+                  "membership", "new_dc",
                   "keys_per_partition", "liveness_s", "rotx_partitions", "think_us_max", "warmup_s", "workload",
                   "write_ratio"}
     if config.mix == COUNTERS_TTLS_MIX:
@@ -182,6 +184,7 @@ def summary_lines(outcome: RunOutcome, *, max_anomalies: int = 10) -> list[str]:
         + (", silent links" if c.silent_links else "")
         + (", large scans" if c.large_scans else "")
         + (", DCs lost and re-added" if c.membership else "")
+        + (", the last DC new, joining during the run" if c.new_dc else "")
         + (f", {c.liveness_s:g} s after the heal checked for liveness" if c.liveness_s else ""),
         f"simulated {result.simulated_us / 1e6:.3f} s ("
         + (f"quiescent {_ms(result.quiescent_us - result.fault_phase_end_us)} ms after the heal"

@@ -15,6 +15,7 @@ import random
 from collections import deque
 
 from okapikv.check.history import HistoryRecorder, Operation
+from okapikv.core.growth import fit_version
 from okapikv.core.messages import SwapReply, WriteReply
 from okapikv.core.mvstore import Version
 from okapikv.core.timestamps import physical_of
@@ -85,7 +86,8 @@ class Visibility:
         recorder = self.recorder
         now = self.world.now
         for source_dc, queue in pending.items():
-            while queue and visible(version=queue[0][0], stable=current):
+            # a version written before its server grew has a shorter vector (``okapikv.core.growth``)
+            while queue and visible(version=fit_version(queue[0][0], len(current)), stable=current):
                 _, written_at, op, sampled = queue.popleft()
                 if sampled:
                     self.samples.setdefault((source_dc, server.dc), []).append(now - written_at)

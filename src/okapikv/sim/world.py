@@ -1,7 +1,10 @@
 """The simulator's world: the real partition servers, their clocks and the network, under virtual time.
 
-The partition servers are the production ``okapikv.core.server.PartitionServer``; the world only
-carries out their effects (the h11 / aioquic model: the core takes ``now_us`` and returns effects):
+The partition servers are the production ``okapikv.core.server.PartitionServer``, each driven by
+the production host (``okapikv.core.host.Host``: the misrouting and full-disk refusals, the
+request-to-reply table, durability holding behind a simulated disk, ``okapikv.sim.disk``, and the
+timer re-arm rule, exactly as the asyncio server runs them); the world only carries out the host's
+outbox (the h11 / aioquic model: the core takes ``now_us`` and returns effects):
 
 - every server has its own ``ClockModel``; ``handle``/``on_timer`` get that server's clock reading,
   and its ``next_deadline`` (in its clock) is turned back into true time to schedule its timer;
@@ -43,23 +46,21 @@ import heapq
 import random as random_module
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 from okapikv.core.config import CoreConfig
+from okapikv.core.host import Host
 from okapikv.core.messages import (
     ClientReply,
     ClientRequest,
     Effect,
-    GsvExchange,
     Heartbeat,
     Message,
     ReplicateBatch,
     Respond,
     Send,
     ServerId,
-    StableTimeReport,
     SwapReply,
-    VvReport,
     WriteReply,
 )
 from okapikv.core.server import PartitionServer, Repair
@@ -67,6 +68,7 @@ from okapikv.core.timestamps import physical_of
 from okapikv.core.vectors import Vector
 from okapikv.sim.clock import ClockModel
 from okapikv.sim.cpu import TIMER_RUN, Cpu
+from okapikv.sim.disk import SimDisk
 from okapikv.sim.events import (
     CLIENT_NEXT,
     CONTROL,
@@ -82,10 +84,8 @@ from okapikv.sim.events import (
 from okapikv.sim.network import Network
 
 START_US = 1_000_000
-#: handling these never moves a server's next deadline earlier (they park nothing) unless the server
-#: snaps back from idle pacing (``PartitionServer.woke``), so the world skips re-arming the timer after
-#: them otherwise (a measurable saving: they are most messages)
-_NO_EARLIER_DEADLINE = frozenset({Heartbeat, ReplicateBatch, VvReport, StableTimeReport, GsvExchange})
+#: the client requests (checked at the host's door, ``Host.refusal``)
+_CLIENT_REQUESTS = frozenset(get_args(ClientRequest))
 
 ServerFactory = Callable[[CoreConfig], PartitionServer]
 
@@ -186,9 +186,11 @@ class World(Events):
         random: Callable[[], float] = lambda: 0.0,
         factory: ServerFactory = PartitionServer,
         start_us: int = START_US,
+        commit_us: int = 0,
     ) -> None:
         """Servers are numbered ``dc * num_partitions + partition``; ``factory`` builds restarted
-        incarnations. Attach a client side (``clients``) before running; a ``Mailbox`` until then."""
+        incarnations; ``commit_us``: how long each server's commit groups take (``okapikv.sim.disk``).
+        Attach a client side (``clients``) before running; a ``Mailbox`` until then."""
         count_servers = len(servers)
         if len(clocks) != count_servers or count_servers != len(wan_us) * num_partitions:
             raise ValueError("one server and one clock per (DC, partition)")
@@ -213,8 +215,12 @@ class World(Events):
         self.timer_at = [INFINITY] * count_servers
         self.timer_gen = [0] * count_servers
         self.last_stable = [server.stable for server in servers]
-        #: request id -> the client waiting for its reply
+        #: request id -> the client waiting for its reply: every host's request-to-reply table (a
+        #: client keeps its request id when it fails over to another server)
         self.pending: dict[int, int] = {}
+        self.commit_us = commit_us
+        self.disks: list[SimDisk] = []
+        self.hosts: list[Host[int]] = [self._host(index, server) for index, server in enumerate(servers)]
         self.clients: ClientSide = Mailbox(self)
         self.monitor: Monitor | None = None
         self.checking = False
@@ -243,13 +249,15 @@ class World(Events):
         skew_us: Mapping[ServerId, int] | None = None,
         start_us: int = START_US,
         server_factory: ServerFactory = PartitionServer,
+        commit_us: int = 0,
         **options: Any,
     ) -> World:
         """The deterministic mode: every delay fixed (``lan_us`` inside a DC, ``wan_us`` between DCs,
         one number or a matrix, plus ``link_extra_us`` on the links named; ``client_us`` between a
         client and its server), every clock off by a fixed ``skew_us`` (default 0), no randomness.
-        ``options`` are ``CoreConfig`` fields. Every server's timer is armed: stabilization,
-        heartbeats and GC run as time advances."""
+        ``options`` are ``CoreConfig`` fields; ``commit_us``: how long a commit group takes
+        (``okapikv.sim.disk``). Every server's timer is armed: stabilization, heartbeats and GC run
+        as time advances."""
         if isinstance(wan_us, int):
             wan = [[0 if i == j else wan_us for j in range(num_dcs)] for i in range(num_dcs)]
         else:
@@ -270,7 +278,8 @@ class World(Events):
             extra[(source.dc * num_partitions + source.partition) * count_servers
                   + destination.dc * num_partitions + destination.partition] = delay
         world = cls(servers, clocks, num_partitions=num_partitions, wan_us=wan, lan_us=(lan_us, lan_us),
-                    client_us=(client_us, client_us), link_extra=extra, factory=server_factory, start_us=start_us)
+                    client_us=(client_us, client_us), link_extra=extra, factory=server_factory, start_us=start_us,
+                    commit_us=commit_us)
         world.start()
         return world
 
@@ -324,6 +333,66 @@ class World(Events):
         self.drag_us = monitor.drag_us
         self.floors = monitor.floors
 
+    # ================================================================ hosts and disks
+
+    def _host(self, index: int, server: PartitionServer) -> Host[int]:
+        """The production host of server ``index``'s (new) incarnation, on a new simulated disk."""
+        disk = SimDisk(self.commit_us, lambda group, after_us: self.at(
+            self.now + after_us, lambda: self._committed(index, disk, group)))
+        if index < len(self.disks):
+            self.disks[index] = disk
+        else:
+            self.disks.append(disk)
+        if self.commit_us:
+            server.track_changes = True
+        dc = index // self.num_partitions
+        return Host(server, disk if self.commit_us else None, space=disk, table=self.pending,
+                    address_of=lambda partition: f"dc{dc}/p{partition}",
+                    disk=f"the simulated disk of {self.name(index)} is full")
+
+    def _committed(self, index: int, disk: SimDisk, group: int) -> None:
+        """A commit group of server ``index`` is durable: the effects that waited for it leave."""
+        if self.disks[index] is not disk or self.down[index]:
+            return  # the incarnation it belonged to crashed
+        disk.finished(group)
+        self._apply(index, self.hosts[index].durable().effects)
+
+    def fill_disk(self, index: int, full: bool = True) -> None:
+        """Server ``index``'s disk is full (``Host.refusal``: client writes refused;
+        ``Host.peer_refusal``: links from other DCs end, ``Network.refuse``) or has space again (the
+        refused links resend). Not with the cost model, whose queues hold messages apart."""
+        if self.cpu is not None:
+            raise ValueError("a full disk is not simulated with the cost model")
+        self.disks[index].disk_full = full
+        if not full:
+            self._accept_peers(index)
+
+    def _refuses(self, index: int, message: Message) -> bool:
+        """Whether server ``index`` refuses peer ``message``: its link was refused and has not
+        resent yet, or the host refuses it now (a full disk). The link keeps it."""
+        source: ServerId = message.source  # type: ignore[union-attr]
+        network = self.network
+        if not network.refusing(index, source) and self.hosts[index].peer_refusal(source) is None:
+            return False
+        network.refuse(index, source, message)
+        return True
+
+    def _accept_peers(self, index: int) -> None:
+        """Server ``index`` takes peer messages again: its refused links resend what they kept and
+        what was on its way to it after the refusal, in order."""
+        network = self.network
+        if not any(link % len(self.servers) == index for link in network.refused):
+            return
+        in_flight = []
+        for event in self.take(index, (DELIVER, PROCESS)):
+            message = event[4]
+            source = getattr(message, "source", None)
+            if isinstance(source, ServerId) and network.refusing(index, source):
+                in_flight.append(message)
+            else:
+                heapq.heappush(self.heap, event)
+        network.accepted(index, in_flight)  # type: ignore[arg-type]
+
     # ================================================================ naming and inspection
 
     def index(self, server: ServerId) -> int:
@@ -354,9 +423,11 @@ class World(Events):
         for index in range(len(self.servers)):
             self._arm(index)
 
-    def _arm(self, index: int) -> None:
-        """Schedule server ``index``'s timer at its next deadline (true time)."""
-        deadline = self.servers[index].next_deadline()
+    def _arm(self, index: int, deadline: int | None = None) -> None:
+        """Schedule server ``index``'s timer at ``deadline`` (its clock; default: its next
+        deadline), in true time, if that is earlier than the one armed."""
+        if deadline is None:
+            deadline = self.servers[index].next_deadline()
         clock = self.clocks[index]
         now = self.now
         if clock.drift_ppm:
@@ -405,6 +476,7 @@ class World(Events):
             return
         partitions = self.num_partitions
         network = self.network
+        host = self.hosts[index]
         for effect in effects:
             if type(effect) is Send:
                 destination = effect.destination
@@ -412,7 +484,7 @@ class World(Events):
             else:
                 assert isinstance(effect, Respond)
                 reply = effect.reply
-                client = self.pending.pop(reply.request_id, None)
+                client = host.take(reply.request_id)
                 if client is None:
                     # a request is resent only once lost, so each runs once: a second answer means
                     # the world delivered a request twice (a write would be applied twice)
@@ -426,36 +498,45 @@ class World(Events):
                                              client, reply))
 
     def _process(self, index: int, message: Message) -> None:
-        server = self.servers[index]
+        host = self.hosts[index]
         kind = type(message)
-        if kind is ReplicateBatch:
+        if kind in _CLIENT_REQUESTS:
+            refused = host.refusal(message)  # type: ignore[arg-type]
+            if refused is not None:
+                self._apply(index, [Respond(refused)])
+                return
+        elif (self.network.refused or self.disks[index].disk_full) and self._refuses(index, message):
+            return
+        elif kind is ReplicateBatch:
             self.network.batch_arrived(message, index)  # type: ignore[arg-type]
+        server = host.core
         now_us = self.clocks[index].read(self.now)
-        effects = server.handle(message, now_us)
+        outbox = host.handle((message,), now_us)
         if self.checking:
             if kind is Heartbeat:
                 self.monitor.heartbeat(index, message)  # type: ignore[union-attr, arg-type]
             if physical_of(server.vv[server.dc]) > max(now_us + self.drag_us, self.floors[index]):
                 self.monitor.clock_dragged(index, message, now_us)  # type: ignore[union-attr]
-        if effects:
-            self._apply(index, effects)
+        if outbox.effects:
+            self._apply(index, outbox.effects)
         if server.stable is not self.last_stable[index]:
             self._stable_changed(index)
-        if kind not in _NO_EARLIER_DEADLINE or server.woke:
-            self._arm(index)
+        if outbox.deadline is not None:
+            self._arm(index, outbox.deadline)
 
     def _on_timer(self, index: int) -> None:
         self.timer_at[index] = INFINITY
-        server = self.servers[index]
+        host = self.hosts[index]
+        server = host.core
         now_us = self.clocks[index].read(self.now)
-        effects = server.on_timer(now_us)
+        outbox = host.timer(now_us)
         if self.checking and physical_of(server.vv[server.dc]) > max(now_us + self.drag_us, self.floors[index]):
             self.monitor.clock_dragged(index, None, now_us)  # type: ignore[union-attr]
-        if effects:
-            self._apply(index, effects)
+        if outbox.effects:
+            self._apply(index, outbox.effects)
         if server.stable is not self.last_stable[index]:
             self._stable_changed(index)
-        self._arm(index)
+        self._arm(index, outbox.deadline)
 
     def _stable_changed(self, index: int) -> None:
         previous = self.last_stable[index]
@@ -656,12 +737,14 @@ class World(Events):
             self.last_stable[index] = new.stable  # a new server: it serves nothing until repaired
         self.retired.append(old)
         self.servers[index] = new
+        host = self.hosts[index] = self._host(index, new)
         if self.monitor is not None:
             self.monitor.restarted(index, old)
         self.paused[index] = self.down[index] = False
         if clock_step_us:
             self.clocks[index].restart(clock_step_us)
-        self._apply(index, new.start_catch_up(repair))
+        self._apply(index, host.start(repair).effects)
+        self._accept_peers(index)  # a new disk: refused links resend first, what reached the crash after
         unacked, self.network.unacked[index] = self.network.unacked[index], {}
         for source, messages in unacked.items():
             self.network.resend(source, index, messages)

@@ -114,6 +114,13 @@ class Identity:
     def dc_index(self) -> int:
         return self.dcs.index(self.dc)
 
+    def grew_from(self, stored: Identity) -> bool:
+        """Whether ``stored`` is this server's identity before its cluster grew by new DCs (``okapi
+        dc join``, ``okapikv.core.growth``): the same server, its DC list a prefix of this one."""
+        return (stored.dcs == self.dcs[: len(stored.dcs)] and len(stored.dcs) < len(self.dcs)
+                and (stored.cluster_id, stored.partitions, stored.protocol, stored.dc, stored.partition)
+                == (self.cluster_id, self.partitions, self.protocol, self.dc, self.partition))
+
     def to_json(self) -> str:
         data = asdict(self)
         data["dcs"] = list(self.dcs)
@@ -159,7 +166,8 @@ class State:
                 isinstance(x, int) and 0 <= x <= _MAX_TIMESTAMP for x in entries
             ):
                 raise ValueError(f"field {name!r} is not a vector of timestamps")
-            if num_dcs is not None and len(entries) != num_dcs:
+            # fewer entries: written before the cluster grew (``okapikv.core.growth``); the core pads them
+            if num_dcs is not None and not 1 <= len(entries) <= num_dcs:
                 raise ValueError(f"field {name!r} has {len(entries)} entries, the cluster has {num_dcs} DCs")
             vectors.append(tuple(entries))
         return cls(*vectors)
@@ -382,7 +390,7 @@ class SqliteStore:
                 f"migrates {', '.join(map(str, MIGRATED_FORMATS))}): use the okapikv that wrote it, or another "
                 "--data-dir"
             )
-        if found != self.identity:
+        if found != self.identity and not self.identity.grew_from(found):
             differences = [
                 f"{name} {getattr(found, name)!r} (this server: {getattr(self.identity, name)!r})"
                 for name in _IDENTITY_FIELDS
@@ -515,8 +523,9 @@ class SqliteStore:
         cursor = self.db.execute("SELECT key, ts, dc, value, dv, crc FROM versions ORDER BY key, ts, dc")
         try:
             for key, stored_ts, dc, value, dv, crc in cursor:
+                # a dv shorter than the DC count: written before the cluster grew (``okapikv.core.growth``)
                 if (version_checksum(key, stored_ts, dc, value, dv) != crc or not 0 <= dc < num_dcs
-                        or (dv is not None and len(dv) != dv_bytes)):
+                        or (dv is not None and (len(dv) % 8 or not 0 < len(dv) <= dv_bytes))):
                     source = self.identity.dcs[dc] if 0 <= dc < num_dcs else dc
                     raise DataDamagedError(
                         f"{self.path}: the version of key {describe_key(bytes(key))} written at "

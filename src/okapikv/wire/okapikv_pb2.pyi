@@ -687,3 +687,15 @@ class MembershipChangeResponse(_message.Message):
     states: _containers.RepeatedScalarFieldContainer[str]
     adopted: bool
     def __init__(self, epoch: _Optional[int] = ..., states: _Optional[_Iterable[str]] = ..., adopted: _Optional[bool] = ...) -> None: ...
+
+class GrownConfig(_message.Message):
+    __slots__ = ("toml",)
+    TOML_FIELD_NUMBER: _ClassVar[int]
+    toml: str
+    def __init__(self, toml: _Optional[str] = ...) -> None: ...
+
+class GrownConfigResponse(_message.Message):
+    __slots__ = ("dcs",)
+    DCS_FIELD_NUMBER: _ClassVar[int]
+    dcs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dcs: _Optional[_Iterable[str]] = ...) -> None: ...

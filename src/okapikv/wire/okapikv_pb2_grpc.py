@@ -657,12 +657,23 @@ class AdminStub:
                 request_serializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.SerializeToString,
                 response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.FromString,
                 _registered_method=True)
+        self.LearnConfig = channel.unary_unary(
+                '/okapikv.Admin/LearnConfig',
+                request_serializer=okapikv_dot_wire_dot_okapikv__pb2.GrownConfig.SerializeToString,
+                response_deserializer=okapikv_dot_wire_dot_okapikv__pb2.GrownConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
     """Missing associated documentation comment in .proto file."""
 
     def ChangeMembership(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LearnConfig(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -675,6 +686,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ChangeMembership,
                     request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.FromString,
                     response_serializer=okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.SerializeToString,
+            ),
+            'LearnConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.LearnConfig,
+                    request_deserializer=okapikv_dot_wire_dot_okapikv__pb2.GrownConfig.FromString,
+                    response_serializer=okapikv_dot_wire_dot_okapikv__pb2.GrownConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -704,6 +720,33 @@ class Admin:
             '/okapikv.Admin/ChangeMembership',
             okapikv_dot_wire_dot_okapikv__pb2.MembershipChange.SerializeToString,
             okapikv_dot_wire_dot_okapikv__pb2.MembershipChangeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LearnConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/okapikv.Admin/LearnConfig',
+            okapikv_dot_wire_dot_okapikv__pb2.GrownConfig.SerializeToString,
+            okapikv_dot_wire_dot_okapikv__pb2.GrownConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

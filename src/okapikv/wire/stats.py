@@ -191,7 +191,8 @@ class LatencyFigures:
 
 @dataclass(frozen=True, slots=True)
 class DriverFigures:
-    """The driver's own counters, each the ``PartitionNode`` attribute of the same name."""
+    """The driver's own counters, each the attribute of the same name of the node's host
+    (``okapikv.core.host.Host``), peer encoder or the node itself."""
 
     client_requests: Annotated[int, counter("Client requests received by the driver.")]
     pipeline_batches: Annotated[int, counter("Pipeline and native-port operation batches received.")]

@@ -82,6 +82,12 @@ CLUSTER: tuple[Setting, ...] = (
             "A timestamp more than this ahead of a server's clock is refused or held back there "
             "(docs/operations.md, \"Clocks: the maximum offset\").",
             ("A timestamp more than this ahead of a server's clock is refused or held back there.",)),
+    Setting("auto_remove_after_s", "number (s)", "0.0",
+            "The failure detector: a member DC that partition 0 of the lowest-numbered audible DC has heard "
+            "nothing from for this long is removed, as `okapi dc remove` would (0: off). A partition longer "
+            "than this removes a DC that is alive (docs/operations.md, \"Removing a lost DC automatically\").",
+            ("The failure detector (0: off): a DC silent this long is removed, as `okapi dc remove` would.",
+             "A network partition longer than this removes a DC that is alive (docs/operations.md).")),
     Setting("max_key_bytes", "integer", f"{DEFAULT_MAX_KEY_BYTES}", "The largest key a server accepts."),
     Setting("max_value_bytes", "integer", f"{DEFAULT_MAX_VALUE_BYTES}", "The largest value a server accepts."),
     Setting("max_message_bytes", "integer", f"{DEFAULT_MAX_MESSAGE_BYTES}",

@@ -54,6 +54,7 @@ class ClusterConfig:
     resp: bool = True
     bounded_visibility: bool = False
     max_clock_offset_ms: float = DEFAULT_MAX_CLOCK_OFFSET_MS
+    auto_remove_after_s: float = 0.0
     max_key_bytes: int = DEFAULT_MAX_KEY_BYTES
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
@@ -109,6 +110,7 @@ class ClusterConfig:
             max_value_bytes=self.max_value_bytes,
             **self.reads.core_fields(self.page_room_bytes),
             max_clock_offset_us=round(self.max_clock_offset_ms * 1000),
+            auto_remove_after_us=round(self.auto_remove_after_s * 1_000_000),
         )
 
     @property
@@ -134,6 +136,7 @@ class ClusterConfig:
             "resp": self.resp,
             "bounded_visibility": self.bounded_visibility,
             "max_clock_offset_ms": self.max_clock_offset_ms,
+            "auto_remove_after_s": self.auto_remove_after_s,
             "max_key_bytes": self.max_key_bytes,
             "max_value_bytes": self.max_value_bytes,
             "max_message_bytes": self.max_message_bytes,

@@ -53,7 +53,7 @@ def cluster_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     rows = tuple(_wan_row(wan.get(name), name, len(dcs)) for name in dcs)
     optional: dict[str, Any] = {}
     for name in ("heartbeat_interval_ms", "stabilization_interval_ms", "idle_after_ms", "idle_interval_ms",
-                 "max_clock_offset_ms"):
+                 "max_clock_offset_ms", "auto_remove_after_s"):
         if name in data:
             optional[name] = _number(data[name], name)
     for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):

@@ -47,6 +47,8 @@ class Shape(Protocol):
     @property
     def max_clock_offset_ms(self) -> float: ...
     @property
+    def auto_remove_after_s(self) -> float: ...
+    @property
     def max_key_bytes(self) -> int: ...
     @property
     def max_value_bytes(self) -> int: ...
@@ -94,6 +96,11 @@ def problems(config: Shape) -> list[str]:
                         "stabilization_interval_ms: backing off must not speed up")
     elif idle_after > 0 and idle_interval >= config.reads.read_timeout_ms:
         problems.append(f"idle_interval_ms ({idle_interval:g}) must be below [reads] read_timeout_ms")
+    quiet_ms = idle_interval if idle_after > 0 else config.heartbeat_interval_ms
+    auto = config.auto_remove_after_s
+    if not math.isfinite(auto) or auto < 0 or 0 < auto * 1000 < 3 * quiet_ms:
+        problems.append(f"auto_remove_after_s must be 0 (off) or at least three heartbeat periods "
+                        f"({3 * quiet_ms / 1000:g} s: the idle interval with idle pacing), not {auto}")
     for name in ("max_key_bytes", "max_value_bytes", "max_message_bytes"):
         if getattr(config, name) < 1:
             problems.append(f"{name} must be positive")
