@@ -12,10 +12,10 @@ partition and are forwarded by the server holding the connection (docs/resp.md, 
 Printed per shape, round and test: both rates (requests / elapsed time, as redis-benchmark
 reports them) and okapikv's ratio, okapikv's slowest second against its mean, and the CPU its
 servers spent per request (user + system, all servers together, from ``/proc/PID/stat``: Linux),
-which shows what forwarding costs next to serving a key on the server that holds the connection. The per-second
-rates come from redis-benchmark's progress lines (one every 250 ms: the rate since the previous
-one), four to a second; a last, incomplete second is left out (a test shorter than a second has
-none: its slowest second is its mean). The last line is the figures as JSON.
+which shows what forwarding costs next to serving a key on the server that holds the connection.
+The per-second rates come from redis-benchmark's progress lines (one every 250 ms: the rate since
+the previous one), four to a second; a last, incomplete second is left out (a test shorter than a
+second has none: its slowest second is its mean). The last line is the figures as JSON.
 
     python scripts/resp_cluster_bench.py [--shapes 1x1,1x2,2x2] [--rounds 3] [--requests 40000]
                                          [--clients 50] [--in-memory] [--wan off]
