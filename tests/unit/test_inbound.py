@@ -1,11 +1,12 @@
 """The receiving side of the peer links (``okapikv.server.inbound``) against a real node, without
 a network: who may send, what is new (resent tails skipped per sender incarnation, gaps refused),
 what the core gets, which acknowledgements go back (coalesced, probes at once, only what is
-durable) and the full-disk refusal."""
+durable, and those held back by their deadline, over both transports) and the full-disk refusal."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import grpc
@@ -15,9 +16,13 @@ from okapikv.cluster.config import local_cluster
 from okapikv.core.messages import Heartbeat, ServerId
 from okapikv.core.timestamps import pack
 from okapikv.server.inbound import InboundLink, LinkRefused, PeerIntake
+from okapikv.server.native import start_native
 from okapikv.server.node import PartitionNode
+from okapikv.server.servicers import PeerServicer
 from okapikv.wire import convert
 from okapikv.wire import okapikv_pb2 as pb
+from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire.frames import PEER_MAGIC, FrameDecoder, encode_frame
 
 REMOTE = ServerId(1, 0)
 INTERVAL = InboundLink.ACK_INTERVAL_S
@@ -171,3 +176,122 @@ def test_a_link_reopened_after_a_membership_change_is_not_skipped_as_already_han
     assert link.accept(pb.PeerBatch.FromString(convert.encode_batch(first, 1, frames([10, 20]))), now=1.0) == 2
     link.accept(pb.PeerBatch.FromString(convert.encode_batch(second, 1, frames([30]))), now=2.0)
     assert receiver.core.vv[0] == pack(30)
+
+
+# ---------------------------------------------------------------- acknowledgements held back have a deadline
+
+
+def test_an_acknowledgement_held_back_is_owed_by_the_end_of_the_interval() -> None:
+    """The last batch of a busy spell falls inside the interval: what it carried is still
+    acknowledged ``ACK_INTERVAL_S`` after the last acknowledgement, with no batch after it (else
+    the sender's admission control reads the link as lagging: okapikv.server.admission)."""
+    link = PeerIntake(_node()).open("peer")
+    assert link.owed_in(100.0) is None  # nothing handled yet
+    assert link.accept(_batch(1, [10]), now=100.0) == 1
+    assert link.owed_in(100.0) is None  # everything handled is acknowledged
+    assert link.accept(_batch(2, [20, 30]), now=100.01) is None
+    assert link.owed_in(100.01) == pytest.approx(INTERVAL - 0.01)
+    assert link.owed_in(100.0 + 2 * INTERVAL) == 0.0
+    assert link.owed(100.0 + INTERVAL) == 3
+    assert link.owed_in(100.0 + INTERVAL) is None and link.owed(100.0 + INTERVAL) is None
+    # The owed acknowledgement restarts the interval for the batches after it.
+    assert link.accept(_batch(4, [40]), now=100.0 + 1.5 * INTERVAL) is None
+    assert link.owed_in(100.0 + 1.5 * INTERVAL) == pytest.approx(INTERVAL / 2)
+
+
+def test_an_owed_acknowledgement_waits_for_durability_and_looks_again_soon() -> None:
+    node = _node()
+    committer = StubCommitter(required=5, durable=5)
+    node._committer = committer  # type: ignore[assignment]
+    link = PeerIntake(node).open("peer")
+    assert link.accept(_batch(1, [10]), now=1.0) == 1
+    committer.required = 6
+    assert link.accept(_batch(2, [20]), now=1.01) is None
+    assert link.owed(1.0 + INTERVAL) is None  # group 6 is not durable yet
+    assert link.owed_in(1.0 + INTERVAL) == pytest.approx(InboundLink.DURABLE_RECHECK_S)
+    committer.durable = 6
+    assert link.owed(1.0 + INTERVAL + InboundLink.DURABLE_RECHECK_S) == 2
+    assert link.owed_in(2.0) is None
+
+
+async def _acks_after_two_batches(send: Callable[[list[bytes]], Awaitable[None]],
+                                  acks: asyncio.Queue[int]) -> list[int]:
+    """Send two batches back to back (the second lands inside the acknowledgement interval) and
+    nothing after them; the acknowledgements that come back within 2 s."""
+    await send([_batch(1, [10]).SerializeToString(), _batch(2, [20, 30]).SerializeToString()])
+    received: list[int] = []
+    deadline = asyncio.get_running_loop().time() + 2.0
+    while 3 not in received:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            break
+        try:
+            received.append(await asyncio.wait_for(acks.get(), remaining))
+        except TimeoutError:
+            break
+    return received
+
+
+def test_the_native_port_sends_an_owed_acknowledgement_without_another_batch() -> None:
+    async def scenario() -> list[int]:
+        node = _node()
+        server = await start_native(node, PeerIntake(node), "127.0.0.1", 0, None)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+        acks: asyncio.Queue[int] = asyncio.Queue()
+
+        async def read_acks() -> None:
+            decoder = FrameDecoder()
+            while data := await reader.read(1 << 16):
+                for frame in decoder.feed(data):
+                    acks.put_nowait(pb.LinkAck.FromString(frame).received)
+
+        async def send(frames: list[bytes]) -> None:
+            writer.write(PEER_MAGIC + b"".join(encode_frame(frame) for frame in frames))
+            await writer.drain()
+
+        reading = asyncio.ensure_future(read_acks())
+        try:
+            return await _acks_after_two_batches(send, acks)
+        finally:
+            reading.cancel()
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(scenario()) == [1, 3]
+
+
+def test_the_peer_link_rpc_sends_an_owed_acknowledgement_without_another_batch() -> None:
+    async def scenario() -> list[int]:
+        node = _node()
+        server = grpc.aio.server()
+        pb_grpc.add_PeerServicer_to_server(PeerServicer(PeerIntake(node)), server)  # type: ignore[no-untyped-call]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        outgoing: asyncio.Queue[pb.PeerBatch | None] = asyncio.Queue()
+        acks: asyncio.Queue[int] = asyncio.Queue()
+
+        async def requests() -> AsyncIterator[pb.PeerBatch]:
+            while (batch := await outgoing.get()) is not None:
+                yield batch
+
+        async def send(frames: list[bytes]) -> None:
+            for frame in frames:
+                outgoing.put_nowait(pb.PeerBatch.FromString(frame))
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = pb_grpc.PeerStub(channel).Link(requests())  # type: ignore[no-untyped-call]
+
+            async def read_acks() -> None:
+                async for ack in call:
+                    acks.put_nowait(ack.received)
+
+            reading = asyncio.ensure_future(read_acks())
+            try:
+                return await _acks_after_two_batches(send, acks)
+            finally:
+                outgoing.put_nowait(None)
+                reading.cancel()
+                await server.stop(None)
+
+    assert asyncio.run(scenario()) == [1, 3]

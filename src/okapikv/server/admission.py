@@ -33,7 +33,8 @@ from typing import Protocol
 from okapikv.core.messages import ServerId
 
 #: Client work waits while a working peer link is further behind than this; it exceeds the
-#: receivers' acknowledgement interval (``okapikv.server.inbound.InboundLink.ACK_INTERVAL_S``, 50 ms).
+#: receivers' acknowledgement interval (``okapikv.server.inbound.InboundLink.ACK_INTERVAL_S``, 20 ms),
+#: the deadline of every acknowledgement the receiver holds back.
 ADMISSION_LAG_S = 0.075
 #: ... unless the link has had no acknowledgement for this long: that replica is stuck (stopped, not
 #: yet known to be dead), not slow, and local writes must not wait for it.

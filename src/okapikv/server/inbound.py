@@ -21,7 +21,14 @@ every batch (``InboundLink.accept``):
 - when: acknowledgements only let the sender forget messages, so they are coalesced (every
   ``ACK_INTERVAL_S`` or ``ACK_MESSAGES`` messages): each write costs far more than the few bytes it
   carries, and links carry a heartbeat every few milliseconds. A batch with no messages is the
-  sender's liveness probe (``okapikv.server.liveness``) and is acknowledged at once.
+  sender's liveness probe (``okapikv.server.liveness``) and is acknowledged at once. An
+  acknowledgement held back has a deadline, ``ACK_INTERVAL_S`` after the last one, met by the
+  transport's timer (``InboundLink.owed_in`` / ``owed``) even when no batch follows: the sender's
+  admission control (``okapikv.server.admission``) reads an unacknowledged message older than
+  ``ADMISSION_LAG_S`` as a replica falling behind and holds every client request up to 20 ms. Left
+  to the next batch, the last acknowledgement of a busy spell waited for the next message, a
+  second away once the link's servers went idle (``okapikv.core.pacing``), and each RESP or native
+  request of that second took 20 ms more: the "dip after a write burst" (docs/benchmarks.md).
 
 What the node keeps for all its incoming links (the numbering, the acknowledgements waiting to be
 durable) is one ``PeerIntake``; each connection is one ``InboundLink``. The two transports that
@@ -86,6 +93,11 @@ class SequenceTable:
         self._handled[source] = (incarnation, last)
         return last
 
+    def last(self, source: ServerId, incarnation: int) -> int:
+        """The highest message number of ``source``'s ``incarnation`` handled (0: none)."""
+        known = self._handled.get(source)
+        return known[1] if known is not None and known[0] == incarnation else 0
+
 
 class PeerIntake:
     """What one node keeps for all its incoming peer links (module docstring); one per node, shared
@@ -136,8 +148,15 @@ class PeerIntake:
         committer = self.node.committer
         if committer is None:
             return handled
-        pending = self._unsynced_acks.setdefault(source, deque())
-        pending.append((committer.required, incarnation, handled))
+        self._unsynced_acks.setdefault(source, deque()).append((committer.required, incarnation, handled))
+        return self.durable_up_to(source, incarnation)
+
+    def durable_up_to(self, source: ServerId, incarnation: int) -> int:
+        """The highest message number of ``source``'s ``incarnation`` handled here and durable."""
+        committer = self.node.committer
+        if committer is None:
+            return self.sequences.last(source, incarnation)
+        pending = self._unsynced_acks.get(source)
         while pending and pending[0][0] <= committer.durable:
             _, acked_incarnation, sequence = pending.popleft()
             self._durable_acks[source] = (acked_incarnation, sequence)
@@ -149,14 +168,23 @@ class InboundLink:
     """One incoming peer link, whatever carries it: check each batch, hand it to the node's
     ``PeerIntake``, say when to acknowledge (module docstring)."""
 
-    ACK_INTERVAL_S = 0.05
+    #: Well under the sender's ``ADMISSION_LAG_S`` (75 ms), which must also cover both ends' wait
+    #: for a core: at 50 ms, 2 DCs x 2 partitions on a loaded 2-core VM counted a median of ~275
+    #: admission waits per 40k-request redis-benchmark run, at 20 ms ~30 (four paired rounds), for
+    #: 50 acknowledgement writes a second per busy link instead of 20 (docs/benchmarks.md).
+    ACK_INTERVAL_S = 0.02
     ACK_MESSAGES = 4096
+    #: how soon ``owed`` looks again when what it owes is not durable yet (a commit group takes ~1 ms)
+    DURABLE_RECHECK_S = 0.005
 
     def __init__(self, intake: PeerIntake, peer: str) -> None:
         self.intake = intake
         self.peer = peer
         self._last_ack_time = 0.0
         self._unacknowledged = 0
+        self._sender: tuple[ServerId, int] | None = None  # (source, incarnation) of the last batch
+        self._acked = 0  # the last number acknowledged to that incarnation
+        self._recheck_at = 0.0  # ``owed`` found nothing durable: not due again before this
 
     def accept(self, batch: pb.PeerBatch, now: float) -> int | None:
         """Handle ``batch`` (``now``: the event loop's time); the sequence number to acknowledge
@@ -184,10 +212,38 @@ class InboundLink:
             raise LinkRefused(grpc.StatusCode.INTERNAL, "failed on a peer batch") from None
         if acknowledged is None:
             raise LinkRefused(grpc.StatusCode.FAILED_PRECONDITION, "message numbers skip ahead: resend")
+        sender = (ServerId(source.dc, source.partition), batch.incarnation)
+        if sender != self._sender:
+            self._sender, self._acked = sender, 0
         self._unacknowledged += len(batch.messages)
         if (self._unacknowledged >= self.ACK_MESSAGES or now - self._last_ack_time >= self.ACK_INTERVAL_S
                 or not batch.messages):  # a probe (``okapikv.server.liveness``): answer at once
-            self._last_ack_time = now
-            self._unacknowledged = 0
-            return acknowledged
+            return self._sent(acknowledged, now)
         return None
+
+    def owed_in(self, now: float) -> float | None:
+        """Seconds until an acknowledgement held back is due (0: now), or None when every message
+        handled is acknowledged. The transport calls ``owed`` then (module docstring)."""
+        sender = self._sender
+        if sender is None or self.intake.sequences.last(*sender) <= self._acked:
+            return None
+        due = max(self._last_ack_time + self.ACK_INTERVAL_S, self._recheck_at)
+        return max(0.0, due - now)
+
+    def owed(self, now: float) -> int | None:
+        """At ``owed_in``'s deadline: the number to acknowledge now, or None when nothing more is
+        durable yet (``owed_in`` then says when to look again)."""
+        sender = self._sender
+        if sender is None:
+            return None
+        acknowledged = self.intake.durable_up_to(*sender)
+        if acknowledged <= self._acked:
+            self._recheck_at = now + self.DURABLE_RECHECK_S
+            return None
+        return self._sent(acknowledged, now)
+
+    def _sent(self, acknowledged: int, now: float) -> int:
+        self._last_ack_time = now
+        self._unacknowledged = 0
+        self._acked = max(self._acked, acknowledged)
+        return acknowledged

@@ -8,13 +8,12 @@ socket buffer, the kernel retransmits with exponential backoff, and after the he
 for the next retransmission, up to about the cut's own length later (up to 120 s). Meanwhile
 ``vv[m]`` for the cut DC stops moving and remote visibility stalls.
 
-So the sender watches its acknowledgements (``LinkAck``, which the receiver sends every
-``InboundLink.ACK_INTERVAL_S`` while messages arrive):
+So the sender watches its acknowledgements (``LinkAck``, which the receiver sends at most
+``InboundLink.ACK_INTERVAL_S`` after a message it handled):
 
 - while it waits for an answer (messages written and not yet acknowledged, or a probe sent) and has
   heard nothing for ``probe_s``, it sends a probe: a ``PeerBatch`` with no messages, which the
-  receiver acknowledges at once (it also makes the receiver answer when the last batch before a
-  pause fell inside its acknowledgement interval);
+  receiver acknowledges at once;
 - an idle link (nothing outstanding) sends a probe after ``probe_s`` of silence too, so a dead idle
   connection is found before the next message has to wait for it;
 - waiting with nothing heard for ``ack_timeout_s``: the connection is dead. The link closes it,

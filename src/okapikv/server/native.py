@@ -68,6 +68,7 @@ class NativeConnection(asyncio.Protocol):
                                      preambles=(MAGIC_V2, MAGIC, PEER_MAGIC))
         self._packed = False  # a version 2 connection (MAGIC_V2): msgpack both ways
         self._incoming: InboundLink | None = None  # a peer link (PEER_MAGIC)
+        self._ack_timer: asyncio.TimerHandle | None = None  # an acknowledgement held back is due
         self._sink = PipelineSink(on_ready=self._on_ready, scalar=node.core.protocol.scalar)
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()  # received, not handed to the node yet (sink full)
@@ -137,6 +138,26 @@ class NativeConnection(asyncio.Protocol):
                 self._input.exempt = True  # a peer of this cluster: never refused for the budget
             if acknowledged is not None:
                 transport.write(encode_frame(pb.LinkAck(received=acknowledged).SerializeToString()))
+        self._arm_ack(now)
+
+    def _arm_ack(self, now: float) -> None:
+        """An acknowledgement held back leaves by its deadline (``InboundLink.owed_in``), even if no
+        batch follows."""
+        if self._ack_timer is None and self._incoming is not None:
+            due_s = self._incoming.owed_in(now)
+            if due_s is not None:
+                self._ack_timer = self._loop.call_later(due_s, self._ack_due)
+
+    def _ack_due(self) -> None:
+        self._ack_timer = None
+        transport, incoming = self._transport, self._incoming
+        if transport is None or transport.is_closing() or incoming is None:
+            return
+        now = self._loop.time()
+        acknowledged = incoming.owed(now)
+        if acknowledged is not None:
+            transport.write(encode_frame(pb.LinkAck(received=acknowledged).SerializeToString()))
+        self._arm_ack(now)
 
     def _take_operations(self) -> None:
         """Hand the received batches to the node until the sink is full (then stop reading)."""
@@ -247,6 +268,9 @@ class NativeConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._input is not None:
             self._input.close()
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+            self._ack_timer = None
         self._sink.close()
         self._transport = None
 

@@ -248,10 +248,30 @@ class PeerServicer(pb_grpc.PeerServicer):
                         extra={"event": "peer_refused", "peer": context.peer(), "reason": "no certificate"})
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "peer links need a certificate (mutual TLS)")
         link = self.intake.open(context.peer())
-        async for batch in request_iterator:
-            try:
-                acknowledged = link.accept(batch, loop.time())
-            except LinkRefused as refusal:
-                await context.abort(refusal.code, refusal.message)
-            if acknowledged is not None:
-                yield pb.LinkAck(received=acknowledged)
+        batches = aiter(request_iterator)
+        # The next batch is read by a task that outlives a timeout, so that an acknowledgement held
+        # back leaves by its deadline (``InboundLink.owed_in``) without cancelling a read.
+        reading: asyncio.Future[pb.PeerBatch] | None = None
+        try:
+            while True:
+                if reading is None:
+                    reading = asyncio.ensure_future(anext(batches))
+                done, _ = await asyncio.wait((reading,), timeout=link.owed_in(loop.time()))
+                if not done:
+                    acknowledged = link.owed(loop.time())
+                else:
+                    try:
+                        batch = reading.result()
+                    except StopAsyncIteration:
+                        return
+                    finally:
+                        reading = None
+                    try:
+                        acknowledged = link.accept(batch, loop.time())
+                    except LinkRefused as refusal:
+                        await context.abort(refusal.code, refusal.message)
+                if acknowledged is not None:
+                    yield pb.LinkAck(received=acknowledged)
+        finally:
+            if reading is not None:
+                reading.cancel()
