@@ -152,9 +152,14 @@ class TestChangeLog:
         assert reply.reply.timestamp > pack(T0 + 1)
         assert restored.drain_changes().store == []  # tracking follows the flag, off here
 
-    def test_restore_refuses_vectors_of_another_cluster_size(self) -> None:
+    def test_restore_refuses_vectors_of_a_larger_cluster_and_pads_a_smaller_one(self) -> None:
+        """A state written before the cluster grew has fewer entries (``okapikv.core.growth``): the
+        new DC's entries are 0; one of more DCs than the server knows is another cluster's."""
         with pytest.raises(ValueError, match="entries"):
-            make(num_dcs=2).restore([], vv=(0,), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=0)
+            make(num_dcs=2).restore([], vv=(0, 0, 0), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=0)
+        server = make(num_dcs=2)
+        server.restore([], vv=(pack(3),), stable=(0, 0), gsv=(0, 0), horizon=(0, 0), hlc_floor=0)
+        assert tuple(server.vv) == (pack(3), 0)
 
 
 # ====================================================================== catch-up
@@ -343,9 +348,13 @@ class TestAdopt:
         result = adopt(Session((0, pack(4)), pack(9)), from_dc=0, here_dc=0, stable=(pack(1), pack(4)))
         assert result.ready and result.session == Session((pack(1), pack(4)), pack(9))
 
-    def test_vector_sizes_must_match(self) -> None:
+    def test_a_session_of_another_cluster_size_is_fitted_or_refused(self) -> None:
+        """The cluster grew (``okapikv.core.growth``): a shorter session depends on nothing of the
+        new DC; a longer one that depends on a DC this server does not know yet is not ready here."""
         with pytest.raises(ValueError):
-            adopt(Session((0,), 0), from_dc=0, here_dc=0, stable=(0, 0))
+            adopt(Session((0,), 0), from_dc=1, here_dc=0, stable=(0, 0))  # no DC 1 in the session
+        assert adopt(Session((0,), 0), from_dc=0, here_dc=0, stable=(0, 0)).ready
+        assert not adopt(Session((0, 0, 5), 0), from_dc=0, here_dc=0, stable=(0, 0)).ready
 
 
 # ====================================================================== crash, restore, catch up (world)
