@@ -61,6 +61,31 @@ PIPELINE_METHOD = "/okapikv.KeyValue/Pipeline"
 #: The native-port version the clients speak (``okapikv.wire.frames``); 1 (protobuf) is there to
 #: compare the two (``scripts/measure_native_wire.py``), read when a connection opens.
 VERSION = 2
+#: The failure code of ``VersionRefused``: not retryable (``okapikv.client.retry``).
+VERSION_REFUSED = "FAILED_PRECONDITION"
+
+
+class VersionRefused(Exception):
+    """A server that speaks only version 1 of the native port refused this client's version 2
+    preamble: no retry can change that, so the operation fails at once with this reason."""
+
+
+def _packed_results(frame: bytes) -> Any:
+    """A version 2 result batch; a version 1 refusal (an older server's answer to the version 2
+    preamble, protobuf where msgpack was expected) raises ``VersionRefused``."""
+    try:
+        return packed.decode_results(frame).results
+    except packed.DecodeError:
+        try:
+            results = pb.ResultBatch.FromString(frame).results
+        except DecodeError:
+            results = []
+        if len(results) == 1 and results[0].id == 0 and results[0].WhichOneof("result") == "error":
+            raise VersionRefused(
+                f"the server speaks only version 1 of the native port and refused version 2 "
+                f"({results[0].error.message}): upgrade the server, or set "
+                f"okapikv.client.native.VERSION = 1") from None
+        raise
 
 
 class _Wire:
@@ -69,7 +94,7 @@ class _Wire:
     def __init__(self, version: int) -> None:
         self.preamble = MAGIC_V2 if version == 2 else MAGIC
         self.frame: Any = packed.frame_from_pb if version == 2 else encode_frame
-        self.results: Any = (lambda frame: packed.decode_results(frame).results) if version == 2 else (
+        self.results: Any = _packed_results if version == 2 else (
             lambda frame: pb.ResultBatch.FromString(frame).results)
 
 
@@ -140,6 +165,9 @@ class _FrameProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             batches = [self.wire.results(frame) for frame in self.decoder.feed(data)]
+        except VersionRefused as error:
+            self._stop(str(error), code=VERSION_REFUSED)
+            return
         except _DECODE_ERRORS as error:
             self._stop(f"undecodable reply: {error}")
             return
@@ -150,10 +178,10 @@ class _FrameProtocol(asyncio.Protocol):
                 return
             self.receiver.on_batch(results)
 
-    def _stop(self, reason: str) -> None:
+    def _stop(self, reason: str, code: str = "UNAVAILABLE") -> None:
         if not self.failed:
             self.failed = True
-            self.receiver.on_failure(Failure("UNAVAILABLE", reason))
+            self.receiver.on_failure(Failure(code, reason))
         if self.transport is not None:
             self.transport.close()
 
@@ -376,6 +404,8 @@ class SyncNativeCall:
         """Queue the results in ``data``; a refusal or undecodable bytes fail the connection."""
         try:
             batches = [self._wire.results(frame) for frame in self._decoder.feed(data)]
+        except VersionRefused as error:
+            raise self._fail(VERSION_REFUSED, str(error), sent=sent) from None
         except _DECODE_ERRORS as error:
             raise self._fail("UNAVAILABLE", f"undecodable reply: {error}", sent=sent) from None
         for results in batches:
