@@ -129,11 +129,14 @@ def test_session_state_is_the_entrywise_max_and_its_wire_form_follows(replies: l
         assert state.message() == pb.Session(stable=stable, dt=dt)
 
 
-def test_session_state_ignores_empty_and_mismatched_replies() -> None:
+def test_session_state_ignores_empty_replies_and_grows_with_the_cluster() -> None:
+    grown = ops.SessionState(2)
+    grown.merge(pb.Session(stable=[3, 4], dt=5))
+    grown.merge(pb.Session(stable=[1, 2, 9], dt=1))  # a server of a grown cluster (core.growth)
+    assert grown.current == Session((3, 4, 9), 5)
     state = ops.SessionState(2)
     state.merge(pb.Session(stable=[3, 4], dt=5))
     state.merge(pb.Session())
-    state.merge(pb.Session(stable=[9, 9, 9], dt=1))  # another cluster size: only dt may move
     assert state.current == Session((3, 4), 5)
     assert _wire_session(state) == pb.Session(stable=[3, 4], dt=5)
     state.merge(pb.Session(stable=[1, 7], dt=2))  # partly newer: merged, not adopted
