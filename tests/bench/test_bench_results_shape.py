@@ -43,7 +43,8 @@ def _saved(path: Path) -> dict[str, Any]:
 
 
 def test_every_committed_suite_is_there() -> None:
-    assert {path.parent.name for path in COMMITTED} == {"course", "fast", "fast-full", "fast-quiet", "paper", "resp", "scaling"}
+    assert {path.parent.name for path in COMMITTED} == {
+        "course", "fast", "fast-full", "fast-quiet", "paper", "resp", "scaling"}
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[path.parent.name for path in COMMITTED])
