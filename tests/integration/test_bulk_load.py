@@ -61,7 +61,10 @@ def test_a_refused_put_stops_the_load_with_what_was_acknowledged(cluster: Runnin
             client.bulk_put(pairs, batch=10)
         assert failed.value.written <= 50 and "refused-big" in str(failed.value)
         assert failed.value.cause.__class__.__name__ == "InvalidArgument", failed.value.cause
-        assert client.get(b"refused000") == b"v"  # the batches before it were applied
+        # Every acknowledged pair was applied. How many were acknowledged depends on the race
+        # between the partitions' loads: the first failure stops the others (okapikv.client.bulk).
+        present = sum(client.get(b"refused%03d" % index) == b"v" for index in range(50))
+        assert present >= failed.value.written
 
 
 def test_a_bulk_put_with_a_key_of_another_partition_is_refused_whole(cluster: RunningCluster) -> None:
