@@ -172,7 +172,7 @@ def grow(state: PartitionState, size: int, limit: int | None) -> bool:
 
 def fit_version(version: Version, size: int) -> Version:
     """``version`` with its dependency vector fitted to ``size`` DCs (``fit``): a version stored or
-    recovered from before the cluster grew."""
+    recovered under a shorter DC list."""
     dv = version.dv
     if dv is None or len(dv) == size:
         return version

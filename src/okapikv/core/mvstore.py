@@ -252,7 +252,7 @@ class MultiVersionStore:
 
     def fit_dependencies(self, fitted: Callable[[Version], Version]) -> None:
         """Replace every version by ``fitted(version)`` (the same key, timestamp and DC, its
-        dependency vector one entry longer: the cluster grew by a DC, ``okapikv.core.growth``).
+        dependency vector one entry longer: a DC added online, ``okapikv.core.growth``).
         Nothing is logged: the durable state is the same versions."""
         for key, entry in self._chains.items():
             if isinstance(entry, Version):

@@ -413,7 +413,7 @@ class PartitionServer(PartitionState):
         for vector in (vv, stable, gsv, horizon):
             if len(vector) > self.num_dcs:
                 raise ValueError(f"recovered vector {vector} has more than {self.num_dcs} entries")
-        # a state written before the cluster grew has fewer entries (``okapikv.core.growth``)
+        # a state written under a shorter DC list has fewer entries (``okapikv.core.growth``)
         vv, stable, gsv, horizon = (growth.fit(vector, self.num_dcs) for vector in (vv, stable, gsv, horizon))
         versions = ((key, growth.fit_version(version, self.num_dcs)) for key, version in versions)
         tracking = self.store.track_changes

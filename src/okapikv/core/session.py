@@ -40,8 +40,9 @@ class ClientSession:
         return Session(self.stable, self.dt)
 
     def merge(self, update: Session) -> None:
-        """Merge a reply's session. One from a server that knows more DCs (the cluster grew,
-        ``okapikv.core.growth``) grows this session; one that knows fewer has 0 for the others."""
+        """Merge a reply's session, entry by entry. Sessions of different lengths are fitted to the
+        longer one first (a cluster whose DC list is extended online, ``okapikv.core.growth``): an
+        entry a session lacks is 0, a DC it depends on nothing of."""
         stable, theirs = self.stable, update.stable
         if len(theirs) != len(stable):
             size = max(len(theirs), len(stable))
@@ -77,7 +78,7 @@ def adopt(session: Session, *, from_dc: int, here_dc: int, stable: Vector) -> Ad
         raise ValueError(f"DC index out of range 0..{len(stable) - 1}")
     dependency = list(session.stable)
     dependency[from_dc] = max(dependency[from_dc], session.dt)
-    if len(dependency) != len(stable):  # the cluster grew and one side knows the new DC (``okapikv.core.growth``)
+    if len(dependency) != len(stable):  # one side knows an added DC (core.growth)
         if any(dependency[len(stable):]):  # depends on a DC this server does not know yet: not here
             return Adoption(False, session, (0,) * len(stable))
         dependency = list(fit(tuple(dependency), len(stable)))

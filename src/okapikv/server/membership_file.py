@@ -38,7 +38,7 @@ def load(directory: Path, num_dcs: int) -> Membership:
     if len(view.states) > num_dcs:
         raise ValueError(f"the membership in {path} names {len(view.states)} DCs, the config {num_dcs}: start the "
                          "server with the config that names every DC of the cluster (okapi dc join)")
-    # written before the cluster grew (``okapikv.core.growth``): the new DCs are joining until a
+    # written under a shorter DC list (``okapikv.core.growth``): the new DCs are joining until a
     # replica tells this server a newer membership
     return Membership(view.epoch, view.states + (JOINING,) * (num_dcs - len(view.states)))
 
@@ -62,7 +62,7 @@ def adopted(directory: Path | None, before: Membership, view: Membership, names:
     """Server ``label`` adopted ``view``: keep it in ``directory`` (None: in memory) and log the change."""
     if directory is not None:
         save(directory, view)
-    previous = before.states + ("new",) * (len(view.states) - len(before.states))  # the cluster grew
+    previous = before.states + ("new",) * (len(view.states) - len(before.states))  # added DCs start "new"
     changes = ", ".join(f"{names[dc]} {old} -> {new}"
                         for dc, (old, new) in enumerate(zip(previous, view.states, strict=True)) if old != new)
     log.warning("%s: membership epoch %d -> %d: %s", label, before.epoch, view.epoch, changes or "no change",

@@ -115,8 +115,8 @@ class Identity:
         return self.dcs.index(self.dc)
 
     def grew_from(self, stored: Identity) -> bool:
-        """Whether ``stored`` is this server's identity before its cluster grew by new DCs (``okapi
-        dc join``, ``okapikv.core.growth``): the same server, its DC list a prefix of this one."""
+        """Whether ``stored`` is this server's identity under a shorter DC list that new DCs extend
+        (``okapi dc join``, ``okapikv.core.growth``): the same server, its DC list a prefix of this one."""
         return (stored.dcs == self.dcs[: len(stored.dcs)] and len(stored.dcs) < len(self.dcs)
                 and (stored.cluster_id, stored.partitions, stored.protocol, stored.dc, stored.partition)
                 == (self.cluster_id, self.partitions, self.protocol, self.dc, self.partition))
@@ -166,7 +166,7 @@ class State:
                 isinstance(x, int) and 0 <= x <= _MAX_TIMESTAMP for x in entries
             ):
                 raise ValueError(f"field {name!r} is not a vector of timestamps")
-            # fewer entries: written before the cluster grew (``okapikv.core.growth``); the core pads them
+            # fewer entries: written under a shorter DC list (``okapikv.core.growth``); the core pads them
             if num_dcs is not None and not 1 <= len(entries) <= num_dcs:
                 raise ValueError(f"field {name!r} has {len(entries)} entries, the cluster has {num_dcs} DCs")
             vectors.append(tuple(entries))
@@ -523,7 +523,7 @@ class SqliteStore:
         cursor = self.db.execute("SELECT key, ts, dc, value, dv, crc FROM versions ORDER BY key, ts, dc")
         try:
             for key, stored_ts, dc, value, dv, crc in cursor:
-                # a dv shorter than the DC count: written before the cluster grew (``okapikv.core.growth``)
+                # a dv shorter than the DC count: written under a shorter DC list (``okapikv.core.growth``)
                 if (version_checksum(key, stored_ts, dc, value, dv) != crc or not 0 <= dc < num_dcs
                         or (dv is not None and (len(dv) % 8 or not 0 < len(dv) <= dv_bytes))):
                     source = self.identity.dcs[dc] if 0 <= dc < num_dcs else dc
