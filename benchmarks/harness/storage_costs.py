@@ -57,8 +57,9 @@ def log_inserts(directory: Path, records: int) -> LoggedStore:
     return store
 
 
-def checkpoint_s(directory: Path, rows: int, busy: bool) -> float:
-    """One checkpoint of ``rows`` logged inserts, alone or beside a thread spinning in Python."""
+def checkpoint_s(directory: Path, rows: int, busy: bool, in_process: bool = False) -> float:
+    """One checkpoint of ``rows`` logged inserts, alone or beside a thread spinning in Python; in a
+    checkpoint process as a server's background checkpoints are (``in_process``: on this thread)."""
     store = log_inserts(directory, rows)
     stop = threading.Event()
     spinner = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)])
@@ -68,7 +69,7 @@ def checkpoint_s(directory: Path, rows: int, busy: bool) -> float:
         if busy:
             spinner.start()
         started = time.perf_counter()
-        store.checkpoint()
+        store.checkpoint(in_process=in_process)
         return time.perf_counter() - started
     finally:
         stop.set()

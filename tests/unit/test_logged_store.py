@@ -17,6 +17,7 @@ import pytest
 from okapikv.core.mvstore import Change, Version
 from okapikv.core.timestamps import pack
 from okapikv.storage import DataDamagedError, Identity
+from okapikv.storage.checkpoint_process import KILL_POINT
 from okapikv.storage.commit_record import RecordFile, Tally
 from okapikv.storage.log import segments
 from okapikv.storage.logged_store import KILL_POINTS, LoggedStore
@@ -78,6 +79,46 @@ def test_checkpoints_keep_the_log_bounded(tmp_path: Path) -> None:
     assert not segments(tmp_path)
     assert store.version_count() == 995
     store.close()
+
+
+def test_a_checkpoint_process_folds_overwrites_and_removals_and_the_server_deletes_the_segments(
+        tmp_path: Path) -> None:
+    """The background checkpointer's path (``checkpoint_process``): the fold happens in another
+    process, under this store's lock, and this store then reads the checkpoint's group number back."""
+    store = LoggedStore(tmp_path, IDENTITY, segment_bytes=256)
+    old = Version(b"old", pack(5), 0, None)
+    store.commit(CommitGroup(1, [Change(b"k", old, True)]))
+    store.commit(CommitGroup(2, [Change(b"k", Version(b"new", pack(6), 0, None), True), Change(b"k", old, False)]))
+    for number in range(3, 40):
+        store.commit(group(number))
+    store.checkpoint(in_process=False)
+    assert not segments(tmp_path) and store.db.tally.seq == store.tally.seq == 39
+    assert store.version_count() == 1 + 37 * 3
+    store.commit(group(40))  # the next checkpoint starts from the group the process reached
+    store.close()
+    present = keys(LoggedStore(tmp_path, IDENTITY))
+    assert present[b"k"] == b"new" and b"k40-2" in present and len(present) == 1 + 38 * 3
+
+
+def test_kill_9_of_the_checkpoint_process_loses_nothing_and_the_next_checkpoint_folds_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint process killed before its COMMIT leaves the checkpoint as it was: the server keeps
+    every segment, serves on, and the next checkpoint folds them all."""
+    monkeypatch.setenv("OKAPI_FAULT_INJECTION", "1")
+    monkeypatch.setenv("OKAPI_STORAGE_KILL_AT", KILL_POINT)  # every checkpoint process, background ones too
+    store = LoggedStore(tmp_path, IDENTITY, segment_bytes=512)
+    for number in range(1, 60):
+        store.commit(group(number))
+    with pytest.raises(RuntimeError, match="exited with status -9"):
+        store.checkpoint(in_process=False)
+    assert segments(tmp_path) and store.db.tally.seq == 0
+    store.commit(group(60))
+    monkeypatch.delenv("OKAPI_STORAGE_KILL_AT")
+    store.checkpoint(in_process=False)
+    assert not segments(tmp_path) and store.db.tally.seq == 60
+    store.close(checkpoint=False)
+    present = keys(LoggedStore(tmp_path, IDENTITY))
+    assert all(b"k%d-%d" % (number, index) in present for number in range(1, 61) for index in range(3))
 
 
 def three_groups_in_the_log(directory: Path) -> None:

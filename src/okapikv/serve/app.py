@@ -57,6 +57,13 @@ SHUTDOWN_GRACE_S = 1.0
 SERVICE_NAMES = ("", "okapikv.KeyValue", "okapikv.Peer")
 #: How often health looks again whether a start with no data has heard from its replicas.
 CHECKING_POLL_S = 0.02
+#: The collector's thresholds in a server (CPython's default: 700, 10, 10). A request's objects live
+#: across thousands of allocations (a durable write waits for its group's fdatasync), so at 700 they
+#: survive the young collections and count towards the next full one, which walks the whole store:
+#: with 1,000,000 versions loaded, full passes of 0.1-2.4 s every few seconds under YCSB-A, 4.5-4.9 s
+#: of a 50-s run; with a young generation of 50,000 those objects die young and the same run spent
+#: 0-0.2 s in full passes (docs/benchmarks.md, "Checkpoints out of the server process").
+GC_THRESHOLDS = (50_000, 20, 10)
 
 
 class BindError(RuntimeError):
@@ -238,6 +245,7 @@ async def serve(
     # process: out of the collector's sight, a full collection no longer walks it (28 ms pauses,
     # the p999 of a loaded server, came from that walk).
     gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
     serving = asyncio.create_task(_serving_once_checked(node, health))
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "bind": server_config.listen_address,

@@ -3,9 +3,11 @@
 A commit group is durable once its record is in the log (``log``): ``prepare`` encodes it,
 ``finish`` appends it with one ``write`` and one ``fdatasync``, ``record`` counts it in the commit
 record (``commit_record``), all three on the storage worker. The SQLite file
-(``sqlite.SqliteStore``, ``synchronous=FULL``) is the checkpoint: a background thread folds every
-closed segment into it in one transaction (only each row's last change counts, so overwrites and GC
-removals of the same keys collapse), and deletes the segments once that transaction is durable. A
+(``sqlite.SqliteStore``, ``synchronous=FULL``) is the checkpoint: a background thread has every
+closed segment folded into it in one transaction (only each row's last change counts, so overwrites
+and GC removals of the same keys collapse) by a process of its own (``checkpoint_process``: the
+fold kept off the server's interpreter lock), and deletes the segments once that transaction is
+durable. A
 segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one or two
 segments, which bounds recovery time and disk use (docs/storage.md); a clean close checkpoints all.
 
@@ -19,23 +21,29 @@ already holds are skipped on replay, and segments are deleted only after it is d
 
 Threads: ``prepare``, ``finish``, ``record``, ``maintain``, ``checkpoint`` and ``close`` on the one
 storage worker; once the core has loaded, the checkpointer thread alone uses the SQLite connection
-(``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``).
+(``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``, which fold in process), and while
+a checkpoint process writes the file this store's connection stays idle and then reads the
+checkpoint's group number back (``SqliteStore.reload_tally``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from okapikv.core.mvstore import Change, Version
+from okapikv.lifetime import child_environment
 from okapikv.storage.commit_record import RECORD_NAME, RecordFile, Tally, read_record
 from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
 from okapikv.storage.integrity import describe_timestamp
@@ -56,6 +64,9 @@ log = logging.getLogger("okapikv.storage")
 
 #: a segment is closed (and checkpointed) once it holds this much
 SEGMENT_BYTES = 8 << 20
+#: the longest a background checkpoint process may run before it is killed (its segments are kept
+#: and folded by the next one); a checkpoint of 1,000,000 logged versions takes about 7 s alone
+CHECKPOINT_TIMEOUT_S = 600.0
 STATE_FIELDS = tuple(field.name for field in dataclasses.fields(State))
 #: test-only crash points (``OKAPI_FAULT_INJECTION=1`` and ``OKAPI_STORAGE_KILL_AT=<point>``): the
 #: process kills itself with SIGKILL there, once it has appended ``OKAPI_STORAGE_KILL_AFTER`` groups
@@ -78,6 +89,7 @@ class LoggedStore:
                  lock: DirectoryLock | None = None, segment_bytes: int = SEGMENT_BYTES) -> None:
         self.directory = Path(directory)
         self.db = SqliteStore(self.directory, identity, integrity=integrity, lock=lock, record=False)
+        self._identity = identity
         self._local_dc = identity.dc_index
         self._kill_at, self._kill_after = _kill_point()
         self._record: RecordFile | None = None
@@ -221,14 +233,6 @@ class LoggedStore:
             f"{local} acknowledged local write(s) ({lost}) and {replicated} replicated update(s): its log "
             f"segments were cut short, lost or replaced by older copies; {REPAIR_HINT}")
 
-    def _apply(self, entries: Iterable[LogRecord], base: Tally) -> None:
-        """Fold the records of ``entries`` after the checkpoint's ``base`` into it in one SQLite
-        transaction (``_fold``)."""
-        folded = _fold(entries, base, self.directory)
-        if folded.tally.seq > base.seq:
-            self.db.apply(list(folded.last.values()), folded.state, folded.bound, folded.tally,
-                          before_commit=lambda: self._fault("checkpoint"))
-
     def _fault(self, point: str) -> None:
         if self._kill_at == point and self.commits >= self._kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -300,10 +304,11 @@ class LoggedStore:
         if self._record is not None:
             self._record.flush()
 
-    def checkpoint(self) -> None:
-        """Checkpoint now, on the calling thread (a full disk: deleting segments frees space)."""
+    def checkpoint(self, *, in_process: bool = True) -> None:
+        """Checkpoint now, on the calling thread (a full disk: deleting segments frees space);
+        ``in_process=False``: fold in a checkpoint process, as the background checkpointer does."""
         self._rotate()
-        self._checkpoint()
+        self._checkpoint(in_process=in_process)
 
     def _checkpointer(self) -> None:
         while True:
@@ -312,19 +317,22 @@ class LoggedStore:
             if self._stopping:
                 return
             try:
-                self._checkpoint()
+                self._checkpoint(in_process=False)
             except Exception as error:
                 log.warning("%s: checkpoint failed (the log keeps its segments): %s", self.directory, error)
 
-    def _checkpoint(self) -> None:
-        """Fold the closed segments into SQLite, then delete them (module docstring)."""
+    def _checkpoint(self, *, in_process: bool = True) -> None:
+        """Fold the closed segments into SQLite, then delete them (module docstring); the
+        background checkpointer does the fold in a process of its own (``checkpoint_process``)."""
         with self._ckpt_lock:
             with self._segments_lock:
                 paths = list(self._closed_segments)
             if not paths:
                 return
             started = time.perf_counter()
-            self._apply(read_log(paths, LogScan()), self.db.tally)
+            folded_here = in_process or not self._checkpoint_in_child(paths)
+            if folded_here:
+                apply_log(self.db, read_log(paths, LogScan()), self.directory, lambda: self._fault("checkpoint"))
             self._fault("checkpoint-committed")
             for path in paths:
                 path.unlink(missing_ok=True)
@@ -332,9 +340,33 @@ class LoggedStore:
             sync_directory(self.directory)
             with self._segments_lock:
                 del self._closed_segments[: len(paths)]
-            self.db.maintain()
+            if folded_here:  # (the checkpoint process truncated the WAL itself)
+                self.db.maintain()
             self.checkpoints += 1
             self.checkpoint_seconds += time.perf_counter() - started
+
+    def _checkpoint_in_child(self, paths: list[Path]) -> bool:
+        """Run ``checkpoint_process`` on ``paths`` and wait for it: True once its transaction is
+        durable, False where no process could be started (the caller folds in process instead);
+        raises when it failed (its segments stay for the next checkpoint)."""
+        command = [sys.executable, "-m", "okapikv.storage.checkpoint_process", str(self.directory),
+                   self._identity.to_json(), *map(str, paths)]
+        try:
+            done = subprocess.run(command, env=child_environment(), capture_output=True, text=True,
+                                  timeout=CHECKPOINT_TIMEOUT_S, check=False)
+        except OSError as error:
+            log.warning("%s: cannot start a checkpoint process (%s): checkpointing in the server", self.directory,
+                        error)
+            return False
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the checkpoint process ran past {CHECKPOINT_TIMEOUT_S:.0f} s and was killed") from None
+        if done.returncode != 0:
+            lines = done.stderr.strip().splitlines()
+            raise RuntimeError(f"the checkpoint process exited with status {done.returncode}"
+                               + (f": {lines[-1]}" if lines else ""))
+        self.db.reload_tally()
+        self.db.vacuumed_pages += int(json.loads(done.stdout.strip().splitlines()[-1])["vacuumed_pages"])
+        return True
 
     # ---------------------------------------------------------------- closing
 
@@ -368,6 +400,16 @@ class Folded:
     state: State | None = None
     bound: int | None = None
     count: int = 0
+
+
+def apply_log(db: SqliteStore, entries: Iterable[LogRecord], directory: Path,
+              before_commit: Callable[[], None] | None = None) -> None:
+    """Fold the records of ``entries`` after the checkpoint ``db`` holds into it in one SQLite
+    transaction (``_fold``); ``before_commit``: the test-only crash point."""
+    base = db.tally
+    folded = _fold(entries, base, directory)
+    if folded.tally.seq > base.seq:
+        db.apply(list(folded.last.values()), folded.state, folded.bound, folded.tally, before_commit=before_commit)
 
 
 def _fold(entries: Iterable[LogRecord], base: Tally, directory: Path) -> Folded:

@@ -415,6 +415,15 @@ class SqliteStore:
         if self._keeps_record:
             self._check_record(record)
 
+    def reload_tally(self) -> None:
+        """Read the commit row back after another process wrote a checkpoint under this store's
+        lock (``checkpoint_process``)."""
+        commit = self._meta("commit")
+        if commit is None:
+            raise DataDamagedError(f"{self.path}: the metadata has no commit row; {REPAIR_HINT}")
+        bound = self._clock_bound(True)
+        self.tally = self._parse("commit", commit, lambda text: _tally_from_json(text, bound))
+
     def _parse(self, name: str, text: str, parse: Any) -> Any:
         try:
             return parse(text)
