@@ -5,6 +5,7 @@ every way client work enters waits on the one admission policy, for a bounded ti
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Awaitable, Callable
 
@@ -15,7 +16,7 @@ from integration_support import free_port_range
 
 from okapikv.cluster.config import local_cluster
 from okapikv.core.server import PartitionServer
-from okapikv.serve.app import serve
+from okapikv.serve.app import GC_THRESHOLDS, serve
 from okapikv.server import node as node_module
 from okapikv.server.admission import Admission
 from okapikv.wire import okapikv_pb2 as pb
@@ -40,6 +41,19 @@ def _run(check: Callable[[pb_grpc.KeyValueStub], Awaitable[None]]) -> None:
             await asyncio.wait_for(server, timeout=30)
 
     asyncio.run(main())
+
+
+def test_a_server_collects_with_a_large_young_generation_and_gives_the_collector_back() -> None:
+    """``GC_THRESHOLDS`` while serving (a request's objects die young instead of counting towards
+    full passes over the whole store), the thresholds it found once it stops."""
+    before = gc.get_threshold()
+
+    async def check(stub: pb_grpc.KeyValueStub) -> None:
+        await stub.Put(pb.PutRequest(key=b"k", value=b"v"))
+        assert gc.get_threshold() == GC_THRESHOLDS != before
+
+    _run(check)
+    assert gc.get_threshold() == before
 
 
 def test_a_failing_handler_answers_internal_and_the_server_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -245,6 +245,7 @@ async def serve(
     # process: out of the collector's sight, a full collection no longer walks it (28 ms pauses,
     # the p999 of a loaded server, came from that walk).
     gc.freeze()
+    thresholds = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
     serving = asyncio.create_task(_serving_once_checked(node, health))
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
@@ -273,6 +274,7 @@ async def serve(
         # streams end at once instead of waiting out the grace period.
         await node.close()
         await server.stop(SHUTDOWN_GRACE_S)
+        gc.set_threshold(*thresholds)  # (a server run in process, as tests do, leaves the collector as it was)
 
 
 async def _serving_once_checked(node: PartitionNode, health: HealthServicer) -> None:
