@@ -1,9 +1,10 @@
 """The commit log's background costs, measured on the store alone, without servers
 (docs/storage.md, "What it costs"): a restart's recovery of N versions all in the log and all in the
 checkpoint, each into a fresh core, and one checkpoint alone and beside a thread spinning in Python
-(an event loop at full load competes with the checkpointer for the GIL; switch interval 0.5 ms, as
-in a durable server). ``--suite fast`` reports them; ``scripts/measure_commit_log.py`` prints them
-beside the commit path's figures."""
+(an event loop at full load; switch interval 0.5 ms, as in a durable server), folded in a checkpoint
+process as a server's background checkpoints are (``okapikv.storage.checkpoint_process``: the busy
+thread then shares only the CPU with it, not the GIL). ``--suite fast`` reports them;
+``scripts/measure_commit_log.py`` prints them beside the commit path's figures."""
 
 from __future__ import annotations
 

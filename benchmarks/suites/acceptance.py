@@ -121,7 +121,8 @@ def recovery(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
 
 
 def checkpoint_cost(fast: FastFigures, memory: Sequence[MemoryRow]) -> list[Measured]:
-    """One checkpoint alone and beside a thread spinning in Python (a loaded event loop)."""
+    """One checkpoint alone and beside a thread spinning in Python (a loaded event loop), folded in a
+    checkpoint process as a server's background checkpoints are."""
     found = fast.storage
     if found is None:
         return []

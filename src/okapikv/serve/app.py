@@ -59,10 +59,10 @@ SERVICE_NAMES = ("", "okapikv.KeyValue", "okapikv.Peer")
 CHECKING_POLL_S = 0.02
 #: The collector's thresholds in a server (CPython's default: 700, 10, 10). A request's objects live
 #: across thousands of allocations (a durable write waits for its group's fdatasync), so at 700 they
-#: survive the young collections and count towards the next full one, which walks the whole store:
-#: with 1,000,000 versions loaded, full passes of 0.1-2.4 s every few seconds under YCSB-A, 4.5-4.9 s
-#: of a 50-s run; with a young generation of 50,000 those objects die young and the same run spent
-#: 0-0.2 s in full passes (docs/benchmarks.md, "Checkpoints out of the server process").
+#: outlive the young collections and count towards the next full pass, which walks the whole store:
+#: with 1,000,000 versions bulk-loaded, 26-28 full passes and 5.5-7.5 s of them in a run of the load
+#: and 5 s of YCSB-A; with a young generation of 50,000 those objects die young, 0-1 full pass
+#: (docs/benchmarks.md, "Checkpoints out of the server process, and disk use under overwrites").
 GC_THRESHOLDS = (50_000, 20, 10)
 
 

@@ -6,8 +6,9 @@ server it shared the interpreter lock with the event loop (and the objects it de
 collector into full passes over the whole store): a checkpoint of 100,000 versions took 16.4 s
 under a YCSB-A load against 0.74 s alone, and a durable partition bulk-loaded with 1,000,000
 records served YCSB-A at half the rate of one with 10,000 while its checkpoints ran; without them,
-at the same rate (docs/benchmarks.md, "Checkpoints out of the server process"). Here the fold and
-the transaction run on their own interpreter and the server only waits for the exit status.
+at the same rate (docs/benchmarks.md, "Checkpoints out of the server process, and disk use under
+overwrites"). Here the fold and the transaction run on their own interpreter and the server only
+waits for the exit status.
 
     python -m okapikv.storage.checkpoint_process DIR IDENTITY_JSON SEGMENT...
 
