@@ -7,9 +7,9 @@ record (``commit_record``), all three on the storage worker. The SQLite file
 closed segment folded into it in one transaction (only each row's last change counts, so overwrites
 and GC removals of the same keys collapse) by a process of its own (``checkpoint_process``: the
 fold kept off the server's interpreter lock), and deletes the segments once that transaction is
-durable. A
-segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one or two
-segments, which bounds recovery time and disk use (docs/storage.md); a clean close checkpoints all.
+durable. A segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one
+or two segments, which bounds recovery time and disk use (docs/storage.md); a clean close
+checkpoints all.
 
 Recovery (at open): the SQLite checks, then every segment is read and verified, folding each row's
 last change in memory; the records after the checkpoint's group number must follow it without a
