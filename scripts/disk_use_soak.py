@@ -9,13 +9,14 @@ native client), and every ``--sample-s`` seconds measures the data directory's b
 - ``other``: the rest (``COMMITTED``, ``LOCK``, the disk ``RESERVE``, a fixed 8-16 MiB).
 
 It prints a table and a summary (the maximum and final bytes of each kind, against the live data's
-size: keys x (key + value bytes)), writes every sample to ``--csv``, and exits 1 when the log or the
-checkpoint ends the run larger than ``--max-growth`` over their figures after warm-up (a data
+size: keys x (key + value bytes)), writes every sample to ``--csv``, and exits 1 when the log
+outgrows three segments or the checkpoint grows by more than ``--max-growth`` after warm-up (a data
 directory that keeps growing under overwrites is a bug: segments must be deleted after their
-checkpoint, docs/storage.md). The load is light on purpose (about a tenth of a core at 2,000 PUT/s),
-so the run shows what bounds disk use, not what a saturated server does.
+checkpoint, docs/storage.md). The load is light on purpose (at 2,000 PUT/s about a fifth of a core
+for the server and a tenth for the load), so the run shows what bounds disk use, not what a
+saturated server does.
 
-    python scripts/disk_use_soak.py --duration-s 3600 --csv disk-use.csv     # the hour in docs/benchmarks.md
+    python scripts/disk_use_soak.py --duration-s 3600 --sample-s 60 --csv disk-use-1h.csv  # docs/benchmarks.md
     python scripts/disk_use_soak.py --duration-s 120 --sample-s 10              # a quick look
 """
 
@@ -26,6 +27,7 @@ import asyncio
 import csv
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +40,7 @@ from okapikv.cluster.health import wait_until_serving
 from okapikv.cluster.ports import free_port_block
 from okapikv.cluster.processes import server_data_dir, start_server
 from okapikv.storage.log import SEGMENT_SUFFIX
+from okapikv.storage.logged_store import SEGMENT_BYTES
 
 TICK_S = 0.01
 SESSIONS = 8
@@ -203,7 +206,7 @@ def summarize(samples: list[Sample], args: argparse.Namespace, warmup_s: float) 
         print("too few samples after warm-up to judge", file=sys.stderr)
         return 1
     live = args.keys * (len(b"disk000000") + args.value_bytes)
-    final, first = samples[-1], steady[0]
+    final = samples[-1]
     mib = 2**20
     print(f"live data: {args.keys} keys x {len(b'disk000000') + args.value_bytes} bytes = {live / mib:.2f} MiB; "
           f"{final.puts} PUTs ({final.puts / max(final.t_s, 1e-9):.0f}/s), {final.errors} errors, "
@@ -213,15 +216,22 @@ def summarize(samples: list[Sample], args: argparse.Namespace, warmup_s: float) 
         print(f"{name:>17}: max {max(values) / mib:8.2f} MiB, final {getattr(final, name) / mib:8.2f} MiB, "
               f"after warm-up {min(values) / mib:.2f}..{max(values) / mib:.2f} MiB")
     print(f"{'segments':>17}: max {max(sample.segments for sample in samples)}, final {final.segments}")
-    grew = [name for name in ("segment_bytes", "checkpoint_bytes")
-            if max(getattr(sample, name) for sample in steady[-max(1, len(steady) // 3):])
-            > (1 + args.max_growth) * max(getattr(sample, name) for sample in steady[: max(1, len(steady) // 3)])]
-    if grew:
-        print(f"GREW: {', '.join(grew)} (the last third's peak above the first third's by more than "
-              f"{args.max_growth:.0%})")
+    # The log is a sawtooth (an open segment filling, closed ones deleted at each checkpoint) whose
+    # teeth a third of the run may or may not catch, so it is judged against a cap: the open segment
+    # and two closed ones awaiting their checkpoint. The checkpoint is judged by its growth: the mean
+    # of the last third of the samples after warm-up against the first third's.
+    log_cap = 3 * SEGMENT_BYTES
+    log_peak = max(sample.segment_bytes for sample in steady)
+    third = max(1, len(steady) // 3)
+    early = statistics.mean(sample.checkpoint_bytes for sample in steady[:third])
+    late = statistics.mean(sample.checkpoint_bytes for sample in steady[-third:])
+    verdicts = [f"log peak {log_peak / mib:.2f} MiB (cap {log_cap / mib:.0f} MiB: three segments)",
+                f"checkpoint {late / max(early, 1) - 1:+.1%} from the first third of the run to the last "
+                f"(limit {args.max_growth:+.0%})"]
+    if log_peak > log_cap or late > (1 + args.max_growth) * early:
+        print("GREW: " + "; ".join(verdicts))
         return 1
-    print(f"bounded: the log and the checkpoint peaked no higher in the last third of the run than in the first "
-          f"(+{args.max_growth:.0%} allowed); first sample after warm-up {first.total_bytes / mib:.2f} MiB")
+    print("bounded: " + "; ".join(verdicts))
     return 0
 
 
