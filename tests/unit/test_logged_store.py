@@ -20,7 +20,13 @@ from okapikv.storage import DataDamagedError, Identity
 from okapikv.storage.checkpoint_process import KILL_POINT
 from okapikv.storage.commit_record import RecordFile, Tally
 from okapikv.storage.log import segments
-from okapikv.storage.logged_store import KILL_POINTS, LoggedStore
+from okapikv.storage.logged_store import (
+    CHECKPOINT_NICENESS,
+    KILL_POINTS,
+    NICE_BACKLOG_SEGMENTS,
+    LoggedStore,
+    niceness,
+)
 from okapikv.storage.sqlite import CommitGroup, State
 
 IDENTITY = Identity("test", ("a", "b"), 1, "okapi", "a", 0)
@@ -119,6 +125,11 @@ def test_kill_9_of_the_checkpoint_process_loses_nothing_and_the_next_checkpoint_
     store.close(checkpoint=False)
     present = keys(LoggedStore(tmp_path, IDENTITY))
     assert all(b"k%d-%d" % (number, index) in present for number in range(1, 61) for index in range(3))
+
+
+def test_a_short_checkpoint_backlog_yields_the_cpu_and_a_long_one_does_not() -> None:
+    assert niceness(1) == niceness(NICE_BACKLOG_SEGMENTS) == CHECKPOINT_NICENESS > 0
+    assert niceness(NICE_BACKLOG_SEGMENTS + 1) == 0
 
 
 def three_groups_in_the_log(directory: Path) -> None:

@@ -10,11 +10,13 @@ at the same rate (docs/benchmarks.md, "Checkpoints out of the server process, an
 overwrites"). Here the fold and the transaction run on their own interpreter and the server only
 waits for the exit status.
 
-    python -m okapikv.storage.checkpoint_process DIR IDENTITY_JSON SEGMENT...
+    python -m okapikv.storage.checkpoint_process [--nice=N] DIR IDENTITY_JSON SEGMENT...
 
 folds the segments (closed ones, oldest first) into ``DIR``'s SQLite file in one transaction, as
 ``LoggedStore`` does in process, then truncates the WAL (``SqliteStore.maintain``), and prints one
-JSON line: the group number the checkpoint ends at and the pages vacuumed. It deletes nothing: the
+JSON line: the group number the checkpoint ends at and the pages vacuumed; ``--nice``: first lower
+its own CPU priority by N (``logged_store.niceness``: a short backlog yields the CPU to the server
+and its clients). It deletes nothing: the
 server deletes the segments once this process exited with status 0, so a crash of either at any
 point leaves a checkpoint that is one transaction, and segments deleted only after it is durable.
 The server holds the directory's lock throughout (this process writes under it), and the child
@@ -68,8 +70,13 @@ def checkpoint(directory: Path, identity: Identity, paths: list[Path]) -> dict[s
 def main(argv: list[str] | None = None) -> int:
     exit_with_parent()
     arguments = sys.argv[1:] if argv is None else argv
+    if arguments and arguments[0].startswith("--nice="):
+        value = arguments.pop(0).removeprefix("--nice=")
+        if value.isdigit() and int(value):
+            os.nice(int(value))
     if len(arguments) < 3:
-        print("usage: python -m okapikv.storage.checkpoint_process DIR IDENTITY_JSON SEGMENT...", file=sys.stderr)
+        print("usage: python -m okapikv.storage.checkpoint_process [--nice=N] DIR IDENTITY_JSON SEGMENT...",
+              file=sys.stderr)
         return 2
     directory, identity_text, *names = arguments
     try:

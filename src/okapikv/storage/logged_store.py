@@ -67,6 +67,11 @@ SEGMENT_BYTES = 8 << 20
 #: the longest a background checkpoint process may run before it is killed (its segments are kept
 #: and folded by the next one); a checkpoint of 1,000,000 logged versions takes about 7 s alone
 CHECKPOINT_TIMEOUT_S = 600.0
+#: a checkpoint process of at most this many segments runs at ``CHECKPOINT_NICENESS``, so on a busy
+#: machine it takes the CPU the server and its clients leave; a longer backlog (checkpoints falling
+#: behind) runs at the server's priority, so the log stays bounded under any load
+NICE_BACKLOG_SEGMENTS = 2
+CHECKPOINT_NICENESS = 10
 STATE_FIELDS = tuple(field.name for field in dataclasses.fields(State))
 #: test-only crash points (``OKAPI_FAULT_INJECTION=1`` and ``OKAPI_STORAGE_KILL_AT=<point>``): the
 #: process kills itself with SIGKILL there, once it has appended ``OKAPI_STORAGE_KILL_AFTER`` groups
@@ -349,8 +354,8 @@ class LoggedStore:
         """Run ``checkpoint_process`` on ``paths`` and wait for it: True once its transaction is
         durable, False where no process could be started (the caller folds in process instead);
         raises when it failed (its segments stay for the next checkpoint)."""
-        command = [sys.executable, "-m", "okapikv.storage.checkpoint_process", str(self.directory),
-                   self._identity.to_json(), *map(str, paths)]
+        command = [sys.executable, "-m", "okapikv.storage.checkpoint_process", f"--nice={niceness(len(paths))}",
+                   str(self.directory), self._identity.to_json(), *map(str, paths)]
         try:
             done = subprocess.run(command, env=child_environment(), capture_output=True, text=True,
                                   timeout=CHECKPOINT_TIMEOUT_S, check=False)
@@ -400,6 +405,12 @@ class Folded:
     state: State | None = None
     bound: int | None = None
     count: int = 0
+
+
+def niceness(backlog: int) -> int:
+    """How much less CPU priority a checkpoint process of ``backlog`` segments takes than the server
+    (``NICE_BACKLOG_SEGMENTS``)."""
+    return CHECKPOINT_NICENESS if backlog <= NICE_BACKLOG_SEGMENTS else 0
 
 
 def apply_log(db: SqliteStore, entries: Iterable[LogRecord], directory: Path,
