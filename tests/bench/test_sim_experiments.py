@@ -83,3 +83,14 @@ def test_sweep_steps_bound_a_sweep_and_are_recorded(tmp_path: Path, capsys: pyte
     assert [run["clients"] for run in results["series"]["sim-fig4"]["runs"]] == [2, 4]
     assert main(["sim", "--experiment", "fig4", "--sweep-steps", "0", "--out", str(out)]) == 2
     assert "--sweep-steps" in capsys.readouterr().err
+
+
+def test_an_experiment_runs_under_the_thread_blocking_model(tmp_path: Path) -> None:
+    out = tmp_path / "threads"
+    assert main(["sim", "--experiment", "traffic", "--dcs", "2", "--partitions", "1", "--duration-s", "0.1",
+                 "--warmup-s", "0.03", "--protocols", "gentlerain", "--cost", "this-vm", "--blocking", "thread",
+                 "--threads", "3", "--out", str(out)]) == 0
+    profile = json.loads((out / "results.json").read_text())["config"]["cost_profile"]
+    assert (profile["name"], profile["blocking"], profile["threads"]) == ("this-vm", "thread", 3)
+    assert profile["wake_us"] > 0 and profile["poll_ms"] > 0
+    assert main(["sim", "--experiment", "traffic", "--blocking", "thread", "--threads", "0", "--out", str(out)]) == 2

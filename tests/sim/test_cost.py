@@ -94,6 +94,31 @@ def test_the_thread_model_caps_blocked_requests_at_its_threads() -> None:
     assert blocked("thread", 1) == 1
 
 
+def gentlerain_cpu(profile: CostProfile) -> tuple[float, float]:
+    """(mean CPU share, throughput) of a GentleRain run whose RO-TXs park for tens of ms."""
+    config = SimConfig(protocol="gentlerain", num_dcs=2, num_partitions=2, num_clients=32, duration_s=0.3,
+                       think_us_max=0, workload="paper", cost=profile)
+    outcome = run_simulation(config)
+    assert outcome.ok
+    busy = outcome.result.cpu_utilization
+    assert busy is not None
+    return sum(busy) / len(busy), outcome.result.throughput_ops_s
+
+
+def test_a_blocked_thread_pays_its_wakes_and_a_parked_request_does_not() -> None:
+    base = CostProfile(name="test", cores=2, get_us=5, put_us=5, rotx_us=5, tx_slice_us=5, blocking="thread",
+                       threads=64)
+    quiet, served = gentlerain_cpu(base)
+    # 32 clients over 4 servers, most parked at any time: 50 us every ms each is ~0.2 of 2 cores
+    polling, _ = gentlerain_cpu(replace(base, wake_us=50, poll_ms=1))
+    assert polling > quiet + 0.05
+    # parked (free): the same profile's wakes cost nothing, and no thread limit applies
+    assert gentlerain_cpu(replace(base, blocking="free", threads=0, wake_us=50, poll_ms=1)) == (quiet, served)
+    # a wake cost needs its period
+    with pytest.raises(ValueError, match="poll_ms"):
+        replace(base, wake_us=50).validate()
+
+
 FULL = CostProfile(
     name="test", cores=2, get_us=20, put_us=30, swap_us=30, delete_us=30, rotx_us=30, scan_us=30,
     read_per_slice_us=5, tx_slice_us=10, tx_slice_per_key_us=2, scan_slice_us=10, scan_slice_per_item_us=1,
