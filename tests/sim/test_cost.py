@@ -178,3 +178,29 @@ def test_the_paper_profile_runs_checked_clean_and_is_cheaper_than_python() -> No
     assert outcome.ok, outcome.anomalies[:3]
     utilization = outcome.result.cpu_utilization
     assert utilization is not None and all(0 < share < 1 for share in utilization)
+
+
+def test_a_saturated_server_under_the_thread_model_wakes_once_per_free_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every release pumps the queue under the thread model: a superseded wake must not schedule
+    # another, or wakes multiply into one event per simulated microsecond
+    from okapikv.sim.cpu import Cpu
+
+    calls = {"wake": 0, "run": 0}
+    wake, run = Cpu.wake, Cpu._run
+
+    def counted_wake(self: Cpu, host: int) -> None:
+        calls["wake"] += 1
+        wake(self, host)
+
+    def counted_run(self: Cpu, *args: object, **kwargs: object) -> None:
+        calls["run"] += 1
+        run(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Cpu, "wake", counted_wake)
+    monkeypatch.setattr(Cpu, "_run", counted_run)
+    profile = CostProfile(name="test", cores=2, get_us=40, put_us=40, rotx_us=40, tx_slice_us=40, send_us=10,
+                          blocking="thread", threads=64)
+    config = SimConfig(protocol="okapi", num_dcs=2, num_partitions=1, num_clients=48, duration_s=0.05,
+                       think_us_max=0, workload="paper", cost=profile)
+    assert run_simulation(config).ok
+    assert 0 < calls["wake"] <= calls["run"]

@@ -251,7 +251,12 @@ class Cpu:
             self.pump(self.host_of[index])
 
     def wake(self, host: int) -> None:
-        self.wake_at[host] = INFINITY
+        """A core may be free: run what waits. Only the wake ``pump`` scheduled last clears
+        ``wake_at``: an earlier one that fires after it was superseded must not make the next
+        ``pump`` schedule another (under the thread model every release pumps, and stale wakes
+        would multiply into one event per microsecond)."""
+        if self.wake_at[host] == self.world.now:
+            self.wake_at[host] = INFINITY
         self.pump(host)
 
     # ================================================================ pauses and crashes
