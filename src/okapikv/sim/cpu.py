@@ -235,6 +235,12 @@ class Cpu:
             self.pump(self.host_of[index])
 
     def wake(self, host: int) -> None:
+        """A ``CPU_FREE`` event: pump, unless a later pump superseded this wake-up (``wake_at`` moved
+        to another instant): such a pump would run nothing, as none of the host's cores frees before
+        ``wake_at``, and would clear ``wake_at`` so that every later pump scheduled one more
+        wake-up, which fired and rescheduled in turn (millions of idle events per simulated second)."""
+        if self.wake_at[host] != self.world.now:
+            return
         self.wake_at[host] = INFINITY
         self.pump(host)
 
