@@ -271,9 +271,13 @@ class Costs:
         p = self.profile
         total = p.send_us * len(effects)
         if self.per_byte:
+            last: object = None
+            size = 0
             for effect in effects:
-                total += self.per_byte * message_bytes(effect.message if type(effect) is Send
-                                                       else effect.reply)  # type: ignore[union-attr]
+                message = effect.message if type(effect) is Send else effect.reply  # type: ignore[union-attr]
+                if message is not last:  # a batch sent to every other DC is one message: sized once
+                    last, size = message, message_bytes(message)
+                total += self.per_byte * size
         return total
 
     def message_us(self, message: Message, effects: list[Effect]) -> float:

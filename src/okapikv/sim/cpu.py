@@ -145,9 +145,10 @@ class Cpu:
         cores = self.free_at[host]
         queue, thread_queue = self.queue[host], self.thread_queue[host]
         while queue or thread_queue:
-            core = min(range(self.cores), key=cores.__getitem__)
-            if cores[core] > now:
+            free = min(cores)
+            if free > now:
                 break
+            core = cores.index(free)  # the first core free soonest
             chosen = queue
             if thread_queue and (not queue or thread_queue[0][0] < queue[0][0]):
                 if self._threads_free(thread_queue[0][1]):
