@@ -23,7 +23,7 @@ from okapikv.bench.engine.report import write_outputs
 from okapikv.bench.engine.results import Results, Run, VisibilityPair
 from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
 from okapikv.sim.cost import CostProfile, load_profile
-from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment
+from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment, sweep_start
 
 #: this machine's Python costs fitted to the quiet machine's paper suite; ``python-server`` is the
 #: same fit on a loaded machine, an upper bound (docs/simulated.md, "The profile, and what it is")
@@ -79,6 +79,7 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
         "suite": f"sim --experiment {name}", "command": command, "dcs": plan.dcs, "partitions": plan.partitions,
         "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
         "clients_per_partition": plan.clients_per_partition, "sweep_steps": plan.sweep_steps,
+        "sweep_start": {system: sweep_start(system, plan.dcs) for system in plan.protocols},
         "cost_profile": profile.to_json()})
     for data in runs:
         if data["checked"]:  # the checkers' run: drained and recorded, not a measurement

@@ -14,7 +14,7 @@ from okapikv.cli import main
 def test_an_experiment_writes_results_plots_and_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "fig3"
     assert main(["sim", "--experiment", "fig3", "--dcs", "2", "--partitions", "1", "--duration-s", "0.1",
-                 "--warmup-s", "0.03", "--protocols", "okapi,gentlerain", "--out", str(out)]) == 0
+                 "--warmup-s", "0.03", "--protocols", "okapi,gentlerain", "--sweep-steps", "4", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "okapi sim --experiment fig3:" in printed
     results = json.loads((out / "results.json").read_text())
@@ -80,6 +80,7 @@ def test_sweep_steps_bound_a_sweep_and_are_recorded(tmp_path: Path, capsys: pyte
                  "--warmup-s", "0.03", "--protocols", "gentlerain", "--sweep-steps", "2", "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["sweep_steps"] == 2
-    assert [run["clients"] for run in results["series"]["sim-fig4"]["runs"]] == [2, 4]
+    assert results["config"]["sweep_start"] == {"gentlerain": 16}  # clients per partition of each DC
+    assert [run["clients"] for run in results["series"]["sim-fig4"]["runs"]] == [32, 64]
     assert main(["sim", "--experiment", "fig4", "--sweep-steps", "0", "--out", str(out)]) == 2
     assert "--sweep-steps" in capsys.readouterr().err

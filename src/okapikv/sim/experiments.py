@@ -13,8 +13,9 @@ and report through ``okapi bench``'s path) at 3 DCs x 32 partitions by default:
 - ``traffic``: replication metadata, stabilization and heartbeat bytes, at a fixed load.
 
 Each sweep point is a peak-throughput sweep as the real suite measures one: the clients double
-(from one per partition of each DC) until the throughput grows by less than 5%
-(``PEAK_GROWTH``); unchecked runs end with their measurement (``SimConfig.drain``). Every run
+(from one per partition of each DC, GentleRain from more: ``sweep_start``) until the throughput
+grows by less than 5% (``PEAK_GROWTH``) twice in a row (``FLAT_STEPS``), or for ``sweep_steps``
+steps (a peak at the last one a lower bound); unchecked runs end with their measurement (``SimConfig.drain``). Every run
 has clock offsets spread over 10 ms (the paper's suite, as
 ``okapi bench --suite paper`` runs it) and the first run of every system in an experiment is checked
 by the history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
@@ -27,6 +28,7 @@ server's counters) and ``visibility_us`` for the bench side to summarise.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,12 +46,17 @@ PROTOCOLS = ("okapi", "cure", "gentlerain")
 #: layer may not import): ``okapi-piggyback`` computes the USV inside the GSV round (the paper's
 #: untried idea, Okapi section 5; ``okapikv.core.stabilization.PiggybackedUsv``)
 VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
-#: a sweep stops once doubling the clients raises the throughput by less than this share
+#: a step is flat when doubling the clients raises the throughput by less than this share
 PEAK_GROWTH = 0.05
-#: a peak sweep's steps at most, each doubling the clients from one per partition of each DC (128 per
-#: partition of each DC at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
-#: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
+#: a sweep stops after this many flat steps in a row: the knee, not one noisy step
+FLAT_STEPS = 2
+#: a peak sweep's steps at most, each doubling the clients from its start (``sweep_start``; 128
+#: times the start at the last)
 MAX_SWEEP_STEPS = 8
+#: about how long an Okapi or Cure client takes for a RO-TX and a PUT below saturation (1.1 ms a
+#: operation simulated at 3 DCs x 2 partitions, 6 clients, python-quiet); a GentleRain client takes a
+#: GentleRain cycle (``gentlerain_cycle_s``), so it needs that many times the clients for the same load
+LOCAL_PAIR_S = 0.002
 PAPER_SKEW_MS = 10.0
 #: the keys of a run, over all its partitions: the real paper suite's 10,000 records
 #: (``benchmarks.harness.options``), not the paper's 1 M per partition, which the simulator's
@@ -70,6 +77,16 @@ def gentlerain_cycle_s(dcs: int) -> float:
     """A GentleRain RO-TX's wait: its DC's stable time follows the furthest DC's heartbeats, the
     largest one-way delay of the WAN (65 ms at the paper's; 66-75 ms RO-TXs simulated)."""
     return max(max(row) for row in wan_matrix_ms(dcs)) / 1000
+
+
+def sweep_start(system: str, dcs: int) -> int:
+    """A peak sweep's first clients per partition of each DC: 1, or for GentleRain the power of two
+    nearest below its cycle over ``LOCAL_PAIR_S`` (32 at the paper's WAN), so that its sweep starts
+    at about the load Okapi's and Cure's start at and reaches its knee within the same steps (its
+    throughput is its clients over its cycle until the servers saturate)."""
+    if system_settings(system)[0] != "gentlerain":
+        return 1
+    return 1 << max(0, int(math.log2(gentlerain_cycle_s(dcs) / LOCAL_PAIR_S)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,17 +222,22 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
     """The point's runs: one at its fixed load, or the peak sweep (every step, or only the peak);
     with ``check_first``, first one more run at the first load, recorded and checked (``checked``),
     which is not a measurement (its counters include its drain)."""
-    start = point.clients if point.clients is not None else point.partitions * plan.dcs
+    start = point.clients if point.clients is not None else (
+        point.partitions * plan.dcs * sweep_start(point.system, plan.dcs))
     runs: list[dict[str, Any]] = []
     if check_first:
         runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
     measured: list[dict[str, Any]] = []
     clients = start
+    flat = 0
     for _ in range(1 if point.clients is not None else plan.sweep_steps):
         run = _one(point, plan, profile, clients, checked=False, progress=progress)
         measured.append(run)
-        if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
-            break
+        if len(measured) > 1:
+            grew = run["throughput_ops_s"] >= measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH)
+            flat = 0 if grew else flat + 1
+            if flat >= FLAT_STEPS:
+                break
         clients *= 2
     if point.keep == "peak":
         measured = [max(measured, key=lambda run: run["throughput_ops_s"])]
