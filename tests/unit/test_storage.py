@@ -487,6 +487,43 @@ class GatedSpace(DiskSpace):
         return self.space_back and super().refill()
 
 
+class CountedSpace(DiskSpace):
+    """Counts the free-space checks after a group (``low``)."""
+
+    checks = 0
+
+    def low(self) -> bool:
+        self.checks += 1
+        return super().low()
+
+
+def test_the_free_space_is_looked_at_after_a_group_at_most_every_space_check_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statvfs call lets go of the interpreter lock on the path to the next group, so it is not
+    made after every group (``SPACE_CHECK_S``); the first group looks."""
+    monkeypatch.setattr(group_commit, "SPACE_CHECK_S", 3600.0)
+
+    async def main() -> None:
+        store = LoggedStore(tmp_path, IDENTITY)
+        space = CountedSpace(tmp_path, 1 << 20)
+        space.prepare()
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
+                                   space=space)
+        committer.open(pack(1_000), 1_000)
+        before = space.checks  # (the reserve's own checks at start)
+        for number in (1, 2, 3):
+            assert committer.stage(changes(1, prefix=b"g%d" % number), pack(1_000)) == number
+            await until(lambda: committer.durable == number)  # noqa: B023 (awaited at once)
+        assert space.checks == before + 1
+        monkeypatch.setattr(group_commit, "SPACE_CHECK_S", 0.0)
+        committer.stage(changes(1, prefix=b"g4"), pack(1_000))
+        await until(lambda: committer.durable == 4)
+        assert space.checks == before + 2
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("kind", sorted(FULL_STORES))
 def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_path: Path, kind: str) -> None:
     async def main() -> None:
