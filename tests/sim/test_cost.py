@@ -77,9 +77,11 @@ def test_with_the_cost_model_on_a_run_is_what_it_was(config: SimConfig, expected
     assert hasher.hexdigest() == expected
 
 
-def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("blocking", ["free", "thread"])
+def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: pytest.MonkeyPatch,
+                                                                   blocking: str) -> None:
     """A wake-up superseded by a later one runs nothing and schedules nothing (``Cpu.wake``): the
-    queue wakes up at most once per job it runs."""
+    queue wakes up at most once per job it runs (under the thread model every release pumps too)."""
     counts = {"wakes": 0, "jobs": 0}
     wake, run = Cpu.wake, Cpu._run
 
@@ -93,7 +95,8 @@ def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: 
 
     monkeypatch.setattr(Cpu, "wake", counted_wake)
     monkeypatch.setattr(Cpu, "_run", counted_run)
-    profile = replace(packaged_profile("python-quiet"), shared_machine=True, cores=1)
+    profile = replace(packaged_profile("python-quiet"), shared_machine=True, cores=1, blocking=blocking,
+                      threads=64 if blocking == "thread" else 0)
     outcome = run_simulation(SimConfig(num_dcs=2, num_partitions=2, num_clients=32, duration_s=0.1, think_us_max=0,
                                        cost=profile), check=False)
     assert outcome.result.window_completed > 100
@@ -257,29 +260,3 @@ def test_the_paper_profile_runs_checked_clean_and_is_cheaper_than_python() -> No
     assert outcome.ok, outcome.anomalies[:3]
     utilization = outcome.result.cpu_utilization
     assert utilization is not None and all(0 < share < 1 for share in utilization)
-
-
-def test_a_saturated_server_under_the_thread_model_wakes_once_per_free_core(monkeypatch: pytest.MonkeyPatch) -> None:
-    # every release pumps the queue under the thread model: a superseded wake must not schedule
-    # another, or wakes multiply into one event per simulated microsecond
-    from okapikv.sim.cpu import Cpu
-
-    calls = {"wake": 0, "run": 0}
-    wake, run = Cpu.wake, Cpu._run
-
-    def counted_wake(self: Cpu, host: int) -> None:
-        calls["wake"] += 1
-        wake(self, host)
-
-    def counted_run(self: Cpu, *args: object, **kwargs: object) -> None:
-        calls["run"] += 1
-        run(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Cpu, "wake", counted_wake)
-    monkeypatch.setattr(Cpu, "_run", counted_run)
-    profile = CostProfile(name="test", cores=2, get_us=40, put_us=40, rotx_us=40, tx_slice_us=40, send_us=10,
-                          blocking="thread", threads=64)
-    config = SimConfig(protocol="okapi", num_dcs=2, num_partitions=1, num_clients=48, duration_s=0.05,
-                       think_us_max=0, workload="paper", cost=profile)
-    assert run_simulation(config).ok
-    assert 0 < calls["wake"] <= calls["run"]
