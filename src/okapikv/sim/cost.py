@@ -31,7 +31,10 @@ cost, a link bandwidth, calibrated by fitting against real runs). A profile hold
   okapikv's servers park them, docs/protocol.md, "Operations"); ``thread``, a request holds one of
   ``threads`` server threads while it is served and while it waits (the paper's lineage: a thread per
   blocked request), so a server whose threads are all blocked serves no further client request or
-  slice until one is released (replication, stabilization and timers run on their own threads).
+  slice until one is released (replication, stabilization and timers run on their own threads);
+  a blocked thread also wakes every ``poll_ms`` to check whether it may go on, each wake costing
+  ``wake_us`` of CPU (0: it costs nothing until it is released). docs/simulated.md, "The cost of a
+  blocked request", gives the evidence for the packaged profiles' values.
 
 A profile is a small JSON file (``load_profile``) that names where its figures came from
 (``source``); the packaged ones are in ``okapikv/sim/profiles`` (``packaged_profile``).
@@ -40,8 +43,10 @@ A profile is a small JSON file (``load_profile``) that names where its figures c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from importlib import resources
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +117,10 @@ class CostProfile:
     wan_bandwidth_mbps: float = 0.0
     blocking: str = "free"
     threads: int = 0
+    #: the ``thread`` model: CPU per wake of a blocked thread, and how often it wakes (ms, not a
+    #: cost: ``scaled`` leaves it)
+    wake_us: float = 0.0
+    poll_ms: float = 0.0
     #: every server and client shares one machine of ``cores`` cores (a whole deployment on one
     #: host, as ``okapi bench`` runs one on this VM); False: each server has its own
     shared_machine: bool = False
@@ -124,6 +133,8 @@ class CostProfile:
             problems.append(f"blocking must be one of {', '.join(BLOCKING_MODELS)}, not {self.blocking!r}")
         elif self.blocking == "thread" and self.threads < 1:
             problems.append("the thread blocking model needs at least one thread")
+        if self.wake_us and not self.poll_ms:
+            problems.append("wake_us needs poll_ms (how often a blocked thread wakes)")
         for item in fields(self):
             value = getattr(self, item.name)
             if isinstance(value, float) and (value < 0 or value != value):
@@ -201,24 +212,50 @@ def packaged_profile(name: str) -> CostProfile:
 
 # ---------------------------------------------------------------- sizes
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+#: each type's sizer (``_sizer``), made once: the estimate is taken of every message sent, so it
+#: looks each value's type up once instead of testing it against every kind
+_SIZERS: dict[type, Callable[[Any], int]] = {}
 
 
 def message_bytes(value: object) -> int:
     """An estimate of ``value``'s size on the wire: bytes and strings by length, every number,
     flag or absent field 8 bytes, tuples and messages the sum of their parts."""
-    if isinstance(value, bytes | str):
-        return len(value)
-    if isinstance(value, tuple):
-        return sum(message_bytes(item) for item in value)
     kind = type(value)
-    names = _FIELDS.get(kind)
+    if kind is int or value is None:
+        return _SCALAR_BYTES
+    sizer = _SIZERS.get(kind)
+    if sizer is None:
+        sizer = _SIZERS[kind] = _sizer(kind)
+    return sizer(value)
+
+
+def _tuple_bytes(value: tuple[object, ...]) -> int:
+    total = 0
+    for item in value:
+        total += _SCALAR_BYTES if type(item) is int else message_bytes(item)
+    return total
+
+
+def _scalar_bytes(value: object) -> int:
+    return _SCALAR_BYTES
+
+
+def _sizer(kind: type) -> Callable[[Any], int]:
+    """How ``message_bytes`` sizes a value of type ``kind``; a message (a dataclass) by one getter
+    of all its fields, made once per type (no introspection per call)."""
+    if issubclass(kind, bytes | str):
+        return len
+    if issubclass(kind, tuple):
+        return _tuple_bytes
+    names = getattr(kind, "__dataclass_fields__", None)
     if names is None:
-        slots = getattr(kind, "__dataclass_fields__", None)
-        if slots is None:
-            return _SCALAR_BYTES
-        names = _FIELDS[kind] = tuple(slots)
-    return sum(message_bytes(getattr(value, name)) for name in names)
+        return _scalar_bytes
+    if not names:
+        return lambda value: 0
+    getter = attrgetter(*names)
+    if len(names) == 1:  # an attrgetter of one name returns the value itself, not a tuple of one
+        return lambda value: message_bytes(getter(value))
+    return lambda value: _tuple_bytes(getter(value))
 
 
 # ---------------------------------------------------------------- costs of calls
@@ -243,9 +280,13 @@ class Costs:
         p = self.profile
         total = p.send_us * len(effects)
         if self.per_byte:
+            last: object = None
+            size = 0
             for effect in effects:
-                total += self.per_byte * message_bytes(effect.message if type(effect) is Send
-                                                       else effect.reply)  # type: ignore[union-attr]
+                message = effect.message if type(effect) is Send else effect.reply  # type: ignore[union-attr]
+                if message is not last:  # a batch sent to every other DC is one message: sized once
+                    last, size = message, message_bytes(message)
+                total += self.per_byte * size
         return total
 
     def message_us(self, message: Message, effects: list[Effect]) -> float:
