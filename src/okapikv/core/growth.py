@@ -79,6 +79,8 @@ class _Plan:
 
     vectors: tuple[str, ...]
     nested: tuple[str, ...]
+    #: the message's one vector is its session's (every single-key client request): checked in place
+    session_only: bool = False
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -91,7 +93,7 @@ def _plan(cls: type) -> _Plan:
     if plan is None:
         vectors = tuple(item.name for item in fields(cls) if "Vector" in str(item.type))
         nested = tuple(item.name for item in fields(cls) if item.name in _NESTED and item.name not in vectors)
-        plan = _PLANS[cls] = _Plan(vectors, nested)
+        plan = _PLANS[cls] = _Plan(vectors, nested, not vectors and nested == ("session",))
     return plan
 
 
@@ -103,6 +105,8 @@ def fit_message(message: T, size: int) -> T:
         if not is_dataclass(message):
             return message
         plan = _plan(type(message))
+    if plan.session_only and len(message.session.stable) == size:  # type: ignore[attr-defined]
+        return message
     changes: dict[str, Any] = {}
     for name in plan.vectors:
         value = getattr(message, name)
