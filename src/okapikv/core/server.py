@@ -671,8 +671,10 @@ class PartitionServer(PartitionState):
         dependencies (remote entries into ``stable``, the local entry into ``dt``)."""
         if version is None:
             return self.stable, 0
-        dv = self._dependency_of(version)
         dc = self.dc
+        if version.dv is None and version.source_dc == dc:  # local, depending on nothing remote: no vector
+            return self.stable, version.timestamp
+        dv = self._dependency_of(version)
         if self.num_dcs == 1:  # no remote entries to merge
             return self.stable, dv[0]
         return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]

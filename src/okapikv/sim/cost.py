@@ -214,7 +214,9 @@ def message_bytes(value: object) -> int:
     kind = type(value)
     names = _FIELDS.get(kind)
     if names is None:
-        slots = getattr(kind, "__dataclass_fields__", None)
+        slots = getattr(kind, "__struct_fields__", None)  # a message (``okapikv.core.messages.message``)
+        if slots is None:
+            slots = getattr(kind, "__dataclass_fields__", None)
         if slots is None:
             return _SCALAR_BYTES
         names = _FIELDS[kind] = tuple(slots)
