@@ -33,13 +33,15 @@ import logging
 import socket
 from collections import deque
 from collections.abc import Callable, Sized
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
+from okapikv.client.aio import AsyncClient
 from okapikv.core.messages import ClientReply, ErrorReply
+from okapikv.errors import OkapiError
 from okapikv.resp import replies
 from okapikv.resp.batch import CoreBatch
 from okapikv.resp.commands import Executor
-from okapikv.resp.direct import plan
+from okapikv.resp.direct import Direct, Forward, plan
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.parser import make_parser
 from okapikv.server.admission import ADMISSION_RETRY_S
@@ -230,21 +232,23 @@ class RespConnection(asyncio.Protocol):
                 self._resume_reading()
             try:
                 direct = None if executor.in_block else plan(args, executor.operations, self._node.next_request_id)
-                if direct is None:
+                if isinstance(direct, Direct):
+                    refused = self._batch.submit(direct.request, self, direct.kind)
+                    if refused is not None:
+                        self._reply(direct.answer(refused, executor.resp3))
+                        continue
                     self._busy = True
-                    self._worker = self._loop.create_task(self._run(executor, args))
+                    self._answer = direct.answer
                     return
-                refused = self._batch.submit(direct.request, self, direct.kind)
-                if refused is not None:
-                    self._reply(direct.answer(refused, executor.resp3))
-                    continue
+                self._busy = True
+                if isinstance(direct, Forward) and self._send(direct, args, executor):
+                    return
+                self._worker = self._loop.create_task(self._run(executor, args))
+                return
             except Exception:  # a bug must cost one reply (this runs inside the core's effects too)
                 log.exception("RESP port: command %r failed", args[0][:64])
                 self._busy = False
                 self._reply(replies.error("ERR internal error running this command (see the server log)"))
-                continue
-            self._busy = True
-            self._answer = direct.answer
         if not self._busy:
             self._idle()
 
@@ -264,6 +268,36 @@ class RespConnection(asyncio.Protocol):
         except Exception:  # a bug must cost one reply, never the core's other replies
             log.exception("RESP port: answering %s failed", kind)
             encoded = replies.error("ERR internal error running this command (see the server log)")
+        self._reply(encoded)
+        self._drive()
+
+    def _send(self, forward: Forward, args: list[bytes], executor: Executor) -> bool:
+        """Send the first attempt of a forwarded command (``okapikv.resp.direct``); False when the
+        client is not ready for it (the Executor runs the command)."""
+        client = executor.operations.forwarding
+        assert client is not None
+        try:
+            future = client.attempt(forward.kind, forward.request, forward.key, self._loop.time())
+        except OkapiError:  # too large for a message: the Executor answers why
+            return False
+        if future is None:
+            return False
+        future.add_done_callback(lambda done: self._forwarded(done, forward, args, client))
+        return True
+
+    def _forwarded(self, done: asyncio.Future[Any], forward: Forward, args: list[bytes], client: AsyncClient) -> None:
+        """The result of a forwarded command's first attempt: its reply, then the next command;
+        after a failure of any kind, the Executor runs the command (with the client's retries)."""
+        executor = self.executor
+        if self._transport is None or executor is None:
+            return  # the connection is gone: a write sent is applied, its reply dropped
+        try:
+            encoded = forward.answer(client.reply(forward.kind, done.result()), executor.resp3)
+        except (Exception, asyncio.CancelledError):  # an error result, a broken or timed-out pipeline: the
+            # Executor sends it again
+            self._worker = self._loop.create_task(self._run(executor, args))
+            return
+        self._busy = False
         self._reply(encoded)
         self._drive()
 

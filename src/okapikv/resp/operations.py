@@ -90,6 +90,12 @@ class SessionOperations:
         self._here = node.id.partition
         self.state = SessionState(node.num_dcs, scalar=node.core.protocol.scalar)
 
+    @property
+    def forwarding(self) -> AsyncClient | None:
+        """The client that forwards this session's operations to the DC's other partitions, once
+        the first forwarded operation has made it (``okapikv.resp.direct`` sends through it)."""
+        return self._fork
+
     # ------------------------------------------------------------------ single keys
 
     async def get(self, key: bytes) -> bytes | None:
