@@ -99,6 +99,27 @@ def test_with_slow_commits_replies_and_replicated_updates_wait_for_durability() 
     assert world.hosts[0].held_effect_groups == 0
 
 
+def test_with_slow_commits_a_read_of_a_durable_key_is_answered_at_once_and_of_a_held_version_once_durable(
+) -> None:
+    """Nothing revealed before it is durable, and nothing more held: while a write's group is on its
+    way to disk, a GET of another (durable) key is answered at once, and a GET of the written key
+    only with the write's reply, once its group is durable, and it reads the new value."""
+    commit_us = 4 * MS
+    world = World.fixed(1, 1, commit_us=commit_us)
+    _ask(world, 0, PutRequest(1, b"old", b"v0", _session(world)))
+    world.submit(0, PutRequest(2, b"new", b"v1", _session(world)), 0)
+    world.advance(1 * MS)
+    groups = world.disks[0].groups_written
+    read, _ = _ask(world, 0, GetRequest(3, b"old", _session(world)))
+    assert isinstance(read, GetReply) and read.value == b"v0"
+    mailbox = world.clients
+    assert isinstance(mailbox, Mailbox) and 2 not in mailbox.replies  # the write is still on its way to disk
+    assert world.disks[0].groups_written == groups
+    held, at = _ask(world, 0, GetRequest(4, b"new", _session(world)))
+    assert isinstance(held, GetReply) and held.value == b"v1"
+    assert at == mailbox.replies[2][1] and world.disks[0].groups_written == groups + 1  # released together
+
+
 def test_a_full_disk_refuses_replication_from_other_dcs_until_freed_then_gets_it_in_order() -> None:
     world = World.fixed(2, 2, wan_us=10 * MS)
     world.fill_disk(2)  # dc1/p0: its link from dc0/p0 ends, as a production link does

@@ -4,13 +4,16 @@ disk, and a stopping host. The refusals in a simulated run: ``tests/sim/test_hos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from okapikv.core.config import CoreConfig
 from okapikv.core.host import SPIN_BUDGET_US, SPIN_US, Host
 from okapikv.core.messages import (
+    Effect,
     ErrorCode,
     ErrorReply,
+    GetReply,
+    GetRequest,
     Heartbeat,
     PutRequest,
     Respond,
@@ -27,14 +30,23 @@ NOW = 1_000_000
 
 @dataclass
 class StubCommitter:
-    """Every call that inserts a version needs group ``next``; ``durable`` moves when the test says."""
+    """Every call that inserts a version needs group ``next``; ``durable`` moves when the test says;
+    ``bound``: the group of a clock bound every call needs (a clock that jumped past it)."""
 
     next: int = 1
     durable: int = 0
     disk_full: bool = False
+    bound: int = 0
+    unsettled: dict[bytes, int] = field(default_factory=dict)
 
     def stage(self, changes: Changes, hlc: int) -> int:
-        return self.next if any(change.inserted for change in changes.store) else self.durable
+        keys = [change.key for change in changes.store if change.inserted]
+        for key in keys:
+            self.unsettled[key] = self.next
+        return max(self.next if keys else self.durable, self.bound)
+
+    def read_need(self, key: bytes) -> int:
+        return max(self.unsettled.get(key, 0), self.bound)
 
 
 def _host(committer: StubCommitter | None = None, num_dcs: int = 2) -> Host[str]:
@@ -74,6 +86,53 @@ def test_effects_behind_held_ones_wait_even_when_they_need_nothing() -> None:
     committer.durable = 1
     released = host.durable().effects
     assert isinstance(released[0], Respond) and any(isinstance(effect, Send) for effect in released[1:])
+
+
+def _get(request_id: int, key: bytes = b"k") -> GetRequest:
+    return GetRequest(request_id, key, Session((0, 0), 0))
+
+
+def _replies(effects: list[Effect]) -> list[tuple[type, int]]:
+    return [(type(effect.reply), effect.reply.request_id) for effect in effects if isinstance(effect, Respond)]
+
+
+def test_a_get_of_a_durable_key_overtakes_held_effects_and_one_of_a_held_version_waits() -> None:
+    """Nothing revealed before it is durable: a GET's reply leaves at once when no group that
+    inserted a version of its key is still to become durable, and waits in order otherwise."""
+    committer = StubCommitter()
+    host = _host(committer)
+    assert host.handle([_put(1, b"old")], NOW).effects == []
+    committer.durable, committer.next = 1, 2
+    assert _replies(host.durable().effects) == [(WriteReply, 1)]
+    assert host.handle([_put(2, b"new")], NOW + 10).effects == []  # held: group 2 is not durable
+    # A read of the durable key leaves now, ahead of the held PUT; a read of the held version waits.
+    assert _replies(host.handle([_get(3, b"old")], NOW + 20).effects) == [(GetReply, 3)]
+    assert host.handle([_get(4, b"new")], NOW + 30).effects == []
+    # In one batch too: the write's reply and the read of its key wait, the other read leaves.
+    committer.next = 3
+    released = host.handle([_put(5, b"old"), _get(6, b"old"), _get(7, b"none")], NOW + 40).effects
+    assert _replies(released) == [(GetReply, 7)]
+    committer.durable = 2
+    second = host.durable().effects
+    assert _replies(second) == [(WriteReply, 2), (GetReply, 4)]
+    assert isinstance(second[-1], Respond) and isinstance(second[-1].reply, GetReply)
+    assert second[-1].reply.value == b"v"  # the version that was held
+    committer.durable = 3
+    assert _replies(host.durable().effects) == [(WriteReply, 5), (GetReply, 6)]
+    assert host.held_effect_groups == 0
+
+
+def test_a_get_waits_for_a_clock_bound_that_is_not_durable() -> None:
+    """Every local timestamp of a reply is under a durable clock bound: while the staged calls need
+    a new bound, a GET of a durable key waits too."""
+    committer = StubCommitter()
+    host = _host(committer)
+    committer.next = 1
+    host.handle([_put(1, b"held")], NOW)
+    committer.bound = 1  # the clock jumped past the durable bound: group 1 carries the new one
+    assert host.handle([_get(2, b"other")], NOW + 10).effects == []
+    committer.durable = 1
+    assert _replies(host.durable().effects) == [(WriteReply, 1), (GetReply, 2)]
 
 
 def test_the_deadline_is_looked_at_after_a_request_and_a_timer_run_not_after_a_heartbeat() -> None:

@@ -176,12 +176,17 @@ def test_group_commit_orders_durability_and_bounds_the_clock(tmp_path: Path, kin
         first = committer.stage(changes(2), pack(now_us + 10))
         second = committer.stage(changes(1, prefix=b"other"), pack(now_us + 20))
         assert first == second == 1 and committer.pending
+        # A GET's reply of a key the group inserted waits for it; of another key, for nothing.
+        assert committer.read_need(b"k1") == committer.read_need(b"other0") == 1
+        assert committer.read_need(b"never") == 0
         await until(lambda: committer.durable == 1)
         assert committer.durable == 1 and durable_calls == [1] and not committer.pending
-        # A clock far past the bound (a dependency from a DC running ahead) waits for a new bound.
+        assert committer.read_need(b"k1") == 0
+        # A clock far past the bound (a dependency from a DC running ahead) waits for a new bound,
+        # and so does every reply, a GET's of any key included (its timestamps are under that clock).
         jump = pack(now_us + 5_000_000)
         need = committer.stage(changes(0), jump)
-        assert need == 2 and committer.pending
+        assert need == 2 and committer.pending and committer.read_need(b"never") == 2
         await until(lambda: committer.durable == 2)
         assert committer.durable == 2 and committer.durable_bound_us > physical_of(jump)
         # Getting within half the lead extends the bound ahead of time without anyone waiting.
@@ -239,6 +244,31 @@ def test_groups_are_pipelined_the_worker_takes_the_next_group_without_the_event_
         reopened = LoggedStore(tmp_path, IDENTITY)
         assert reopened.version_count() == 2
         reopened.close()
+
+    asyncio.run(main())
+
+
+def test_a_key_written_again_in_the_next_group_stays_unsettled_until_that_group_is_durable(tmp_path: Path) -> None:
+    """``read_need``: the newest group that inserted a version of the key counts, so a GET of a key
+    rewritten while its first group was being written waits for the second group."""
+
+    async def main() -> None:
+        store = GatedLog(tmp_path, IDENTITY)
+        seen: list[tuple[int, int, int]] = []  # at each durable group: it, and what k0 and k1 need
+        committer = GroupCommitter(store, on_durable=lambda: seen.append(
+            (committer.durable, committer.read_need(b"k0"), committer.read_need(b"k1"))),
+                                   on_failure=lambda error: pytest.fail(str(error)))
+        committer.open(pack(1_000), 1_000)
+        store.armed = True
+        assert committer.stage(changes(2), pack(1_000)) == 1  # k0, k1
+        await until(store.in_first.is_set)
+        assert committer.stage(changes(1), pack(1_000)) == 2  # k0 again, while group 1 is written
+        assert (committer.read_need(b"k0"), committer.read_need(b"k1"), committer.read_need(b"x")) == (2, 1, 0)
+        store.release.set()
+        await until(lambda: committer.durable == 2)
+        assert seen[0] == (1, 2, 0)  # once group 1 is durable, k1 is settled and k0 waits for group 2
+        assert committer.read_need(b"k0") == committer.read_need(b"k1") == 0
+        await committer.close(pack(1_000))
 
     asyncio.run(main())
 
@@ -455,6 +485,43 @@ class GatedSpace(DiskSpace):
 
     def refill(self) -> bool:
         return self.space_back and super().refill()
+
+
+class CountedSpace(DiskSpace):
+    """Counts the free-space checks after a group (``low``)."""
+
+    checks = 0
+
+    def low(self) -> bool:
+        self.checks += 1
+        return super().low()
+
+
+def test_the_free_space_is_looked_at_after_a_group_at_most_every_space_check_s(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The statvfs call lets go of the interpreter lock on the path to the next group, so it is not
+    made after every group (``SPACE_CHECK_S``); the first group looks."""
+    monkeypatch.setattr(group_commit, "SPACE_CHECK_S", 3600.0)
+
+    async def main() -> None:
+        store = LoggedStore(tmp_path, IDENTITY)
+        space = CountedSpace(tmp_path, 1 << 20)
+        space.prepare()
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
+                                   space=space)
+        committer.open(pack(1_000), 1_000)
+        before = space.checks  # (the reserve's own checks at start)
+        for number in (1, 2, 3):
+            assert committer.stage(changes(1, prefix=b"g%d" % number), pack(1_000)) == number
+            await until(lambda: committer.durable == number)  # noqa: B023 (awaited at once)
+        assert space.checks == before + 1
+        monkeypatch.setattr(group_commit, "SPACE_CHECK_S", 0.0)
+        committer.stage(changes(1, prefix=b"g4"), pack(1_000))
+        await until(lambda: committer.durable == 4)
+        assert space.checks == before + 2
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
 
 
 @pytest.mark.parametrize("kind", sorted(FULL_STORES))

@@ -14,8 +14,12 @@ run in production (``tests/unit/test_layers.py`` checks that both import this mo
 - **durability holding** (docs/design.md, "Durability: group commit before effects"): every call's
   changes go to the ``Committer``, and the call's effects wait, in order, until the commit group
   they need is durable (``durable``), so no reply, replicated update or report reveals a version a
-  crash could lose or a local timestamp above the persisted clock bound. Without a committer (a
-  server kept in memory, the simulator's instant disk) effects leave at once;
+  crash could lose or a local timestamp above the persisted clock bound. A GET's reply is the one
+  exception to the order (``_early_reads``): it reveals the versions of its one key and the
+  session's timestamps, so it leaves at once when the committer says no group that inserted a
+  version of that key, nor the clock bound, is still to become durable (``read_need``); otherwise
+  it waits in order like any effect. Without a committer (a server kept in memory, the
+  simulator's instant disk) effects leave at once;
 - **the timer re-arm rule**: after a call that may have moved the core's next deadline earlier (a
   message that can park a request, a snap-back from idle pacing, a timer run, a membership change)
   the outbox carries the new deadline; a driver whose timers have millisecond granularity meets a
@@ -49,6 +53,8 @@ from okapikv.core.messages import (
     ErrorCode,
     ErrorReply,
     ExpireRequest,
+    GetReply,
+    GetRequest,
     GsvExchange,
     Heartbeat,
     IncrRequest,
@@ -96,6 +102,12 @@ class Committer(Space, Protocol):
 
     def stage(self, changes: Changes, hlc: int) -> int:
         """Add one call's changes; the group its effects must wait for."""
+        ...
+
+    def read_need(self, key: bytes) -> int:
+        """The group a GET's reply of ``key`` must wait for, after ``stage``: the newest group
+        that inserted a version of ``key`` and the one holding the clock bound of the staged calls,
+        whichever is later (``durable`` or less: none)."""
         ...
 
 
@@ -234,7 +246,10 @@ class Host(Generic[T]):
         else:
             effects = core.handle_batch(messages, now_us)
             look = core.woke or any(type(message) not in NO_EARLIER_DEADLINE for message in messages)
-        outbox = self._release(effects)
+        gets = None
+        if self.committer is not None:
+            gets = {message.request_id: message.key for message in messages if type(message) is GetRequest}
+        outbox = self._release(effects, gets)
         if look:
             outbox.deadline = core.next_deadline()
         return outbox
@@ -300,8 +315,9 @@ class Host(Generic[T]):
 
     # ================================================================ durability
 
-    def _release(self, effects: list[Effect]) -> Outbox:
-        """The effects of one core call that may leave now; the others wait for their group."""
+    def _release(self, effects: list[Effect], gets: dict[int, bytes] | None = None) -> Outbox:
+        """The effects of one core call that may leave now; the others wait for their group.
+        ``gets``: the call's GET requests (request id -> key), whose replies may leave early."""
         outbox = Outbox(effects)
         core = self.core
         if core.membership is not self._membership:
@@ -311,9 +327,48 @@ class Host(Generic[T]):
             return outbox
         need = committer.stage(core.drain_changes(), core.hlc)
         if effects and (need > committer.durable or self._held):
-            self._held.append((need, effects))
-            outbox.effects = []
+            early = self._early_reads(effects, gets, committer) if gets else None
+            if early is None:
+                self._held.append((need, effects))
+                outbox.effects = []
+            else:
+                outbox.effects, rest = early
+                if rest:
+                    self._held.append((need, rest))
         return outbox
+
+    @staticmethod
+    def _early_reads(effects: list[Effect], gets: dict[int, bytes], committer: Committer,
+                     ) -> tuple[list[Effect], list[Effect]] | None:
+        """Split ``effects`` into the GET replies that may leave before the effects held in front
+        of them, and the rest (in order); None when there are none.
+
+        Why a GET's reply may overtake (the rule is "nothing acknowledged or revealed before it is
+        durable", docs/design.md): the reply carries the value of the newest visible version of its
+        key and a session, whose ``dt`` comes from that version's dependency vector and whose
+        ``stable`` vector is the server's. If no group that inserted a version of the key is still
+        to become durable, the version read, and the local versions its vector names (revealed to
+        its writer, so durable first), survive a crash. The ``stable`` vector's remote entries cover
+        versions made durable at their own DC before they were sent (a lost copy here is fetched
+        again by the catch-up before a restarted server serves), and its local entry, like every
+        local timestamp the reply carries, is at most the HLC, which the durable clock bound covers
+        when ``read_need`` is. The overtaken effects reveal nothing the reply depends on: a write
+        of the same key is the held version itself, and a session's own later writes are not in
+        its read. Only replies to GETs of this call are looked at (``gets``), and peer messages
+        keep their order (a heartbeat never overtakes an update)."""
+        durable = committer.durable
+        early: list[Effect] | None = None
+        rest: list[Effect] = []
+        for effect in effects:
+            if type(effect) is Respond and type(effect.reply) is GetReply:
+                key = gets.get(effect.reply.request_id)
+                if key is not None and committer.read_need(key) <= durable:
+                    if early is None:
+                        early = []
+                    early.append(effect)
+                    continue
+            rest.append(effect)
+        return None if early is None else (early, rest)
 
     def durable(self) -> Outbox:
         """The committer made more groups durable: the effects that waited for them, in order."""

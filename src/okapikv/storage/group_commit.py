@@ -26,6 +26,11 @@ What makes an effect wait (the "required" group) and what does not:
   recovered lower only makes catch-up ask for a little more). They ride with the next group, and a
   lone group of them is written after ``lazy_s`` so the stored state stays fresh.
 
+A GET's reply reveals one key's versions, so it needs less than ``required`` (``read_need``): the
+newest group that inserted a version of that key, if not yet durable, and the clock bound. The host
+releases such a reply at once when both are durable (``okapikv.core.host``), so a durable server's
+reads of settled keys do not pay a group cycle.
+
 A failed commit is fatal (``on_failure``): the writes of that group are applied in memory but not
 durable, and serving on would acknowledge them. Except for lack of space (``space``): the reserve is
 deleted and the same group is retried (up to ``FULL_RETRIES`` times, ``FULL_RETRY_S`` apart), and
@@ -57,6 +62,8 @@ log = logging.getLogger("okapikv.storage")
 DEFAULT_CLOCK_LEAD_US = 1_000_000
 DEFAULT_LAZY_S = 0.5
 DEFAULT_MAINTENANCE_S = 10.0
+#: the free space is looked at after a group at most this often while the disk is not full
+SPACE_CHECK_S = 0.05
 #: a group whose commit found the disk full is retried this often, this many times, then fatal
 FULL_RETRY_S = 0.5
 FULL_RETRIES = 20
@@ -83,6 +90,7 @@ class GroupCommitter:
         self.disk_full = False
         self._full_retries = 0
         self._space_timer: asyncio.TimerHandle | None = None  # re-checks an idle full disk
+        self._space_checked = float("-inf")  # when the worker last looked at the free space (monotonic)
         self._on_durable = on_durable
         self._on_failure = on_failure
         self.clock_lead_us = clock_lead_us
@@ -92,6 +100,9 @@ class GroupCommitter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.durable = 0  # every group numbered <= durable is on disk
         self.required = 0  # the highest group some effect waits for
+        self.bound_required = 0  # the highest group whose clock bound some effect waits for
+        #: key -> the newest group that inserted a version of it, while that group is not durable
+        self._unsettled: dict[bytes, int] = {}
         self.durable_bound_us = 0
         self._next = CommitGroup(1, [])
         self._next_urgent = False
@@ -161,9 +172,13 @@ class GroupCommitter:
             group = self._next
             if changes.store:
                 group.changes.extend(changes.store)
-                if any(change.inserted for change in changes.store):
-                    self.required = group.number
-                    self._next_urgent = True
+                number = group.number
+                unsettled = self._unsettled
+                for change in changes.store:
+                    if change.inserted:
+                        unsettled[change.key] = number
+                        self.required = number
+                        self._next_urgent = True
             group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
             self._stage_bound(physical_of(hlc))
         self._schedule()
@@ -175,10 +190,12 @@ class GroupCommitter:
         if physical >= self.durable_bound_us:
             in_flight = self._in_flight
             if in_flight is not None and in_flight.clock_bound_us is not None and physical < in_flight.clock_bound_us:
+                self.bound_required = max(self.bound_required, in_flight.number)
                 self.required = max(self.required, in_flight.number)
                 return
             if group.clock_bound_us is None or physical >= group.clock_bound_us:
                 group.clock_bound_us = physical + lead
+            self.bound_required = max(self.bound_required, group.number)
             self.required = max(self.required, group.number)
             self._next_urgent = True
             self.bound_waits += 1
@@ -191,6 +208,13 @@ class GroupCommitter:
         if physical + lead // 2 >= promised:
             group.clock_bound_us = physical + lead  # extend ahead of use: nobody waits for it
             self._next_urgent = True
+
+    def read_need(self, key: bytes) -> int:
+        """The group a reply revealing ``key``'s versions (and local timestamps up to the clock
+        staged last) waits for: the newest group that inserted a version of ``key`` while it is not
+        durable, or the one holding the clock bound, whichever is later."""
+        need = self._unsettled.get(key, 0)
+        return need if need > self.bound_required else self.bound_required
 
     def _has_work(self) -> bool:
         group = self._next
@@ -266,9 +290,17 @@ class GroupCommitter:
 
     def _commit(self, group: CommitGroup) -> bool:
         """On the worker: encode, append and fdatasync ``group``; then whether the disk is below its
-        reserve (``space``: a statvfs call, a few microseconds against the group's fsync)."""
+        reserve (``space``), looked at after at most ``SPACE_CHECK_S`` (after every group while
+        full). The statvfs call is a few microseconds, but like the append it lets go of the
+        interpreter lock, and taking it back from a busy event loop waits up to the switch interval
+        (0.5 ms) on the path to the next group; the reserve holds far more than a server writes in
+        ``SPACE_CHECK_S``, and an append that finds no space is retried from the reserve anyway."""
         self.store.prepare(group)
         self.store.finish()
+        now = time.monotonic()
+        if not self.disk_full and now - self._space_checked < SPACE_CHECK_S:
+            return False
+        self._space_checked = now
         return self._space_low()
 
     def _failed_commit(self, group: CommitGroup, error: BaseException, started: float) -> None:
@@ -289,11 +321,16 @@ class GroupCommitter:
         self.commit_seconds += elapsed
         self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
         self.groups_written += 1
+        number = group.number
+        unsettled = self._unsettled
+        inserted = 0
         for change in group.changes:
             if change.inserted:
-                self.versions_written += 1
-            else:
-                self.versions_deleted += 1
+                inserted += 1
+                if unsettled.get(change.key) == number:  # a later group's insert keeps its own entry
+                    del unsettled[change.key]
+        self.versions_written += inserted
+        self.versions_deleted += len(group.changes) - inserted
         if self._operations is not None:
             self.operations_committed = self._operations()
         self._rates.record(time.monotonic(), self.groups_written, self.versions_written, self.operations_committed)

@@ -8,8 +8,9 @@ at least ``MIN_DEFAULT_RESERVE_BYTES``: a checkpoint may have to copy a whole WA
 the database before the WAL's space is free again), and ``group_commit`` follows these rules (the idea
 of CockroachDB's ballast file):
 
-- free space below ``reserve_bytes`` (checked after every commit group, a statvfs call, and every
-  ``CHECK_INTERVAL_S`` while full) makes the server *full*: it refuses new client writes
+- free space below ``reserve_bytes`` (a statvfs call after a commit group, at most every
+  ``group_commit.SPACE_CHECK_S`` and after every group while full, and every ``CHECK_INTERVAL_S``
+  while full and idle) makes the server *full*: it refuses new client writes
   (RESOURCE_EXHAUSTED "disk full ... not applied": the outcome is known) and replication from other
   DCs (their links are refused and resend later: replication pauses as during a partition), and
   truncates its WAL after every group;
