@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ from okapikv.bench.engine.report import write_outputs
 from okapikv.bench.engine.results import Results, Run, VisibilityPair
 from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
 from okapikv.sim.cost import CostProfile, load_profile
-from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment
+from okapikv.sim.experiments import EXPERIMENTS, VARIANTS, Plan, points, run_experiment, sweep_start
+from okapikv.sim.journal import FILE as JOURNAL_FILE
+from okapikv.sim.journal import Journal, code_digest
 
 #: this machine's Python costs fitted to the quiet machine's paper suite; ``python-server`` is the
 #: same fit on a loaded machine, an upper bound (docs/simulated.md, "The profile, and what it is")
@@ -79,6 +82,7 @@ def results_of(name: str, plan: Plan, profile: CostProfile, runs: list[dict[str,
         "suite": f"sim --experiment {name}", "command": command, "dcs": plan.dcs, "partitions": plan.partitions,
         "duration_s": plan.duration_s, "warmup_s": plan.warmup_s, "protocols": list(plan.protocols),
         "clients_per_partition": plan.clients_per_partition, "sweep_steps": plan.sweep_steps,
+        "sweep_start": {system: sweep_start(system, plan.dcs) for system in plan.protocols},
         "cost_profile": profile.to_json()})
     for data in runs:
         if data["checked"]:  # the checkers' run: drained and recorded, not a measurement
@@ -111,6 +115,11 @@ def _levels(text: str | None) -> tuple[int, ...] | None:
     return levels
 
 
+def journal_header(name: str, plan: Plan, profile: CostProfile) -> dict[str, Any]:
+    """What a journal's runs were made by (``okapikv.sim.journal``): a run of another header differs."""
+    return {"experiment": name, "plan": asdict(plan), "cost_profile": profile.to_json(), "code": code_digest()}
+
+
 def run_experiment_command(args: argparse.Namespace) -> int:
     name = args.experiment
     try:
@@ -132,32 +141,40 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             raise ValueError("--sweep-steps must be at least 1")
         if plan.warmup_s >= plan.duration_s:
             raise ValueError("--warmup-s must be below --duration-s")
-    except ValueError as error:
+        jobs = getattr(args, "jobs", 1)
+        if jobs < 1:
+            raise ValueError("--jobs must be at least 1")
+        out = Path(args.out)
+        journal = Journal.open(out, journal_header(name, plan, profile), fresh=getattr(args, "fresh", False))
+    except ValueError as error:  # JournalMismatch included
         print(f"okapi sim: {error}", file=sys.stderr)
         return 2
-    started = time.process_time()
-    simulated = 0
+    started = time.perf_counter()
+    simulated = reused_count = 0
+    cpu_s = 0.0
 
-    def progress(run: dict[str, Any]) -> None:
-        nonlocal simulated
+    def progress(run: dict[str, Any], reused: bool) -> None:
+        nonlocal simulated, reused_count, cpu_s
         simulated += 1
+        reused_count += reused
+        cpu_s += run["cpu_s"]
         all_latency = run["latency_us"].get("all", {})
         check = f", checked: {run['anomalies']} anomalies" if run["checked"] else ""
+        source = f"{run['cpu_s']:.1f} s CPU" + (f", from {JOURNAL_FILE}" if reused else "")
         print(f"  {run['system']:<10} {run['series']:<18} partitions={run['partitions']} p={run['rotx_partitions']}"
               + (f" w={run['write_ratio']:g}" if run["write_ratio"] is not None else "")
               + f" clients={run['clients']}: {run['throughput_ops_s']:.0f} ops/s, mean "
-              f"{all_latency.get('mean_us', 0) / 1000:.1f} ms ({run['cpu_s']:.1f} s CPU{check})", flush=True)
+              f"{all_latency.get('mean_us', 0) / 1000:.1f} ms ({source}{check})", flush=True)
 
-    runs = run_experiment(name, plan, profile, progress=progress)
+    runs = run_experiment(name, plan, profile, progress=progress, journal=journal, jobs=jobs)
     command = "okapi " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["sim"] else f"okapi sim --experiment {name}"
-    cpu_s = time.process_time() - started
     results = results_of(name, plan, profile, runs, command, simulated=simulated, cpu_s=cpu_s)
     results.add_time("simulation_cpu_s", cpu_s)
-    out = Path(args.out)
     from benchmarks.suites import paper_plots  # matplotlib: only to draw
 
     files = write_outputs(results.to_dict(), out, figures=paper_plots.FIGURES)
-    print(f"okapi sim --experiment {name}: {simulated} runs in {time.process_time() - started:.0f} s CPU; wrote "
-          f"{out}/results.json, report.md, {len(files['csv'])} CSV and {len(files['png'])} PNG files")
+    print(f"okapi sim --experiment {name}: {simulated} runs ({reused_count} from {out}/{JOURNAL_FILE}) in "
+          f"{cpu_s:.0f} s CPU, {time.perf_counter() - started:.0f} s wall; wrote {out}/results.json, report.md, "
+          f"{len(files['csv'])} CSV and {len(files['png'])} PNG files")
     bad = sum(d["anomalies"] for d in runs if d["checked"])
     return 0 if not bad else 1

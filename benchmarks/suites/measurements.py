@@ -341,10 +341,11 @@ def _untrusted(data: Mapping[str, Any]) -> str | None:
     return None
 
 
-def at_sweep_top(run: Mapping[str, Any], steps: int = MAX_SWEEP_STEPS) -> bool:
-    """The run is its sweep's last possible step (``steps`` steps, each doubling the clients, from one
-    client per partition of each DC): its peak may lie beyond."""
-    return bool(run["clients"] >= run["partitions"] * run.get("dcs", 3) * 2 ** (steps - 1))
+def at_sweep_top(run: Mapping[str, Any], steps: int = MAX_SWEEP_STEPS, start: int = 1) -> bool:
+    """The run is its sweep's last possible step (``steps`` steps, each doubling the clients, from
+    ``start`` clients per partition of each DC, ``okapikv.sim.experiments.sweep_start``): its peak
+    may lie beyond."""
+    return bool(run["clients"] >= run["partitions"] * run.get("dcs", 3) * start * 2 ** (steps - 1))
 
 
 def _latency_ms(run: Mapping[str, Any] | None, kind: str) -> float | None:
@@ -383,12 +384,13 @@ def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
     sweep's last step and still growing there (5% or more over the step below)."""
     runs = _runs(data)
     steps = int(data.get("config", {}).get("sweep_steps", 6))
+    starts = data.get("config", {}).get("sweep_start", {})
     peaks = []
     for (system, value), run in sorted(_best(runs, key).items()):
         below = sorted((r for r in runs if r["system"] == system and r[key] == value
                         and r["clients"] < run["clients"]), key=lambda r: r["clients"])
         growing = not below or run["throughput_ops_s"] >= below[-1]["throughput_ops_s"] * 1.05
-        peaks.append(_peak(run, key, at_sweep_top(run, steps) and growing))
+        peaks.append(_peak(run, key, at_sweep_top(run, steps, int(starts.get(system, 1))) and growing))
     window, warmup = _window(data)
     return Sweep(key, tuple(peaks), window_s=window, warmup_s=warmup, untrusted=_untrusted(data))
 

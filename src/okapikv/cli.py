@@ -289,7 +289,12 @@ def _add_sim(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="--experiment fig4|fig5: the RO-TX sizes swept (default fig4 1,2,4,8,16,32; fig5 1,4,16)")
     p.add_argument("--sweep-steps", type=int, default=None,
                    help="--experiment: a peak sweep's steps at most, each doubling the clients (default 8)")
-    p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md")
+    p.add_argument("--out", default="sim-out", help="--experiment: directory for results.json, CSVs, PNGs, report.md; "
+                   "each finished run is kept in its runs.jsonl, and a rerun with the same options resumes from it")
+    p.add_argument("--fresh", action="store_true",
+                   help="--experiment: start over, dropping the runs --out holds (default: resume from them)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="--experiment: run the sweep points in this many processes (default 1; same results)")
     p.set_defaults(target="okapikv.cli:run_sim_command")
 
 

@@ -197,6 +197,9 @@ def test_a_peak_at_the_sweeps_last_step_is_a_lower_bound_and_inconclusive() -> N
     data["config"]["sweep_steps"] = 9  # one step more: 12288 clients is not that sweep's last
     row = judge({"fig3": data})[0]
     assert row.verdict == REPRODUCED
+    data["config"]["sweep_steps"] = 8  # a GentleRain sweep starting at 32 clients per partition of each DC
+    data["config"]["sweep_start"] = {"gentlerain": 32}
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
 
 
 def test_stabilization_rows_leave_heartbeats_out() -> None:

@@ -97,30 +97,41 @@ def _plan(cls: type) -> _Plan:
 
 def fit_message(message: T, size: int) -> T:
     """``message`` with every vector in it fitted to ``size`` entries (``fit``); the message itself
-    when every one fits already, which is the common case and costs a length check per vector."""
-    plan = _PLANS.get(type(message))
+    when every one fits already, which is the common case (every message a server handles passes
+    here): it costs a length check per vector and allocates nothing."""
+    kind = type(message)
+    plan = _PLANS.get(kind)
     if plan is None:
         if not is_dataclass(message):
             return message
-        plan = _plan(type(message))
-    changes: dict[str, Any] = {}
+        plan = _plan(kind)
+    changes: dict[str, Any] | None = None
     for name in plan.vectors:
         value = getattr(message, name)
         if value is not None and len(value) != size:
-            if len(value) > size and type(message) is Session and any(value[size:]):
+            if len(value) > size and kind is Session and any(value[size:]):
                 continue  # refused by the server, not cut (``session_problem``)
+            changes = changes or {}
             changes[name] = fit(value, size)
     for name in plan.nested:
         value = getattr(message, name)
         if isinstance(value, tuple):
             if not value or getattr(value[0], "dv", 0) is None and name == "updates":
                 continue  # a stream without dependency vectors (every protocol's but Cure's)
-            fitted = tuple(fit_message(item, size) for item in value)
-            if any(new is not old for new, old in zip(fitted, value, strict=True)):
-                changes[name] = fitted
+            fitted: list[Any] | None = None
+            for position, item in enumerate(value):
+                new = fit_message(item, size)
+                if new is not item and fitted is None:
+                    fitted = list(value[:position])
+                if fitted is not None:
+                    fitted.append(new)
+            if fitted is not None:
+                changes = changes or {}
+                changes[name] = tuple(fitted)
         elif value is not None:
             fitted_value = fit_message(value, size)
             if fitted_value is not value:
+                changes = changes or {}
                 changes[name] = fitted_value
     return replace(message, **changes) if changes else message  # type: ignore[type-var]
 

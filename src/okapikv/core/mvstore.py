@@ -33,7 +33,9 @@ in-memory server pay nothing for it.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import NamedTuple
 
 from sortedcontainers import SortedList
@@ -117,6 +119,9 @@ def _version_class(source_dc: int, has_dv: bool) -> type[Version]:
     _VERSION_CLASSES[(source_dc, has_dv)] = kind
     return kind
 
+
+#: a version's place in its chain (``Version.order``), as a key function
+_order: Callable[[Version], tuple[int, int]] = attrgetter("timestamp", "source_dc")
 
 VisibilityPredicate = Callable[[Version], bool]
 #: (chain, position of the newest universally visible version, universally visible) -> positions to drop
@@ -203,10 +208,10 @@ class MultiVersionStore:
             if present == order:
                 return False
             self._chains[key] = [entry, version] if present < order else [version, entry]
-        else:
-            position = len(entry)
-            while position > 0 and entry[position - 1].order > order:
-                position -= 1
+        elif entry[-1].order < order:  # the common case: the newest version yet
+            entry.append(version)
+        else:  # a remote version that arrived late: its place by bisection (hot keys' chains are long)
+            position = bisect_right(entry, order, key=_order)
             if position > 0 and entry[position - 1].order == order:
                 return False
             entry.insert(position, version)

@@ -40,8 +40,10 @@ A profile is a small JSON file (``load_profile``) that names where its figures c
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from importlib import resources
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -201,24 +203,50 @@ def packaged_profile(name: str) -> CostProfile:
 
 # ---------------------------------------------------------------- sizes
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+#: each type's sizer (``_sizer``), made once: the estimate is taken of every message sent, so it
+#: looks each value's type up once instead of testing it against every kind
+_SIZERS: dict[type, Callable[[Any], int]] = {}
 
 
 def message_bytes(value: object) -> int:
     """An estimate of ``value``'s size on the wire: bytes and strings by length, every number,
     flag or absent field 8 bytes, tuples and messages the sum of their parts."""
-    if isinstance(value, bytes | str):
-        return len(value)
-    if isinstance(value, tuple):
-        return sum(message_bytes(item) for item in value)
     kind = type(value)
-    names = _FIELDS.get(kind)
+    if kind is int or value is None:
+        return _SCALAR_BYTES
+    sizer = _SIZERS.get(kind)
+    if sizer is None:
+        sizer = _SIZERS[kind] = _sizer(kind)
+    return sizer(value)
+
+
+def _tuple_bytes(value: tuple[object, ...]) -> int:
+    total = 0
+    for item in value:
+        total += _SCALAR_BYTES if type(item) is int else message_bytes(item)
+    return total
+
+
+def _scalar_bytes(value: object) -> int:
+    return _SCALAR_BYTES
+
+
+def _sizer(kind: type) -> Callable[[Any], int]:
+    """How ``message_bytes`` sizes a value of type ``kind``; a message (a dataclass) by one getter
+    of all its fields, made once per type (no introspection per call)."""
+    if issubclass(kind, bytes | str):
+        return len
+    if issubclass(kind, tuple):
+        return _tuple_bytes
+    names = getattr(kind, "__dataclass_fields__", None)
     if names is None:
-        slots = getattr(kind, "__dataclass_fields__", None)
-        if slots is None:
-            return _SCALAR_BYTES
-        names = _FIELDS[kind] = tuple(slots)
-    return sum(message_bytes(getattr(value, name)) for name in names)
+        return _scalar_bytes
+    if not names:
+        return lambda value: 0
+    getter = attrgetter(*names)
+    if len(names) == 1:  # an attrgetter of one name returns the value itself, not a tuple of one
+        return lambda value: message_bytes(getter(value))
+    return lambda value: _tuple_bytes(getter(value))
 
 
 # ---------------------------------------------------------------- costs of calls
@@ -243,9 +271,13 @@ class Costs:
         p = self.profile
         total = p.send_us * len(effects)
         if self.per_byte:
+            last: object = None
+            size = 0
             for effect in effects:
-                total += self.per_byte * message_bytes(effect.message if type(effect) is Send
-                                                       else effect.reply)  # type: ignore[union-attr]
+                message = effect.message if type(effect) is Send else effect.reply  # type: ignore[union-attr]
+                if message is not last:  # a batch sent to every other DC is one message: sized once
+                    last, size = message, message_bytes(message)
+                total += self.per_byte * size
         return total
 
     def message_us(self, message: Message, effects: list[Effect]) -> float:

@@ -145,9 +145,10 @@ class Cpu:
         cores = self.free_at[host]
         queue, thread_queue = self.queue[host], self.thread_queue[host]
         while queue or thread_queue:
-            core = min(range(self.cores), key=cores.__getitem__)
-            if cores[core] > now:
+            free = min(cores)
+            if free > now:
                 break
+            core = cores.index(free)  # the first core free soonest
             chosen = queue
             if thread_queue and (not queue or thread_queue[0][0] < queue[0][0]):
                 if self._threads_free(thread_queue[0][1]):
@@ -235,6 +236,12 @@ class Cpu:
             self.pump(self.host_of[index])
 
     def wake(self, host: int) -> None:
+        """A ``CPU_FREE`` event: pump, unless a later pump superseded this wake-up (``wake_at`` moved
+        to another instant): such a pump would run nothing, as none of the host's cores frees before
+        ``wake_at``, and would clear ``wake_at`` so that every later pump scheduled one more
+        wake-up, which fired and rescheduled in turn (millions of idle events per simulated second)."""
+        if self.wake_at[host] != self.world.now:
+            return
         self.wake_at[host] = INFINITY
         self.pump(host)
 

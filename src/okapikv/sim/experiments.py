@@ -13,8 +13,9 @@ and report through ``okapi bench``'s path) at 3 DCs x 32 partitions by default:
 - ``traffic``: replication metadata, stabilization and heartbeat bytes, at a fixed load.
 
 Each sweep point is a peak-throughput sweep as the real suite measures one: the clients double
-(from one per partition of each DC) until the throughput grows by less than 5%
-(``PEAK_GROWTH``); unchecked runs end with their measurement (``SimConfig.drain``). Every run
+(from one per partition of each DC, GentleRain from more: ``sweep_start``) until the throughput
+grows by less than 5% (``PEAK_GROWTH``) twice in a row (``FLAT_STEPS``), or for ``sweep_steps``
+steps (a peak at the last one a lower bound); unchecked runs end with their measurement (``SimConfig.drain``). Every run
 has clock offsets spread over 10 ms (the paper's suite, as
 ``okapi bench --suite paper`` runs it) and the first run of every system in an experiment is checked
 by the history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
@@ -27,14 +28,18 @@ server's counters) and ``visibility_us`` for the bench side to summarise.
 
 from __future__ import annotations
 
+import json
+import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from okapikv.sim.config import SimConfig, dc_names, wan_matrix_ms
 from okapikv.sim.cost import CostProfile
 from okapikv.sim.engine import SimResult
+from okapikv.sim.journal import Journal
 from okapikv.sim.runner import run_simulation
 
 EXPERIMENTS = ("fig3", "fig4", "fig5", "write-ratio", "visibility", "traffic")
@@ -44,12 +49,17 @@ PROTOCOLS = ("okapi", "cure", "gentlerain")
 #: layer may not import): ``okapi-piggyback`` computes the USV inside the GSV round (the paper's
 #: untried idea, Okapi section 5; ``okapikv.core.stabilization.PiggybackedUsv``)
 VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
-#: a sweep stops once doubling the clients raises the throughput by less than this share
+#: a step is flat when doubling the clients raises the throughput by less than this share
 PEAK_GROWTH = 0.05
-#: a peak sweep's steps at most, each doubling the clients from one per partition of each DC (128 per
-#: partition of each DC at the last): a GentleRain client waits for the furthest DC on every RO-TX, so its throughput is
-#: clients / that wait until the servers saturate, many doublings after Okapi's and Cure's
+#: a sweep stops after this many flat steps in a row: the knee, not one noisy step
+FLAT_STEPS = 2
+#: a peak sweep's steps at most, each doubling the clients from its start (``sweep_start``; 128
+#: times the start at the last)
 MAX_SWEEP_STEPS = 8
+#: about how long an Okapi or Cure client takes for a RO-TX and a PUT below saturation (1.1 ms a
+#: operation simulated at 3 DCs x 2 partitions, 6 clients, python-quiet); a GentleRain client takes a
+#: GentleRain cycle (``gentlerain_cycle_s``), so it needs that many times the clients for the same load
+LOCAL_PAIR_S = 0.002
 PAPER_SKEW_MS = 10.0
 #: the keys of a run, over all its partitions: the real paper suite's 10,000 records
 #: (``benchmarks.harness.options``), not the paper's 1 M per partition, which the simulator's
@@ -70,6 +80,16 @@ def gentlerain_cycle_s(dcs: int) -> float:
     """A GentleRain RO-TX's wait: its DC's stable time follows the furthest DC's heartbeats, the
     largest one-way delay of the WAN (65 ms at the paper's; 66-75 ms RO-TXs simulated)."""
     return max(max(row) for row in wan_matrix_ms(dcs)) / 1000
+
+
+def sweep_start(system: str, dcs: int) -> int:
+    """A peak sweep's first clients per partition of each DC: 1, or for GentleRain the power of two
+    nearest below its cycle over ``LOCAL_PAIR_S`` (32 at the paper's WAN), so that its sweep starts
+    at about the load Okapi's and Cure's start at and reaches its knee within the same steps (its
+    throughput is its clients over its cycle until the servers saturate)."""
+    if system_settings(system)[0] != "gentlerain":
+        return 1
+    return 1 << max(0, int(math.log2(gentlerain_cycle_s(dcs) / LOCAL_PAIR_S)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,45 +220,102 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cp
     }
 
 
+#: ``progress``'s argument: a run's record, and whether it came from the journal (not simulated now)
+Progress = Callable[[dict[str, Any], bool], None]
+
+
+def point_key(point: Point) -> str:
+    """The journal's key of ``point`` (``okapikv.sim.journal``): every field that sets its runs."""
+    return json.dumps([point.series, point.system, point.partitions, point.rotx_partitions, point.write_ratio,
+                       point.clients, point.keep, point.visibility_sample])
+
+
 def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bool,
-              progress: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+              progress: Progress, journal: Journal | None = None) -> list[dict[str, Any]]:
     """The point's runs: one at its fixed load, or the peak sweep (every step, or only the peak);
     with ``check_first``, first one more run at the first load, recorded and checked (``checked``),
-    which is not a measurement (its counters include its drain)."""
-    start = point.clients if point.clients is not None else point.partitions * plan.dcs
+    which is not a measurement (its counters include its drain). A run ``journal`` holds is taken
+    from it, not simulated again; each run simulated is added to it."""
+    start = point.clients if point.clients is not None else (
+        point.partitions * plan.dcs * sweep_start(point.system, plan.dcs))
     runs: list[dict[str, Any]] = []
+
+    def one(clients: int, checked: bool) -> dict[str, Any]:
+        key = f"{point_key(point)} {clients} {int(checked)}"
+        run = journal.get(key) if journal is not None else None
+        if run is not None:
+            progress(run, True)
+            return run
+        run = _one(point, plan, profile, clients, checked=checked)
+        if journal is not None:
+            journal.add(key, run)
+        progress(run, False)
+        return run
+
     if check_first:
-        runs.append(_one(point, plan, profile, start, checked=True, progress=progress))
+        runs.append(one(start, True))
     measured: list[dict[str, Any]] = []
     clients = start
+    flat = 0
     for _ in range(1 if point.clients is not None else plan.sweep_steps):
-        run = _one(point, plan, profile, clients, checked=False, progress=progress)
+        run = one(clients, False)
         measured.append(run)
-        if len(measured) > 1 and run["throughput_ops_s"] < measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH):
-            break
+        if len(measured) > 1:
+            grew = run["throughput_ops_s"] >= measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH)
+            flat = 0 if grew else flat + 1
+            if flat >= FLAT_STEPS:
+                break
         clients *= 2
     if point.keep == "peak":
         measured = [max(measured, key=lambda run: run["throughput_ops_s"])]
     return runs + measured
 
 
-def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool,
-         progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool) -> dict[str, Any]:
+    """One run's record, as the journal gives it back (plain JSON: tuples are lists), so a resumed
+    experiment's records are those of an uninterrupted one."""
     started = time.process_time()
     outcome = run_simulation(config_of(point, plan, profile, clients, checked=checked), check=checked)
     run = record(point, outcome.result, checked=checked, anomalies=len(outcome.anomalies),
                  cpu_s=time.process_time() - started)
-    progress(run)
-    return run
+    loaded: dict[str, Any] = json.loads(json.dumps(run))
+    return loaded
+
+
+def _point_in_worker(point: Point, plan: Plan, profile: CostProfile, check_first: bool,
+                     journal: Journal | None) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], bool]]]:
+    """``run_point`` in a worker process: its runs, and what it reported, for the parent to report."""
+    reported: list[tuple[dict[str, Any], bool]] = []
+    runs = run_point(point, plan, profile, check_first=check_first,
+                     progress=lambda run, reused: reported.append((run, reused)), journal=journal)
+    return runs, reported
 
 
 def run_experiment(name: str, plan: Plan, profile: CostProfile, *,
-                   progress: Callable[[dict[str, Any]], None] = lambda run: None) -> list[dict[str, Any]]:
+                   progress: Progress = lambda run, reused: None, journal: Journal | None = None,
+                   jobs: int = 1) -> list[dict[str, Any]]:
     """Every run of experiment ``name``; each system's first point begins with its checked run
-    (``run_point``), so every protocol and variant compared is judged by the checkers."""
-    runs: list[dict[str, Any]] = []
+    (``run_point``), so every protocol and variant compared is judged by the checkers. With
+    ``jobs`` above 1 the points run in that many worker processes; the runs, and the order they
+    are reported and returned in, are those of one process (each point's runs depend on its own
+    configuration only)."""
+    todo: list[tuple[Point, bool]] = []
     checked: set[str] = set()
     for point in points(name, plan):
-        runs += run_point(point, plan, profile, check_first=point.system not in checked, progress=progress)
+        todo.append((point, point.system not in checked))
         checked.add(point.system)
+    runs: list[dict[str, Any]] = []
+    if jobs <= 1:
+        for point, check_first in todo:
+            runs += run_point(point, plan, profile, check_first=check_first, progress=progress, journal=journal)
+        return runs
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(_point_in_worker, point, plan, profile, check_first,
+                               None if journal is None else journal.for_keys(point_key(point) + " "))
+                   for point, check_first in todo]
+        for future in futures:
+            point_runs, reported = future.result()
+            for run, reused in reported:
+                progress(run, reused)
+            runs += point_runs
     return runs
