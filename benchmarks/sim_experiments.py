@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +130,11 @@ def run_experiment_command(args: argparse.Namespace) -> int:
             if system not in VARIANTS and parse_system(system).settings():
                 raise ValueError(f"the simulator has no {system!r}: one of the protocols or {', '.join(VARIANTS)}")
         profile = load_profile(args.cost or DEFAULT_PROFILE)
-        if args.cores is not None:
-            profile = profile.__class__(**{**profile.to_json(), "cores": args.cores})
+        changes = {name: value for name in ("cores", "blocking", "threads")
+                   if (value := getattr(args, name, None)) is not None}
+        if changes:
+            profile = replace(profile, **changes)
+            profile.validate()
         plan = Plan(dcs=args.dcs, partitions=args.partitions if args.partitions_given else 32,
                     duration_s=args.duration_s if args.duration_given else DEFAULTS.duration_s,
                     warmup_s=args.warmup_s or DEFAULTS.warmup_s, protocols=protocols,

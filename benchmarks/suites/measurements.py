@@ -311,6 +311,23 @@ def load_simulated(folder: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def cost_model(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """The cost model simulated experiments ran under, in words: the profile and what a blocked
+    request costs (``okapikv.sim.cost``: ``free``, or ``thread`` with its threads and wakes); the
+    experiments of one folder share one model, or it says which differ."""
+    models = sorted({_model((data.get("config") or {}).get("cost_profile") or {}) for data in results.values()})
+    return " / ".join(models) or "no simulated results"
+
+
+def _model(profile: Mapping[str, Any]) -> str:
+    name = profile.get("name", "?")
+    if profile.get("blocking") != "thread":
+        return f"profile {name}, blocking free (a parked request costs nothing while it waits)"
+    wakes = (f", a blocked one waking every {profile['poll_ms']:g} ms for {profile['wake_us']:g} us of CPU"
+             if profile.get("wake_us") else "")
+    return f"profile {name}, blocking thread ({profile.get('threads')} threads per server{wakes})"
+
+
 def source_spreads(pairs: Iterable[Mapping[str, Any]]) -> list[float]:
     """Per destination DC, the distance between its sources' median visibility (ms): two modes when
     the sources are far apart, the measure ``paper_figures`` uses for real runs."""

@@ -843,6 +843,25 @@ def cell(claim: Claim) -> str:
     return f"{claim.measured}; **{claim.verdict}**: {claim.why}"
 
 
+#: The claims whose figures rest on what a blocked request costs its server (docs/simulated.md,
+#: "The cost of a blocked request"): rows 1-3 read the peaks, where a server's capacity is the
+#: question and GentleRain parks most of its clients; rows 10 and 11 the write sweep's throughput.
+#: 1-based, as the table numbers them.
+BLOCKING_ROWS = (1, 2, 3, 10, 11)
+
+
+def render_models(models: Sequence[tuple[str, Measurements]], rows: Sequence[int] = BLOCKING_ROWS) -> str:
+    """The claims ``rows`` judged on each of ``models`` (a label, the measurements under that model)
+    side by side, a column each: the same rules (``judge``) and cells (``cell``) as ``render``."""
+    judged = [judge(measurements) for _, measurements in models]
+    lines = ["| # | the paper | " + " | ".join(label for label, _ in models) + " |",
+             "|---|---|" + "---|" * len(models)]
+    for row in rows:
+        lines.append(f"| {row} | {CLAIMS[row - 1].claim} | "
+                     + " | ".join(cell(claims_of[row - 1]) for claims_of in judged) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def render(real: Measurements, simulated: Measurements | None = None) -> str:
     """The claims table of the real measurements, with ``simulated``: a column of the claims judged
     on the simulated ones (``cell``)."""

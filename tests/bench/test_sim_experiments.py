@@ -167,3 +167,14 @@ def test_jobs_give_the_runs_of_one_process_in_its_order(tmp_path: Path, capsys: 
     assert main([*SMALL, "--out", str(two)]) == 0
     assert f"{len(lines)} runs ({len(lines)} from" in capsys.readouterr().out
     assert main([*SMALL, "--jobs", "0", "--out", str(tmp_path / "zero")]) == 2
+
+
+def test_an_experiment_runs_under_the_thread_blocking_model(tmp_path: Path) -> None:
+    out = tmp_path / "threads"
+    assert main(["sim", "--experiment", "traffic", "--dcs", "2", "--partitions", "1", "--duration-s", "0.1",
+                 "--warmup-s", "0.03", "--protocols", "gentlerain", "--cost", "this-vm", "--blocking", "thread",
+                 "--threads", "3", "--out", str(out)]) == 0
+    profile = json.loads((out / "results.json").read_text())["config"]["cost_profile"]
+    assert (profile["name"], profile["blocking"], profile["threads"]) == ("this-vm", "thread", 3)
+    assert profile["wake_us"] > 0 and profile["poll_ms"] > 0
+    assert main(["sim", "--experiment", "traffic", "--blocking", "thread", "--threads", "0", "--out", str(out)]) == 2

@@ -77,9 +77,11 @@ def test_with_the_cost_model_on_a_run_is_what_it_was(config: SimConfig, expected
     assert hasher.hexdigest() == expected
 
 
-def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("blocking", ["free", "thread"])
+def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: pytest.MonkeyPatch,
+                                                                   blocking: str) -> None:
     """A wake-up superseded by a later one runs nothing and schedules nothing (``Cpu.wake``): the
-    queue wakes up at most once per job it runs."""
+    queue wakes up at most once per job it runs (under the thread model every release pumps too)."""
     counts = {"wakes": 0, "jobs": 0}
     wake, run = Cpu.wake, Cpu._run
 
@@ -93,7 +95,8 @@ def test_a_busy_cpu_queue_wakes_up_no_more_often_than_it_runs_jobs(monkeypatch: 
 
     monkeypatch.setattr(Cpu, "wake", counted_wake)
     monkeypatch.setattr(Cpu, "_run", counted_run)
-    profile = replace(packaged_profile("python-quiet"), shared_machine=True, cores=1)
+    profile = replace(packaged_profile("python-quiet"), shared_machine=True, cores=1, blocking=blocking,
+                      threads=64 if blocking == "thread" else 0)
     outcome = run_simulation(SimConfig(num_dcs=2, num_partitions=2, num_clients=32, duration_s=0.1, think_us_max=0,
                                        cost=profile), check=False)
     assert outcome.result.window_completed > 100
@@ -171,6 +174,31 @@ def test_the_thread_model_caps_blocked_requests_at_its_threads() -> None:
     assert blocked("free", 0) > 2
     assert blocked("thread", 2) <= 2
     assert blocked("thread", 1) == 1
+
+
+def gentlerain_cpu(profile: CostProfile) -> tuple[float, float]:
+    """(mean CPU share, throughput) of a GentleRain run whose RO-TXs park for tens of ms."""
+    config = SimConfig(protocol="gentlerain", num_dcs=2, num_partitions=2, num_clients=32, duration_s=0.3,
+                       think_us_max=0, workload="paper", cost=profile)
+    outcome = run_simulation(config)
+    assert outcome.ok
+    busy = outcome.result.cpu_utilization
+    assert busy is not None
+    return sum(busy) / len(busy), outcome.result.throughput_ops_s
+
+
+def test_a_blocked_thread_pays_its_wakes_and_a_parked_request_does_not() -> None:
+    base = CostProfile(name="test", cores=2, get_us=5, put_us=5, rotx_us=5, tx_slice_us=5, blocking="thread",
+                       threads=64)
+    quiet, served = gentlerain_cpu(base)
+    # 32 clients over 4 servers, most parked at any time: 50 us every ms each is ~0.2 of 2 cores
+    polling, _ = gentlerain_cpu(replace(base, wake_us=50, poll_ms=1))
+    assert polling > quiet + 0.05
+    # parked (free): the same profile's wakes cost nothing, and no thread limit applies
+    assert gentlerain_cpu(replace(base, blocking="free", threads=0, wake_us=50, poll_ms=1)) == (quiet, served)
+    # a wake cost needs its period
+    with pytest.raises(ValueError, match="poll_ms"):
+        replace(base, wake_us=50).validate()
 
 
 FULL = CostProfile(

@@ -31,7 +31,10 @@ cost, a link bandwidth, calibrated by fitting against real runs). A profile hold
   okapikv's servers park them, docs/protocol.md, "Operations"); ``thread``, a request holds one of
   ``threads`` server threads while it is served and while it waits (the paper's lineage: a thread per
   blocked request), so a server whose threads are all blocked serves no further client request or
-  slice until one is released (replication, stabilization and timers run on their own threads).
+  slice until one is released (replication, stabilization and timers run on their own threads);
+  a blocked thread also wakes every ``poll_ms`` to check whether it may go on, each wake costing
+  ``wake_us`` of CPU (0: it costs nothing until it is released). docs/simulated.md, "The cost of a
+  blocked request", gives the evidence for the packaged profiles' values.
 
 A profile is a small JSON file (``load_profile``) that names where its figures came from
 (``source``); the packaged ones are in ``okapikv/sim/profiles`` (``packaged_profile``).
@@ -114,6 +117,10 @@ class CostProfile:
     wan_bandwidth_mbps: float = 0.0
     blocking: str = "free"
     threads: int = 0
+    #: the ``thread`` model: CPU per wake of a blocked thread, and how often it wakes (ms, not a
+    #: cost: ``scaled`` leaves it)
+    wake_us: float = 0.0
+    poll_ms: float = 0.0
     #: every server and client shares one machine of ``cores`` cores (a whole deployment on one
     #: host, as ``okapi bench`` runs one on this VM); False: each server has its own
     shared_machine: bool = False
@@ -126,6 +133,8 @@ class CostProfile:
             problems.append(f"blocking must be one of {', '.join(BLOCKING_MODELS)}, not {self.blocking!r}")
         elif self.blocking == "thread" and self.threads < 1:
             problems.append("the thread blocking model needs at least one thread")
+        if self.wake_us and not self.poll_ms:
+            problems.append("wake_us needs poll_ms (how often a blocked thread wakes)")
         for item in fields(self):
             value = getattr(self, item.name)
             if isinstance(value, float) and (value < 0 or value != value):

@@ -11,7 +11,11 @@ these protocols): a job's events are delayed by the CPU time it used.
 With the ``thread`` blocking model a client request or a slice also needs one of the server's
 ``threads``: it holds it while it runs and while it is parked (``PartitionServer.parked_count``);
 when all are held the queue's client requests and slices wait (in order) while other work goes
-past them. ``max_blocked`` records the most requests parked at once, per server.
+past them. ``max_blocked`` records the most requests parked at once, per server. A blocked thread
+also wakes every ``poll_ms`` to check its condition (the paper's lineage: a RO-TX's thread polls
+the stable time; docs/simulated.md, "The cost of a blocked request"): the server's parked requests
+are integrated over time, and each timer run pays ``wake_us`` for every wake since the last one
+(a wake costs the machine CPU at about the rate it happens, without an event per wake).
 
 With ``shared_machine`` one queue and one set of cores serve every server and client (a deployment
 on one host); the order of each server's effects is kept per server as above.
@@ -115,6 +119,12 @@ class Cpu:
         self.pending_releases = [0] * servers
         self.last_release = [0] * servers
         self.max_blocked = [0] * servers
+        #: the thread model's polling: a wake's CPU per microsecond of one blocked request, and
+        #: each server's blocked request-microseconds not yet charged (since ``blocked_at``)
+        polls = self.threads and profile.wake_us and profile.poll_ms
+        self.wake_per_us = profile.wake_us / (profile.poll_ms * 1000) if polls else 0.0
+        self.blocked_us = [0.0] * servers
+        self.blocked_at = [0] * servers
         self._seq = count()
         #: set while a call runs: ``World._apply`` collects its effects here instead of carrying them out
         self.deferring = False
@@ -186,6 +196,9 @@ class Cpu:
         else:
             server = world.servers[index]
             parked = server.parked_count
+            if self.wake_per_us:
+                self.blocked_us[index] += parked * (now - self.blocked_at[index])
+                self.blocked_at[index] = now
             gc_slice = server.gc.next_slice_us
             self.deferring, self.deferred = True, effects
             try:
@@ -198,6 +211,9 @@ class Cpu:
             costs = self.costs
             if job is TIMER_RUN:
                 cost = costs.timer_us(effects, gc_slice=server.gc.next_slice_us != gc_slice)
+                if self.wake_per_us:
+                    cost += self.blocked_us[index] * self.wake_per_us
+                    self.blocked_us[index] = 0.0
             else:
                 cost = costs.message_us(job, effects)  # type: ignore[arg-type]
                 if world.work_us is not None:
@@ -270,7 +286,8 @@ class Cpu:
             if effects:
                 self.world._apply(index, effects)
         self.pending_releases[index] = self.running_threads[index] = 0
-        self.last_release[index] = self.world.now
+        self.last_release[index] = self.blocked_at[index] = self.world.now
+        self.blocked_us[index] = 0.0  # the killed server's blocked threads are gone
 
     def drop(self, index: int) -> list[Message]:
         """The crashed server's queue is lost: its messages (for ``World._hold``); its timer runs

@@ -145,7 +145,8 @@ def cost_line(result: SimResult) -> str | None:
     if cost is None or result.cpu_utilization is None:
         return None
     busy = result.cpu_utilization
-    blocking = cost.blocking + (f" ({cost.threads} threads)" if cost.blocking == "thread" else "")
+    polls = f", a blocked one waking every {cost.poll_ms:g} ms for {cost.wake_us:g} us" if cost.wake_us else ""
+    blocking = cost.blocking + (f" ({cost.threads} threads{polls})" if cost.blocking == "thread" else "")
     return (f"cost model: profile {cost.name} ({cost.cores} cores per server, blocking {blocking}); CPU busy "
             f"mean {100 * sum(busy) / len(busy):.0f}%, busiest server {100 * max(busy):.0f}% (whole run); "
             f"at most {result.max_blocked} requests parked at once on a server")
