@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
 from okapikv.core.host import Host, Outbox
@@ -72,8 +72,15 @@ log = logging.getLogger("okapikv.server")
 #: Exit status of a server whose storage failed: it cannot make writes durable, so it stops.
 EXIT_STORAGE_FAILURE = 3
 
+class ReplySink(Protocol):
+    """Who takes the replies of requests handed to the core in batches: a ``PipelineSink`` (the
+    native port, gRPC Pipeline streams) or a RESP connection (``okapikv.resp.batch``)."""
+
+    def deliver(self, operation_id: int, kind: str, reply: ClientReply) -> None: ...
+
+
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
-PipelineEntry = tuple[PipelineSink, int, str, float]
+PipelineEntry = tuple[ReplySink, int, str, float]
 #: The result kinds of snapshot reads: dropped from the core when their client goes away.
 READ_KINDS = frozenset({"scan", "read_tx"})
 
