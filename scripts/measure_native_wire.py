@@ -45,7 +45,7 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime + stime
 
 
-async def _run(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
+async def run_lean(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
                seed: int) -> dict[str, float]:
     config = WorkloadConfig("a", records=RECORDS)
     inserts = InsertSequence(RECORDS, 0, 1)
@@ -77,7 +77,7 @@ async def _run(address: str, pid: int, wire: str, sessions: int, warmup_s: float
             "client_us_per_op": (client_end - client_start) * 1e6 / operations}
 
 
-async def _run_async(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
+async def run_async(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
                      seed: int) -> dict[str, float]:
     """The same load through ``AsyncClient`` forks: each session reads or updates (YCSB-A's kinds)
     in a closed loop; operations counted in the window after ``warmup_s``."""
@@ -124,7 +124,7 @@ async def _run_async(address: str, pid: int, wire: str, sessions: int, warmup_s:
 
 async def _measure(args: argparse.Namespace, address: str, pid: int) -> list[dict[str, dict[str, float]]]:
     """All runs in one event loop (grpc.aio binds to the first loop that uses it)."""
-    run = _run if args.load == "lean" else _run_async
+    run = run_lean if args.load == "lean" else run_async
     for wire in ("protobuf", "msgpack"):  # fill the keyspace and warm both paths; not counted
         await run(address, pid, wire, args.sessions, 0.5, 1.0, seed=0)
     pairs: list[dict[str, dict[str, float]]] = []

@@ -4,15 +4,19 @@ reply, a connection whose request stays half-sent past the frame deadline, one t
 command within the first-frame deadline and one whose half-sent request does not fit the server's
 input budget, while other clients go on being served and lose no write; a request that keeps
 arriving, a piece at a time, within the deadline is not cut off; a connection over the port's
-connection limit is refused with an error."""
+connection limit is refused with an error. Commands the port hands straight to the core answer in
+order and byte for byte as the Executor does (in memory and durable), and the commands of many
+connections reach the core in shared calls."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
+import pathlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -21,10 +25,14 @@ from integration_support import free_port_range
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, local_cluster
 from okapikv.cluster.connections import ConnectionSettings
+from okapikv.core.messages import GetRequest, Message, PutRequest
+from okapikv.resp import connection as connection_module
 from okapikv.resp import limits as limits_module
+from okapikv.resp.direct import Direct, plan
 from okapikv.resp.limits import RespLimits
 from okapikv.serve import app
 from okapikv.serve.app import serve
+from okapikv.server.node import PartitionNode
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
@@ -32,10 +40,11 @@ FRAME_TIMEOUT_S = 0.5
 
 
 def _run(check: Callable[[int], Awaitable[None]], monkeypatch: pytest.MonkeyPatch, *,
-         connections: dict[str, Any] | None = None, settings: dict[str, Any] | None = None, **limits: Any) -> None:
+         connections: dict[str, Any] | None = None, settings: dict[str, Any] | None = None,
+         data_dir: str | None = None, **limits: Any) -> None:
     """Serve 1 DC x 1 partition in this loop with ``connections`` ([connections] settings; the frame
-    timeout FRAME_TIMEOUT_S unless given), other cluster ``settings`` and RESP ``limits``, and run
-    ``check(resp_port)``."""
+    timeout FRAME_TIMEOUT_S unless given), other cluster ``settings``, RESP ``limits`` and, with
+    ``data_dir``, durable, and run ``check(resp_port)``."""
     if limits:
         original = limits_module.RespLimits.from_config
 
@@ -52,7 +61,7 @@ def _run(check: Callable[[int], Awaitable[None]], monkeypatch: pytest.MonkeyPatc
         import grpc.aio
 
         stop = asyncio.Event()
-        server = asyncio.create_task(serve(config, 0, 0, stop=stop))
+        server = asyncio.create_task(serve(config, 0, 0, stop=stop, data_dir=data_dir))
         try:
             async with grpc.aio.insecure_channel(address) as channel:
                 await asyncio.wait_for(channel.channel_ready(), timeout=30)
@@ -250,3 +259,92 @@ def test_commands_do_not_look_the_event_loop_up(monkeypatch: pytest.MonkeyPatch)
         assert lookups < 20, f"{lookups} event-loop lookups for 200 commands"
 
     _run(check, monkeypatch)
+
+
+def _request(command: bytes) -> bytes:
+    parts = command.split(b" ")
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
+
+
+#: commands the port hands straight to the core (``okapikv.resp.direct``) between ones the Executor
+#: runs, errors of both included, and the replies; None: compared between the two runs only
+MIXED: list[tuple[bytes, bytes | None]] = [
+    (b"SET k 1", b"+OK\r\n"), (b"GET k", b"$1\r\n1\r\n"), (b"INCR k", b":2\r\n"), (b"INCRBY k 5", b":7\r\n"),
+    (b"INCRBY k x", b"-ERR value is not an integer or out of range\r\n"),
+    (b"DECRBY k -9223372036854775808", b"-ERR decrement would overflow\r\n"),
+    (b"DECR k", b":6\r\n"), (b"GET k", b"$1\r\n6\r\n"), (b"EXISTS k", b":1\r\n"), (b"EXISTS k nope", b":1\r\n"),
+    (b"PING", b"+PONG\r\n"), (b"DEL k", b":1\r\n"), (b"DEL k", b":0\r\n"), (b"GET k", b"$-1\r\n"),
+    (b"EXISTS k", b":0\r\n"), (b"SET s v EX 100", b"+OK\r\n"),
+    (b"INCR s", b"-ERR value is not an integer or out of range\r\n"),
+    (b"MULTI", b"+OK\r\n"), (b"GET s", b"+QUEUED\r\n"), (b"EXISTS s", b"+QUEUED\r\n"),
+    (b"EXEC", b"*2\r\n$1\r\nv\r\n:1\r\n"),
+    (b"GET a b", b"-ERR wrong number of arguments for 'get' command\r\n"), (b"GET s", b"$1\r\nv\r\n"),
+    (b"SET " + b"x" * 5000 + b" v", None),  # a key over the limit: the core's refusal
+    (b"SET c \xffOKAPI#C1", None),  # a counter's marker: refused
+    (b"GET c", b"$-1\r\n"), (b"HELLO 3", None), (b"GET nope", b"_\r\n"), (b"QUIT", b"+OK\r\n"),
+]
+
+
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "durable"])
+def test_direct_commands_answer_in_order_as_the_executor_does(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: pathlib.Path, durable: bool) -> None:
+    """One write holding every kind of command: the replies come back in order, each command after
+    the one before, and byte for byte what the Executor alone answers (direct requests off)."""
+    received: list[bytes] = []
+    planned: list[Direct] = []  # requests the first run's connection made itself
+
+    def planning(*args: Any) -> Direct | None:
+        made = plan(*args)
+        if made is not None:
+            planned.append(made)
+        return made
+
+    async def check(port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"".join(_request(command) for command, _ in MIXED))
+        received.append(await asyncio.wait_for(_read_until_closed(reader), timeout=30))
+        writer.close()
+
+    for run, direct in enumerate((True, False)):
+        with monkeypatch.context() as patch:
+            patch.setattr(connection_module, "plan", planning if direct else lambda *_: None)
+            _run(check, patch, data_dir=str(tmp_path / str(run)) if durable else None)
+    assert received[0] == received[1]
+    assert len(planned) == 17  # MIXED's GET, SET, DEL, EXISTS and counters of one key outside MULTI
+    expected_start = b"".join(reply for reply in itertools.takewhile(lambda reply: reply is not None,
+                                                                     (reply for _, reply in MIXED)))
+    assert received[0].startswith(expected_start)
+    refusals = received[0][len(expected_start):].split(b"\r\n$-1\r\n%")[0].split(b"\r\n")
+    assert refusals[0].startswith(b"-ERR ") and b"key" in refusals[0]
+    assert refusals[1].startswith(b"-ERR ") and b"counter" in refusals[1]
+    assert received[0].endswith(b"_\r\n+OK\r\n")
+
+
+def test_commands_of_many_connections_share_core_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """32 connections each sending a SET, then a GET three times, at once: their requests reach the
+    core in a few calls (``okapikv.resp.batch``), not one call per command."""
+    sizes: list[int] = []
+    original = PartitionNode.run_core
+
+    def counting(self: PartitionNode, messages: Sequence[Message]) -> None:
+        requests = sum(type(message) in (GetRequest, PutRequest) for message in messages)
+        if requests:
+            sizes.append(requests)
+        original(self, messages)
+
+    monkeypatch.setattr(PartitionNode, "run_core", counting)
+
+    async def check(port: int) -> None:
+        clients = [aioredis.Redis(port=port, single_connection_client=True) for _ in range(32)]
+        try:
+            await asyncio.gather(*(client.set(f"many-{index}", index) for index, client in enumerate(clients)))
+            for _ in range(3):
+                values = await asyncio.gather(*(client.get(f"many-{index}") for index, client in enumerate(clients)))
+                assert values == [str(index).encode() for index in range(32)]
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    _run(check, monkeypatch)
+    assert sum(sizes) == 4 * 32
+    assert len(sizes) <= 4 * 32 // 4, f"{sum(sizes)} commands took {len(sizes)} core calls: {sizes}"

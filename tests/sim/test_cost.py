@@ -109,7 +109,9 @@ def reference_bytes(value: object) -> int:
         return len(value)
     if isinstance(value, tuple):
         return sum(reference_bytes(item) for item in value)
-    names = getattr(type(value), "__dataclass_fields__", None)
+    names = getattr(type(value), "__struct_fields__", None)  # a core message (a msgspec struct)
+    if names is None:
+        names = getattr(type(value), "__dataclass_fields__", None)
     if names is None:
         return 8
     return sum(reference_bytes(getattr(value, name)) for name in names)

@@ -646,6 +646,29 @@ class AsyncClient:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
+    def attempt(self, kind: OperationKind, request: Callable[[bytes], ops.Request], key: bytes,
+                now: float) -> asyncio.Future[Any] | None:
+        """The first attempt of a single-key operation, without a coroutine (the RESP port's
+        forwarding, ``okapikv.resp.direct``): ``request(session)`` sent over the pipeline of
+        ``key``'s server with the others of this loop turn, and the future of its result (``reply``
+        reads it); None when the client is not ready for that (not connected, its connections
+        moved, no pipelines): the operation's coroutine connects, adopts and retries. ``now``: the
+        event loop's time, from which the attempt has the client's window."""
+        state = self._ready_now()
+        connections = self._connections
+        if state is None or not connections.use_pipeline:
+            return None
+        pipeline = connections.links[self._partition(key)].pipeline()
+        return pipeline.submit(kind, request(state.wire()), now + connections.policy.window_s)[1]
+
+    def reply(self, kind: OperationKind, result: Any) -> Any:
+        """The reply in the result of an ``attempt``, its session merged into the client's;
+        ``retry.Failure`` for an error result."""
+        reply = _unwrap(result, kind)
+        assert self._state is not None
+        self._state.merge(reply.session)
+        return reply
+
     async def bulk_put(self, pairs: Iterable[tuple[KeyLike, KeyLike]], *, batch: int = bulk.BULK_BATCH,
                        window: int = bulk.BULK_WINDOW) -> int:
         """Write every ``(key, value)`` of ``pairs`` as a PUT, in large pipelined batches straight to

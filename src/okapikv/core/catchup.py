@@ -143,7 +143,7 @@ class CatchUp:
         """Whether client requests and slices are served: no repair, no hold, no loss unrepaired."""
         if self.repair is not None or self.refusing_lost:
             return False
-        return not (self._verify is not None and self._verify.hold and self.holding_for)
+        return not (self._verify is not None and self._verify.hold and self.verifying and self.holding_for)
 
     @property
     def holding_for(self) -> list[int]:

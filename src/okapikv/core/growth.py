@@ -39,9 +39,10 @@ Invariants (tested in ``tests/unit/test_core_growth.py``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from okapikv.core import messages
 from okapikv.core.config import MAX_DCS
 from okapikv.core.messages import Session
 from okapikv.core.mvstore import Version
@@ -79,6 +80,8 @@ class _Plan:
 
     vectors: tuple[str, ...]
     nested: tuple[str, ...]
+    #: the message's one vector is its session's (every single-key client request): checked in place
+    session_only: bool = False
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -89,9 +92,10 @@ _NESTED = ("session", "snapshot", "repair", "updates", "items")
 def _plan(cls: type) -> _Plan:
     plan = _PLANS.get(cls)
     if plan is None:
-        vectors = tuple(item.name for item in fields(cls) if "Vector" in str(item.type))
-        nested = tuple(item.name for item in fields(cls) if item.name in _NESTED and item.name not in vectors)
-        plan = _PLANS[cls] = _Plan(vectors, nested)
+        types = messages.field_types(cls)
+        vectors = tuple(name for name, declared in types if "Vector" in declared)
+        nested = tuple(name for name, _ in types if name in _NESTED and name not in vectors)
+        plan = _PLANS[cls] = _Plan(vectors, nested, not vectors and nested == ("session",))
     return plan
 
 
@@ -102,9 +106,11 @@ def fit_message(message: T, size: int) -> T:
     kind = type(message)
     plan = _PLANS.get(kind)
     if plan is None:
-        if not is_dataclass(message):
+        if not messages.is_message(message):
             return message
         plan = _plan(kind)
+    if plan.session_only and len(message.session.stable) == size:  # type: ignore[attr-defined]
+        return message
     changes: dict[str, Any] | None = None
     for name in plan.vectors:
         value = getattr(message, name)
@@ -133,7 +139,7 @@ def fit_message(message: T, size: int) -> T:
             if fitted_value is not value:
                 changes = changes or {}
                 changes[name] = fitted_value
-    return replace(message, **changes) if changes else message  # type: ignore[type-var]
+    return messages.replace(message, **changes) if changes else message
 
 
 def session_problem(stable: Vector, size: int) -> str | None:

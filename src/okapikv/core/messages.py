@@ -1,4 +1,4 @@
-"""Every message and effect the core exchanges, as frozen dataclasses (no dict-typed messages).
+"""Every message and effect the core exchanges, as frozen structs (``message``; no dict-typed messages).
 
 Three families:
 - client requests and replies (GET, PUT, SWAP, DELETE, INCR, SCAN, RO-TX), each request carrying the
@@ -21,9 +21,10 @@ and a ``Heartbeat`` never overtakes an update at or below its timestamp (Okapi s
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
 from enum import StrEnum
-from typing import Any, NamedTuple, TypeVar, dataclass_transform
+from typing import Any, NamedTuple, TypeVar, cast, dataclass_transform
+
+import msgspec
 
 from okapikv.core.vectors import Vector
 
@@ -32,32 +33,40 @@ T = TypeVar("T")
 
 @dataclass_transform(frozen_default=True)
 def message(cls: type[T]) -> type[T]:
-    """``@dataclass(frozen=True, slots=True)`` with a faster ``__init__``.
+    """The class as a frozen ``msgspec.Struct`` (fields, defaults and docstring as declared).
 
-    A frozen dataclass's generated ``__init__`` sets each field through ``object.__setattr__``;
-    this one calls each slot's own setter, bound once: 640 instead of 940 ns for three fields. A
-    server builds about five messages per client operation (request, session, reply, session,
-    ``Respond``), so this is ~1.5 us of its ~26 us per operation. Instances stay frozen (assigning
-    an attribute still raises ``FrozenInstanceError``), comparable, hashable and printable.
+    Why not ``@dataclass(frozen=True, slots=True)``: a frozen dataclass's ``__init__`` sets each
+    field from Python, each slot's setter called in turn (~520 ns for the two fields of a
+    ``Session`` on this project's VM), and a server builds about five messages per client
+    operation (request, session, reply, session, ``Respond``); a struct is built in C (~40 ns).
+    Structs are not tracked by the cycle collector (``gc=False``): a message holds numbers, bytes,
+    strings, tuples and other messages, never a container that could point back at it
+    (docs/benchmarks.md, "The server's Python path"). Instances stay frozen (assigning an
+    attribute raises ``AttributeError``), comparable, hashable, printable and picklable;
+    ``replace``, ``field_types`` and ``is_message`` stand for ``dataclasses.replace``,
+    ``dataclasses.fields`` and ``dataclasses.is_dataclass``.
     """
-    frozen = dataclass(frozen=True, slots=True)(cls)
-    parameters: list[str] = []
-    namespace: dict[str, Any] = {}
-    body: list[str] = []
-    for index, item in enumerate(fields(frozen)):  # type: ignore[arg-type]
-        if item.default is not MISSING:
-            namespace[f"_default{index}"] = item.default
-            parameters.append(f"{item.name}=_default{index}")
-        else:
-            parameters.append(item.name)
-        namespace[f"_set{index}"] = getattr(frozen, item.name).__set__
-        body.append(f"    _set{index}(self, {item.name})")
-    source = f"def __init__(self, {', '.join(parameters)}):\n" + "\n".join(body or ["    pass"]) + "\n"
-    exec(source, namespace)
-    init = namespace["__init__"]
-    init.__qualname__ = f"{frozen.__qualname__}.__init__"
-    frozen.__init__ = init  # type: ignore[method-assign]
-    return frozen
+    namespace: dict[str, Any] = {
+        name: value for name, value in vars(cls).items() if name not in ("__dict__", "__weakref__")}
+    kind = type(cls.__name__, (msgspec.Struct,), namespace, frozen=True, gc=False)
+    return cast("type[T]", kind)
+
+
+def replace(message: T, **changes: Any) -> T:
+    """``message`` with ``changes`` (a new message: messages are frozen)."""
+    return cast(T, msgspec.structs.replace(cast(msgspec.Struct, message), **changes))
+
+
+def is_message(value: object) -> bool:
+    """Whether ``value`` is a message instance (made by ``message``)."""
+    return isinstance(value, msgspec.Struct)
+
+
+def field_types(kind: type) -> tuple[tuple[str, str], ...]:
+    """A message class's fields in order, each with its declared type as written."""
+    annotations = kind.__annotations__
+    names: tuple[str, ...] = getattr(kind, "__struct_fields__")  # noqa: B009 (typed as plain ``type``)
+    return tuple((name, str(annotations[name])) for name in names)
 
 
 class ServerId(NamedTuple):

@@ -126,6 +126,8 @@ __all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
 GSV_SHARE_MIN_US = 1_000
+#: the prefixes a client's value may not begin with (``counters.reserved``, ``expiry.reserved``)
+RESERVED_PREFIXES = (COUNTER_MAGIC, EXPIRY_MAGIC)
 
 Outcome = list[Effect] | Wait
 
@@ -576,9 +578,9 @@ class PartitionServer(PartitionState):
             # from a DC this server does not know yet: it announces its membership first (growth),
             # so this is a stray (a message that overtook it cannot, on a FIFO link); nothing changes
             return []
-        if not self.catch_up.serving and isinstance(message, ClientRequest):
-            return self.catch_up.refuse(message)
-        if not self.members.serving and isinstance(message, ClientRequest):
+        if isinstance(message, ClientRequest) and not (self.catch_up.serving and self.members.serving):
+            if not self.catch_up.serving:
+                return self.catch_up.refuse(message)
             self.stats.rejected_requests += 1
             return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
                                        f"this DC was removed from the cluster (membership epoch "
@@ -657,6 +659,8 @@ class PartitionServer(PartitionState):
     def _check_value(self, value: bytes) -> str | None:
         if len(value) > self.config.max_value_bytes:
             return f"value of {len(value)} bytes exceeds the limit of {self.config.max_value_bytes} bytes"
+        if not value.startswith(RESERVED_PREFIXES):  # every client value: one test for both prefixes
+            return None
         return counters.reserved(value) or expiry.reserved(value)
 
     def _visible(self, version: Version) -> bool:
@@ -667,8 +671,10 @@ class PartitionServer(PartitionState):
         dependencies (remote entries into ``stable``, the local entry into ``dt``)."""
         if version is None:
             return self.stable, 0
-        dv = self._dependency_of(version)
         dc = self.dc
+        if version.dv is None and version.source_dc == dc:  # local, depending on nothing remote: no vector
+            return self.stable, version.timestamp
+        dv = self._dependency_of(version)
         if self.num_dcs == 1:  # no remote entries to merge
             return self.stable, dv[0]
         return merge_max(self.stable, dv[:dc] + (0,) + dv[dc + 1 :]), dv[dc]

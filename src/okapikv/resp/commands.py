@@ -190,6 +190,11 @@ class Executor(CounterCommands, ExpiryCommands):
             name: getattr(self, "_" + spec.name.replace(".", "_")) for name, spec in COMMANDS.items()
         }
 
+    @property
+    def in_block(self) -> bool:
+        """A MULTI block is being queued: every command goes to ``execute`` (``okapikv.resp.direct``)."""
+        return self._block is not None
+
     async def execute(self, args: list[bytes]) -> bytes:
         name = args[0].upper()
         if self._block is not None and name not in (b"EXEC", b"DISCARD", b"QUIT"):

@@ -90,10 +90,16 @@ class SessionOperations:
         self._here = node.id.partition
         self.state = SessionState(node.num_dcs, scalar=node.core.protocol.scalar)
 
+    @property
+    def forwarding(self) -> AsyncClient | None:
+        """The client that forwards this session's operations to the DC's other partitions, once
+        the first forwarded operation has made it (``okapikv.resp.direct`` sends through it)."""
+        return self._fork
+
     # ------------------------------------------------------------------ single keys
 
     async def get(self, key: bytes) -> bytes | None:
-        if self._local(key):
+        if self.local(key):
             reply = await self._call(GetRequest(self._node.next_request_id(), key, self.state.current))
             assert type(reply) is GetReply
             return reply.value
@@ -102,7 +108,7 @@ class SessionOperations:
     async def put(self, key: bytes, value: bytes, expiry: WantedExpiry | None = None) -> bool:
         """True if a value existed before. ``expiry``: the key's (forwarded, a Unix time becomes
         the time left by this server's clock)."""
-        if self._local(key):
+        if self.local(key):
             expiring = expires(expiry.ttl_ms, expiry.at_ms) if expiry is not None else 0
             reply = await self._call(PutRequest(self._node.next_request_id(), key, value, self.state.current,
                                                 expiring))
@@ -116,7 +122,7 @@ class SessionOperations:
 
     async def expire(self, key: bytes, wanted: WantedExpiry | None) -> Expiry:
         """The key's value and time to live, after writing the ``wanted`` expiry when given."""
-        if self._local(key):
+        if self.local(key):
             expiring = None if wanted is None else 0 if wanted.persist else expires(wanted.ttl_ms, wanted.at_ms)
             reply = await self._call(ExpireRequest(self._node.next_request_id(), key, expiring, self.state.current))
             assert type(reply) is ExpireReply
@@ -127,7 +133,7 @@ class SessionOperations:
                                                                 persist=wanted.persist))
 
     async def swap(self, key: bytes, value: bytes) -> bytes | None:
-        if self._local(key):
+        if self.local(key):
             reply = await self._call(SwapRequest(self._node.next_request_id(), key, value, self.state.current))
             assert type(reply) is SwapReply
             return reply.old_value
@@ -135,14 +141,14 @@ class SessionOperations:
 
     async def incr(self, key: bytes, by: int) -> int:
         """The counter's value after adding ``by`` (``okapikv.core.counters``)."""
-        if self._local(key):
+        if self.local(key):
             reply = await self._call(IncrRequest(self._node.next_request_id(), key, by, self.state.current))
             assert type(reply) is IncrReply
             return reply.value
         return await self._forward(lambda client: client.incr(key, by))
 
     async def delete(self, key: bytes) -> bool:
-        if self._local(key):
+        if self.local(key):
             reply = await self._call(DeleteRequest(self._node.next_request_id(), key, self.state.current))
             assert type(reply) is WriteReply
             return reply.found
@@ -218,7 +224,8 @@ class SessionOperations:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _local(self, key: bytes) -> bool:
+    def local(self, key: bytes) -> bool:
+        """Whether ``key`` belongs to this server's partition (else it is forwarded)."""
         return self._partitions == 1 or partition_of(key, self._partitions) == self._here
 
     async def _call(self, request: ClientRequest) -> ClientReply:

@@ -22,6 +22,7 @@ import ssl
 import time
 
 from okapikv.client.aio import AsyncClient
+from okapikv.resp.batch import CoreBatch
 from okapikv.resp.commands import Executor, ServerFacts
 from okapikv.resp.connection import RespConnection
 from okapikv.resp.cursors import CursorTable
@@ -52,11 +53,13 @@ class RespService:
         self._forwarder: AsyncClient | None = None
         self._forwarder_lock = asyncio.Lock()
         self._server: asyncio.Server | None = None
+        self._batch: CoreBatch | None = None
         self.cursors = CursorTable()  # SCAN cursors of long keys, shared by this port's connections
 
     async def start(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
         """Listen on ``host:port`` (0: any free port); the port listened on."""
         loop = asyncio.get_running_loop()
+        self._batch = CoreBatch(self.node, loop)
         self._server = await loop.create_server(lambda: RespConnection(self), host, port, ssl=ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -70,6 +73,12 @@ class RespService:
             await self._forwarder.close()
 
     # ------------------------------------------------------------------ connections
+
+    @property
+    def batch(self) -> CoreBatch:
+        """The core requests of this port's connections, handed to the core once per loop turn."""
+        assert self._batch is not None, "started"
+        return self._batch
 
     def register(self, connection: RespConnection) -> int:
         number = next(self._ids)

@@ -17,8 +17,8 @@ under sustained overload and switch the control off for good.) A config with
 one more reason to hold, ``also_hold``; without it this policy is all a server runs.
 
 Every way client work enters calls the same policy, and waits at most ``ADMISSION_MAX_WAIT_S``
-(looking again every ``ADMISSION_RETRY_S``): the native port's connections between callbacks
-(``hold``), and the gRPC Pipeline streams, unary calls and RESP connections by awaiting ``wait``.
+(looking again every ``ADMISSION_RETRY_S``): the native and RESP ports' connections between
+callbacks (``hold``), and the gRPC Pipeline streams and unary calls by awaiting ``wait``.
 Each wait counts once in ``waits`` (Stats: ``driver.admission_waits``). The check is cheap enough
 for every batch: a pass over the outgoing links.
 """

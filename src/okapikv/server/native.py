@@ -21,7 +21,12 @@ to the node with ``packed.operation_request`` and answered through a ``PackedSin
 
 Refusals (a bad or unknown preamble, a frame over the cluster's message limit, bytes that are not
 an OperationBatch) answer one id-0 error result, in the connection's version (version 1 while the
-preamble is not known), are logged, and close that connection only.
+preamble is not known), after the results of the operations already handed to the node, are logged,
+and close that connection only.
+
+The frames of one read go to the node in one call (at most ``MAX_OPERATIONS_PER_CALL`` operations),
+so a read of eight 8-operation frames is one core step (one clock reading, one outbox, one
+replication batch per peer) instead of eight: docs/benchmarks.md, "The server's Python path".
 
 Input budgets (``okapikv.server.budgets``): every connection reports its partial frame (announced
 length) to the server's ``InputGuard`` after each read. A partial frame that does not fit in the
@@ -54,6 +59,10 @@ from okapikv.wire import packed
 from okapikv.wire.frames import MAGIC, MAGIC_V2, PEER_MAGIC, FrameDecoder, FrameError, encode_frame
 
 log = logging.getLogger("okapikv.server")
+
+#: The most operations of a version 2 connection handed to the core in one call (the frames of one
+#: read are merged up to this): it bounds how far one call can overfill the sink and hold the loop.
+MAX_OPERATIONS_PER_CALL = 256
 
 
 class NativeConnection(asyncio.Protocol):
@@ -175,12 +184,22 @@ class NativeConnection(asyncio.Protocol):
         node = self._node
         if self._packed:
             while frames and not sink.full:
-                try:
-                    operations = packed.decode_operations(frames.popleft())
-                except packed.DecodeError as error:
-                    self._refuse(f"a frame is not an OperationBatch: {error}")
+                # The frames received together go to the core in one call (up to
+                # ``MAX_OPERATIONS_PER_CALL``): one clock reading, one host step, one outbox and
+                # one replication batch per peer for all of them, instead of one per frame.
+                operations: list[packed.Operation] = []
+                problem = None
+                while frames and len(operations) < MAX_OPERATIONS_PER_CALL:
+                    try:
+                        operations += packed.decode_operations(frames.popleft()).operations
+                    except packed.DecodeError as error:
+                        problem = f"a frame is not an OperationBatch: {error}"
+                        break
+                if operations:  # those before a bad frame are served, as they were received
+                    node.submit_operations(packed.OperationBatch(operations), sink, packed.operation_request)
+                if problem is not None:
+                    self._refuse(problem)
                     return
-                node.submit_operations(operations, sink, packed.operation_request)
         else:
             while frames and not sink.full:
                 try:
@@ -254,6 +273,10 @@ class NativeConnection(asyncio.Protocol):
         log.warning("native port: closed %s: %s", self._peer, reason,
                     extra={"event": event, "peer": self._peer, "reason": reason})
         assert self._transport is not None
+        if reply and self._decoder.preamble != PEER_MAGIC:
+            pending = self._sink.frame()  # the results of what was applied before the bad input go first
+            if pending is not None:
+                self._transport.write(pending)
         if reply and self._decoder.preamble == MAGIC_V2:
             self._transport.write(packed.encode_results([packed.error(0, code, reason)[0]]))
         elif reply:

@@ -31,7 +31,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from okapikv.cluster.config import MESSAGE_OVERHEAD_BYTES, ClusterConfig
 from okapikv.core.host import Host, Outbox
@@ -72,8 +72,15 @@ log = logging.getLogger("okapikv.server")
 #: Exit status of a server whose storage failed: it cannot make writes durable, so it stops.
 EXIT_STORAGE_FAILURE = 3
 
+class ReplySink(Protocol):
+    """Who takes the replies of requests handed to the core in batches: a ``PipelineSink`` (the
+    native port, gRPC Pipeline streams) or a RESP connection (``okapikv.resp.batch``)."""
+
+    def deliver(self, operation_id: int, kind: str, reply: ClientReply) -> None: ...
+
+
 # (stream, the client's operation id, result kind, time.perf_counter() when the batch arrived)
-PipelineEntry = tuple[PipelineSink, int, str, float]
+PipelineEntry = tuple[ReplySink, int, str, float]
 #: The result kinds of snapshot reads: dropped from the core when their client goes away.
 READ_KINDS = frozenset({"scan", "read_tx"})
 
@@ -223,18 +230,20 @@ class PartitionNode:
         started = time.perf_counter()
         if sink.on_close is None:
             sink.on_close = self._stream_closed
+        # looked up once per batch, not per operation (docs/benchmarks.md, "The server's Python path")
+        request_ids, num_dcs, refusal, expect = self._request_ids, self.num_dcs, host.refusal, host.expect
         for operation in batch.operations:
-            request_id = next(self._request_ids)
-            converted = convert(operation, request_id, self.num_dcs)
+            request_id = next(request_ids)
+            converted = convert(operation, request_id, num_dcs)
             if converted is None:
                 sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
             kind, request = converted
-            refused = host.refusal(request)
+            refused = refusal(request)
             if refused is not None:
                 sink.reject(operation.id, refused.code, refused.message)
                 continue
-            host.expect(request_id, (sink, operation.id, kind, started))
+            expect(request_id, (sink, operation.id, kind, started))
             requests.append(request)
         sink.outstanding += len(requests)
         host.pipeline_batches += 1
@@ -293,17 +302,19 @@ class PartitionNode:
 
     def _apply(self, outbox: Outbox) -> None:
         host, encoder, links = self.host, self.encoder, self.peer_links
+        take, observe = host.take, self.latency.observe
+        now = time.perf_counter()  # one reading for the call's replies: they leave together
         for effect in outbox.effects:
             if type(effect) is not Respond:
                 links.send(effect.destination, encoder.frames(effect.message))  # type: ignore[union-attr]
                 continue
-            entry = host.take(effect.reply.request_id)
+            entry = take(effect.reply.request_id)
             if entry is None:
                 continue  # the caller went away (cancelled unary call)
             if type(entry) is tuple:
                 sink, operation_id, kind, started = entry
                 sink.deliver(operation_id, kind, effect.reply)
-                self.latency.observe(kind, time.perf_counter() - started)
+                observe(kind, now - started)
             elif not entry.done():  # type: ignore[union-attr]
                 entry.set_result(effect.reply)  # type: ignore[union-attr]
 

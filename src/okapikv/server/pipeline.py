@@ -73,9 +73,11 @@ class PipelineSink:
             return
         # A dict now, protobuf in take() (module docstring): 3.85 -> 2.95 us per result.
         fields, size_bound = self._fields(operation_id, kind, reply)
-        self._results.append(fields)
+        results = self._results
+        results.append(fields)
         self._bytes += size_bound
-        self._signal()
+        if len(results) == 1 or len(results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
+            self._signal()
 
     def reject(self, operation_id: int, code: str, message: str) -> None:
         """Answer an operation the core never saw (malformed, or the handler failed)."""
@@ -86,17 +88,21 @@ class PipelineSink:
         self._bytes += size_bound
         self._signal()
 
+    def _signal(self) -> None:
+        """The writer is woken by the first result after a take only (it takes them all: a
+        wake-up per result was a call per operation for nothing); the sink fills at the bounds."""
+        results = self._results
+        if len(results) == 1:
+            if self.on_ready is None:
+                self._ready.set()
+            else:
+                self.on_ready()
+        if len(results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
+            self._room.clear()
+
     def finish_reading(self) -> None:
         self.reading = False
         self._ready.set()
-
-    def _signal(self) -> None:
-        if self.on_ready is None:
-            self._ready.set()
-        else:
-            self.on_ready()
-        if len(self._results) >= MAX_UNSENT_RESULTS or self._bytes >= MAX_UNSENT_BYTES:
-            self._room.clear()
 
     @property
     def full(self) -> bool:

@@ -34,7 +34,7 @@ import heapq
 import random
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from okapikv.check.history import HistoryRecorder, Operation, decode_bytes
 from okapikv.core.messages import (
@@ -52,6 +52,7 @@ from okapikv.core.messages import (
     SwapReply,
     SwapRequest,
     WriteReply,
+    replace,
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.core.session import ClientSession, adopt

@@ -241,13 +241,16 @@ def _scalar_bytes(value: object) -> int:
 
 
 def _sizer(kind: type) -> Callable[[Any], int]:
-    """How ``message_bytes`` sizes a value of type ``kind``; a message (a dataclass) by one getter
-    of all its fields, made once per type (no introspection per call)."""
+    """How ``message_bytes`` sizes a value of type ``kind``; a message (a struct,
+    ``okapikv.core.messages.message``, or a dataclass) by one getter of all its fields, made once
+    per type (no introspection per call)."""
     if issubclass(kind, bytes | str):
         return len
     if issubclass(kind, tuple):
         return _tuple_bytes
-    names = getattr(kind, "__dataclass_fields__", None)
+    names = getattr(kind, "__struct_fields__", None)
+    if names is None:
+        names = getattr(kind, "__dataclass_fields__", None)
     if names is None:
         return _scalar_bytes
     if not names:

@@ -19,8 +19,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import okapikv
-
 FILE = "runs.jsonl"
 #: the packages a run's record depends on: a change there may change any run
 CODE = ("core", "sim", "check")
@@ -32,7 +30,7 @@ class JournalMismatch(ValueError):
 
 def code_digest() -> str:
     """A digest of the simulator's source (``CODE``), so runs of other code are not reused."""
-    root = Path(okapikv.__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent  # the okapikv package
     hasher = hashlib.sha256()
     for package in CODE:
         for path in sorted((root / package).rglob("*.py")):

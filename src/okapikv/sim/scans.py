@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import islice
 
 from okapikv.check.anomalies import Anomaly
@@ -45,6 +45,7 @@ from okapikv.core.messages import (
     ScanReply,
     ScanRequest,
     ScanSlice,
+    replace,
 )
 from okapikv.core.partitioning import partition_of
 from okapikv.core.reads import SCAN_EXAMINE_FACTOR, SCAN_SLICE_MARGIN

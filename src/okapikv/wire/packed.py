@@ -385,20 +385,17 @@ def _reply_session(session: core.Session, scalar: bool) -> tuple[Any, ...]:
     return session.stable, session.dt
 
 
-def result(operation_id: int, kind: str, reply: core.ClientReply) -> tuple[tuple[Any, ...], int]:
+def scalar_result(operation_id: int, kind: str, reply: core.ClientReply) -> tuple[tuple[Any, ...], int]:
+    """``result`` for a scalar protocol (sessions and SCAN snapshots as one time, ``okapikv.wire.convert``)."""
+    return result(operation_id, kind, reply, True)
+
+
+def result(operation_id: int, kind: str, reply: core.ClientReply, scalar: bool = False,
+           ) -> tuple[tuple[Any, ...], int]:
     """One result, encodable as its struct, and an upper bound on its encoded size:
     ``convert.result_fields``'s bound, which holds here too (a msgpack integer takes at most 9
     bytes where protobuf's bound counts 10, a length or count at most 5 as there, a field's tag
-    none). Most frequent replies first."""
-    return _result(operation_id, kind, reply, False)
-
-
-def scalar_result(operation_id: int, kind: str, reply: core.ClientReply) -> tuple[tuple[Any, ...], int]:
-    """``result`` for a scalar protocol (sessions and SCAN snapshots as one time, ``okapikv.wire.convert``)."""
-    return _result(operation_id, kind, reply, True)
-
-
-def _result(operation_id: int, kind: str, reply: core.ClientReply, scalar: bool) -> tuple[tuple[Any, ...], int]:
+    none). Most frequent replies first. The sink calls it once per result, directly (no wrapper)."""
     reply_type = type(reply)
     if reply_type is core.ErrorReply:
         assert isinstance(reply, core.ErrorReply)

@@ -195,7 +195,9 @@ class DriverFigures:
     (``okapikv.core.host.Host``), peer encoder or the node itself."""
 
     client_requests: Annotated[int, counter("Client requests received by the driver.")]
-    pipeline_batches: Annotated[int, counter("Pipeline and native-port operation batches received.")]
+    pipeline_batches: Annotated[int, counter(
+        "Pipeline and native-port operation batches handed to the core (the frames of one read of a version 2 "
+        "native connection are one).")]
     waiting_replies: Annotated[int, gauge("Requests handed to the core whose reply has not been delivered.")]
     peer_batches_received: Annotated[int, counter("Peer batches received.")]
     peer_messages_received: Annotated[int, counter("Peer messages received and handed to the core.")]

@@ -1,0 +1,131 @@
+"""The server's Python path per operation on the native port, without sockets: paired rounds of two trees.
+
+One in-memory ``PartitionNode`` (1 DC x 1 partition) and one ``NativeConnection`` on a transport
+that keeps nothing, in one process, fed version 2 frames of YCSB-A (GET and SWAP of 100-byte values
+over 10,000 keys, 8 operations a frame) the way 64 sessions send them: 8 frames in one read
+(``--frames-per-read``), the results of the read written once. What it times is exactly the Python
+work of the server per operation (decode, core, results, framing) minus the event loop and the
+system calls, so it moves with a change to that path alone and is far less noisy than a run with
+sockets on a shared machine (``scripts/measure_server_cpu.py`` is that run).
+
+    python scripts/measure_native_path.py --base DIR [--change DIR] [--rounds 4] [--ops 30000]
+
+Each round runs the base tree and the change tree once each, alternating which goes first, each in
+a fresh process (``PYTHONPATH=DIR/src``) that warms up and then times three passes of ``--ops``
+operations; a tree's figure is the fastest pass (process CPU time per operation). ``DIR`` holds
+``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a commit); ``--change``
+defaults to this checkout. With ``--one`` it times only the tree it runs in (no pairing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = 10_000
+VALUE = b"v" * 100
+
+
+def _transport() -> Any:
+    """A transport that keeps nothing (no socket): what the connection calls, doing nothing."""
+    return SimpleNamespace(write=len, is_closing=lambda: False, close=lambda: None, pause_reading=lambda: None,
+                           resume_reading=lambda: None,
+                           get_extra_info=lambda name: None if name == "socket" else ("127.0.0.1", 1))
+
+
+def _reads(operations: int, frames_per_read: int, seed: int) -> list[bytes]:
+    """YCSB-A (half GET, half SWAP) as the bytes of each read: 8 operations a frame."""
+    from okapikv.wire import packed
+
+    draw = random.Random(seed)
+    frames: list[bytes] = []
+    batch: list[packed.Operation] = []
+    for index in range(operations):
+        key = b"user%06d" % draw.randrange(RECORDS)
+        session = packed.Session((), 5, 0)
+        batch.append(packed.Get(index + 1, key, session) if draw.random() < 0.5
+                     else packed.Swap(index + 1, key, VALUE, session))
+        if len(batch) == 8:
+            frames.append(packed.encode_frame(packed.OperationBatch(batch)))
+            batch = []
+    return [b"".join(frames[start:start + frames_per_read]) for start in range(0, len(frames), frames_per_read)]
+
+
+async def _time_one(operations: int, frames_per_read: int) -> list[float]:
+    from okapikv.cluster.config.local import local_cluster
+    from okapikv.server.inbound import PeerIntake
+    from okapikv.server.native import NativeConnection
+    from okapikv.server.node import PartitionNode
+    from okapikv.wire.frames import MAGIC_V2
+
+    config = local_cluster(dcs=("solo",), partitions=1, protocol="okapi", wan="off", base_port=1, host="127.0.0.1")
+    node = PartitionNode(config, 0, 0)
+    node.start()
+    connection = NativeConnection(node, PeerIntake(node))
+    connection.connection_made(_transport())
+    connection.data_received(MAGIC_V2)
+
+    def drive(reads: list[bytes]) -> None:
+        for data in reads:
+            connection.data_received(data)
+            connection._flush()  # the write at the end of the event-loop turn
+
+    drive(_reads(20_000, frames_per_read, seed=0))  # fills the keyspace, warms every path
+    import gc
+    gc.freeze()  # as the server does once it serves
+    passes = []
+    for seed in (1, 2, 3):
+        reads = _reads(operations, frames_per_read, seed)
+        started = time.process_time()
+        drive(reads)
+        passes.append((time.process_time() - started) * 1e6 / operations)
+    await node.close()
+    return passes
+
+
+def _run_tree(tree: Path, args: argparse.Namespace) -> float:
+    environment = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    output = subprocess.run([sys.executable, __file__, "--one", "--ops", str(args.ops),
+                             "--frames-per-read", str(args.frames_per_read)],
+                            env=environment, check=True, capture_output=True, text=True).stdout
+    return min(json.loads(output)["us_per_op"])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path)
+    parser.add_argument("--change", type=Path, default=ROOT)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--ops", type=int, default=30_000)
+    parser.add_argument("--frames-per-read", type=int, default=8)
+    parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps({"us_per_op": asyncio.run(_time_one(args.ops, args.frames_per_read))}))
+        return 0
+    if args.base is None:
+        parser.error("--base is required (or --one)")
+    ratios = []
+    for index in range(args.rounds):
+        order = ("base", "change") if index % 2 == 0 else ("change", "base")
+        figures = {name: _run_tree(args.base if name == "base" else args.change, args) for name in order}
+        ratios.append(figures["change"] / figures["base"])
+        print(f"round {index + 1}: us/op base {figures['base']:.2f} change {figures['change']:.2f} "
+              f"(x{ratios[-1]:.3f})", flush=True)
+    print(f"median change / base: x{statistics.median(ratios):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
