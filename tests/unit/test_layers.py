@@ -44,7 +44,7 @@ LAYERS: dict[str, set[str]] = {
     "okapikv.check": {CORE},  # pure functions of a history
     "okapikv.sim": {CORE, "okapikv.check"},  # the simulator drives the core and checks the history
     "okapikv.wire": {CORE},  # protobuf <-> core messages, framing
-    "okapikv.storage": {CORE},  # durable state of one partition server
+    "okapikv.storage": {CORE, "okapikv.lifetime"},  # durable state of one partition server (its checkpoint process)
     "okapikv.cluster": {CORE, "okapikv.wire", "okapikv.tls", "okapikv.lifetime"},  # config, launcher, status
     "okapikv.deploy": {"okapikv.cluster", "okapikv.tls"},  # compose files and manifests rendered from a cluster config
     "okapikv.client": CLIENT_BELOW,  # never the server, never the cluster package

@@ -200,6 +200,12 @@ CHILD = textwrap.dedent("""
     from test_logged_store import IDENTITY, group
     from okapikv.storage.logged_store import LoggedStore
     store = LoggedStore(Path({directory!r}), IDENTITY, segment_bytes=2048)
+    # Checkpoints run only where this loop asks, in this process, so each kill point is reached
+    # here (the background checkpointer folds in a checkpoint process of its own, which
+    # test_kill_9_of_the_checkpoint_process_loses_nothing_and_the_next_checkpoint_folds_it kills).
+    store._stopping = True
+    store._wake.set()
+    store._thread.join()
     for number in range(1, 400):
         store.commit(group(number))
         print(number, flush=True)  # acknowledged: the group is durable
