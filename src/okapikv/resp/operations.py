@@ -92,8 +92,8 @@ class SessionOperations:
 
     @property
     def forwarding(self) -> AsyncClient | None:
-        """The client that forwards this session's operations to the DC's other partitions, once
-        the first forwarded operation has made it (``okapikv.resp.direct`` sends through it)."""
+        """The client that forwards this session's operations to the DC's other partitions
+        (``okapikv.resp.direct`` sends through it); None while no operation of the session needs one."""
         return self._fork
 
     # ------------------------------------------------------------------ single keys
