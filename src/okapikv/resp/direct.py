@@ -22,7 +22,7 @@ Every other command, anything inside MULTI and a command whose arguments these c
 
 Why: the Executor runs a command as a coroutine chain (handler, session operation, the node's
 unary call or the client's operation, their futures) in a task of the connection; for the commands
-that make up nearly all of a Redis workload that chain was most of the port's per-command cost
+that make up nearly all of a Redis workload that chain is most of the port's per-command cost
 (docs/resp.md, "How a command reaches the core").
 """
 

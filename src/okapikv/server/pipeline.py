@@ -90,7 +90,7 @@ class PipelineSink:
 
     def _signal(self) -> None:
         """The writer is woken by the first result after a take only (it takes them all: a
-        wake-up per result was a call per operation for nothing); the sink fills at the bounds."""
+        wake-up per result would be a call per operation for nothing); the sink fills at the bounds."""
         results = self._results
         if len(results) == 1:
             if self.on_ready is None:
