@@ -226,8 +226,11 @@ class MultiVersionStore:
         entry = self._chains.get(key)
         if entry is None:
             return None
-        if isinstance(entry, Version):
+        if not isinstance(entry, list):
             return entry if visible(entry) else None
+        version = entry[-1]  # the common case: the newest version is visible (no iterator)
+        if visible(version):
+            return version
         for version in reversed(entry):
             if visible(version):
                 return version

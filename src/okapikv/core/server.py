@@ -817,12 +817,21 @@ class PartitionServer(PartitionState):
             elif expires is not None:
                 counter = counters.set_expiry(chain, resolved, dc, expires)
             current = counters.read_view(resolved, self.num_dcs, now_us)
-        dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
+        # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
+        # version depends on what it read and orders after it under last-writer-wins, even when
+        # that version came from a DC whose clock runs ahead. A local version that depends on nothing
+        # remote (``dv`` None: every version of a 1-DC cluster) raises the local entry alone, with
+        # no vector built for it and none merged.
+        local, read_dv = session.dt, None
         if current is not None:
-            # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
-            # version depends on what it read and orders after it under last-writer-wins, even when
-            # that version came from a DC whose clock runs ahead.
-            dependency = merge_max(dependency, self._dependency_of(current))
+            if current.dv is None and current.source_dc == dc:
+                local = max(local, current.timestamp)
+            else:
+                read_dv = self._dependency_of(current)
+        stable = session.stable
+        dependency = (local,) if self.num_dcs == 1 else stable[:dc] + (local,) + stable[dc + 1 :]
+        if read_dv is not None:
+            dependency = merge_max(dependency, read_dv)
         timestamp = self.protocol.assign_timestamp(
             previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
         )
