@@ -202,13 +202,13 @@ class MultiVersionStore:
             if self._changes is not None:
                 self._changes.append(Change(key, version, True))
             return True
-        order = version.order
+        order = _order(version)  # ``Version.order`` by the C getter: no Python call per insert
         if isinstance(entry, Version):
-            present = entry.order
+            present = _order(entry)
             if present == order:
                 return False
             self._chains[key] = [entry, version] if present < order else [version, entry]
-        elif entry[-1].order < order:  # the common case: the newest version yet
+        elif _order(entry[-1]) < order:  # the common case: the newest version yet
             entry.append(version)
         else:  # a remote version that arrived late: its place by bisection (hot keys' chains are long)
             position = bisect_right(entry, order, key=_order)
