@@ -46,6 +46,8 @@ from okapikv.core.vectors import Vector
 COUNTER_MAGIC = b"\xffOKAPI#C"
 #: ``okapikv.core.expiry.MAGIC``: the stored value of a version with an expiry begins with it
 EXPIRY_MAGIC = b"\xffOKAPI#E"
+#: both: a stored value beginning with neither is a plain value, read as it is (one test for both)
+RESERVED_PREFIXES = (COUNTER_MAGIC, EXPIRY_MAGIC)
 
 
 def _lingers(value: bytes | None) -> bool:

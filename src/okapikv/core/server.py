@@ -105,7 +105,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
-from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, Change, Version
+from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, RESERVED_PREFIXES, Change, Version
 from okapikv.core.pacing import Pacing
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
@@ -127,8 +127,6 @@ __all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
 GSV_SHARE_MIN_US = 1_000
-#: the prefixes a client's value may not begin with (``counters.reserved``, ``expiry.reserved``)
-RESERVED_PREFIXES = (COUNTER_MAGIC, EXPIRY_MAGIC)
 
 Outcome = list[Effect] | Wait
 
@@ -685,7 +683,8 @@ class PartitionServer(PartitionState):
     def _check_value(self, value: bytes) -> str | None:
         if len(value) > self.config.max_value_bytes:
             return f"value of {len(value)} bytes exceeds the limit of {self.config.max_value_bytes} bytes"
-        if not value.startswith(RESERVED_PREFIXES):  # every client value: one test for both prefixes
+        # a client's value may begin with neither (``counters.reserved``, ``expiry.reserved``): one test
+        if not value.startswith(RESERVED_PREFIXES):
             return None
         return counters.reserved(value) or expiry.reserved(value)
 
@@ -808,7 +807,9 @@ class PartitionServer(PartitionState):
         if refused is not None:
             return refused
         dc = self.dc
-        current = expiry.view(self.store.newest(key, self._visible), now_us)
+        current = self.store.newest(key, self._visible)
+        if current is not None and current.value is not None and current.value.startswith(EXPIRY_MAGIC):
+            current = expiry.view(current, now_us)  # of any other version, the version itself
         counter: counters.CounterState | None = None
         if by is not None or expires is not None or (current is not None and current.value is not None
                                                      and current.value.startswith(COUNTER_MAGIC)):
