@@ -671,7 +671,8 @@ class PartitionServer(PartitionState):
             ahead = session.dt if session.dt > ceiling else max(session.stable)
             if ahead > ceiling:
                 return self._refuse_offset(request_id, "the session depends on", ahead, now_us)
-        self.advance_stable(session.stable)
+        if session.stable != self.stable:  # an equal vector (a session in step with this server) merges to itself
+            self.advance_stable(session.stable)
         return None
 
     def _refuse_offset(self, request_id: int, what: str, timestamp: int, now_us: int) -> list[Effect]:
