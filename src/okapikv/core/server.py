@@ -836,8 +836,8 @@ class PartitionServer(PartitionState):
                 local = max(local, current.timestamp)
             else:
                 read_dv = self._dependency_of(current)
-        stable = session.stable
-        dependency = (local,) if self.num_dcs == 1 else stable[:dc] + (local,) + stable[dc + 1 :]
+        known = session.stable
+        dependency = (local,) if self.num_dcs == 1 else known[:dc] + (local,) + known[dc + 1 :]
         if read_dv is not None:
             dependency = merge_max(dependency, read_dv)
         timestamp = self.protocol.assign_timestamp(
@@ -859,7 +859,9 @@ class PartitionServer(PartitionState):
         if self.num_dcs > 1:
             self._outbox.append(Update(key, value, timestamp, dc, self.protocol.replicated_dv(version=version)))
         found = current is not None and current.value is not None
-        stable, _ = self._read_contribution(current)
+        # what the read contributes to the session (``_read_contribution``): nothing but the server's
+        # stable vector where it read nothing or a local version without remote dependencies
+        stable = self.stable if read_dv is None else self._read_contribution(current)[0]
         reply_session = Session(stable, timestamp)
         reply: ClientReply
         if kind == "swap":
