@@ -690,7 +690,8 @@ class PartitionServer(PartitionState):
         return counters.reserved(value) or expiry.reserved(value)
 
     def _visible(self, version: Version) -> bool:
-        return self.protocol.visible(version=version, stable=self.stable)
+        # a local version is visible under every protocol (``Protocol.visible``): no call for it
+        return version.source_dc == self.dc or self.protocol.visible(version=version, stable=self.stable)
 
     def _read_contribution(self, version: Version | None) -> tuple[Vector, int]:
         """What a client that read ``version`` must merge into its session: the version's
