@@ -119,7 +119,7 @@ def _instructions_per_op(tree: Path, args: argparse.Namespace, *, frames_only: b
     common = ["--frames-per-read", str(args.frames_per_read)] + (["--frames-only"] if frames_only else ["--one"])
     low = _instructions(tree, [*common, "--ops", str(args.ops)])
     high = _instructions(tree, [*common, "--ops", str(3 * args.ops)])
-    return (high - low) / (3 * 2 * args.ops)  # three passes each
+    return (high - low) / (3 * 2 * int(args.ops))  # three passes each
 
 
 def _run_tree(tree: Path, args: argparse.Namespace) -> float:
@@ -127,7 +127,7 @@ def _run_tree(tree: Path, args: argparse.Namespace) -> float:
     output = subprocess.run([sys.executable, __file__, "--one", "--ops", str(args.ops),
                              "--frames-per-read", str(args.frames_per_read)],
                             env=environment, check=True, capture_output=True, text=True).stdout
-    return min(json.loads(output)["us_per_op"])
+    return float(min(json.loads(output)["us_per_op"]))
 
 
 def main() -> int:
