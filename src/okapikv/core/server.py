@@ -214,8 +214,8 @@ class PartitionServer(PartitionState):
         handlers.register(RelayRequest, self.members.on_relay_request)
         handlers.register(RelayReply, self._on_relay_reply)
         #: the client requests whose one vector is their session's (every single-key request):
-        #: ``_dispatch`` takes them past the checks that concern other messages (``source``, nested
-        #: vectors), as these hold neither; the rest go the general way
+        #: ``handle_batch`` takes them past ``_dispatch``'s checks that concern other messages
+        #: (``source``, nested vectors), as these hold neither; the rest go the general way
         self._session_only = {kind: handlers.of_type(kind) for kind in get_args(ClientRequest)
                               if growth.session_only(kind)}
 
@@ -223,17 +223,24 @@ class PartitionServer(PartitionState):
 
     def handle(self, message: Message, now_us: int) -> list[Effect]:
         """Process one message; returns the effects to carry out."""
-        self.woke = False
-        effects = self._dispatch(message, now_us, now_us)
-        return self._send_out(effects, now_us)
+        return self.handle_batch((message,), now_us)
 
     def handle_batch(self, messages: Sequence[Message], now_us: int) -> list[Effect]:
         """Process several messages at one clock reading; local updates they create leave in one
-        replication batch per peer instead of one each."""
+        replication batch per peer instead of one each. A single-key client request whose session
+        fits and which this server serves goes straight to its handler: ``_dispatch`` would find
+        nothing else to do for it (nothing to fit, no ``source``)."""
         self.woke = False
         effects: list[Effect] = []
+        session_only = self._session_only
         for message in messages:
-            effects.extend(self._dispatch(message, now_us, now_us))
+            handler = session_only.get(type(message))
+            if (handler is not None and len(message.session.stable) == self.num_dcs  # type: ignore[union-attr]
+                    and self.catch_up.serving and self.members.serving):
+                outcome = handler(message, now_us)
+                effects.extend(outcome if isinstance(outcome, list) else self._park(message, outcome, now_us, now_us))
+            else:
+                effects.extend(self._dispatch(message, now_us, now_us))
         return self._send_out(effects, now_us)
 
     def _send_out(self, effects: list[Effect], now_us: int) -> list[Effect]:
@@ -572,19 +579,6 @@ class PartitionServer(PartitionState):
     # ================================================================ dispatch and waits
 
     def _dispatch(self, message: Message, now_us: int, since_us: int) -> list[Effect]:
-        handler = self._session_only.get(type(message))
-        if handler is not None:
-            # a single-key client request: what the general path below does for it, in fewer steps
-            # (its session fitted only when its length differs; no ``source``; a client request)
-            num_dcs = self.num_dcs
-            if len(message.session.stable) != num_dcs:  # type: ignore[union-attr]
-                message = growth.fit_message(message, num_dcs)
-            if not (self.catch_up.serving and self.members.serving):
-                return self._refuse_client(message)  # type: ignore[arg-type]
-            outcome = handler(message, now_us)
-            if isinstance(outcome, list):
-                return outcome
-            return self._park(message, outcome, now_us, since_us)
         handler = self._handlers.of_type(type(message))
         if handler is None:
             raise TypeError(f"unknown message type {type(message).__name__}")
@@ -596,20 +590,16 @@ class PartitionServer(PartitionState):
             # so this is a stray (a message that overtook it cannot, on a FIFO link); nothing changes
             return []
         if isinstance(message, ClientRequest) and not (self.catch_up.serving and self.members.serving):
-            return self._refuse_client(message)
+            if not self.catch_up.serving:
+                return self.catch_up.refuse(message)
+            self.stats.rejected_requests += 1
+            return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
+                                       f"this DC was removed from the cluster (membership epoch "
+                                       f"{self.members.view.epoch}); use another DC"))]
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
         return self._park(message, outcome, now_us, since_us)
-
-    def _refuse_client(self, message: ClientRequest) -> list[Effect]:
-        """A client request while this server does not serve: a catch-up or repair, or its DC removed."""
-        if not self.catch_up.serving:
-            return self.catch_up.refuse(message)
-        self.stats.rejected_requests += 1
-        return [Respond(ErrorReply(message.request_id, ErrorCode.UNAVAILABLE,
-                                   f"this DC was removed from the cluster (membership epoch "
-                                   f"{self.members.view.epoch}); use another DC"))]
 
     def _park(self, message: Message, outcome: Wait, now_us: int, since_us: int) -> list[Effect]:
         self.parked.append(Parked(message, outcome, since_us))
