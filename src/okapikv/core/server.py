@@ -773,9 +773,10 @@ class PartitionServer(PartitionState):
 
     def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
         key, value, config = request.key, request.value, self.config
-        # ``check_key`` and ``_check_value``'s common case inlined (a key and a value that pass)
-        problem = (None if 0 < len(key) <= config.max_key_bytes and len(value) <= config.max_value_bytes
-               and not value.startswith(RESERVED_PREFIXES) else self.check_key(key) or self._check_value(value))
+        # ``check_key``'s and ``_check_value``'s common case inlined (a key and a value that pass)
+        passes = (0 < len(key) <= config.max_key_bytes and len(value) <= config.max_value_bytes
+                  and not value.startswith(RESERVED_PREFIXES))
+        problem = None if passes else self.check_key(key) or self._check_value(value)
         return self._write("swap", request.request_id, key, value, request.session, now_us, problem)
 
     def _write(
