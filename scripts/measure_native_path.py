@@ -32,6 +32,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -152,6 +153,8 @@ def main() -> int:
     if args.base is None:
         parser.error("--base is required (or --one)")
     if args.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind on the PATH (apt-get install valgrind)")
         frames = _instructions_per_op(args.change, args, frames_only=True)
         figures = {name: _instructions_per_op(tree, args) - frames
                    for name, tree in (("base", args.base), ("change", args.change))}
