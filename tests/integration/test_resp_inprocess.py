@@ -28,7 +28,7 @@ from okapikv.cluster.connections import ConnectionSettings
 from okapikv.core.messages import GetRequest, Message, PutRequest
 from okapikv.resp import connection as connection_module
 from okapikv.resp import limits as limits_module
-from okapikv.resp.direct import Direct, plan
+from okapikv.resp.direct import Forward, Planned, plan
 from okapikv.resp.limits import RespLimits
 from okapikv.serve import app
 from okapikv.serve.app import serve
@@ -291,9 +291,9 @@ def test_direct_commands_answer_in_order_as_the_executor_does(monkeypatch: pytes
     """One write holding every kind of command: the replies come back in order, each command after
     the one before, and byte for byte what the Executor alone answers (direct requests off)."""
     received: list[bytes] = []
-    planned: list[Direct] = []  # requests the first run's connection made itself
+    planned: list[Planned | Forward] = []  # requests the first run's connection made itself
 
-    def planning(*args: Any) -> Direct | None:
+    def planning(*args: Any) -> Planned | Forward | None:
         made = plan(*args)
         if made is not None:
             planned.append(made)
