@@ -397,35 +397,47 @@ class HiredisParser:
         return commands, error
 
 
+#: the canonical header of a bulk string of each length below ``_TABULATED`` (``$<len>``), and the
+#: count of each canonical array header up to it (``*<count>``): a lookup costs a fraction of parsing
+#: or formatting one (a larger request is the parser behind's)
+_TABULATED = 1024
+_BULK_HEADERS = [b"$%d" % length for length in range(_TABULATED)]
+_ARRAY_COUNTS = {b"*%d" % count: count for count in range(1, _TABULATED)}
+
+
 class CanonicalFrames:
     """The canonical requests of a read first, the rest to ``inner`` (module docstring).
 
     Work stays bounded by the bytes received: a read is split once, and only at a request boundary
     (``inner`` holds no part of a request), so every byte reaches ``inner`` at most once more."""
 
-    __slots__ = ("_inner", "_max_arguments", "_max_bulk", "_max_request")
+    __slots__ = ("_inner", "_max_arguments", "_max_bulk", "_max_request", "_taken")
 
     def __init__(self, inner: Parser, limits: RespLimits) -> None:
         self._inner = inner
         self._max_arguments = limits.max_arguments
         self._max_bulk = limits.max_bulk_bytes
         self._max_request = limits.max_request_bytes
+        self._taken = True  # the last read was all canonical requests: ``inner`` holds nothing
 
     @property
     def partial(self) -> bool:
-        return self._inner.partial
+        return not self._taken and self._inner.partial
 
     @property
     def partial_bytes(self) -> int:
-        return self._inner.partial_bytes
+        return 0 if self._taken else self._inner.partial_bytes
 
     def feed(self, data: bytes) -> tuple[list[Command], str | None]:
         inner = self._inner
-        if inner.partial or data[:1] != b"*":
+        if (not self._taken and inner.partial) or data[:1] != b"*":
+            self._taken = False
             return inner.feed(data)
         commands, used = self._split(data)
         if used == len(data):
+            self._taken = True
             return commands, None
+        self._taken = False
         rest, error = inner.feed(data[used:] if used else data)
         if commands:
             commands += rest
@@ -442,29 +454,25 @@ class CanonicalFrames:
         commands: list[Command] = []
         index = used = 0
         max_arguments, max_bulk, max_request = self._max_arguments, self._max_bulk, self._max_request
+        headers, counts = _BULK_HEADERS, _ARRAY_COUNTS
         while index < last:
-            head = parts[index]
-            digits = head[1:]
-            if head[:1] != b"*" or not digits.isdigit() or len(digits) > 9:
-                break
-            count = int(digits)
+            count = counts.get(parts[index], 0)  # 0: not an array header written canonically
             end = index + 1 + 2 * count
-            if count == 0 or count > max_arguments or end > last or head != b"*%d" % count:
+            if count == 0 or count > max_arguments or end > last:
                 break
-            args = parts[index + 2:end:2]
-            size = len(head) + 2
-            held = 0
-            for header, arg in zip(parts[index + 1:end:2], args, strict=True):
-                length = len(arg)
-                if length > max_bulk or header != b"$%d" % length:
+            element = index + 1
+            while element < end:
+                length = len(parts[element + 1])
+                if length > max_bulk or parts[element] != (
+                        headers[length] if length < _TABULATED else b"$%d" % length):
                     break
-                held += length
-                size += len(header) + length + 4
+                element += 2
             else:
-                if held > max_request:
+                args = parts[index + 2:end:2]
+                if sum(map(len, args)) > max_request:
                     break
                 commands.append(args)
-                used += size
+                used += sum(map(len, parts[index:end])) + 2 * (end - index)
                 index = end
                 continue
             break
