@@ -452,8 +452,9 @@ class CanonicalFrames:
         parts = data.split(b"\r\n")
         last = len(parts) - 1  # parts[last] follows the final CR LF: never a whole element
         commands: list[Command] = []
-        index = used = 0
+        index = 0
         max_arguments, max_bulk, max_request = self._max_arguments, self._max_bulk, self._max_request
+        safe_count = max_request // max(max_bulk, 1)  # no request of at most this many elements is too large
         headers, counts = _BULK_HEADERS, _ARRAY_COUNTS
         while index < last:
             count = counts.get(parts[index], 0)  # 0: not an array header written canonically
@@ -469,14 +470,15 @@ class CanonicalFrames:
                 element += 2
             else:
                 args = parts[index + 2:end:2]
-                if sum(map(len, args)) > max_request:
+                if count > safe_count and sum(map(len, args)) > max_request:
                     break
                 commands.append(args)
-                used += sum(map(len, parts[index:end])) + 2 * (end - index)
                 index = end
                 continue
             break
-        return commands, used
+        if index == last:
+            return commands, len(data) - len(parts[last])
+        return commands, sum(map(len, parts[:index])) + 2 * index
 
 
 def _large_aggregate_headers(data: bytes) -> list[tuple[int, int]]:
