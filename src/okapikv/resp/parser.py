@@ -27,8 +27,7 @@ Two parsers with one behaviour, chosen by ``make_parser``, each behind ``Canonic
   length against what it splits out, and hands the rest of the read, from the first request it does
   not take, to the parser behind it. A request it takes is one the parser behind it parses to the
   same arguments, so nothing answers differently; it saves the hiredis wrapper's bookkeeping per
-  read, about a third of the parsing's CPU per command (docs/resp.md, "How a command reaches the
-  core").
+  read, more than half the parsing's CPU per command (docs/resp.md, "Parsing").
 
 Numbers in headers are decimal digits (leading zeros accepted, as hiredis does); a count of zero or
 less is an empty command and is skipped, as Redis skips it; the two bytes after a bulk string are
