@@ -6,8 +6,8 @@ bulk load of 1,000,000 records into a running server leaves about a million ``Ve
 (and the lists holding them) in the collector's generations, and the first full pass after the load
 walks all of them, as does every later one. Measured in one durable and one in-memory server under
 YCSB-A right after such a load (docs/benchmarks.md, "Durable YCSB-A at 1,000,000 against 10,000
-records"): a full pass and a middle-generation pass of 0.2-0.7 s each stopped the event loop inside
-the measured window, where a server loaded with 10,000 records had none.
+records"): a full pass and a middle-generation pass of 0.3-1.4 s each (on a busy machine) stopped
+the event loop inside the measured window, where a server loaded with 10,000 records had none.
 
 ``FreezeOnGrowth`` freezes again whenever the store holds ``FREEZE_GROWTH`` more versions than at
 the last freeze (looked at every ``CHECK_S``), so a bulk-loaded store ends where a recovered one
