@@ -138,7 +138,7 @@ class Cpu:
 
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
 _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_skew_model", "max_dc_skew_ms",
-                        "coordinator")
+                        "coordinator", "sweep")
 #: Figures of a run's CPU and traffic that are left out when absent (a run that has no idle
 #: measurement or no wire counters, and files written before them, read and write back alike).
 _FIGURES_OMITTED_WHEN_ABSENT = frozenset({
@@ -180,6 +180,9 @@ class Run:
     waits: dict[str, WaitSummary] | None = None  # these three: from the servers' stats, when read
     traffic: TrafficSummary | None = None
     server_operations: dict[str, Any] | None = None
+    #: a simulated peak's sweep, every step's [clients, ops/s]: a knee or a peak still growing
+    #: (``okapikv.sim.experiments.run_point``); None for measured runs
+    sweep: list[list[float]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
