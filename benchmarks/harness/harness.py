@@ -43,6 +43,9 @@ from okapikv.bench.engine.workloads import WorkloadConfig
 
 LOAD_SESSIONS = 32
 LOAD_TIMEOUT_S = 300.0
+#: the longest ``settle_checkpoints`` waits for a bulk load's checkpoints (1,000,000 records take
+#: about 7 s of a core alone, docs/storage.md)
+SETTLE_TIMEOUT_S = 120.0
 #: Records per ``bulk_put`` of the okapikv load phase: the progress bar moves at each.
 BULK_CHUNK = 50_000
 
@@ -164,6 +167,34 @@ class Bench:
                 self.results.note(f"{sut.label}: {missing} loaded keys still invisible in a remote DC after 30 s")
         self.results.add_time("load_s", time.monotonic() - started)
         return elapsed
+
+    def settle_checkpoints(self, sut: SystemUnderTest, deadline_s: float = SETTLE_TIMEOUT_S) -> float | None:
+        """Wait until every durable server of ``sut`` has folded its closed log segments into its
+        checkpoint (``Stats``: ``storage.checkpoint_backlog`` 0), so a measured window that follows
+        holds the workload's own costs, not a bulk load's checkpoints still running in the background.
+        The seconds it waited (the load's checkpoints past its last acknowledgement, a real cost
+        reported on its own); None, and a note, when the deadline passed first or the servers do
+        not report it."""
+        if sut.cluster is None:
+            return None
+        started = time.monotonic()
+        servers = len(sut.cluster.servers)
+        while True:
+            answers = sut.cluster.fetch_stats()  # (a server busy past the Stats timeout is asked again)
+            reported = [(stats.get("storage") or {}).get("checkpoint_backlog") for stats in answers.values()]
+            backlog = [int(segments) for segments in reported if segments is not None]
+            if len(backlog) < len(reported):
+                self.results.note(f"{sut.label}: its servers do not report a checkpoint backlog; measured without "
+                                  "waiting for the load's checkpoints")
+                return None
+            waited = time.monotonic() - started
+            if len(backlog) == servers and not any(backlog):
+                return waited
+            if waited > deadline_s:
+                self.results.note(f"{sut.label}: {sum(backlog)} log segment(s) still to checkpoint (or servers "
+                                  f"not answering) after {deadline_s:.0f} s; measured beside them")
+                return None
+            time.sleep(0.1)
 
     def _bulk_load(self, sut: SystemUnderTest, workload: WorkloadConfig,
                    progress: Callable[[float, int, int], None]) -> int:

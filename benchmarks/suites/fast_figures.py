@@ -144,13 +144,16 @@ class BenchmarkPoint:
 @dataclass(frozen=True, slots=True)
 class DurableScale:
     """The durable data-size targets: each round bulk-loads ``large`` records into a fresh durable
-    partition (the load rate) and runs YCSB-A on it, and on another loaded with ``small``."""
+    partition (the load rate), waits for the load's checkpoints and runs YCSB-A on it, and the same
+    on another loaded with ``small``."""
 
     large: int
     small: int
     quick: bool
     load_rates: list[float]  # records per second, one per round
     rounds: list[dict[str, float]]  # YCSB-A ops/s by "large" and "small", one per round
+    #: seconds from the large load's last acknowledgement until its log was checkpointed, one per round
+    checkpoint_s: list[float] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -158,7 +161,7 @@ class DurableScale:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DurableScale:
         return cls(data["large"], data["small"], data.get("quick", False), list(data.get("load_rates", [])),
-                   list(data.get("rounds", [])))
+                   list(data.get("rounds", [])), list(data.get("checkpoint_s", [])))
 
 
 @dataclass(frozen=True, slots=True)

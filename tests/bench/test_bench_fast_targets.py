@@ -127,7 +127,7 @@ def test_redis_benchmark_load_rate_and_data_size_rows() -> None:
                                 [point(1, 1, 7, 10), point(50, 1, 70, 80), point(50, 16, 100, 400)]],
             "durable_scale": {"large": 20_000, "small": 1_000, "quick": True, "load_rates": [90e3, 120e3, 110e3],
                               "rounds": [{"large": 95.0, "small": 100.0}, {"large": 80.0, "small": 100.0},
-                                         {"large": 92.0, "small": 100.0}]}}
+                                         {"large": 92.0, "small": 100.0}], "checkpoint_s": [2.0, 5.0, 3.0]}}
     rows = {row.id: row for row in evaluate(fast, [])}
     assert rows["redis-benchmark-c1"].met is None and rows["redis-benchmark-c1"].measured.startswith("60%")
     assert rows["redis-benchmark-c50"].met is False and rows["redis-benchmark-c50"].measured.startswith("88%")
@@ -138,6 +138,11 @@ def test_redis_benchmark_load_rate_and_data_size_rows() -> None:
     size = rows["durable-data-size"]
     assert size.met is True and size.target == "durable YCSB-A at 20,000 vs 1,000 records"
     assert size.measured.startswith("+8.0% (paired rounds +5.0% .. +20.0%; medians 92 vs 100 ops/s)")
+    checkpoints = rows["load-checkpoints"]
+    assert checkpoints.met is None and checkpoints.target == "... its checkpoints past the load's end, 20,000 records"
+    assert checkpoints.measured.startswith("3.0 s (rounds 2.0-5.0 s)")
+    del fast["durable_scale"]["checkpoint_s"]  # results written before the figure existed: no row
+    assert "load-checkpoints" not in {row.id for row in evaluate(fast, [])}
 
 
 def test_the_idle_rows_judge_the_busiest_server_and_the_latest_pair() -> None:

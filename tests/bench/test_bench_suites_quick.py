@@ -242,11 +242,12 @@ def _check_fast(results: dict[str, Any], report: str) -> None:
     assert (scale["large"], scale["small"], scale["quick"]) == (20_000, 1_000, True)
     assert len(scale["load_rates"]) == 1 and scale["load_rates"][0] > 0
     assert [set(figures) for figures in scale["rounds"]] == [{"large", "small"}]
+    assert len(scale["checkpoint_s"]) == 1 and scale["checkpoint_s"][0] >= 0
     if "redis_benchmark" in fast:  # redis-benchmark installed
         [points] = fast["redis_benchmark"]
         assert [(point["clients"], point["pipeline"]) for point in points] == [(1, 1), (50, 1), (50, 16)]
     ids = {row["id"] for row in fast["targets"]}
-    assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "durable-data-size",
+    assert {"durable-ycsb-a", "server-cpu-per-op", "load-rate", "load-checkpoints", "durable-data-size",
             "durable-put-over-fdatasync", "recovery", "checkpoint-under-load"} <= ids, ids
     storage = fast["storage"]
     assert storage["records"] == 20_000 and storage["recovery_log_s"] > 0 and storage["checkpoint_busy_s"] > 0

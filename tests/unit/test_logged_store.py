@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,7 +111,8 @@ def test_a_checkpoint_process_folds_overwrites_and_removals_and_the_server_delet
 def test_kill_9_of_the_checkpoint_process_loses_nothing_and_the_next_checkpoint_folds_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A checkpoint process killed before its COMMIT leaves the checkpoint as it was: the server keeps
-    every segment, serves on, and the next checkpoint folds them all."""
+    every segment (its checkpoint backlog, in ``Stats``), serves on, and the next checkpoint folds
+    them all."""
     monkeypatch.setenv("OKAPI_FAULT_INJECTION", "1")
     monkeypatch.setenv("OKAPI_STORAGE_KILL_AT", KILL_POINT)  # every checkpoint process, background ones too
     store = LoggedStore(tmp_path, IDENTITY, segment_bytes=512)
@@ -118,10 +121,11 @@ def test_kill_9_of_the_checkpoint_process_loses_nothing_and_the_next_checkpoint_
     with pytest.raises(RuntimeError, match="exited with status -9"):
         store.checkpoint(in_process=False)
     assert segments(tmp_path) and store.db.tally.seq == 0
+    assert store.checkpoint_backlog == len(segments(tmp_path))
     store.commit(group(60))
     monkeypatch.delenv("OKAPI_STORAGE_KILL_AT")
     store.checkpoint(in_process=False)
-    assert not segments(tmp_path) and store.db.tally.seq == 60
+    assert not segments(tmp_path) and store.db.tally.seq == 60 and store.checkpoint_backlog == 0
     store.close(checkpoint=False)
     present = keys(LoggedStore(tmp_path, IDENTITY))
     assert all(b"k%d-%d" % (number, index) in present for number in range(1, 61) for index in range(3))
@@ -277,3 +281,41 @@ def test_a_segment_opened_for_a_group_that_never_came_is_reused(tmp_path: Path) 
     final = LoggedStore(tmp_path, IDENTITY)
     assert len(keys(final)) == 9
     final.close()
+
+
+def _until(condition: Callable[[], bool], deadline_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_an_idle_open_segment_is_checkpointed_once_it_holds_enough(tmp_path: Path) -> None:
+    """The tail of a burst (a bulk load) is folded while the server is quiet (groups of its vectors
+    alone go on: they are not writes), not at the end of the next segment, under load; a smaller
+    tail waits for more writes (a trickle of writes does not start a checkpoint process each time
+    it pauses)."""
+    store = LoggedStore(tmp_path, IDENTITY, idle_checkpoint_s=0.05, idle_checkpoint_bytes=1024)
+    for number in range(1, 20):  # 1,876 bytes
+        store.commit(group(number))
+    assert store.checkpoint_backlog == 1, "the open segment, big enough to be closed once idle"
+    number = 19
+
+    def quiet() -> bool:
+        """A group of 32 bytes every 10 ms until the open segment is closed (then one in the next)."""
+        nonlocal number
+        if len(segments(tmp_path)) == 1 and not store.checkpoints:
+            number += 1
+            store.commit(CommitGroup(number, [], state(number)))
+        return store.checkpoints == 1
+
+    assert _until(quiet), "closed once idle and folded"
+    assert store.checkpoint_backlog == 0 and store.db.tally.seq >= 19
+    store.commit(group(number + 1))  # less than idle_checkpoint_bytes: stays in the log
+    time.sleep(0.3)
+    assert store.checkpoint_backlog == 0 and store.checkpoints == 1
+    store.close(checkpoint=False)
+    present = keys(LoggedStore(tmp_path, IDENTITY))
+    assert all(b"k%d-%d" % (done, index) in present for done in [*range(1, 20), number + 1] for index in range(3))

@@ -41,6 +41,7 @@ from okapikv import tls as tls_support
 from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
+from okapikv.serve.collector import FreezeOnGrowth
 from okapikv.server import faults
 from okapikv.server.admin import AdminServicer
 from okapikv.server.inbound import PeerIntake
@@ -247,6 +248,8 @@ async def serve(
     gc.freeze()
     thresholds = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
+    # ... and what the store gains while serving (a bulk load), once it gained enough (collector.py)
+    freezing = asyncio.create_task(FreezeOnGrowth(lambda: node.core.store.version_count).run())
     serving = asyncio.create_task(_serving_once_checked(node, health))
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "bind": server_config.listen_address,
@@ -263,6 +266,7 @@ async def serve(
             watchdog.close()
         log.info("%s shutting down", node.label, extra={"event": "shutting_down"})
         serving.cancel()
+        freezing.cancel()
         if metrics is not None:
             await metrics.close()
         if native is not None:

@@ -475,6 +475,7 @@ class GroupCommitter:
             "clock_bound_us": self.durable_bound_us,
             "bound_waits": self.bound_waits,
             "checkpoints": self.store.checkpoints,
+            "checkpoint_backlog": self.store.checkpoint_backlog,
             "disk_full": self.disk_full,
             "full_commits": self.full_commits,
             "vacuumed_pages": self.store.vacuumed_pages,

@@ -8,8 +8,9 @@ closed segment folded into it in one transaction (only each row's last change co
 and GC removals of the same keys collapse) by a process of its own (``checkpoint_process``: the
 fold kept off the server's interpreter lock), and deletes the segments once that transaction is
 durable. A segment is closed when it reaches ``segment_bytes`` (8 MiB), so the log holds about one
-or two segments, which bounds recovery time and disk use (docs/storage.md); a clean close
-checkpoints all.
+or two segments, which bounds recovery time and disk use (docs/storage.md), or, holding at least
+``IDLE_CHECKPOINT_BYTES``, once no version was written for ``IDLE_CHECKPOINT_S`` (the tail of a
+bulk load is folded while the server is quiet); a clean close checkpoints all.
 
 Recovery (at open): the SQLite checks, then every segment is read and verified, folding each row's
 last change in memory; the records after the checkpoint's group number must follow it without a
@@ -20,7 +21,8 @@ background. A crash at any point is safe: a checkpoint is one SQLite transaction
 already holds are skipped on replay, and segments are deleted only after it is durable.
 
 Threads: ``prepare``, ``finish``, ``record``, ``maintain``, ``checkpoint`` and ``close`` on the one
-storage worker; once the core has loaded, the checkpointer thread alone uses the SQLite connection
+storage worker (the checkpointer closes an idle open segment under ``_writer_lock``, which the
+worker's append takes too); once the core has loaded, the checkpointer thread alone uses the SQLite connection
 (``_ckpt_lock`` serializes it with ``checkpoint`` and ``close``, which fold in process), and while
 a checkpoint process writes the file this store's connection stays idle and then reads the
 checkpoint's group number back (``SqliteStore.reload_tally``).
@@ -72,6 +74,12 @@ CHECKPOINT_TIMEOUT_S = 600.0
 #: behind) runs at the server's priority, so the log stays bounded under any load
 NICE_BACKLOG_SEGMENTS = 2
 CHECKPOINT_NICENESS = 10
+#: an open segment holding at least ``IDLE_CHECKPOINT_BYTES`` is closed (and checkpointed) once no
+#: version was written or removed for ``IDLE_CHECKPOINT_S``: the tail of a burst (a bulk load leaves up to a
+#: segment of it) is folded while the server is quiet instead of at the next segment's end, under
+#: load; a trickle of writes still checkpoints at most once per ``IDLE_CHECKPOINT_BYTES``
+IDLE_CHECKPOINT_S = 2.0
+IDLE_CHECKPOINT_BYTES = SEGMENT_BYTES // 8
 STATE_FIELDS = tuple(field.name for field in dataclasses.fields(State))
 #: test-only crash points (``OKAPI_FAULT_INJECTION=1`` and ``OKAPI_STORAGE_KILL_AT=<point>``): the
 #: process kills itself with SIGKILL there, once it has appended ``OKAPI_STORAGE_KILL_AFTER`` groups
@@ -91,22 +99,28 @@ class LoggedStore:
     ``checkpoint``, ``close``, and the ``load_*`` methods of the checkpoint after open."""
 
     def __init__(self, directory: str | Path, identity: Identity, *, integrity: str = "quick",
-                 lock: DirectoryLock | None = None, segment_bytes: int = SEGMENT_BYTES) -> None:
+                 lock: DirectoryLock | None = None, segment_bytes: int = SEGMENT_BYTES,
+                 idle_checkpoint_s: float = IDLE_CHECKPOINT_S,
+                 idle_checkpoint_bytes: int = IDLE_CHECKPOINT_BYTES) -> None:
         self.directory = Path(directory)
         self.db = SqliteStore(self.directory, identity, integrity=integrity, lock=lock, record=False)
         self._identity = identity
         self._local_dc = identity.dc_index
         self._kill_at, self._kill_after = _kill_point()
         self._record: RecordFile | None = None
-        self._prepared: tuple[Tally, bytes] | None = None
+        self._prepared: tuple[Tally, bytes, int] | None = None
         self._closed_segments: list[Path] = []
         self._segments_lock = threading.Lock()
+        self._writer_lock = threading.Lock()  # the worker's appends against the checkpointer's idle close
+        self.idle_checkpoint_s = idle_checkpoint_s
+        self.idle_checkpoint_bytes = idle_checkpoint_bytes
         self._ckpt_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
         self.checkpoints = 0
         self.checkpoint_seconds = 0.0
         self.commits = 0
+        self.changes = 0  # versions inserted or removed by the groups appended
         self.replayed = 0
         self.tally = Tally()
         self._folded: Folded | None = None
@@ -167,6 +181,15 @@ class LoggedStore:
 
     def version_count(self) -> int:
         return self.db.version_count()
+
+    @property
+    def checkpoint_backlog(self) -> int:
+        """Segments the checkpointer will fold with no further write: the closed ones (the one
+        being folded included) and an open one big enough to be closed once idle
+        (``IDLE_CHECKPOINT_BYTES``). 0 once a bulk load's log is in SQLite but a small tail."""
+        with self._segments_lock:
+            closed = len(self._closed_segments)
+        return closed + (self._writer.size >= self.idle_checkpoint_bytes)
 
     def disk_bytes(self) -> int:
         """Bytes on disk: the checkpoint (database, WAL) and the log segments."""
@@ -267,20 +290,22 @@ class LoggedStore:
         new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
         data = encode_record(new.seq, group.clock_bound_us, group.state,
                              (new.inserted, new.local_inserted, new.local_ts), group.changes)
-        self._prepared = (new, data)
+        self._prepared = (new, data, len(group.changes))
 
     def finish(self) -> None:
         """Append the prepared record and fdatasync it (on the worker): durable when this returns."""
         prepared = self._prepared
         assert prepared is not None, "finish() without prepare()"
-        new, data = prepared
+        new, data, changes = prepared
         if self._kill_at == "append" and self.commits >= self._kill_after:
             self._writer.append(new.seq, data[: len(data) // 2])  # a write cut short, then the crash
             self._fault("append")
-        self._writer.append(new.seq, data)
+        with self._writer_lock:
+            self._writer.append(new.seq, data)
         self._prepared = None
         self.tally = new
         self.commits += 1
+        self.changes += changes
         if self._writer.full:
             self._rotate()
             self._wake.set()
@@ -296,12 +321,25 @@ class LoggedStore:
     # ---------------------------------------------------------------- checkpoints
 
     def _rotate(self) -> None:
-        """Close the open segment (on the worker), handing it to the checkpointer."""
-        if self._writer.records:
-            path = self._writer.close()
-            if path is not None:
-                with self._segments_lock:
-                    self._closed_segments.append(path)
+        """Close the open segment (on the worker, or on the checkpointer once idle), handing it to
+        the checkpointer."""
+        with self._writer_lock:
+            if self._writer.records:
+                path = self._writer.close()
+                if path is not None:
+                    with self._segments_lock:
+                        self._closed_segments.append(path)
+
+    def _close_idle(self, changes_seen: int) -> bool:
+        """On the checkpointer, ``idle_checkpoint_s`` after it last looked: close the open segment
+        if no version was written or removed meanwhile (an idle server still writes groups of its
+        vectors alone, ``group_commit``'s lazy groups) and it holds at least
+        ``idle_checkpoint_bytes``."""
+        with self._writer_lock:
+            if self.changes != changes_seen or self._writer.size < self.idle_checkpoint_bytes:
+                return False
+        self._rotate()
+        return True
 
     def maintain(self) -> None:
         """Every maintenance pass (worker): flush the commit record (checkpoints follow the log's
@@ -317,10 +355,13 @@ class LoggedStore:
 
     def _checkpointer(self) -> None:
         while True:
-            self._wake.wait()
+            changes_seen = self.changes
+            woken = self._wake.wait(self.idle_checkpoint_s)
             self._wake.clear()
             if self._stopping:
                 return
+            if not woken and not self._close_idle(changes_seen):
+                continue
             try:
                 self._checkpoint(in_process=False)
             except Exception as error:

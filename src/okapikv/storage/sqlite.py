@@ -310,6 +310,7 @@ class SqliteStore:
             raise
         self.commits = 0
         self.checkpoints = 0
+        self.checkpoint_backlog = 0  # (a commit log's: ``LoggedStore``; none waits here)
         self.vacuumed_pages = 0
         self._prepared: Tally | None = None  # the tally of the group between prepare and finish
 

@@ -299,6 +299,8 @@ class StorageFigures:
     clock_bound_us: int
     bound_waits: int
     checkpoints: int
+    #: closed log segments still to fold into the checkpoint (``LoggedStore.checkpoint_backlog``)
+    checkpoint_backlog: int
     disk_full: Annotated[bool, gauge("1 while less than the reserve is free: writes are refused.",
                                      "okapi_storage_disk_full", convert=float)]
     full_commits: int

@@ -1,0 +1,100 @@
+"""The fast suite's durable data-size row alone, paired: a tree's servers measured as the suite did
+before against this checkout's, round by round in the same minutes.
+
+Each round runs, for ``base`` and then ``change`` (the order alternating from round to round), the
+row's two partitions: a fresh durable partition bulk-loaded with ``--large`` records and one with
+``--small``, each then measured under YCSB-A with 64 sessions (``suites.fast.durable_size_run``,
+what ``okapi bench --suite fast`` runs). ``base`` runs ``--base``'s servers and measures right
+after the load (``--base`` defaults to this checkout: the same servers, only the wait differs);
+``change`` runs this checkout's and waits for the load's checkpoints first
+(``Bench.settle_checkpoints``). Prints each round's YCSB-A ops/s at ``--large`` over ``--small`` for
+both, and the medians.
+
+    python scripts/measure_durable_scale.py [--base DIR] [--rounds 3] [--large 1000000] [--small 10000]
+
+``DIR``: a tree holding ``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a
+commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout: its benchmarks/ lab
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # as benchmarks.cli: the harness forks
+
+from benchmarks.harness.harness import Bench, open_bench
+from benchmarks.harness.options import BenchOptions
+from benchmarks.suites.fast import durable_size_run
+from okapikv.bench.engine.results import Results
+
+
+@contextlib.contextmanager
+def _servers_of(tree: Path) -> Iterator[None]:
+    """Servers started meanwhile run ``tree``'s ``okapikv`` (they take this process's environment)."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree / "src")
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
+def _ratio(bench: Bench, tree: Path, sizes: tuple[int, int], settle: bool) -> tuple[float | None, str]:
+    """YCSB-A ops/s at the large size over the small one, and a line saying what was measured."""
+    figures: list[float] = []
+    waits: list[str] = []
+    with _servers_of(tree):
+        for records in sizes:
+            found = durable_size_run(bench, records, "durable data size, paired", settle=settle)
+            figures.append(found.run.throughput_ops_s if found.run is not None else 0.0)
+            if found.checkpoint_s is not None:
+                waits.append(f"{found.checkpoint_s:.1f}")
+    large, small = figures
+    ratio = large / small if large and small else None
+    return ratio, (f"{large:,.0f} / {small:,.0f} ops/s" + (f", checkpoints waited for {' / '.join(waits)} s"
+                                                            if waits else ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, default=ROOT)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--large", type=int, default=1_000_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    args = parser.parse_args()
+    if args.rounds < 1 or args.small < 1 or args.large < 1:
+        parser.error("--rounds, --large and --small must be positive")
+    sizes = (args.large, args.small)
+    ratios: dict[str, list[float]] = {"base": [], "change": []}
+    options = BenchOptions(progress=False, redis=False, processes=1, records=args.small)
+    with open_bench(options, Results(config={}), 4 * args.rounds) as bench:
+        for index in range(args.rounds):
+            order = ("base", "change") if index % 2 == 0 else ("change", "base")
+            for name in order:
+                tree, settle = (args.base, False) if name == "base" else (ROOT, True)
+                ratio, line = _ratio(bench, tree, sizes, settle)
+                if ratio is not None:
+                    ratios[name].append(ratio)
+                shown = f"x{ratio:.3f}" if ratio is not None else "failed"
+                print(f"round {index + 1} {name:<6} {args.large:,} / {args.small:,} records: {shown} ({line}; "
+                      f"load average {os.getloadavg()[0]:.1f})", flush=True)
+    for name, found in ratios.items():
+        if found:
+            print(f"{name}: median x{statistics.median(found):.3f} over {len(found)} rounds "
+                  f"({min(found):.3f}-{max(found):.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

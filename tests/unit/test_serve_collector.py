@@ -1,0 +1,61 @@
+"""``okapikv.serve.collector``: a store that grows while serving is frozen out of the collector's
+generations once it grew by the threshold, counted from its smallest size, and the serving loop
+looks on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from okapikv.serve.collector import FreezeOnGrowth
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen() -> Iterator[None]:
+    """What the test froze goes back to the collector (other tests count on collecting it)."""
+    yield
+    gc.unfreeze()
+
+
+def test_the_store_is_frozen_once_it_grew_by_the_threshold_from_its_smallest_size() -> None:
+    size = [1_000]
+    freezer = FreezeOnGrowth(lambda: size[0], growth=100)
+    size[0] = 1_099
+    frozen = gc.get_freeze_count()
+    assert not freezer.look() and gc.get_freeze_count() == frozen
+    size[0] = 1_100
+    assert freezer.look() and freezer.freezes == 1
+    assert gc.get_freeze_count() > frozen
+    size[0] = 500  # versions collected, keys deleted: growth counts from here
+    assert not freezer.look()
+    size[0] = 599
+    assert not freezer.look()
+    size[0] = 600
+    assert freezer.look() and freezer.freezes == 2
+
+
+def test_a_growth_threshold_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        FreezeOnGrowth(lambda: 0, growth=0)
+
+
+def test_the_serving_loop_freezes_a_grown_store_on_its_own() -> None:
+    size = [0]
+    freezer = FreezeOnGrowth(lambda: size[0], growth=10)
+
+    async def main() -> None:
+        looking = asyncio.create_task(freezer.run(every_s=0.001))
+        size[0] = 10
+        try:
+            for _ in range(1_000):  # bounded: 1,000 of its periods at most
+                if freezer.freezes:
+                    break
+                await asyncio.sleep(0.001)
+        finally:
+            looking.cancel()
+        assert freezer.freezes == 1
+
+    asyncio.run(main())
