@@ -548,6 +548,45 @@ def test_a_commit_that_finds_the_disk_full_uses_the_reserve_and_is_retried(tmp_p
     asyncio.run(main())
 
 
+class OrderedFullLog(FullLog):
+    """``FullLog`` that records its appends (``full``: one that failed) and checkpoints in order."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.calls: list[str] = []
+
+    def finish(self) -> None:
+        self.calls.append("full" if self.full > 0 else "append")
+        super().finish()
+
+    def checkpoint(self, *, in_process: bool = True) -> None:
+        self.calls.append("checkpoint")
+        super().checkpoint(in_process=in_process)
+
+
+def test_a_retry_on_a_full_disk_appends_into_the_released_reserve_before_any_checkpoint(tmp_path: Path) -> None:
+    """The reserve is released to make room for the group that found the disk full; a checkpoint
+    first would spend that room folding the log into SQLite (about a segment's worth, which a full
+    disk does not have), and the retries would all fail (tests/integration/test_storage_integrity.py,
+    the full-disk test, failed that way in 3 runs of 6)."""
+
+    async def main() -> None:
+        store = OrderedFullLog(tmp_path, IDENTITY)
+        space = GatedSpace(tmp_path, 1 << 20)
+        space.prepare()
+        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
+                                   space=space)
+        committer.open(0, 1_000)
+        store.calls.clear()
+        store.full = 1
+        committer.stage(changes(3), pack(1_000))
+        await until(lambda: committer.durable == 1)
+        assert store.calls[:2] == ["full", "append"] and committer.full_commits == 1
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("kind", sorted(FULL_STORES))
 def test_a_disk_that_stays_full_fails_after_the_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         kind: str) -> None:

@@ -406,6 +406,15 @@ class GroupCommitter:
         return True
 
     def _commit_after_checkpoint(self, group: CommitGroup) -> bool:
+        """On the worker, a retry on a full disk: the group first, into the room the released
+        reserve made; a checkpoint only if that fails too. A checkpoint first would spend that room
+        folding the log into SQLite (about a segment's worth, which a full disk does not have), and
+        every retry would then fail: the server stopped instead of refusing writes."""
+        try:
+            return self._commit(group)
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
         with contextlib.suppress(Exception):
             self.store.checkpoint()
         return self._commit(group)
