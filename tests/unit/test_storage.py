@@ -497,6 +497,12 @@ class CountedSpace(DiskSpace):
         return super().low()
 
 
+def _with_space(store: LoggedStore, space: DiskSpace) -> GroupCommitter:
+    """A committer of ``store`` watching ``space`` (its reserve made), failing the test on a failure."""
+    space.prepare()
+    return GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)), space=space)
+
+
 def test_the_free_space_is_looked_at_after_a_group_at_most_every_space_check_s(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The statvfs call lets go of the interpreter lock on the path to the next group, so it is not
@@ -504,11 +510,8 @@ def test_the_free_space_is_looked_at_after_a_group_at_most_every_space_check_s(
     monkeypatch.setattr(group_commit, "SPACE_CHECK_S", 3600.0)
 
     async def main() -> None:
-        store = LoggedStore(tmp_path, IDENTITY)
         space = CountedSpace(tmp_path, 1 << 20)
-        space.prepare()
-        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
-                                   space=space)
+        committer = _with_space(LoggedStore(tmp_path, IDENTITY), space)
         committer.open(pack(1_000), 1_000)
         before = space.checks  # (the reserve's own checks at start)
         for number in (1, 2, 3):
@@ -572,10 +575,7 @@ def test_a_retry_on_a_full_disk_appends_into_the_released_reserve_before_any_che
 
     async def main() -> None:
         store = OrderedFullLog(tmp_path, IDENTITY)
-        space = GatedSpace(tmp_path, 1 << 20)
-        space.prepare()
-        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
-                                   space=space)
+        committer = _with_space(store, GatedSpace(tmp_path, 1 << 20))
         committer.open(0, 1_000)
         store.calls.clear()
         store.full = 1
