@@ -8,13 +8,20 @@ work of the server per operation (decode, core, results, framing) minus the even
 system calls, so it moves with a change to that path alone and is far less noisy than a run with
 sockets on a shared machine (``scripts/measure_server_cpu.py`` is that run).
 
-    python scripts/measure_native_path.py --base DIR [--change DIR] [--rounds 4] [--ops 30000]
+    python scripts/measure_native_path.py --base DIR [--change DIR] [--rounds 4] [--ops 30000] [--instructions]
 
 Each round runs the base tree and the change tree once each, alternating which goes first, each in
 a fresh process (``PYTHONPATH=DIR/src``) that warms up and then times three passes of ``--ops``
 operations; a tree's figure is the fastest pass (process CPU time per operation). ``DIR`` holds
 ``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a commit); ``--change``
 defaults to this checkout. With ``--one`` it times only the tree it runs in (no pairing).
+
+With ``--instructions`` each tree runs under ``valgrind --tool=cachegrind`` instead (a few minutes
+a tree), twice, at ``--ops`` and three times ``--ops``: the difference of the two instruction counts
+over the difference of the operations is the instructions per operation, the same in every run (the
+hash seed fixed), however loaded the machine; from it the instructions of building the frames (the
+load's side, the same in both trees) are taken off, measured the same way. It resolves a change of a
+percent, which the timed rounds on a shared machine do not.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import asyncio
 import json
 import os
 import random
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -94,12 +103,32 @@ async def _time_one(operations: int, frames_per_read: int) -> list[float]:
     return passes
 
 
+def _instructions(tree: Path, arguments: list[str]) -> int:
+    """The instructions a run of this script with ``arguments`` executes under cachegrind."""
+    environment = {**os.environ, "PYTHONPATH": str(tree / "src"), "PYTHONHASHSEED": "0"}
+    result = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                             sys.executable, __file__, *arguments], env=environment, check=True,
+                            capture_output=True, text=True)
+    counts = re.search(r"I\s+refs:\s+([\d,]+)", result.stderr)
+    if counts is None:
+        raise SystemExit(f"no instruction count from valgrind: {result.stderr[-500:]}")
+    return int(counts.group(1).replace(",", ""))
+
+
+def _instructions_per_op(tree: Path, args: argparse.Namespace, *, frames_only: bool = False) -> float:
+    """Instructions per operation of ``tree``'s path (or, ``frames_only``, of building the frames)."""
+    common = ["--frames-per-read", str(args.frames_per_read)] + (["--frames-only"] if frames_only else ["--one"])
+    low = _instructions(tree, [*common, "--ops", str(args.ops)])
+    high = _instructions(tree, [*common, "--ops", str(3 * args.ops)])
+    return (high - low) / (3 * 2 * int(args.ops))  # three passes each
+
+
 def _run_tree(tree: Path, args: argparse.Namespace) -> float:
     environment = {**os.environ, "PYTHONPATH": str(tree / "src")}
     output = subprocess.run([sys.executable, __file__, "--one", "--ops", str(args.ops),
                              "--frames-per-read", str(args.frames_per_read)],
                             env=environment, check=True, capture_output=True, text=True).stdout
-    return min(json.loads(output)["us_per_op"])
+    return float(min(json.loads(output)["us_per_op"]))
 
 
 def main() -> int:
@@ -110,12 +139,28 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=30_000)
     parser.add_argument("--frames-per-read", type=int, default=8)
     parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per operation under valgrind instead of timing (--ops 2000 is enough)")
+    parser.add_argument("--frames-only", action="store_true", help=argparse.SUPPRESS)  # --instructions' baseline
     args = parser.parse_args()
     if args.one:
         print(json.dumps({"us_per_op": asyncio.run(_time_one(args.ops, args.frames_per_read))}))
         return 0
+    if args.frames_only:
+        for seed in (1, 2, 3):
+            _reads(args.ops, args.frames_per_read, seed)
+        return 0
     if args.base is None:
         parser.error("--base is required (or --one)")
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind on the PATH (apt-get install valgrind)")
+        frames = _instructions_per_op(args.change, args, frames_only=True)
+        figures = {name: _instructions_per_op(tree, args) - frames
+                   for name, tree in (("base", args.base), ("change", args.change))}
+        print(f"instructions/op base {figures['base']:,.0f} change {figures['change']:,.0f} "
+              f"(x{figures['change'] / figures['base']:.3f}; the frames' {frames:,.0f} taken off)")
+        return 0
     ratios = []
     for index in range(args.rounds):
         order = ("base", "change") if index % 2 == 0 else ("change", "base")

@@ -62,7 +62,8 @@ async def _measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]]
         base, change = pair["base"], pair["change"]
         print(f"pair {index + 1}: server us/op base {base['server_us_per_op']:.2f} change "
               f"{change['server_us_per_op']:.2f} (x{change['server_us_per_op'] / base['server_us_per_op']:.3f}); "
-              f"ops/s {base['ops_per_s']:,.0f} / {change['ops_per_s']:,.0f}", flush=True)
+              f"ops/s {base['ops_per_s']:,.0f} / {change['ops_per_s']:,.0f}; the load's CPU us/op "
+              f"{base['client_us_per_op']:.2f} / {change['client_us_per_op']:.2f}", flush=True)
     return pairs
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from okapikv.bench.engine.stats import wait_of_cause
 from okapikv.core.deployment import paper_delay_ms
 from okapikv.sim.config import dc_names, wan_matrix_ms
-from okapikv.sim.experiments import MAX_SWEEP_STEPS, WINDOW_CYCLES, gentlerain_cycle_s
+from okapikv.sim.experiments import MAX_SWEEP_STEPS, PEAK_GROWTH, WINDOW_CYCLES, gentlerain_cycle_s
 
 SYSTEMS = ("okapi", "cure", "gentlerain")
 #: the simulated experiments (``okapi sim --experiment``) the claims read, and the traffic at 5 DCs
@@ -398,15 +398,19 @@ def _window(data: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
     """Each point's peak: the run of highest throughput of its sweep, a lower bound when it is the
-    sweep's last step and still growing there (5% or more over the step below)."""
+    sweep's last step and still growing there (5% or more over the step below: the sweep's own
+    rule for a flat step, ``okapikv.sim.experiments.PEAK_GROWTH``). The step below is read from the
+    peak's ``sweep`` (every step's clients and throughput), or from the runs kept beside it."""
     runs = _runs(data)
     steps = int(data.get("config", {}).get("sweep_steps", 6))
     starts = data.get("config", {}).get("sweep_start", {})
     peaks = []
     for (system, value), run in sorted(_best(runs, key).items()):
-        below = sorted((r for r in runs if r["system"] == system and r[key] == value
-                        and r["clients"] < run["clients"]), key=lambda r: r["clients"])
-        growing = not below or run["throughput_ops_s"] >= below[-1]["throughput_ops_s"] * 1.05
+        below = sorted(([clients, ops] for clients, ops in run["sweep"] if clients < run["clients"])
+                       if "sweep" in run else
+                       ([r["clients"], r["throughput_ops_s"]] for r in runs
+                        if r["system"] == system and r[key] == value and r["clients"] < run["clients"]))
+        growing = not below or run["throughput_ops_s"] >= below[-1][1] * (1 + PEAK_GROWTH)
         peaks.append(_peak(run, key, at_sweep_top(run, steps, int(starts.get(system, 1))) and growing))
     window, warmup = _window(data)
     return Sweep(key, tuple(peaks), window_s=window, warmup_s=warmup, untrusted=_untrusted(data))

@@ -202,6 +202,22 @@ def test_a_peak_at_the_sweeps_last_step_is_a_lower_bound_and_inconclusive() -> N
     assert judge({"fig3": data})[0].verdict == REPRODUCED
 
 
+def test_a_peak_at_the_sweeps_last_step_after_a_flat_step_is_a_knee() -> None:
+    """The sweep's steps kept on the peak (``sweep``) tell a knee from a peak still growing: a top
+    step less than 5% above the step below ends a flat sweep; 5% or more is a lower bound."""
+    data = _fig3(1000, 990, 500)
+    data["config"]["sweep_steps"] = 8
+    for run in data["series"]["s"]["runs"]:
+        if run["system"] == "gentlerain" and run["partitions"] == 32 and run["clients"] == 96:
+            run["clients"], run["dcs"] = 32 * 3 * 128, 3
+            run["sweep"] = [[32 * 3 * 64, run["throughput_ops_s"] * 0.99], [run["clients"], run["throughput_ops_s"]]]
+            grown = run
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    grown["sweep"][0][1] = grown["throughput_ops_s"] / 1.05
+    row = judge({"fig3": data})[0]
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
+
+
 def test_stabilization_rows_leave_heartbeats_out() -> None:
     """Rows 17 and 19: the stabilization protocol's bytes per second, whatever the heartbeats add."""
     runs = []

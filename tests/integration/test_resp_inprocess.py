@@ -28,11 +28,12 @@ from okapikv.cluster.connections import ConnectionSettings
 from okapikv.core.messages import GetRequest, Message, PutRequest
 from okapikv.resp import connection as connection_module
 from okapikv.resp import limits as limits_module
-from okapikv.resp.direct import Direct, plan
+from okapikv.resp.direct import Forward, Planned, plan
 from okapikv.resp.limits import RespLimits
 from okapikv.serve import app
 from okapikv.serve.app import serve
 from okapikv.server.node import PartitionNode
+from okapikv.storage.group_commit import GroupCommitter
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
 
@@ -291,9 +292,9 @@ def test_direct_commands_answer_in_order_as_the_executor_does(monkeypatch: pytes
     """One write holding every kind of command: the replies come back in order, each command after
     the one before, and byte for byte what the Executor alone answers (direct requests off)."""
     received: list[bytes] = []
-    planned: list[Direct] = []  # requests the first run's connection made itself
+    planned: list[Planned | Forward] = []  # requests the first run's connection made itself
 
-    def planning(*args: Any) -> Direct | None:
+    def planning(*args: Any) -> Planned | Forward | None:
         made = plan(*args)
         if made is not None:
             planned.append(made)
@@ -320,19 +321,32 @@ def test_direct_commands_answer_in_order_as_the_executor_does(monkeypatch: pytes
     assert received[0].endswith(b"_\r\n+OK\r\n")
 
 
-def test_commands_of_many_connections_share_core_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("durable", [False, True], ids=["in-memory", "durable"])
+def test_commands_of_many_connections_share_core_calls(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path,
+                                                       durable: bool) -> None:
     """32 connections each sending a SET, then a GET three times, at once: their requests reach the
-    core in a few calls (``okapikv.resp.batch``), not one call per command."""
+    core in a few calls (``okapikv.resp.batch``), not one call per command; durable, the SETs of one
+    call are one commit stage (``GroupCommitter.stage``), not one each."""
     sizes: list[int] = []
-    original = PartitionNode.run_core
+    stages: list[int] = []  # per core call that carried SETs: the commit stages it made
+    original, original_stage = PartitionNode.run_core, GroupCommitter.stage
+    staged = [0]
 
     def counting(self: PartitionNode, messages: Sequence[Message]) -> None:
         requests = sum(type(message) in (GetRequest, PutRequest) for message in messages)
         if requests:
             sizes.append(requests)
+        before = staged[0]
         original(self, messages)
+        if any(type(message) is PutRequest for message in messages):
+            stages.append(staged[0] - before)
+
+    def stage(self: GroupCommitter, *args: Any) -> int:
+        staged[0] += 1
+        return original_stage(self, *args)
 
     monkeypatch.setattr(PartitionNode, "run_core", counting)
+    monkeypatch.setattr(GroupCommitter, "stage", stage)
 
     async def check(port: int) -> None:
         clients = [aioredis.Redis(port=port, single_connection_client=True) for _ in range(32)]
@@ -345,6 +359,7 @@ def test_commands_of_many_connections_share_core_calls(monkeypatch: pytest.Monke
             for client in clients:
                 await client.aclose()
 
-    _run(check, monkeypatch)
+    _run(check, monkeypatch, data_dir=str(tmp_path) if durable else None)
     assert sum(sizes) == 4 * 32
+    assert stages == ([1] * len(stages) if durable else [0] * len(stages))
     assert len(sizes) <= 4 * 32 // 4, f"{sum(sizes)} commands took {len(sizes)} core calls: {sizes}"

@@ -54,6 +54,17 @@ def test_a_sweep_doubles_the_clients_until_the_throughput_stops_growing() -> Non
         assert all(run["latency_us"]["rotx"]["mean_us"] > 0 and run["server_stats"] for run in sweep)
 
 
+def test_a_kept_peak_carries_its_sweeps_steps() -> None:
+    """fig3 keeps each point's peak alone; its ``sweep`` says whether the sweep ended on a knee."""
+    plan = Plan(dcs=2, partitions=2, duration_s=0.1, warmup_s=0.03, protocols=("okapi",), sweep_steps=3)
+    runs = [run for run in run_experiment("fig3", plan, packaged_profile("python-server")) if not run["checked"]]
+    assert runs and all(len(run["sweep"]) >= 2 for run in runs)
+    for run in runs:
+        assert [clients for clients, _ in run["sweep"]] == [run["sweep"][0][0] * 2**i for i in range(len(run["sweep"]))]
+        assert max(ops for _, ops in run["sweep"]) == run["throughput_ops_s"]
+        assert [run["clients"], run["throughput_ops_s"]] in run["sweep"]
+
+
 def test_okapi_piggyback_is_okapi_with_the_usv_in_the_gsv_round() -> None:
     plan = Plan(dcs=2, partitions=2, protocols=("okapi", "okapi-piggyback"))
     piggyback = next(p for p in points("traffic", plan) if p.system == "okapi-piggyback")

@@ -65,6 +65,13 @@ class TestRegistry:
             assert all(parameter.kind is inspect.Parameter.KEYWORD_ONLY for parameter in parameters), hook
 
 
+    @pytest.mark.parametrize("name", ["cure", "eventual", "gentlerain", "okapi"])
+    def test_a_local_version_is_visible_whatever_the_stable_vector(self, name: str) -> None:
+        """``PartitionServer._visible`` does not ask the protocol about a version of its own DC."""
+        protocol = make(name)
+        assert protocol.visible(version=local(pack(50), (pack(9),) * M), stable=(0,) * M)
+
+
 class TestMetadataBytes:
     def test_okapi_and_gentlerain_carry_12_bytes(self) -> None:
         assert make("okapi").update_metadata_bytes() == 12

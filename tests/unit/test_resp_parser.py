@@ -1,6 +1,7 @@
 """The RESP port's request parsers (``okapikv.resp.parser``): the pure-Python one and hiredis's,
-run on the same cases, must return the same commands and the same errors, however the bytes are
-split into reads, and must enforce every bound from a header, before its bytes are buffered."""
+each alone and behind the canonical-frame fast path (what a server runs), run on the same cases,
+must return the same commands and the same errors, however the bytes are split into reads, and must
+enforce every bound from a header, before its bytes are buffered."""
 
 from __future__ import annotations
 
@@ -10,14 +11,24 @@ from collections.abc import Callable
 import pytest
 
 from okapikv.resp.limits import RespLimits
-from okapikv.resp.parser import HiredisParser, Parser, PythonParser, hiredis_available, split_inline
+from okapikv.resp.parser import (
+    CanonicalFrames,
+    HiredisParser,
+    Parser,
+    PythonParser,
+    hiredis_available,
+    make_parser,
+    split_inline,
+)
 
 LIMITS = RespLimits(max_bulk_bytes=64, max_arguments=8, max_inline_bytes=128, max_request_bytes=256)
 
+NO_HIREDIS = pytest.mark.skipif(not hiredis_available(), reason="hiredis is not installed")
 PARSERS: list[object] = [
     pytest.param(PythonParser, id="python"),
-    pytest.param(HiredisParser, id="hiredis",
-                 marks=pytest.mark.skipif(not hiredis_available(), reason="hiredis is not installed")),
+    pytest.param(HiredisParser, id="hiredis", marks=NO_HIREDIS),
+    pytest.param(lambda limits: CanonicalFrames(PythonParser(limits), limits), id="fast+python"),
+    pytest.param(lambda limits: CanonicalFrames(HiredisParser(limits), limits), id="fast+hiredis", marks=NO_HIREDIS),
 ]
 MakeParser = Callable[[RespLimits], Parser]
 
@@ -113,6 +124,45 @@ def test_a_value_at_the_limit_is_accepted_and_the_parser_goes_on(make: MakeParse
     frames = encode(b"SET", b"k", value) + encode(b"GET", b"k")
     assert feed_all(make, [frames[:20], frames[20:90], frames[90:]]) == ([[b"SET", b"k", value], [b"GET", b"k"]],
                                                                          None)
+
+
+class _Recording:
+    """A ``PythonParser`` that records what it is handed (the parser behind ``CanonicalFrames``)."""
+
+    def __init__(self) -> None:
+        self.inner = PythonParser(LIMITS)
+        self.handed: list[bytes] = []
+
+    @property
+    def partial(self) -> bool:
+        return self.inner.partial
+
+    @property
+    def partial_bytes(self) -> int:
+        return self.inner.partial_bytes
+
+    def feed(self, data: bytes) -> tuple[list[list[bytes]], str | None]:
+        self.handed.append(data)
+        return self.inner.feed(data)
+
+
+def test_the_fast_path_takes_canonical_requests_and_hands_on_the_rest_from_a_request_boundary() -> None:
+    """What a client library writes never reaches the parser behind; a value holding CR LF, a
+    length written otherwise, a request over a bound, an inline command and a half-sent request
+    reach it from the start of their request, with what follows, and so get its answer."""
+    canonical = encode(b"SET", b"key:1", b"v" * 64) + encode(b"GET", b"key:1") + encode(b"DEL", b"")
+    recording = _Recording()
+    assert CanonicalFrames(recording, LIMITS).feed(canonical) == (
+        [[b"SET", b"key:1", b"v" * 64], [b"GET", b"key:1"], [b"DEL", b""]], None)
+    assert recording.handed == []
+    for rest in (encode(b"SET", b"k", b"a\r\nb"), b"*2\r\n$03\r\nGET\r\n$1\r\nk\r\n", encode(b"SET", b"k", b"v" * 65),
+                 encode(b"MSET", *[b"v" * 64] * 5), b"GET k\r\n", b"*1\r\n$4\r\nPINGxx", b"*0\r\n",
+                 encode(b"GET", b"k")[:-1]):
+        recording = _Recording()
+        got = CanonicalFrames(recording, LIMITS).feed(canonical + rest + canonical)
+        assert recording.handed == [rest + canonical]
+        assert got == feed_all(PythonParser, [canonical + rest + canonical])
+    assert type(make_parser(LIMITS, prefer_hiredis=False)) is CanonicalFrames
 
 
 def test_inline_splitting_follows_redis() -> None:

@@ -27,6 +27,7 @@ from okapikv.core.messages import (
     SwapRequest,
     WriteReply,
 )
+from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import pack
@@ -74,6 +75,8 @@ INVALID: list[tuple[str, ClientRequest, str]] = [
     ("delete long key", DeleteRequest(1, b"k" * (KEY_LIMIT + 1), FRESH), "exceeds the limit"),
     ("put big value", PutRequest(1, b"k", b"v" * (VALUE_LIMIT + 1), FRESH), "exceeds the limit of 1048576 bytes"),
     ("swap big value", SwapRequest(1, b"k", b"v" * (VALUE_LIMIT + 1), FRESH), "exceeds the limit of 1048576"),
+    ("swap counter value", SwapRequest(1, b"k", COUNTER_MAGIC + b"1", FRESH), "are reserved for counters"),
+    ("swap expiring value", SwapRequest(1, b"k", EXPIRY_MAGIC + b"1", FRESH), "are reserved for expiring values"),
     ("get long session", GetRequest(1, b"k", LONG), "session vector has 3 entries and depends on DC index 2"),
     ("put long session", PutRequest(1, b"k", b"v", LONG), "session vector has 3 entries"),
     ("swap long session", SwapRequest(1, b"k", b"v", LONG), "session vector has 3 entries"),

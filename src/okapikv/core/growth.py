@@ -99,6 +99,12 @@ def _plan(cls: type) -> _Plan:
     return plan
 
 
+def session_only(kind: type) -> bool:
+    """Whether a message of ``kind`` holds one vector, its session's (every single-key client
+    request): fitted when ``len(message.session.stable)`` differs from the size, else as it is."""
+    return _plan(kind).session_only
+
+
 def fit_message(message: T, size: int) -> T:
     """``message`` with every vector in it fitted to ``size`` entries (``fit``); the message itself
     when every one fits already, which is the common case (every message a server handles passes

@@ -174,6 +174,17 @@ class Host(Generic[T]):
                               f"disk full: {self.disk}; the write was not applied (reads still work)")
         return None
 
+    @property
+    def refuses_nothing(self) -> bool:
+        """Whether ``refusal`` refuses no request now: one partition (nothing is misrouted) and no
+        disk to fill (a server in memory). A driver then counts a batch's requests at once
+        (``count_requests``) instead of asking per request."""
+        return self.core.config.num_partitions == 1 and self.space is None and self.committer is None
+
+    def count_requests(self, count: int) -> None:
+        """``count`` requests passed the doors without ``refusal`` (``refuses_nothing``)."""
+        self.client_requests += count
+
     def misrouted(self, request: ClientRequest) -> str | None:
         """Why a single-key request is at the wrong partition (RO-TX and SCAN may start at any
         server of the DC; a key the core refuses anyway, INVALID_ARGUMENT, is left to it)."""

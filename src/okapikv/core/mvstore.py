@@ -46,6 +46,8 @@ from okapikv.core.vectors import Vector
 COUNTER_MAGIC = b"\xffOKAPI#C"
 #: ``okapikv.core.expiry.MAGIC``: the stored value of a version with an expiry begins with it
 EXPIRY_MAGIC = b"\xffOKAPI#E"
+#: both: a stored value beginning with neither is a plain value, read as it is (one test for both)
+RESERVED_PREFIXES = (COUNTER_MAGIC, EXPIRY_MAGIC)
 
 
 def _lingers(value: bytes | None) -> bool:
@@ -202,13 +204,13 @@ class MultiVersionStore:
             if self._changes is not None:
                 self._changes.append(Change(key, version, True))
             return True
-        order = version.order
+        order = _order(version)  # ``Version.order`` by the C getter: no Python call per insert
         if isinstance(entry, Version):
-            present = entry.order
+            present = _order(entry)
             if present == order:
                 return False
             self._chains[key] = [entry, version] if present < order else [version, entry]
-        elif entry[-1].order < order:  # the common case: the newest version yet
+        elif _order(entry[-1]) < order:  # the common case: the newest version yet
             entry.append(version)
         else:  # a remote version that arrived late: its place by bisection (hot keys' chains are long)
             position = bisect_right(entry, order, key=_order)
@@ -226,8 +228,11 @@ class MultiVersionStore:
         entry = self._chains.get(key)
         if entry is None:
             return None
-        if isinstance(entry, Version):
+        if not isinstance(entry, list):
             return entry if visible(entry) else None
+        version = entry[-1]  # the common case: the newest version is visible (no iterator)
+        if visible(version):
+            return version
         for version in reversed(entry):
             if visible(version):
                 return version

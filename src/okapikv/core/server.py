@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 from okapikv.core import counters, expiry, growth
 from okapikv.core.catchup import CatchUp, Repair, Verify
@@ -104,7 +105,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
-from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, Change, Version
+from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, RESERVED_PREFIXES, Change, Version
 from okapikv.core.pacing import Pacing
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
@@ -126,8 +127,6 @@ __all__ = ["Changes", "PartitionServer", "Repair", "Verify"]
 #: A changed GSV that no replication batch of this step carries leaves with a heartbeat, but at most
 #: this often (``UsvFollowingVv``: the GSV moves at every step).
 GSV_SHARE_MIN_US = 1_000
-#: the prefixes a client's value may not begin with (``counters.reserved``, ``expiry.reserved``)
-RESERVED_PREFIXES = (COUNTER_MAGIC, EXPIRY_MAGIC)
 
 Outcome = list[Effect] | Wait
 
@@ -214,22 +213,34 @@ class PartitionServer(PartitionState):
         handlers.register(MembershipUpdate, self._on_membership)
         handlers.register(RelayRequest, self.members.on_relay_request)
         handlers.register(RelayReply, self._on_relay_reply)
+        #: the client requests whose one vector is their session's (every single-key request):
+        #: ``handle_batch`` takes them past ``_dispatch``'s checks that concern other messages
+        #: (``source``, nested vectors), as these hold neither; the rest go the general way
+        self._session_only = {kind: handlers.of_type(kind) for kind in get_args(ClientRequest)
+                              if growth.session_only(kind)}
 
     # ================================================================ driver interface
 
     def handle(self, message: Message, now_us: int) -> list[Effect]:
         """Process one message; returns the effects to carry out."""
-        self.woke = False
-        effects = self._dispatch(message, now_us, now_us)
-        return self._send_out(effects, now_us)
+        return self.handle_batch((message,), now_us)
 
     def handle_batch(self, messages: Sequence[Message], now_us: int) -> list[Effect]:
         """Process several messages at one clock reading; local updates they create leave in one
-        replication batch per peer instead of one each."""
+        replication batch per peer instead of one each. A single-key client request whose session
+        fits and which this server serves goes straight to its handler: ``_dispatch`` would find
+        nothing else to do for it (nothing to fit, no ``source``)."""
         self.woke = False
         effects: list[Effect] = []
+        session_only = self._session_only
         for message in messages:
-            effects.extend(self._dispatch(message, now_us, now_us))
+            handler = session_only.get(type(message))
+            if (handler is not None and len(message.session.stable) == self.num_dcs  # type: ignore[union-attr]
+                    and self.catch_up.serving and self.members.serving):
+                outcome = handler(message, now_us)
+                effects.extend(outcome if isinstance(outcome, list) else self._park(message, outcome, now_us, now_us))
+            else:
+                effects.extend(self._dispatch(message, now_us, now_us))
         return self._send_out(effects, now_us)
 
     def _send_out(self, effects: list[Effect], now_us: int) -> list[Effect]:
@@ -588,6 +599,9 @@ class PartitionServer(PartitionState):
         outcome = handler(message, now_us)
         if isinstance(outcome, list):
             return outcome
+        return self._park(message, outcome, now_us, since_us)
+
+    def _park(self, message: Message, outcome: Wait, now_us: int, since_us: int) -> list[Effect]:
         self.parked.append(Parked(message, outcome, since_us))
         effects: list[Effect] = []
         self._wake(now_us, effects, tell=True)  # a parked request waits for the stable vector or clock
@@ -647,7 +661,8 @@ class PartitionServer(PartitionState):
             ahead = session.dt if session.dt > ceiling else max(session.stable)
             if ahead > ceiling:
                 return self._refuse_offset(request_id, "the session depends on", ahead, now_us)
-        self.advance_stable(session.stable)
+        if session.stable != self.stable:  # an equal vector (a session in step with this server) merges to itself
+            self.advance_stable(session.stable)
         return None
 
     def _refuse_offset(self, request_id: int, what: str, timestamp: int, now_us: int) -> list[Effect]:
@@ -659,12 +674,14 @@ class PartitionServer(PartitionState):
     def _check_value(self, value: bytes) -> str | None:
         if len(value) > self.config.max_value_bytes:
             return f"value of {len(value)} bytes exceeds the limit of {self.config.max_value_bytes} bytes"
-        if not value.startswith(RESERVED_PREFIXES):  # every client value: one test for both prefixes
+        # a client's value may begin with neither (``counters.reserved``, ``expiry.reserved``): one test
+        if not value.startswith(RESERVED_PREFIXES):
             return None
         return counters.reserved(value) or expiry.reserved(value)
 
     def _visible(self, version: Version) -> bool:
-        return self.protocol.visible(version=version, stable=self.stable)
+        # a local version is visible under every protocol (``Protocol.visible``): no call for it
+        return version.source_dc == self.dc or self.protocol.visible(version=version, stable=self.stable)
 
     def _read_contribution(self, version: Version | None) -> tuple[Vector, int]:
         """What a client that read ``version`` must merge into its session: the version's
@@ -683,11 +700,14 @@ class PartitionServer(PartitionState):
         return version.dependency_vector(self.num_dcs)
 
     def _on_get(self, request: GetRequest, now_us: int) -> Outcome:
-        refused = self._admit(request.request_id, request.session, now_us, self.check_key(request.key))
+        key = request.key
+        # ``check_key``'s common case inlined (a key that passes): no call per request
+        problem = None if 0 < len(key) <= self.config.max_key_bytes else self.check_key(key)
+        refused = self._admit(request.request_id, request.session, now_us, problem)
         if refused is not None:
             return refused
         self.stats.operations["get"] += 1
-        version = self.read_newest(request.key, self._visible, now_us)
+        version = self.read_newest(key, self._visible, now_us)
         stable, dt = self._read_contribution(version)
         value = version.value if version is not None else None
         return [Respond(GetReply(request.request_id, value, Session(stable, max(dt, request.session.dt))))]
@@ -752,8 +772,12 @@ class PartitionServer(PartitionState):
         return [Respond(ExpireReply(request.request_id, value, ttl_us, False, 0, session))]
 
     def _on_swap(self, request: SwapRequest, now_us: int) -> Outcome:
-        problem = self.check_key(request.key) or self._check_value(request.value)
-        return self._write("swap", request.request_id, request.key, request.value, request.session, now_us, problem)
+        key, value, config = request.key, request.value, self.config
+        # ``check_key``'s and ``_check_value``'s common case inlined (a key and a value that pass)
+        passes = (0 < len(key) <= config.max_key_bytes and len(value) <= config.max_value_bytes
+                  and not value.startswith(RESERVED_PREFIXES))
+        problem = None if passes else self.check_key(key) or self._check_value(value)
+        return self._write("swap", request.request_id, key, value, request.session, now_us, problem)
 
     def _write(
         self,
@@ -776,7 +800,9 @@ class PartitionServer(PartitionState):
         if refused is not None:
             return refused
         dc = self.dc
-        current = expiry.view(self.store.newest(key, self._visible), now_us)
+        current = self.store.newest(key, self._visible)
+        if current is not None and current.value is not None and current.value.startswith(EXPIRY_MAGIC):
+            current = expiry.view(current, now_us)  # of any other version, the version itself
         counter: counters.CounterState | None = None
         if by is not None or expires is not None or (current is not None and current.value is not None
                                                      and current.value.startswith(COUNTER_MAGIC)):
@@ -791,12 +817,21 @@ class PartitionServer(PartitionState):
             elif expires is not None:
                 counter = counters.set_expiry(chain, resolved, dc, expires)
             current = counters.read_view(resolved, self.num_dcs, now_us)
-        dependency = session.stable[:dc] + (session.dt,) + session.stable[dc + 1 :]
+        # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
+        # version depends on what it read and orders after it under last-writer-wins, even when
+        # that version came from a DC whose clock runs ahead. A local version that depends on nothing
+        # remote (``dv`` None: every version of a 1-DC cluster) raises the local entry alone, with
+        # no vector built for it and none merged.
+        local, read_dv = session.dt, None
         if current is not None:
-            # Every write here also reads (SWAP's old value, PUT's and DELETE's found flag), so the new
-            # version depends on what it read and orders after it under last-writer-wins, even when
-            # that version came from a DC whose clock runs ahead.
-            dependency = merge_max(dependency, self._dependency_of(current))
+            if current.dv is None and current.source_dc == dc:
+                local = max(local, current.timestamp)
+            else:
+                read_dv = self._dependency_of(current)
+        known = session.stable
+        dependency = (local,) if self.num_dcs == 1 else known[:dc] + (local,) + known[dc + 1 :]
+        if read_dv is not None:
+            dependency = merge_max(dependency, read_dv)
         timestamp = self.protocol.assign_timestamp(
             previous=self.vv[dc], max_dependency=max(dependency), now_us=now_us
         )
@@ -816,7 +851,9 @@ class PartitionServer(PartitionState):
         if self.num_dcs > 1:
             self._outbox.append(Update(key, value, timestamp, dc, self.protocol.replicated_dv(version=version)))
         found = current is not None and current.value is not None
-        stable, _ = self._read_contribution(current)
+        # what the read contributes to the session (``_read_contribution``): nothing but the server's
+        # stable vector where it read nothing or a local version without remote dependencies
+        stable = self.stable if read_dv is None else self._read_contribution(current)[0]
         reply_session = Session(stable, timestamp)
         reply: ClientReply
         if kind == "swap":

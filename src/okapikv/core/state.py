@@ -73,7 +73,7 @@ from okapikv.core.messages import (
     Respond,
     ServerId,
 )
-from okapikv.core.mvstore import COUNTER_MAGIC, MultiVersionStore, Version, VisibilityPredicate
+from okapikv.core.mvstore import COUNTER_MAGIC, RESERVED_PREFIXES, MultiVersionStore, Version, VisibilityPredicate
 from okapikv.core.protocols import Protocol as Consistency
 from okapikv.core.protocols import WaitForStable, create_protocol
 from okapikv.core.stable import StableVectors
@@ -207,7 +207,10 @@ class PartitionState(StableVectors):
         no value once expired: ``okapikv.core.expiry.view``), or where that is a counter's, its
         merged value (``okapikv.core.counters.read_view``)."""
         version = self.store.newest(key, visible)
-        if version is None or version.value is None or not version.value.startswith(COUNTER_MAGIC):
+        value = None if version is None else version.value
+        if value is None or not value.startswith(RESERVED_PREFIXES):
+            return version  # a plain value: what ``expiry.view`` hands back of it, itself
+        if not value.startswith(COUNTER_MAGIC):
             return expiry.view(version, now_us)
         resolved = counters.resolve(self.store.versions(key), visible, self.num_dcs)
         return counters.read_view(resolved, self.num_dcs, now_us)

@@ -15,11 +15,11 @@ announced):
 - for the RESP target, hiredis's work counted exactly: ``Reader.gets`` calls at most a fixed number
   per byte and per read (each call returns a frame of several bytes, or ends a read).
 
-The targets (``TARGETS``): ``resp`` (both RESP parsers on the same reads, which must agree: the
-hiredis path against the pure one), ``frames`` (the native port's framing and the protobuf
-messages of client, result and peer frames), ``packed`` (the native port's version 2: framing,
-then the msgpack operation batches a server decodes and turns into core requests, and the result
-batches a client decodes), ``stdio`` (``okapi client``'s command lines),
+The targets (``TARGETS``): ``resp`` (both RESP parsers on the same reads, alone and behind the
+canonical-frame fast path, which must all agree with the pure one alone), ``frames`` (the native
+port's framing and the protobuf messages of client, result and peer frames), ``packed`` (the
+native port's version 2: framing, then the msgpack operation batches a server decodes and turns
+into core requests, and the result batches a client decodes), ``stdio`` (``okapi client``'s command lines),
 ``config`` (cluster config TOML), ``load`` (``okapi load`` files, both formats), ``history`` (history
 files, and the checkers run on what parses). The first byte of an input picks how it is split into
 reads (``split``), so one input exercises a parser's resumption too.
@@ -123,12 +123,16 @@ def _feed(parser: resp_parser.Parser, reads: list[bytes]) -> tuple[list[list[byt
 
 
 def resp(data: bytes) -> None:
-    """Both RESP parsers on the same reads: the same commands and the same error, every error a
-    protocol error, and hiredis's calls within their bound."""
+    """Both RESP parsers on the same reads, each alone and behind ``CanonicalFrames``: the same
+    commands and the same error, every error a protocol error, and hiredis's calls within their
+    bound."""
     reads = split(data)
     expected = _feed(resp_parser.PythonParser(RESP_LIMITS), reads)
     if expected[1] is not None and not expected[1].startswith("Protocol error: "):
         raise BoundBroken(f"not a protocol error: {expected[1]!r}")
+    fast = _feed(resp_parser.CanonicalFrames(resp_parser.PythonParser(RESP_LIMITS), RESP_LIMITS), reads)
+    if fast != expected:
+        raise BoundBroken(f"the fast path disagrees: {fast!r}, python {expected!r}")
     if not resp_parser.hiredis_available():
         return
     parser = resp_parser.HiredisParser(RESP_LIMITS)
@@ -138,6 +142,9 @@ def resp(data: bytes) -> None:
     got = _feed(parser, reads)
     if got != expected:
         raise BoundBroken(f"the parsers disagree: hiredis {got!r}, python {expected!r}")
+    fast = _feed(resp_parser.CanonicalFrames(resp_parser.HiredisParser(RESP_LIMITS), RESP_LIMITS), reads)
+    if fast != expected:
+        raise BoundBroken(f"the fast path disagrees: hiredis {fast!r}, python {expected!r}")
     allowed = GETS_PER_BYTE * len(data) + GETS_PER_READ * len(reads)
     if _CountingReader.calls > allowed:
         raise BoundBroken(f"{_CountingReader.calls} hiredis calls for {len(data)} bytes in {len(reads)} reads")

@@ -41,7 +41,7 @@ from okapikv.errors import OkapiError
 from okapikv.resp import replies
 from okapikv.resp.batch import CoreBatch
 from okapikv.resp.commands import Executor
-from okapikv.resp.direct import Direct, Forward, plan
+from okapikv.resp.direct import Forward, plan
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.parser import make_parser
 from okapikv.server.admission import ADMISSION_RETRY_S
@@ -231,9 +231,10 @@ class RespConnection(asyncio.Protocol):
             if self._reading_paused and len(queue) <= self._limits.max_queued_commands // 2:
                 self._resume_reading()
             try:
-                direct = None if executor.in_block else plan(args, executor.operations, self._node.next_request_id)
-                if isinstance(direct, Direct):
-                    refused = self._batch.submit(direct.request, self, direct.kind)
+                planned = None if executor.in_block else plan(args, executor.operations, self._node.next_request_id)
+                if planned is not None and not isinstance(planned, Forward):  # one core request
+                    request, direct = planned
+                    refused = self._batch.submit(request, self, direct.kind)
                     if refused is not None:
                         self._reply(direct.answer(refused, executor.resp3))
                         continue
@@ -241,7 +242,7 @@ class RespConnection(asyncio.Protocol):
                     self._answer = direct.answer
                     return
                 self._busy = True
-                if isinstance(direct, Forward) and self._send(direct, args, executor):
+                if isinstance(planned, Forward) and self._send(planned, args, executor):
                     return
                 self._worker = self._loop.create_task(self._run(executor, args))
                 return
@@ -263,13 +264,18 @@ class RespConnection(asyncio.Protocol):
             return  # the connection is gone: a write taken is applied, its reply dropped
         try:
             if type(reply) is not ErrorReply:
-                executor.operations.state.absorb(reply.session)  # type: ignore[union-attr]
+                update = reply.session  # type: ignore[union-attr]
+                state = executor.operations.state
+                session = state.session
+                if update.dt > session.dt or update.stable != session.stable:  # else it adds nothing
+                    state.absorb(update)
             encoded = answer(reply, executor.resp3)
         except Exception:  # a bug must cost one reply, never the core's other replies
             log.exception("RESP port: answering %s failed", kind)
             encoded = replies.error("ERR internal error running this command (see the server log)")
         self._reply(encoded)
-        self._drive()
+        if self._queue or self._failure is not None or self._eof:  # else _drive would find nothing to do
+            self._drive()
 
     def _send(self, forward: Forward, args: list[bytes], executor: Executor) -> bool:
         """Send the first attempt of a forwarded command (``okapikv.resp.direct``); False when the

@@ -2,7 +2,8 @@
 
 GET, SET without options, DEL and EXISTS of one key, INCR, DECR, INCRBY and DECRBY on a key of the
 server's own partition are each one core request whose reply is the command's reply. For these the
-connection builds the request itself, with its session as it is (``plan``: a ``Direct``), the port's
+connection builds the request itself, with its session as it is (``plan``: the request and the
+command's ``Direct``, one constant per command, so a command costs no object besides its request), the port's
 ``okapikv.resp.batch.CoreBatch`` hands it to the core together with the other connections'
 requests of the same turn of the event loop, and ``Direct.answer`` encodes the core's reply as the
 ``Executor``'s handler of the command does (the same replies, the same errors).
@@ -51,12 +52,16 @@ from okapikv.resp.operations import SessionOperations
 
 
 class Direct(NamedTuple):
-    """A command as one core request: the request, its kind (the node's latency histograms) and
-    how its reply becomes the command's (``answer(reply, resp3)``: encoded RESP)."""
+    """How a command that is one core request is answered: its kind (the node's latency
+    histograms) and how the request's reply becomes the command's (``answer(reply, resp3)``:
+    encoded RESP). One per command (``plan`` pairs it with the request)."""
 
-    request: ClientRequest
     kind: str
     answer: Callable[[ClientReply, bool], bytes]
+
+
+#: a command as one core request: the request and how it is answered
+Planned = tuple[ClientRequest, Direct]
 
 
 class Forward(NamedTuple):
@@ -120,6 +125,12 @@ def _forwarded_set(reply: Any, resp3: bool) -> bytes:
     return replies.OK
 
 
+GET = Direct("get", _get)
+EXISTS = Direct("get", _exists)
+SET = Direct("put", _set)
+DELETE = Direct("delete", _delete)
+INCR = Direct("incr", _incr)
+
 #: name -> (arguments with the name, the increment's sign for the counter commands, 0 otherwise)
 _COMMANDS: dict[bytes, tuple[int, int]] = {
     b"GET": (2, 0), b"SET": (3, 0), b"DEL": (2, 0), b"EXISTS": (2, 0),
@@ -127,32 +138,38 @@ _COMMANDS: dict[bytes, tuple[int, int]] = {
 }
 
 
-def plan(args: list[bytes], operations: SessionOperations, request_id: Callable[[], int]) -> Direct | Forward | None:
-    """``args`` as one core request of this server or one forwarded operation, or None: the
-    Executor runs it (module docstring). ``request_id``: the node's next request id."""
-    name = args[0].upper()
+def plan(args: list[bytes], operations: SessionOperations, request_id: Callable[[], int]) -> Planned | Forward | None:
+    """``args`` as one core request of this server (with its ``Direct``) or one forwarded
+    operation, or None: the Executor runs it (module docstring). ``request_id``: the node's next
+    request id."""
+    name = args[0]
     shape = _COMMANDS.get(name)
-    if shape is None or len(args) != shape[0]:
+    if shape is None:  # clients write names in capitals; any case is the same command
+        name = name.upper()
+        shape = _COMMANDS.get(name)
+        if shape is None:
+            return None
+    if len(args) != shape[0]:
         return None
     key = args[1]
     if not operations.local(key):
         return _forward(name, args, operations)
     session = operations.state.current
     if name == b"GET":
-        return Direct(GetRequest(request_id(), key, session), "get", _get)
+        return GetRequest(request_id(), key, session), GET
     if name == b"SET":
-        return Direct(PutRequest(request_id(), key, args[2], session), "put", _set)
+        return PutRequest(request_id(), key, args[2], session), SET
     if name == b"DEL":
-        return Direct(DeleteRequest(request_id(), key, session), "delete", _delete)
+        return DeleteRequest(request_id(), key, session), DELETE
     if name == b"EXISTS":
-        return Direct(GetRequest(request_id(), key, session), "get", _exists)
+        return GetRequest(request_id(), key, session), EXISTS
     by = shape[1]
     if len(args) == 3:
         amount = parse_integer(args[2])
         if amount is None or amount == -(1 << 63):  # the Executor answers Redis's error
             return None
         by *= amount
-    return Direct(IncrRequest(request_id(), key, by, session), "incr", _incr)
+    return IncrRequest(request_id(), key, by, session), INCR
 
 
 def _forward(name: bytes, args: list[bytes], operations: SessionOperations) -> Forward | None:
@@ -171,4 +188,4 @@ def _forward(name: bytes, args: list[bytes], operations: SessionOperations) -> F
     return None  # a counter: never sent twice (module docstring)
 
 
-__all__ = ["Direct", "Forward", "plan"]
+__all__ = ["Direct", "Forward", "Planned", "plan"]

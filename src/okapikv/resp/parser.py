@@ -6,7 +6,7 @@ with Redis's quoting rules). ``feed`` takes whatever arrived and returns the com
 when the stream broke the protocol, the error to answer before the connection is closed (what
 Redis does: the commands before the garbage still run).
 
-Two parsers with one behaviour, chosen by ``make_parser``:
+Two parsers with one behaviour, chosen by ``make_parser``, each behind ``CanonicalFrames``:
 
 - ``PythonParser``: a resumable state machine (the shape of Redis's ``processMultibulkBuffer``): a
   request split over many reads is never parsed again from its start, so a request of many
@@ -20,6 +20,14 @@ Two parsers with one behaviour, chosen by ``make_parser``:
   ends inside a request has the ``PythonParser`` check that request's headers so far, so bounds are
   enforced as early as without hiredis. Measured on this 2-core VM (2026-12-01, ``python -m
   okapikv.resp.parser``): see ``docs/resp.md``.
+
+- ``CanonicalFrames``: in front of either, at a request boundary, takes the requests of a read that
+  are written the way every client library writes them (``*3\r\n$3\r\nSET\r\n...``: canonical
+  lengths, no CR LF inside a value, within the bounds) with one ``bytes.split`` and a check of each
+  length against what it splits out, and hands the rest of the read, from the first request it does
+  not take, to the parser behind it. A request it takes is one the parser behind it parses to the
+  same arguments, so nothing answers differently; it saves the hiredis wrapper's bookkeeping per
+  read, more than half the parsing's CPU per command (docs/resp.md, "Parsing").
 
 Numbers in headers are decimal digits (leading zeros accepted, as hiredis does); a count of zero or
 less is an empty command and is skipped, as Redis skips it; the two bytes after a bulk string are
@@ -388,6 +396,90 @@ class HiredisParser:
         return commands, error
 
 
+#: the canonical header of a bulk string of each length below ``_TABULATED`` (``$<len>``), and the
+#: count of each canonical array header up to it (``*<count>``): a lookup costs a fraction of parsing
+#: or formatting one (a larger request is the parser behind's)
+_TABULATED = 1024
+_BULK_HEADERS = [b"$%d" % length for length in range(_TABULATED)]
+_ARRAY_COUNTS = {b"*%d" % count: count for count in range(1, _TABULATED)}
+
+
+class CanonicalFrames:
+    """The canonical requests of a read first, the rest to ``inner`` (module docstring).
+
+    Work stays bounded by the bytes received: a read is split once, and only at a request boundary
+    (``inner`` holds no part of a request), so every byte reaches ``inner`` at most once more."""
+
+    __slots__ = ("_inner", "_max_arguments", "_max_bulk", "_max_request", "_taken")
+
+    def __init__(self, inner: Parser, limits: RespLimits) -> None:
+        self._inner = inner
+        self._max_arguments = limits.max_arguments
+        self._max_bulk = limits.max_bulk_bytes
+        self._max_request = limits.max_request_bytes
+        self._taken = True  # the last read was all canonical requests: ``inner`` holds nothing
+
+    @property
+    def partial(self) -> bool:
+        return not self._taken and self._inner.partial
+
+    @property
+    def partial_bytes(self) -> int:
+        return 0 if self._taken else self._inner.partial_bytes
+
+    def feed(self, data: bytes) -> tuple[list[Command], str | None]:
+        inner = self._inner
+        if (not self._taken and inner.partial) or data[:1] != b"*":
+            self._taken = False
+            return inner.feed(data)
+        commands, used = self._split(data)
+        if used == len(data):
+            self._taken = True
+            return commands, None
+        self._taken = False
+        rest, error = inner.feed(data[used:] if used else data)
+        if commands:
+            commands += rest
+            return commands, error
+        return rest, error
+
+    def _split(self, data: bytes) -> tuple[list[Command], int]:
+        """The leading canonical requests of ``data`` and the bytes they take. Each element's
+        header must be exactly ``$<len>`` of the part that follows it: a value holding CR LF makes
+        that part shorter than announced, and bytes other than CR LF after a value make it longer,
+        so either stops here, before the request, and the parser behind answers it."""
+        parts = data.split(b"\r\n")
+        last = len(parts) - 1  # parts[last] follows the final CR LF: never a whole element
+        commands: list[Command] = []
+        index = 0
+        max_arguments, max_bulk, max_request = self._max_arguments, self._max_bulk, self._max_request
+        safe_count = max_request // max(max_bulk, 1)  # no request of at most this many elements is too large
+        headers, counts = _BULK_HEADERS, _ARRAY_COUNTS
+        while index < last:
+            count = counts.get(parts[index], 0)  # 0: not an array header written canonically
+            end = index + 1 + 2 * count
+            if count == 0 or count > max_arguments or end > last:
+                break
+            element = index + 1
+            while element < end:
+                length = len(parts[element + 1])
+                if length > max_bulk or parts[element] != (
+                        headers[length] if length < _TABULATED else b"$%d" % length):
+                    break
+                element += 2
+            else:
+                args = parts[index + 2:end:2]
+                if count > safe_count and sum(map(len, args)) > max_request:
+                    break
+                commands.append(args)
+                index = end
+                continue
+            break
+        if index == last:
+            return commands, len(data) - len(parts[last])
+        return commands, sum(map(len, parts[:index])) + 2 * index
+
+
 def _large_aggregate_headers(data: bytes) -> list[tuple[int, int]]:
     """Where ``data`` holds a header hiredis would answer with an aggregate of 10 or more elements
     (``_AGGREGATES``), and the count, in order. Shorter counts cost hiredis at most nine slots per
@@ -455,10 +547,10 @@ def hiredis_preferred() -> bool:
 
 
 def make_parser(limits: RespLimits, prefer_hiredis: bool = True) -> Parser:
-    """hiredis's parser when the package is installed (and ``prefer_hiredis``), else the pure one."""
-    if prefer_hiredis and hiredis_available():
-        return HiredisParser(limits)
-    return PythonParser(limits)
+    """hiredis's parser when the package is installed (and ``prefer_hiredis``), else the pure one,
+    behind ``CanonicalFrames``."""
+    inner: Parser = HiredisParser(limits) if prefer_hiredis and hiredis_available() else PythonParser(limits)
+    return CanonicalFrames(inner, limits)
 
 
 def hiredis_available() -> bool:

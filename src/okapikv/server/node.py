@@ -231,7 +231,8 @@ class PartitionNode:
         if sink.on_close is None:
             sink.on_close = self._stream_closed
         # looked up once per batch, not per operation (docs/benchmarks.md, "The server's Python path")
-        request_ids, num_dcs, refusal, expect = self._request_ids, self.num_dcs, host.refusal, host.expect
+        request_ids, num_dcs, expect = self._request_ids, self.num_dcs, host.table.__setitem__  # ``Host.expect``
+        refusal = None if host.refuses_nothing else host.refusal  # in memory, one partition: no call per request
         for operation in batch.operations:
             request_id = next(request_ids)
             converted = convert(operation, request_id, num_dcs)
@@ -239,12 +240,15 @@ class PartitionNode:
                 sink.reject(operation.id, ErrorCode.INVALID_ARGUMENT, "operation names no request")
                 continue
             kind, request = converted
-            refused = refusal(request)
-            if refused is not None:
-                sink.reject(operation.id, refused.code, refused.message)
-                continue
+            if refusal is not None:
+                refused = refusal(request)
+                if refused is not None:
+                    sink.reject(operation.id, refused.code, refused.message)
+                    continue
             expect(request_id, (sink, operation.id, kind, started))
             requests.append(request)
+        if refusal is None:
+            host.count_requests(len(requests))
         sink.outstanding += len(requests)
         host.pipeline_batches += 1
         if requests:
@@ -302,13 +306,13 @@ class PartitionNode:
 
     def _apply(self, outbox: Outbox) -> None:
         host, encoder, links = self.host, self.encoder, self.peer_links
-        take, observe = host.take, self.latency.observe
+        take, observe = host.table.pop, self.latency.observe  # ``Host.take``, without a call of its own
         now = time.perf_counter()  # one reading for the call's replies: they leave together
         for effect in outbox.effects:
             if type(effect) is not Respond:
                 links.send(effect.destination, encoder.frames(effect.message))  # type: ignore[union-attr]
                 continue
-            entry = take(effect.reply.request_id)
+            entry = take(effect.reply.request_id, None)
             if entry is None:
                 continue  # the caller went away (cancelled unary call)
             if type(entry) is tuple:

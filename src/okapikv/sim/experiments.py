@@ -267,7 +267,10 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
                 break
         clients *= 2
     if point.keep == "peak":
-        measured = [max(measured, key=lambda run: run["throughput_ops_s"])]
+        # the peak carries its sweep's steps, so a reader can tell a knee (the sweep ended on flat
+        # steps) from a peak still growing at the sweep's last step (a lower bound)
+        steps = [[run["clients"], run["throughput_ops_s"]] for run in measured]
+        measured = [{**max(measured, key=lambda run: run["throughput_ops_s"]), "sweep": steps}]
     return runs + measured
 
 

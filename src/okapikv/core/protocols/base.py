@@ -94,7 +94,9 @@ class Protocol(ABC):
 
     @abstractmethod
     def visible(self, *, version: Version, stable: Vector) -> bool:
-        """Whether a GET may return ``version`` given the server's stable vector."""
+        """Whether a GET may return ``version`` given the server's stable vector. A version of this
+        DC is visible whatever the vector (a client reads its own DC's writes at once), under every
+        protocol: the server does not ask about those (``PartitionServer._visible``)."""
 
     @abstractmethod
     def snapshot(self, *, stable: Vector, dt: int, now_us: int) -> Vector | WaitForStable:
