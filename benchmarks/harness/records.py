@@ -12,7 +12,7 @@ from typing import Any
 from okapikv.bench.engine.driver import RunOutcome
 from okapikv.bench.engine.histograms import merge_encoded
 from okapikv.bench.engine.results import Cpu, LatencySummary, Run
-from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
+from okapikv.bench.engine.stats import stats_delta, summarize_durability, summarize_traffic, summarize_waits
 
 
 def _core(stats: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +45,8 @@ def run_record(
     server_cpu_s: float | None,
     idle_cores: float | None = None,
 ) -> Run:
-    """One run: throughput, latency per operation, waits, traffic, CPU. ``system`` is its label."""
+    """One run: throughput, latency per operation, waits, traffic, CPU, and a durable run's commit
+    groups. ``system`` is its label."""
     spec = outcome.spec
     workers = outcome.workers
     window_s = spec.duration_s
@@ -92,4 +93,6 @@ def run_record(
         waits=summarize_waits(delta) if delta else None,
         traffic=summarize_traffic(delta, window_s, wire, operations) if delta else None,
         server_operations=delta.get("operations", {}) if delta else None,
+        durability=summarize_durability(stats_delta(outcome.stats_after, outcome.stats_before))
+        if outcome.stats_after else None,
     )

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
 from benchmarks.harness.proc import process_cpu_seconds, total_cpu_seconds
 from okapikv.bench.engine.histograms import merge_encoded, new_histogram, record_us
-from okapikv.bench.engine.results import LatencySummary
-from okapikv.bench.engine.stats import stats_delta, summarize_traffic, summarize_waits
+from okapikv.bench.engine.results import DurabilitySummary, LatencySummary, Run
+from okapikv.bench.engine.stats import stats_delta, summarize_durability, summarize_traffic, summarize_waits
 
 
 def test_merging_encoded_histograms_equals_one_histogram_of_everything() -> None:
@@ -139,3 +140,33 @@ def test_visibility_per_destination_pools_its_sources_and_measures_their_spread(
     assert ireland.source_p50_ms == {"oregon": 61.0, "virginia": 41.0} and ireland.source_spread_ms == 20.0
     assert oregon.count == 6 and oregon.source_spread_ms == 1.0  # one mode
     assert (virginia.count, virginia.source_p50_ms, virginia.source_spread_ms) == (0, {}, 0.0)
+
+
+def _durable(fsyncs: int, versions: int, operations: int, commit_s: float, lag_s: float, gets: int, early: int,
+             held: int) -> dict[str, object]:
+    return {"storage": {"fsyncs": fsyncs, "versions_written": versions, "operations_committed": operations,
+                        "commit_seconds": commit_s, "release_lag_seconds": lag_s, "path": "/d"},
+            "driver": {"get_replies_early": early, "get_replies_held": held},
+            "core": {"operations": {"get": gets}}}
+
+
+def test_a_durable_runs_commit_groups_and_held_gets_come_from_the_stats_delta() -> None:
+    before = {"a": _durable(10, 100, 200, 0.5, 0.1, 40, 30, 2)}
+    after = {"a": _durable(110, 2100, 4200, 1.5, 0.3, 1040, 930, 52)}
+    summary = summarize_durability(stats_delta(after, before))
+    assert summary == DurabilitySummary(fsyncs=100, versions_per_fsync=20.0, operations_per_fsync=40.0,
+                                        commit_ms=10.0, release_lag_ms=2.0, gets=1000, gets_early=900,
+                                        gets_held=50)
+    assert summarize_durability(stats_delta({"a": {"core": {"operations": {"get": 5}}}}, {})) is None  # in memory
+
+
+def test_a_runs_durability_summary_round_trips_through_results_json_and_is_left_out_when_absent() -> None:
+    fields = {"system": "okapi", "workload": "ycsb-a", "clients": 1, "processes": 1, "dcs": 1, "partitions": 1,
+              "clock_skew_ms": 0.0, "rotx_partitions": None, "write_ratio": None, "records": 10, "duration_s": 1.0,
+              "warmup_s": 0.0, "operations": 1, "throughput_ops_s": 1.0, "errors": {}, "last_error": "",
+              "latency_us": {}, "cpu": {"client_s": 0.0, "client_cores": 0.0, "server_s": None, "server_cores": None,
+                                        "server_cpu_us_per_op": None}}
+    assert "durability" not in Run.from_dict(fields).to_dict()
+    durability = DurabilitySummary(3, 2.0, 4.0, 1.5, 0.5, 10, 8, 1)
+    written = Run.from_dict({**fields, "durability": dataclasses.asdict(durability)}).to_dict()
+    assert Run.from_dict(written).durability == durability

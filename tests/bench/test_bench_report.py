@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from benchmarks.suites.registry import write_outputs
-from okapikv.bench.engine.report import render_markdown
+from okapikv.bench.engine.report import flatten_run, render_markdown
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -200,3 +200,10 @@ def test_a_puts_waits_are_shown_by_cause_and_a_hot_server_shows() -> None:
     lines = series_table({"name": "s", "kind": "clients", "title": "t", "runs": [run]})
     assert "of which skew / same-us P" in lines[0]
     assert "| 10.0% / 40.0% |" in lines[2] and "busiest / median server 99% / 41%" in lines[2]
+
+
+def test_a_durable_runs_commit_groups_are_columns_of_its_csv_row() -> None:
+    run = {"system": "okapi", "durability": {"fsyncs": 3, "gets_held": 1}}
+    row = flatten_run(run, [])
+    assert (row["durable_fsyncs"], row["durable_gets_held"]) == (3, 1)
+    assert not any(key.startswith("durable_") for key in flatten_run({"system": "okapi"}, []))

@@ -120,6 +120,8 @@ def test_a_get_of_a_durable_key_overtakes_held_effects_and_one_of_a_held_version
     committer.durable = 3
     assert _replies(host.durable().effects) == [(WriteReply, 5), (GetReply, 6)]
     assert host.held_effect_groups == 0
+    # counted for the Stats (``driver``): replies 3 and 7 overtook held effects, 4 and 6 were held
+    assert (host.get_replies_early, host.get_replies_held) == (2, 2)
 
 
 def test_a_get_waits_for_a_clock_bound_that_is_not_durable() -> None:
@@ -133,6 +135,7 @@ def test_a_get_waits_for_a_clock_bound_that_is_not_durable() -> None:
     assert host.handle([_get(2, b"other")], NOW + 10).effects == []
     committer.durable = 1
     assert _replies(host.durable().effects) == [(WriteReply, 1), (GetReply, 2)]
+    assert (host.get_replies_early, host.get_replies_held) == (0, 1)
 
 
 def test_the_deadline_is_looked_at_after_a_request_and_a_timer_run_not_after_a_heartbeat() -> None:

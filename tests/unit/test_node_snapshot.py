@@ -36,6 +36,7 @@ DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
     "handler_errors", "oversized_dropped", "native_port", "native_connections", "native_refused", "resp_port",
     "resp_connections", "resp_refused", "admission_waits", "event_loop_stalls", "event_loop_stall_seconds",
+    "get_replies_early", "get_replies_held",
 }
 LINK = {
     "address", "delay_ms", "connected", "queued", "unacked", "queued_bytes", "unacked_bytes", "sent_messages",
@@ -44,9 +45,9 @@ LINK = {
 STORAGE = {
     "path", "disk_bytes", "groups_written", "versions_written", "versions_deleted", "mean_commit_ms", "max_commit_ms",
     "durable_group", "required_group", "clock_bound_us", "bound_waits", "checkpoints", "checkpoint_backlog",
-    "disk_full", "full_commits",
-    "vacuumed_pages", "fsyncs", "commit_seconds", "operations_committed", "filesystem_free_bytes",
-    "filesystem_size_bytes", "fsyncs_per_s", "operations_per_fsync", "versions_per_fsync", "held_effect_groups",
+    "disk_full", "full_commits", "vacuumed_pages", "fsyncs", "commit_seconds", "release_lag_seconds",
+    "operations_committed", "filesystem_free_bytes", "filesystem_size_bytes", "fsyncs_per_s", "operations_per_fsync",
+    "versions_per_fsync", "held_effect_groups",
     "recovered",
 }
 INPUT = {"connections", "partial_bytes", "partial_bytes_peak", "budget_bytes", "closed"}

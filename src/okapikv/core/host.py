@@ -29,7 +29,8 @@ run in production (``tests/unit/test_layers.py`` checks that both import this mo
 - **the failure detector** (``okapikv.core.detector``, off by default): every peer message tells
   it its sender's DC, and at the timer it may propose removing a member DC silent for longer than
   ``CoreConfig.auto_remove_after_us``, through the same change as `okapi dc remove`;
-- **the driver counters** (``okapikv.wire.stats.DriverFigures``).
+- **the driver counters** (``okapikv.wire.stats.DriverFigures``), among them the GET replies that
+  overtook held effects and those held for a group (``get_replies_early``, ``get_replies_held``).
 
 Every call takes ``now_us`` (the server's clock) and returns one ``Outbox``: the effects that may
 leave now (``Send`` to a peer, ``Respond`` to whoever ``take`` names), in the order the core made
@@ -154,6 +155,10 @@ class Host(Generic[T]):
         self.peer_batches_received = 0
         self.peer_messages_received = 0
         self.handler_errors = 0
+        #: GET replies that left before effects held in front of them (``_early_reads``), and GET
+        #: replies held for a group because their key or the clock bound was not yet durable
+        self.get_replies_early = 0
+        self.get_replies_held = 0
 
     # ================================================================ the doors
 
@@ -338,21 +343,22 @@ class Host(Generic[T]):
             return outbox
         need = committer.stage(core.drain_changes(), core.hlc)
         if effects and (need > committer.durable or self._held):
-            early = self._early_reads(effects, gets, committer) if gets else None
-            if early is None:
-                self._held.append((need, effects))
-                outbox.effects = []
-            else:
-                outbox.effects, rest = early
-                if rest:
-                    self._held.append((need, rest))
+            early: list[Effect] = []
+            rest = effects
+            if gets:
+                early, rest, held = self._early_reads(effects, gets, committer)
+                self.get_replies_early += len(early)
+                self.get_replies_held += held
+            outbox.effects = early
+            if rest:
+                self._held.append((need, rest))
         return outbox
 
     @staticmethod
     def _early_reads(effects: list[Effect], gets: dict[int, bytes], committer: Committer,
-                     ) -> tuple[list[Effect], list[Effect]] | None:
+                     ) -> tuple[list[Effect], list[Effect], int]:
         """Split ``effects`` into the GET replies that may leave before the effects held in front
-        of them, and the rest (in order); None when there are none.
+        of them, and the rest (in order); and how many GET replies the rest holds.
 
         Why a GET's reply may overtake (the rule is "nothing acknowledged or revealed before it is
         durable", docs/design.md): the reply carries the value of the newest visible version of its
@@ -368,18 +374,19 @@ class Host(Generic[T]):
         its read. Only replies to GETs of this call are looked at (``gets``), and peer messages
         keep their order (a heartbeat never overtakes an update)."""
         durable = committer.durable
-        early: list[Effect] | None = None
+        early: list[Effect] = []
         rest: list[Effect] = []
+        held = 0
         for effect in effects:
             if type(effect) is Respond and type(effect.reply) is GetReply:
                 key = gets.get(effect.reply.request_id)
-                if key is not None and committer.read_need(key) <= durable:
-                    if early is None:
-                        early = []
-                    early.append(effect)
-                    continue
+                if key is not None:
+                    if committer.read_need(key) <= durable:
+                        early.append(effect)
+                        continue
+                    held += 1
             rest.append(effect)
-        return None if early is None else (early, rest)
+        return early, rest, held
 
     def durable(self) -> Outbox:
         """The committer made more groups durable: the effects that waited for them, in order."""

@@ -124,6 +124,8 @@ class GroupCommitter:
         self.versions_written = 0
         self.versions_deleted = 0
         self.commit_seconds = 0.0
+        #: from each append's return on the worker to the loop releasing the group's effects
+        self.release_lag_seconds = 0.0
         self.max_commit_seconds = 0.0
         self.bound_waits = 0
         self.full_commits = 0  # commits that failed for lack of space (and were retried)
@@ -280,7 +282,7 @@ class GroupCommitter:
                 self._post(self._failed_commit, group, error, started)
                 return  # ``_writing`` stays set: the group is still in flight
             self._last_state = group.state
-            self._post(self._finished, group, full, started)
+            self._post(self._finished, group, full, started, time.perf_counter())
         self._post(self._schedule)  # a group nobody waits for may still be staged (``lazy_s``)
 
     def _post(self, callback: Callable[..., None], *args: object) -> None:
@@ -311,13 +313,17 @@ class GroupCommitter:
         self._failed = error
         self._on_failure(error)
 
-    def _finished(self, group: CommitGroup, full: bool, started: float) -> None:
+    def _finished(self, group: CommitGroup, full: bool, started: float, appended: float | None = None) -> None:
         """On the loop, once per durable group, in order: count it in the commit record (before it
         is reported durable: ``commit_record``; the worker may have appended later groups, which
-        the record may then count too), release what waited for it."""
+        the record may then count too), release what waited for it. ``appended``: when the
+        worker's append returned (``release_lag_seconds``: how long the loop took to hear of it)."""
         self.store.record()
         self._full_retries = 0
-        elapsed = time.perf_counter() - started
+        now = time.perf_counter()
+        if appended is not None:
+            self.release_lag_seconds += now - appended
+        elapsed = now - started
         self.commit_seconds += elapsed
         self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
         self.groups_written += 1
@@ -400,6 +406,15 @@ class GroupCommitter:
         return True
 
     def _commit_after_checkpoint(self, group: CommitGroup) -> bool:
+        """On the worker, a retry on a full disk: the group first, into the room the released
+        reserve made; a checkpoint only if that fails too. A checkpoint first would spend that room
+        folding the log into SQLite (about a segment's worth, which a full disk does not have), and
+        every retry would then fail: the server stopped instead of refusing writes."""
+        try:
+            return self._commit(group)
+        except Exception as error:
+            if not is_disk_full(error):
+                raise
         with contextlib.suppress(Exception):
             self.store.checkpoint()
         return self._commit(group)
@@ -481,6 +496,7 @@ class GroupCommitter:
             "vacuumed_pages": self.store.vacuumed_pages,
             "fsyncs": self.groups_written,
             "commit_seconds": self.commit_seconds,
+            "release_lag_seconds": self.release_lag_seconds,
             "operations_committed": self.operations_committed,
             "filesystem_free_bytes": free,
             "filesystem_size_bytes": size,

@@ -214,6 +214,10 @@ class DriverFigures:
     resp_refused: Annotated[int, counter("RESP connections closed for breaking the protocol or a bound.")]
     admission_waits: Annotated[int, counter(
         "Client batches that waited for replication to catch up (admission control).")]
+    #: a durable server's GET replies that left before effects held for a group, and those held
+    #: for a group because their key had a version in flight (``okapikv.core.host``)
+    get_replies_early: int = 0
+    get_replies_held: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +315,9 @@ class StorageFigures:
     fsyncs: Annotated[int, counter("Commit groups written, one WAL fsync each.", "okapi_storage_fsyncs")]
     commit_seconds: Annotated[float, counter("Time spent writing commit groups (transaction and WAL fsync).",
                                              "okapi_storage_commit_seconds")]
+    #: from each group's append returning on the storage worker to the event loop releasing its
+    #: effects (over fsyncs: the mean hand-back to the loop)
+    release_lag_seconds: float
     operations_committed: Annotated[int, counter("Client requests the server had received as of its latest commit "
                                                  "group (over fsyncs: requests per fsync).",
                                                  "okapi_storage_operations_committed")]

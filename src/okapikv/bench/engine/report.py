@@ -54,7 +54,8 @@ def _kinds(runs: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def flatten_run(run: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
-    """One CSV row: scalar parameters, throughput, latency per kind, waits, traffic, CPU."""
+    """One CSV row: scalar parameters, throughput, latency per kind, waits, traffic, CPU, and a
+    durable run's commit groups (``durable_*``)."""
     row: dict[str, Any] = {
         key: run.get(key)
         for key in ("system", "workload", "clients", "processes", "load", "dcs", "partitions", "rotx_partitions",
@@ -74,6 +75,8 @@ def flatten_run(run: dict[str, Any], kinds: list[str]) -> dict[str, Any]:
         row[name] = value
     for name, value in sorted(run.get("cpu", {}).items()):
         row[f"cpu_{name}"] = value
+    for name, value in (run.get("durability") or {}).items():
+        row[f"durable_{name}"] = value
     return row
 
 

@@ -11,9 +11,9 @@ be regenerated from a saved results.json, and anything that fills a ``Results`` 
 source other than the load generator) gets the same outputs.
 
 The shape: top-level keys in the order of ``Results.to_dict``; a run is its fields in order, with
-``load``, ``waits``, ``traffic`` and ``server_operations`` left out when absent. Three sections belong
-to one suite each and are stored as that suite serializes them: ``fast``
-(``benchmarks.suites.fast_figures.FastFigures``), ``resp`` (``benchmarks.suites.resp``) and
+``load``, ``waits``, ``traffic``, ``server_operations``, ``sweep`` and ``durability`` left out when
+absent. Three sections belong to one suite each and are stored as that suite serializes them:
+``fast`` (``benchmarks.suites.fast_figures.FastFigures``), ``resp`` (``benchmarks.suites.resp``) and
 ``paper`` (``benchmarks.suites.paper_figures``).
 This module imports nothing else of the benchmark: it is the data model the other stages share.
 """
@@ -136,9 +136,27 @@ class Cpu:
     server_busy_median: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DurabilitySummary:
+    """A durable run's commit groups over the window, from the servers' Stats (``storage`` and
+    ``driver``): where a durable operation's latency goes (docs/benchmarks.md, "Where a durable
+    operation's time goes"). ``commit_ms``: mean from a group's hand-over to the worker to the loop
+    hearing it is durable; ``release_lag_ms``: the part of it after the append returned;
+    ``gets_held``: GET replies held for a group (their key had a version in flight), of ``gets``."""
+
+    fsyncs: int
+    versions_per_fsync: float | None
+    operations_per_fsync: float | None
+    commit_ms: float | None
+    release_lag_ms: float | None
+    gets: int
+    gets_early: int
+    gets_held: int
+
+
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
 _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_skew_model", "max_dc_skew_ms",
-                        "coordinator", "sweep")
+                        "coordinator", "sweep", "durability")
 #: Figures of a run's CPU and traffic that are left out when absent (a run that has no idle
 #: measurement or no wire counters, and files written before them, read and write back alike).
 _FIGURES_OMITTED_WHEN_ABSENT = frozenset({
@@ -183,6 +201,7 @@ class Run:
     #: a simulated peak's sweep, every step's [clients, ops/s]: a knee or a peak still growing
     #: (``okapikv.sim.experiments.run_point``); None for measured runs
     sweep: list[list[float]] | None = None
+    durability: DurabilitySummary | None = None  # a durable run's commit groups (``DurabilitySummary``)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {}
@@ -198,13 +217,14 @@ class Run:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Run:
-        waits, traffic = data.get("waits"), data.get("traffic")
+        waits, traffic, durability = data.get("waits"), data.get("traffic"), data.get("durability")
         return _build(
             cls, data,
             latency_us={kind: _build(LatencySummary, summary) for kind, summary in data["latency_us"].items()},
             cpu=_build(Cpu, data["cpu"]),
             waits=None if waits is None else {kind: _build(WaitSummary, wait) for kind, wait in waits.items()},
             traffic=None if traffic is None else _build(TrafficSummary, traffic),
+            durability=None if durability is None else _build(DurabilitySummary, durability),
         )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from okapikv.bench.engine.results import TrafficSummary, WaitSummary
+from okapikv.bench.engine.results import DurabilitySummary, TrafficSummary, WaitSummary
 
 
 def _number(value: object) -> int | float:
@@ -158,3 +158,22 @@ def summarize_traffic(delta: Mapping[str, Any], window_s: float, wire: Mapping[s
         stabilization_messages_per_s=round(_number(delta.get("stabilization_messages_sent")) / window, 1),
         **measured,
     )
+
+
+def summarize_durability(delta: Mapping[str, Any]) -> DurabilitySummary | None:
+    """A durable run's commit groups from the delta of the servers' whole Stats documents
+    (``storage``, ``driver``, ``core``); None for servers kept in memory (no ``storage``)."""
+    storage = delta.get("storage")
+    if not storage:
+        return None
+    driver = delta.get("driver", {})
+    fsyncs = int(_number(storage.get("fsyncs")))
+    gets = int(_number(delta.get("core", {}).get("operations", {}).get("get")))
+    return DurabilitySummary(
+        fsyncs=fsyncs,
+        versions_per_fsync=_per(_number(storage.get("versions_written")), fsyncs),
+        operations_per_fsync=_per(_number(storage.get("operations_committed")), fsyncs),
+        commit_ms=_per(1000 * _number(storage.get("commit_seconds")), fsyncs),
+        release_lag_ms=_per(1000 * _number(storage.get("release_lag_seconds")), fsyncs),
+        gets=gets, gets_early=int(_number(driver.get("get_replies_early"))),
+        gets_held=int(_number(driver.get("get_replies_held"))))
