@@ -92,8 +92,8 @@ class SessionOperations:
 
     @property
     def forwarding(self) -> AsyncClient | None:
-        """The client that forwards this session's operations to the DC's other partitions
-        (``okapikv.resp.direct`` sends through it); None while no operation of the session needs one."""
+        """The session's client for keys of the DC's other partitions, which ``okapikv.resp.direct``
+        sends through; None for a session that has sent no key of another partition."""
         return self._fork
 
     # ------------------------------------------------------------------ single keys
