@@ -9,12 +9,24 @@ system calls, so it moves with a change to that path alone and is far less noisy
 sockets on a shared machine (``scripts/measure_server_cpu.py`` is that run).
 
     python scripts/measure_native_path.py --base DIR [--change DIR] [--rounds 4] [--ops 30000] [--instructions]
+        [--durable]
 
 Each round runs the base tree and the change tree once each, alternating which goes first, each in
 a fresh process (``PYTHONPATH=DIR/src``) that warms up and then times three passes of ``--ops``
 operations; a tree's figure is the fastest pass (process CPU time per operation). ``DIR`` holds
 ``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a commit); ``--change``
 defaults to this checkout. With ``--one`` it times only the tree it runs in (no pairing).
+
+With ``--durable`` the node keeps its store in a data directory (a temporary one): after each read
+the process waits, its event loop asleep, until the read's commit group is durable and its held
+replies released, then writes the results, so every read of 64 operations is one group (about what
+64 sessions' groups hold, 30-60 operations) and the figure is the Python path of a durable server:
+the in-memory path plus staging, the group's record, the worker's hand-offs and the held replies.
+The node's timer is off in this mode (no GC, no stabilization: the in-memory mode runs none
+either), so a group holds the reads' inserts only. ``--instructions --durable`` counts the storage
+worker's instructions too (valgrind runs every thread); the kernel's work (the ``fdatasync``, the
+threads' wake-ups) is not an instruction of the process and is measured by
+``scripts/measure_server_cpu.py --durable`` and ``scripts/measure_log_writes.py``.
 
 With ``--instructions`` each tree runs under ``valgrind --tool=cachegrind`` instead (a few minutes
 a tree), twice, at ``--ops`` and three times ``--ops``: the difference of the two instruction counts
@@ -36,6 +48,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,7 +84,7 @@ def _reads(operations: int, frames_per_read: int, seed: int) -> list[bytes]:
     return [b"".join(frames[start:start + frames_per_read]) for start in range(0, len(frames), frames_per_read)]
 
 
-async def _time_one(operations: int, frames_per_read: int) -> list[float]:
+async def _time_one(operations: int, frames_per_read: int, data_dir: str | None = None) -> list[float]:
     from okapikv.cluster.config.local import local_cluster
     from okapikv.server.inbound import PeerIntake
     from okapikv.server.native import NativeConnection
@@ -79,28 +92,49 @@ async def _time_one(operations: int, frames_per_read: int) -> list[float]:
     from okapikv.wire.frames import MAGIC_V2
 
     config = local_cluster(dcs=("solo",), partitions=1, protocol="okapi", wan="off", base_port=1, host="127.0.0.1")
-    node = PartitionNode(config, 0, 0)
+    node = PartitionNode(config, 0, 0, data_dir=data_dir)
     node.start()
+    committer = node.committer
+    durable = asyncio.Event()
+    if committer is not None:  # --durable: reads wait for their group (module docstring)
+        assert node._timer is not None
+        node._timer.cancel()
+        node._timer = None  # the core's timer is not armed again (``PartitionNode._carry_out``)
+        released = committer._on_durable
+
+        def on_durable() -> None:
+            released()
+            durable.set()
+
+        committer._on_durable = on_durable
     connection = NativeConnection(node, PeerIntake(node))
     connection.connection_made(_transport())
     connection.data_received(MAGIC_V2)
 
-    def drive(reads: list[bytes]) -> None:
+    async def drive(reads: list[bytes]) -> None:
         for data in reads:
             connection.data_received(data)
+            while committer is not None and (committer.pending or node.host.held_effect_groups):
+                durable.clear()
+                await durable.wait()
             connection._flush()  # the write at the end of the event-loop turn
 
-    drive(_reads(20_000, frames_per_read, seed=0))  # fills the keyspace, warms every path
+    await drive(_reads(20_000, frames_per_read, seed=0))  # fills the keyspace, warms every path
     import gc
     gc.freeze()  # as the server does once it serves
     passes = []
     for seed in (1, 2, 3):
         reads = _reads(operations, frames_per_read, seed)
         started = time.process_time()
-        drive(reads)
+        await drive(reads)
         passes.append((time.process_time() - started) * 1e6 / operations)
     await node.close()
     return passes
+
+
+async def _time_durable(operations: int, frames_per_read: int) -> list[float]:
+    with tempfile.TemporaryDirectory(prefix="okapi-native-path-") as directory:
+        return await _time_one(operations, frames_per_read, directory)
 
 
 def _instructions(tree: Path, arguments: list[str]) -> int:
@@ -115,9 +149,13 @@ def _instructions(tree: Path, arguments: list[str]) -> int:
     return int(counts.group(1).replace(",", ""))
 
 
+def _mode(args: argparse.Namespace) -> list[str]:
+    return ["--frames-per-read", str(args.frames_per_read)] + (["--durable"] if args.durable else [])
+
+
 def _instructions_per_op(tree: Path, args: argparse.Namespace, *, frames_only: bool = False) -> float:
     """Instructions per operation of ``tree``'s path (or, ``frames_only``, of building the frames)."""
-    common = ["--frames-per-read", str(args.frames_per_read)] + (["--frames-only"] if frames_only else ["--one"])
+    common = _mode(args) + (["--frames-only"] if frames_only else ["--one"])
     low = _instructions(tree, [*common, "--ops", str(args.ops)])
     high = _instructions(tree, [*common, "--ops", str(3 * args.ops)])
     return (high - low) / (3 * 2 * int(args.ops))  # three passes each
@@ -125,8 +163,7 @@ def _instructions_per_op(tree: Path, args: argparse.Namespace, *, frames_only: b
 
 def _run_tree(tree: Path, args: argparse.Namespace) -> float:
     environment = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    output = subprocess.run([sys.executable, __file__, "--one", "--ops", str(args.ops),
-                             "--frames-per-read", str(args.frames_per_read)],
+    output = subprocess.run([sys.executable, __file__, "--one", "--ops", str(args.ops), *_mode(args)],
                             env=environment, check=True, capture_output=True, text=True).stdout
     return float(min(json.loads(output)["us_per_op"]))
 
@@ -141,10 +178,13 @@ def main() -> int:
     parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per operation under valgrind instead of timing (--ops 2000 is enough)")
+    parser.add_argument("--durable", action="store_true",
+                        help="the node keeps its store in a data directory; each read waits for its group")
     parser.add_argument("--frames-only", action="store_true", help=argparse.SUPPRESS)  # --instructions' baseline
     args = parser.parse_args()
     if args.one:
-        print(json.dumps({"us_per_op": asyncio.run(_time_one(args.ops, args.frames_per_read))}))
+        timed = _time_durable if args.durable else _time_one
+        print(json.dumps({"us_per_op": asyncio.run(timed(args.ops, args.frames_per_read))}))
         return 0
     if args.frames_only:
         for seed in (1, 2, 3):

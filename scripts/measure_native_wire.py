@@ -45,6 +45,37 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime + stime
 
 
+def _threads_s(pid: int) -> tuple[float, float]:
+    """CPU seconds of the server's event-loop thread and of its other threads (a durable server's
+    storage worker among them), from each thread's ``schedstat`` (nanoseconds, kernel time included)."""
+    main = others = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                spent = int(stat.read().split()[0])
+        except OSError:  # the thread ended meanwhile
+            continue
+        if int(tid) == pid:
+            main += spent
+        else:
+            others += spent
+    return main / 1e9, others / 1e9
+
+
+def _figures(operations: int, duration_s: float, start: tuple[float, float, tuple[float, float]],
+             end: tuple[float, float, tuple[float, float]]) -> dict[str, float]:
+    (server_start, client_start, threads_start), (server_end, client_end, threads_end) = start, end
+    return {"ops_per_s": operations / duration_s,
+            "server_us_per_op": (server_end - server_start) * 1e6 / operations,
+            "client_us_per_op": (client_end - client_start) * 1e6 / operations,
+            "server_loop_us_per_op": (threads_end[0] - threads_start[0]) * 1e6 / operations,
+            "server_other_threads_us_per_op": (threads_end[1] - threads_start[1]) * 1e6 / operations}
+
+
+def _reading(pid: int) -> tuple[float, float, tuple[float, float]]:
+    return _cpu_s(pid), time.process_time(), _threads_s(pid)
+
+
 async def run_lean(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
                seed: int) -> dict[str, float]:
     config = WorkloadConfig("a", records=RECORDS)
@@ -53,13 +84,13 @@ async def run_lean(address: str, pid: int, wire: str, sessions: int, warmup_s: f
     load = LeanLoad(TargetSpec("lean", (address,)), sources, max_operations=MAX_OPERATIONS, wire=wire)
     await load.open()
     window = Window(time.time() + 0.1, warmup_s, duration_s)
-    readings: list[tuple[float, float]] = []
+    readings: list[tuple[float, float, tuple[float, float]]] = []
 
     async def sample() -> None:
         await asyncio.sleep(window.seconds_until(window.measure_ns))
-        readings.append((_cpu_s(pid), time.process_time()))
+        readings.append(_reading(pid))
         await asyncio.sleep(window.seconds_until(window.end_ns))
-        readings.append((_cpu_s(pid), time.process_time()))
+        readings.append(_reading(pid))
 
     state = Recorder()
     sampler = asyncio.create_task(sample())
@@ -70,11 +101,7 @@ async def run_lean(address: str, pid: int, wire: str, sessions: int, warmup_s: f
         load.close()
     if sum(state.errors.values()):
         raise RuntimeError(f"{wire}: {sum(state.errors.values())} errors, last: {state.last_error}")
-    operations = max(state.in_window, 1)
-    (server_start, client_start), (server_end, client_end) = readings
-    return {"ops_per_s": operations / duration_s,
-            "server_us_per_op": (server_end - server_start) * 1e6 / operations,
-            "client_us_per_op": (client_end - client_start) * 1e6 / operations}
+    return _figures(max(state.in_window, 1), duration_s, *readings)
 
 
 async def run_async(address: str, pid: int, wire: str, sessions: int, warmup_s: float, duration_s: float,
@@ -105,21 +132,18 @@ async def run_async(address: str, pid: int, wire: str, sessions: int, warmup_s: 
                 if measuring[0]:
                     counted[0] += 1
 
-        async def sample() -> tuple[tuple[float, float], tuple[float, float]]:
+        async def sample() -> tuple[tuple[float, float, tuple[float, float]], tuple[float, float, tuple[float, float]]]:
             await asyncio.sleep(warmup_s)
-            start = (_cpu_s(pid), time.process_time())
+            start = _reading(pid)
             counted[0], measuring[0] = 0, True
             await asyncio.sleep(duration_s)
             measuring[0] = False
-            return start, (_cpu_s(pid), time.process_time())
+            return start, _reading(pid)
 
         sampler = asyncio.create_task(sample())
         await asyncio.gather(*(session(fork, index) for index, fork in enumerate(forks)))
-        (server_start, client_start), (server_end, client_end) = await sampler
-    operations = max(counted[0], 1)
-    return {"ops_per_s": operations / duration_s,
-            "server_us_per_op": (server_end - server_start) * 1e6 / operations,
-            "client_us_per_op": (client_end - client_start) * 1e6 / operations}
+        start, end = await sampler
+    return _figures(max(counted[0], 1), duration_s, start, end)
 
 
 async def _measure(args: argparse.Namespace, address: str, pid: int) -> list[dict[str, dict[str, float]]]:

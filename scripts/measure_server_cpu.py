@@ -13,7 +13,10 @@ The load runs this checkout's client in this process; only the servers differ.
         [--duration-s 4]
 
 ``DIR``: a tree holding ``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a
-commit); ``--change`` defaults to this checkout.
+commit); ``--change`` defaults to this checkout. ``--durable both`` runs both servers with a data
+directory (the fast suite's durable row), ``--durable change`` only the change's: with ``--base``
+the same tree, that pairs a durable server against an in-memory one, the fast suite's "durable /
+in-memory server CPU per operation" in paired rounds.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ from measure_native_wire import run_async, run_lean
 from benchmarks.harness.clusters import RunningCluster, start_local
 
 
-def _start(tree: Path) -> RunningCluster:
+def _start(tree: Path, durable: bool) -> RunningCluster:
     """A server whose ``okapikv`` is ``tree``'s (its processes take this one's environment)."""
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(tree / "src")
     try:
-        return start_local(protocol="okapi", dcs=("solo",), partitions=1, wan="off")
+        return start_local(protocol="okapi", dcs=("solo",), partitions=1, wan="off", durable=durable)
     finally:
         if before is None:
             del os.environ["PYTHONPATH"]
@@ -76,8 +79,11 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=4.0)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--sessions", type=int, default=64)
+    parser.add_argument("--durable", choices=("none", "both", "change"), default="none",
+                        help="which servers keep their store in a data directory")
     args = parser.parse_args()
-    clusters = {name: _start(tree) for name, tree in (("base", args.base), ("change", args.change))}
+    durable = {"base": args.durable == "both", "change": args.durable != "none"}
+    clusters = {name: _start(tree, durable[name]) for name, tree in (("base", args.base), ("change", args.change))}
     try:
         servers = {name: (cluster.servers[0].address, cluster.pids()[0]) for name, cluster in clusters.items()}
         pairs = uvloop.run(_measure(args, servers))
@@ -90,7 +96,8 @@ def main() -> int:
                       "ratios": [round(value, 3) for value in values]} for name, values in ratios.items()}
     medians = {name: round(statistics.median(pair[name]["server_us_per_op"] for pair in pairs), 2)
                for name in ("base", "change")}
-    print(json.dumps({"load": args.load, "server_us_per_op_median": medians, "change_over_base": summary},
+    print(json.dumps({"load": args.load, "durable": args.durable, "server_us_per_op_median": medians,
+                      "change_over_base": summary},
                      indent=1))
     return 0
 

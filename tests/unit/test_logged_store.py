@@ -19,9 +19,10 @@ import pytest
 from okapikv.core.mvstore import Change, Version
 from okapikv.core.timestamps import pack
 from okapikv.storage import DataDamagedError, Identity
+from okapikv.storage import log as log_module
 from okapikv.storage.checkpoint_process import KILL_POINT
 from okapikv.storage.commit_record import RecordFile, Tally
-from okapikv.storage.log import segments
+from okapikv.storage.log import SPARE_NAME, SPARE_SLACK, segment_name, segments
 from okapikv.storage.logged_store import (
     CHECKPOINT_NICENESS,
     KILL_POINTS,
@@ -144,8 +145,15 @@ def three_groups_in_the_log(directory: Path) -> None:
 
 
 def _torn(directory: Path) -> None:
+    """Cut the last record short, as a power loss during its write does: its last bytes never
+    reached the disk (zeros where the segment was written in place, missing where it grew)."""
     path = segments(directory)[-1]
-    os.truncate(path, path.stat().st_size - 3)
+    data = path.read_bytes()
+    end = len(data.rstrip(b"\0"))
+    if end == len(data):
+        os.truncate(path, end - 3)
+    else:
+        path.write_bytes(data[: end - 3] + bytes(len(data) - end + 3))
 
 
 def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
@@ -243,27 +251,27 @@ def test_an_append_cut_short_by_a_full_disk_is_cut_back_off(tmp_path: Path, monk
     group committer's, after the reserve is released) appends the same record cleanly."""
     store = LoggedStore(tmp_path, IDENTITY)
     store.commit(group(1))
-    real_write = os.write
+    real_write = os.pwrite
     failures = [1]
 
-    def short_write(descriptor: int, data: bytes | memoryview) -> int:
+    def short_write(descriptor: int, data: bytes | memoryview, offset: int) -> int:
         if failures:
             failures.pop()
-            real_write(descriptor, bytes(data[: len(data) // 2]))
+            real_write(descriptor, bytes(data[: len(data) // 2]), offset)
             raise OSError(28, "No space left on device")
-        return real_write(descriptor, data)
+        return real_write(descriptor, data, offset)
 
-    monkeypatch.setattr(os, "write", short_write)
+    monkeypatch.setattr(os, "pwrite", short_write)
     store.prepare(group(2))
     with pytest.raises(OSError):
         store.finish()
-    store.prepare(group(2))
+    store.prepare(group(2, count=1))  # a shorter record in the same place: the failed one left nothing behind
     store.finish()
     store.record()
-    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "pwrite", real_write)
     store.close(checkpoint=False)
     again = LoggedStore(tmp_path, IDENTITY)
-    assert again.tally.seq == 2 and len(keys(again)) == 6
+    assert again.tally.seq == 2 and len(keys(again)) == 4
     again.close()
 
 
@@ -319,3 +327,73 @@ def test_an_idle_open_segment_is_checkpointed_once_it_holds_enough(tmp_path: Pat
     store.close(checkpoint=False)
     present = keys(LoggedStore(tmp_path, IDENTITY))
     assert all(b"k%d-%d" % (done, index) in present for done in [*range(1, 20), number + 1] for index in range(3))
+
+
+def test_records_are_written_in_place_over_a_segment_made_ahead(tmp_path: Path) -> None:
+    """A segment is made of zeros ahead of use, and its records overwrite them (the file does not
+    grow, so an O_DSYNC write commits no file system journal); its zero tail ends the records."""
+    store = LoggedStore(tmp_path, IDENTITY, segment_bytes=4096)
+    made = 4096 + SPARE_SLACK
+    store.commit(group(1))
+    first = segments(tmp_path)[-1]
+    assert first.stat().st_size == made
+    assert _until(lambda: (tmp_path / SPARE_NAME).exists()), "the next segment is made once the spare is taken"
+    store.commit(group(2))
+    assert first.stat().st_size == made and len(segments(tmp_path)) == 1
+    store.close(checkpoint=False)
+    assert not (tmp_path / SPARE_NAME).exists()
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.close()
+
+
+def test_without_room_for_a_spare_segments_grow_and_a_torn_tail_is_still_dropped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(log_module, "SPARE_ROOM", 1 << 40)
+    three_groups_in_the_log(tmp_path)
+    path = segments(tmp_path)[-1]
+    assert path.read_bytes().rstrip(b"\0") == path.read_bytes(), "no zero tail: the segment grew"
+    _torn(tmp_path)
+    (tmp_path / "COMMITTED").unlink()
+    record = RecordFile(tmp_path)
+    record.write(Tally(2, 6, 3, 0, 0))
+    record.close()
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again.close()
+
+
+def test_a_format_1_log_is_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments appended by the builds before segments were written in place (format 1)."""
+    monkeypatch.setattr(log_module, "FORMAT", 1)
+    monkeypatch.setattr(log_module, "SPARE_ROOM", 1 << 40)
+    three_groups_in_the_log(tmp_path)
+    monkeypatch.undo()
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 3 and len(keys(again)) == 9
+    again.close()
+
+
+def test_a_segment_renamed_from_the_spare_before_its_header_is_dropped(tmp_path: Path) -> None:
+    """A crash between taking the spare and writing the header leaves a newest segment of zeros:
+    no group was written to it, so it is dropped and the log goes on."""
+    three_groups_in_the_log(tmp_path)
+    (tmp_path / segment_name(4)).write_bytes(bytes(4096))
+    again = LoggedStore(tmp_path, IDENTITY)
+    assert again.tally.seq == 3 and len(keys(again)) == 9
+    again.commit(group(4))
+    again.close()
+    final = LoggedStore(tmp_path, IDENTITY)
+    assert final.tally.seq == 4
+    final.close()
+
+
+def test_data_after_a_segments_zeros_is_damage(tmp_path: Path) -> None:
+    three_groups_in_the_log(tmp_path)
+    path = segments(tmp_path)[-1]
+    data = bytearray(path.read_bytes())
+    data[-100] = 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(DataDamagedError) as caught:
+        LoggedStore(tmp_path, IDENTITY)
+    assert "\n" not in str(caught.value) and "--repair" in str(caught.value)

@@ -135,6 +135,10 @@ class LoggedStore:
                 self.db._close_files(checkpoint=False)  # the caller keeps its lock
             raise
         self._writer = LogWriter(self.directory, STATE_FIELDS, segment_bytes)
+        self._writer.make_spare()  # the first segment is written in place too (``log``)
+        self._spare_wanted = threading.Event()
+        self._spare_thread = threading.Thread(target=self._spares, name="okapi-log-spare", daemon=True)
+        self._spare_thread.start()
         self._thread = threading.Thread(target=self._checkpointer, name="okapi-checkpoint", daemon=True)
         self._thread.start()
 
@@ -306,6 +310,8 @@ class LoggedStore:
         self.tally = new
         self.commits += 1
         self.changes += changes
+        if self._writer.records == 1:
+            self._spare_wanted.set()  # a new segment took the spare: the next one is made now
         if self._writer.full:
             self._rotate()
             self._wake.set()
@@ -352,6 +358,16 @@ class LoggedStore:
         ``in_process=False``: fold in a checkpoint process, as the background checkpointer does."""
         self._rotate()
         self._checkpoint(in_process=in_process)
+
+    def _spares(self) -> None:
+        """Make the next segment ahead (``LogWriter.make_spare``) each time a segment takes the spare:
+        on a thread of its own, so neither the commit path nor a long checkpoint waits for it."""
+        while True:
+            self._spare_wanted.wait()
+            self._spare_wanted.clear()
+            if self._stopping:
+                return
+            self._writer.make_spare()
 
     def _checkpointer(self) -> None:
         while True:
@@ -421,7 +437,9 @@ class LoggedStore:
         restart then replays nothing); close the files and release the lock."""
         self._stopping = True
         self._wake.set()
+        self._spare_wanted.set()
         self._thread.join(timeout=60)
+        self._spare_thread.join(timeout=60)
         if checkpoint:
             try:
                 self._rotate()
@@ -429,6 +447,7 @@ class LoggedStore:
             except Exception as error:
                 log.warning("%s: final checkpoint failed (the log keeps its segments): %s", self.directory, error)
         self._writer.close()  # (a segment whose first append failed holds no record: the next open reuses it)
+        self._writer.discard_spare()
         if self._record is not None:
             with contextlib.suppress(OSError):
                 self._record.close()
