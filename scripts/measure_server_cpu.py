@@ -66,7 +66,10 @@ async def _measure(args: argparse.Namespace, servers: dict[str, tuple[str, int]]
         print(f"pair {index + 1}: server us/op base {base['server_us_per_op']:.2f} change "
               f"{change['server_us_per_op']:.2f} (x{change['server_us_per_op'] / base['server_us_per_op']:.3f}); "
               f"ops/s {base['ops_per_s']:,.0f} / {change['ops_per_s']:,.0f}; the load's CPU us/op "
-              f"{base['client_us_per_op']:.2f} / {change['client_us_per_op']:.2f}", flush=True)
+              f"{base['client_us_per_op']:.2f} / {change['client_us_per_op']:.2f}; the servers' event-loop thread / "
+              f"other threads us/op {base['server_loop_us_per_op']:.2f} / {base['server_other_threads_us_per_op']:.2f}"
+              f" and {change['server_loop_us_per_op']:.2f} / {change['server_other_threads_us_per_op']:.2f}",
+              flush=True)
     return pairs
 
 

@@ -167,14 +167,20 @@ def test_a_full_disk_refuses_writes_and_other_dcs_replication_only() -> None:
     assert host.client_requests == 2
 
 
-def test_the_doors_refuse_nothing_only_in_memory_on_one_partition() -> None:
+def test_the_doors_refuse_nothing_only_on_one_partition_with_no_full_disk() -> None:
     """``refuses_nothing`` lets a driver skip ``refusal`` per request: only where no request can be
-    misrouted and no disk can fill; the requests it passes are still counted."""
+    misrouted and the disk is not full (a durable server's batch while it has room); the requests
+    it passes are still counted."""
     host = _host()
     assert host.refuses_nothing
     host.count_requests(3)
     assert host.client_requests == 3
-    assert not _host(StubCommitter()).refuses_nothing
+    committer = StubCommitter()
+    durable = _host(committer)
+    assert durable.refuses_nothing
+    committer.disk_full = True
+    assert not durable.refuses_nothing
+    assert durable.refusal(_put(1)) is not None
     split = Host(PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=2)))
     assert not split.refuses_nothing
     assert any(split.refusal(_put(index, b"k%d" % index)) is not None for index in range(100))

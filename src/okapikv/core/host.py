@@ -177,9 +177,13 @@ class Host(Generic[T]):
     @property
     def refuses_nothing(self) -> bool:
         """Whether ``refusal`` refuses no request now: one partition (nothing is misrouted) and no
-        disk to fill (a server in memory). A driver then counts a batch's requests at once
-        (``count_requests``) instead of asking per request."""
-        return self.core.config.num_partitions == 1 and self.space is None and self.committer is None
+        full disk (a server in memory, or a durable one with room: the disk is found full between
+        a driver's batches, on its loop, never inside one). A driver then counts a batch's requests
+        at once (``count_requests``) instead of asking per request."""
+        if self.core.config.num_partitions != 1:
+            return False
+        space = self.space if self.space is not None else self.committer
+        return space is None or not space.disk_full
 
     def count_requests(self, count: int) -> None:
         """``count`` requests passed the doors without ``refusal`` (``refuses_nothing``)."""

@@ -232,7 +232,7 @@ class PartitionNode:
             sink.on_close = self._stream_closed
         # looked up once per batch, not per operation (docs/benchmarks.md, "The server's Python path")
         request_ids, num_dcs, expect = self._request_ids, self.num_dcs, host.table.__setitem__  # ``Host.expect``
-        refusal = None if host.refuses_nothing else host.refusal  # in memory, one partition: no call per request
+        refusal = None if host.refuses_nothing else host.refusal  # one partition, no full disk: no call per request
         for operation in batch.operations:
             request_id = next(request_ids)
             converted = convert(operation, request_id, num_dcs)

@@ -81,6 +81,8 @@ MAX_FRAME_BYTES = 1 << 30
 #: the fields of a version, in record order (every field the class declares)
 VERSION_FIELDS: tuple[str, ...] = tuple(Version.__annotations__)
 _version_values = attrgetter(*VERSION_FIELDS)
+_SOURCE_DC = VERSION_FIELDS.index("source_dc")
+_TIMESTAMP = VERSION_FIELDS.index("timestamp")
 
 #: every ``write`` to a segment is durable when it returns (``LogWriter.append``); 0 where unknown
 _O_DSYNC: int = getattr(os, "O_DSYNC", 0)
@@ -114,13 +116,43 @@ def segment_header(first_seq: int, state_fields: tuple[str, ...]) -> bytes:
     return MAGIC + frame(_encoder.encode(header))
 
 
-def encode_record(seq: int, clock_bound_us: int | None, state: object | None, tally: tuple[int, int, int],
-                  changes: list[Change]) -> bytes:
-    """One group as a frame (``state``: a dataclass instance, encoded field by field)."""
-    stored_state = None if state is None else [getattr(state, field.name) for field in dataclasses.fields(state)]  # type: ignore[arg-type]
+def group_rows(changes: list[Change], local_dc: int, local_ts: int) -> tuple[list[tuple[Any, ...]], int, int, int]:
+    """A group's rows (``[key, inserted?, field...]``, the record's layout) and, in the same pass,
+    what the tally needs: the versions it inserts, those of ``local_dc``, and the newest local
+    timestamp (``local_ts`` or later). One pass over the changes, on the storage worker, where
+    the interpreter lock it holds keeps the event loop waiting (docs/storage.md)."""
     values = _version_values
-    rows = [(key, inserted, *values(version)) for key, version, inserted in changes]
+    rows: list[tuple[Any, ...]] = []
+    append = rows.append
+    inserted = local = 0
+    for key, version, was_inserted in changes:
+        fields = values(version)
+        append((key, was_inserted, *fields))
+        if was_inserted:
+            inserted += 1
+            if fields[_SOURCE_DC] == local_dc:
+                local += 1
+                if fields[_TIMESTAMP] > local_ts:
+                    local_ts = fields[_TIMESTAMP]
+    return rows, inserted, local, local_ts
+
+
+def encode_record(seq: int, clock_bound_us: int | None, state: object | None, tally: tuple[int, int, int],
+                  rows: list[tuple[Any, ...]]) -> bytes:
+    """One group as a frame (``rows``: ``group_rows``; ``state``: a dataclass instance, encoded
+    field by field)."""
+    stored_state = None if state is None else _state_values(state)
     return frame(_encoder.encode((seq, clock_bound_us, stored_state, *tally, rows)))
+
+
+def _state_values(state: object) -> list[Any]:
+    names = _STATE_FIELDS.get(type(state))
+    if names is None:  # looked up once per class, not per group
+        names = _STATE_FIELDS[type(state)] = tuple(field.name for field in dataclasses.fields(state))  # type: ignore[arg-type]
+    return [getattr(state, name) for name in names]
+
+
+_STATE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True, slots=True)

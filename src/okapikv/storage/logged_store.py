@@ -55,6 +55,7 @@ from okapikv.storage.log import (
     LogScan,
     LogWriter,
     encode_record,
+    group_rows,
     read_log,
     segment_name,
     segments,
@@ -280,20 +281,11 @@ class LoggedStore:
     def prepare(self, group: CommitGroup) -> None:
         """Encode the group's record and the tally after it (on the storage worker)."""
         tally = self.tally
-        inserted = local = 0
-        local_ts = tally.local_ts
-        local_dc = self._local_dc
-        for _, version, was_inserted in group.changes:
-            if was_inserted:
-                inserted += 1
-                if version.source_dc == local_dc:
-                    local += 1
-                    if version.timestamp > local_ts:
-                        local_ts = version.timestamp
+        rows, inserted, local, local_ts = group_rows(group.changes, self._local_dc, tally.local_ts)
         bound = tally.clock_bound_us if group.clock_bound_us is None else group.clock_bound_us
         new = Tally(tally.seq + 1, tally.inserted + inserted, tally.local_inserted + local, local_ts, bound)
         data = encode_record(new.seq, group.clock_bound_us, group.state,
-                             (new.inserted, new.local_inserted, new.local_ts), group.changes)
+                             (new.inserted, new.local_inserted, new.local_ts), rows)
         self._prepared = (new, data, len(group.changes))
 
     def finish(self) -> None:
