@@ -26,11 +26,11 @@ Written in place (format 2): a segment starts as a file of ``segment_bytes`` and
 zeros, written and synced before it is used (``LogWriter.make_spare``, off the commit path), and
 each record is written over those zeros. An ``O_DSYNC`` write into blocks the file already has is
 the data and a cache flush; one that grows the file also commits the file system's journal (the
-new size and blocks) first. On this project's VM that is 0.09-0.10 against 0.65-2.5 ms p50 and
-54-74 against 105-122 us of kernel CPU per 3,000-byte record (docs/benchmarks.md, "Durable
-storage: segments written in place"). So the records of a segment end where its zeros begin: a
-frame header of zeros followed only by zeros is the end (format 1 segments have no such tail;
-both are read).
+new size and blocks) first. On this project's VM a 3,000-byte record written in place took
+x0.58-0.62 of the writing thread's CPU and about half the p50 latency (docs/benchmarks.md, "Durable
+storage: where the durable extra goes, and segments written in place"). So the records of a
+segment end where its zeros begin: a frame header of zeros followed only by zeros is the end
+(format 1 segments have no such tail; both are read).
 
 Damage, while reading (``read_log``): a bad frame (a length past the end, a checksum that fails) at
 the end of the newest segment, with nothing but zeros after it, is a torn last write (a power loss
