@@ -270,7 +270,7 @@ def sync_directory(directory: Path) -> None:
 
 class LogWriter:
     """The open segment of a data directory; appends happen on one thread (the storage worker), the
-    spare is made on another (``make_spare``: the checkpointer)."""
+    spare is made on another (``make_spare``: the store's ``okapi-log-spare`` thread)."""
 
     def __init__(self, directory: Path, state_fields: tuple[str, ...], segment_bytes: int) -> None:
         self.directory = directory
