@@ -140,9 +140,9 @@ def test_a_partition_down_fails_its_keys_only_within_the_deadline(monkeypatch: p
     attempted: list[bytes] = []  # keys whose commands were sent without the Executor
     attempt = AsyncClient.attempt
 
-    def counting(self: AsyncClient, kind: Any, request: Any, key: bytes, now: float) -> Any:
+    def counting(self: AsyncClient, kind: Any, request: Any, key: bytes, now: float, waiter: Any) -> bool:
         attempted.append(key)
-        return attempt(self, kind, request, key, now)
+        return attempt(self, kind, request, key, now, waiter)
 
     monkeypatch.setattr(AsyncClient, "attempt", counting)
     stops: list[asyncio.Event] = []

@@ -44,7 +44,7 @@ import json
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -90,14 +90,29 @@ SMALL_BATCH = 8
 MAX_MESSAGES_PER_TURN = 8
 
 
+class Waiter(Protocol):
+    """What a pipeline resolves an operation's result with: an ``asyncio.Future`` (a coroutine
+    awaits it), or an object that takes the result at once (the RESP port's forwarded commands,
+    ``okapikv.resp.connection``: no future, no callback scheduled, no extra turn of the event loop
+    per command). ``set_result`` and ``set_exception`` run inside the pipeline's handling of a
+    result batch, a deadline sweep or a failure, so they must not raise; each is called at most
+    once per operation, and not after ``done()``."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Any, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class _Pipeline:
     """One pipeline to one server: an outbox, a call that carries its batches (``AsyncNativeCall``
-    or ``GrpcCall``, made by ``open_call`` with this pipeline as its receiver), and the futures of
-    the operations in flight, keyed by id.
+    or ``GrpcCall``, made by ``open_call`` with this pipeline as its receiver), and the waiters
+    (``Waiter``: futures, mostly) of the operations in flight, keyed by id.
 
     Sending: the first operation queued in an event-loop turn schedules ``_flush`` at the end of
     that turn, which sends what is queued as batches of a few operations (``_take_batch``). Results:
-    the call hands each ``ResultBatch`` to ``on_batch``, which resolves the futures.
+    the call hands each ``ResultBatch`` to ``on_batch``, which resolves the waiters.
 
     A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
     ``retry.Failure`` and the link opens a new pipeline for the next operation.
@@ -126,8 +141,8 @@ class _Pipeline:
         self._tick_s = tick_s
         self._loop = asyncio.get_running_loop()
         self._watchdog: asyncio.TimerHandle | None = None
-        # id -> (future, deadline in loop time); insertion order is submission order
-        self._inflight: dict[int, tuple[asyncio.Future[Any], float]] = {}
+        # id -> (waiter, deadline in loop time); insertion order is submission order
+        self._inflight: dict[int, tuple[Waiter, float]] = {}
         # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
         # so a batch is their concatenation: no copy into a batch message and no second
         # serialization (``OperationKind.operation``). Their ids are consecutive from _outbox_first_id.
@@ -146,7 +161,13 @@ class _Pipeline:
 
     def submit(self, kind: OperationKind, request: ops.Request,
                deadline: float) -> tuple[int, asyncio.Future[Any]]:
-        """Queue one operation; it leaves with the others queued in this event-loop turn.
+        """Queue one operation (``enqueue``) and return its id and the future of its result."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        return self.enqueue(kind, request, deadline, future), future
+
+    def enqueue(self, kind: OperationKind, request: ops.Request, deadline: float, waiter: Waiter) -> int:
+        """Queue one operation, resolved through ``waiter``; it leaves with the others queued in
+        this event-loop turn. Returns its id.
 
         Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
         sent anyway, it would break the stream and fail every operation batched with it.
@@ -158,8 +179,7 @@ class _Pipeline:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
                                   f"({self._budget_bytes} bytes)")
         loop = self._loop
-        future: asyncio.Future[Any] = loop.create_future()
-        self._inflight[operation_id] = (future, deadline)
+        self._inflight[operation_id] = (waiter, deadline)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._tick_s, self._sweep)
         if not self._outbox:
@@ -170,7 +190,7 @@ class _Pipeline:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
-        return operation_id, future
+        return operation_id
 
     def _sweep(self) -> None:
         """Fail the operations past their deadline; run again while any operation is in flight."""
@@ -178,9 +198,9 @@ class _Pipeline:
         inflight = self._inflight
         expired = [operation_id for operation_id, (_, deadline) in inflight.items() if deadline <= now]
         for operation_id in expired:
-            future = inflight.pop(operation_id)[0]
-            if not future.done():
-                future.set_exception(TimeoutError())
+            waiter = inflight.pop(operation_id)[0]
+            if not waiter.done():
+                waiter.set_exception(TimeoutError())
         self._watchdog = self._loop.call_later(self._tick_s, self._sweep) if inflight and not self.closed else None
 
     def forget(self, operation_id: int) -> None:
@@ -238,7 +258,7 @@ class _Pipeline:
         self._flush()
 
     def on_batch(self, results: Sequence[Any]) -> None:
-        """Results from the server: resolve their futures; a processed batch makes room."""
+        """Results from the server: resolve their waiters; a processed batch makes room."""
         inflight = self._inflight
         newest = 0
         for result in results:
@@ -277,9 +297,9 @@ class _Pipeline:
         self._outbox.clear()
         self._sizes.clear()
         self._outbox_bytes = 0
-        for future, _ in inflight.values():
-            if not future.done():
-                future.set_exception(failure)
+        for waiter, _ in inflight.values():
+            if not waiter.done():
+                waiter.set_exception(failure)
 
     async def close(self) -> None:
         self._fail(OkapiError("the client was closed"))
@@ -647,19 +667,20 @@ class AsyncClient:
         return ops.decode_found(reply)
 
     def attempt(self, kind: OperationKind, request: Callable[[bytes], ops.Request], key: bytes,
-                now: float) -> asyncio.Future[Any] | None:
+                now: float, waiter: Waiter) -> bool:
         """The first attempt of a single-key operation, without a coroutine (the RESP port's
         forwarding, ``okapikv.resp.direct``): ``request(session)`` sent over the pipeline of
-        ``key``'s server with the others of this loop turn, and the future of its result (``reply``
-        reads it); None when the client is not ready for that (not connected, its connections
-        moved, no pipelines): the operation's coroutine connects, adopts and retries. ``now``: the
-        event loop's time, from which the attempt has the client's window."""
+        ``key``'s server with the others of this loop turn, its result (``reply`` reads it) or
+        failure handed to ``waiter``; False when the client is not ready for that (not connected,
+        its connections moved, no pipelines): the operation's coroutine connects, adopts and
+        retries. ``now``: the event loop's time, from which the attempt has the client's window."""
         state = self._ready_now()
         connections = self._connections
         if state is None or not connections.use_pipeline:
-            return None
+            return False
         pipeline = connections.links[self._partition(key)].pipeline()
-        return pipeline.submit(kind, request(state.wire()), now + connections.policy.window_s)[1]
+        pipeline.enqueue(kind, request(state.wire()), now + connections.policy.window_s, waiter)
+        return True
 
     def reply(self, kind: OperationKind, result: Any) -> Any:
         """The reply in the result of an ``attempt``, its session merged into the client's;
@@ -864,4 +885,4 @@ class AsyncClient:
             link, deadline, remaining = links[decision.server], decision.deadline, decision.timeout_s
 
 
-__all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]
+__all__ = ["AsyncClient", "DEFAULT_MAX_BATCH", "Waiter"]
