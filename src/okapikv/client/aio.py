@@ -75,6 +75,7 @@ from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Snapsh
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire import packed
 from okapikv.wire.packed import case_of
 
 T = TypeVar("T")
@@ -143,9 +144,10 @@ class _Pipeline:
         self._watchdog: asyncio.TimerHandle | None = None
         # id -> (waiter, deadline in loop time); insertion order is submission order
         self._inflight: dict[int, tuple[Waiter, float]] = {}
-        # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
-        # so a batch is their concatenation: no copy into a batch message and no second
-        # serialization (``OperationKind.operation``). Their ids are consecutive from _outbox_first_id.
+        # Operations wait serialized, each framed as an element of ``OperationBatch.operations``
+        # (``OperationKind.operation``) or, on a ``packed`` call, encoded in the version 2 form
+        # (``enqueue_packed``): a batch is their list, which the call frames (no batch message
+        # built, no second serialization). Their ids are consecutive from _outbox_first_id.
         self._outbox: list[bytes] = []
         self._outbox_first_id = 0
         self._sizes: list[int] = []  # of the operations in the outbox, serialized
@@ -173,7 +175,23 @@ class _Pipeline:
         sent anyway, it would break the stream and fail every operation batched with it.
         """
         operation_id = next(self._ids)
-        element = kind.operation(operation_id, request)
+        self._queue(operation_id, kind.operation(operation_id, request), deadline, waiter)
+        return operation_id
+
+    def enqueue_packed(self, tag: int, fields: tuple[Any, ...], deadline: float, waiter: Waiter) -> int:
+        """``enqueue`` for a pipeline whose call is ``packed``: the operation built straight in
+        the native port's version 2 form (``packed.operation``: ``tag``, the id, then ``fields``),
+        not as protobuf carried over to it when its batch leaves."""
+        operation_id = next(self._ids)
+        self._queue(operation_id, packed.operation((tag, operation_id, *fields)), deadline, waiter)
+        return operation_id
+
+    @property
+    def packed(self) -> bool:
+        """Whether the call carries version 2 batches (``enqueue_packed`` may be used)."""
+        return self._call.packed
+
+    def _queue(self, operation_id: int, element: bytes, deadline: float, waiter: Waiter) -> None:
         size = len(element)
         if size > self._budget_bytes:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
@@ -190,7 +208,6 @@ class _Pipeline:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
-        return operation_id
 
     def _sweep(self) -> None:
         """Fail the operations past their deadline; run again while any operation is in flight."""
@@ -224,7 +241,7 @@ class _Pipeline:
             self.batches_sent += 1
             self.operations_sent += len(batch)
             self._unprocessed.append(first_id)
-            self._call.send(b"".join(batch))
+            self._call.send(batch)
 
     def _release(self) -> None:
         self._hold = None
@@ -666,20 +683,30 @@ class AsyncClient:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
-    def attempt(self, kind: OperationKind, request: Callable[[bytes], ops.Request], key: bytes,
-                now: float, waiter: Waiter) -> bool:
-        """The first attempt of a single-key operation, without a coroutine (the RESP port's
-        forwarding, ``okapikv.resp.direct``): ``request(session)`` sent over the pipeline of
-        ``key``'s server with the others of this loop turn, its result (``reply`` reads it) or
-        failure handed to ``waiter``; False when the client is not ready for that (not connected,
-        its connections moved, no pipelines): the operation's coroutine connects, adopts and
-        retries. ``now``: the event loop's time, from which the attempt has the client's window."""
+    def attempt(self, kind: OperationKind, key: bytes, value: bytes | None, now: float, waiter: Waiter) -> bool:
+        """The first attempt of a GET, a PUT (``value``) or a DELETE, without a coroutine (the RESP
+        port's forwarding, ``okapikv.resp.direct``): sent with the session over the pipeline of
+        ``key``'s server with the others of this loop turn (in the native port's version 2 form
+        where the pipeline speaks it, ``_Pipeline.enqueue_packed``), its result (``reply`` reads
+        it) or failure handed to ``waiter``; False when the client is not ready for that (not
+        connected, its connections moved, no pipelines): the operation's coroutine connects,
+        adopts and retries. ``now``: the event loop's time, from which the attempt has the
+        client's window."""
         state = self._ready_now()
         connections = self._connections
         if state is None or not connections.use_pipeline:
             return False
         pipeline = connections.links[self._partition(key)].pipeline()
-        pipeline.enqueue(kind, request(state.wire()), now + connections.policy.window_s, waiter)
+        deadline = now + connections.policy.window_s
+        if pipeline.packed:
+            session = state.packed_session()
+            fields = (key, session) if value is None else (key, value, session)
+            pipeline.enqueue_packed(packed.tag_of[kind.field], fields, deadline, waiter)
+        elif value is not None:
+            pipeline.enqueue(kind, ops.put_request(key, value, state.wire()), deadline, waiter)
+        else:
+            build = ops.delete_request if kind is ops.DELETE else ops.get_request
+            pipeline.enqueue(kind, build(key, state.wire()), deadline, waiter)
         return True
 
     def reply(self, kind: OperationKind, result: Any) -> Any:

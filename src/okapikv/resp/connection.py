@@ -288,7 +288,7 @@ class RespConnection(asyncio.Protocol):
         assert client is not None
         self._forwarding = forward, args, client
         try:
-            if client.attempt(forward.kind, forward.request, forward.key, self._loop.time(), self):
+            if client.attempt(forward.kind, forward.key, forward.value, self._loop.time(), self):
                 return True
         except OkapiError:  # too large for a message: the Executor answers why
             pass
