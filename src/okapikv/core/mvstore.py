@@ -158,12 +158,11 @@ class MultiVersionStore:
         # plain process; scripts/measure_store_memory.py).
         self._chains: dict[bytes, Entry] = {}
         self._index: SortedList = SortedList()
-        # The GC queue, round robin: an ``OrderedDict``, whose ``popitem(last=False)`` takes the
-        # front in O(1). A plain dict's first key (``next(iter(d))``) is found by scanning past the
-        # slots its earlier pops left empty, O(queue length) per key: 2.5 us at 3,000 keys queued,
-        # 47 us at 100,000 (a pop and a push), so a GC lagging behind a 1,000,000-key store fell
-        # further behind (docs/benchmarks.md, "Durable YCSB-A at 1,000,000 records: where the
-        # rest goes").
+        # The GC queue, round robin. An ``OrderedDict`` takes its front key in O(1)
+        # (``popitem(last=False)``); a plain dict finds its first key (``next(iter(d))``) by scanning
+        # past the slots earlier pops emptied, O(queue length) per key (2.5 us at 3,000 keys queued,
+        # 47 us at 100,000, a pop and a push), so a GC held back would pay more per key the further
+        # behind it is (docs/benchmarks.md, "Durable YCSB-A at 1,000,000 records: where the rest goes").
         self._collectable: OrderedDict[bytes, None] = OrderedDict()
         self.version_count = 0
         self.collected_count = 0
