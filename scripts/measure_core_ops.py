@@ -9,8 +9,8 @@ included), which is exact where the times move with whatever else the machine ru
 keeps the hot paths as they are keeps these counts. The scenarios are the per-operation paths of the
 core: ``handle`` of a GET / PUT / SWAP / DELETE (one DC; three DCs with one partition, where the DC's
 GSV follows the vv at every step; three DCs with four partitions), ``handle_batch`` of 100 PUTs, a
-replication batch of 100 updates arriving from another DC, and a RO-TX slice of 4 keys served for
-another partition.
+replication batch of 100 updates arriving from another DC, a RO-TX slice of 4 keys served for
+another partition, and a key examined by a GC pass that lags behind (100,000 keys queued).
 
 On 2026-12-02, this 2-core VM (shared), Python 3.11.7, ``--calls --ops 20000``: GET 22 (1 DC) and
 24 (3 DCs) calls, PUT 49.85 (1 DC), 76.85 (3 DCs x 1 partition) and 64.85 (3 DCs x 4 partitions),
@@ -38,11 +38,14 @@ from okapikv.core.messages import (
     TxSlice,
     Update,
 )
+from okapikv.core.mvstore import Version
 from okapikv.core.partitioning import partition_of
 from okapikv.core.server import PartitionServer
 from okapikv.core.timestamps import pack
 
 KEYS = 1_000
+#: keys waiting in the GC queue in the ``gc_queue`` scenario
+GC_QUEUE_KEYS = 100_000
 T0 = 1 << 45  # about two years after the timestamp epoch: 64-bit timestamps, as in service
 
 
@@ -138,6 +141,22 @@ def slices(config: CoreConfig, ops: int) -> tuple[PartitionServer, Callable[[], 
     return server, run
 
 
+def gc_queue(config: CoreConfig, ops: int) -> tuple[PartitionServer, Callable[[], None]]:
+    """A GC lagging behind: ``GC_QUEUE_KEYS`` keys each holding two versions, none universally
+    visible yet, so every key a pass examines goes to the back of the queue (one op: one key)."""
+    server = PartitionServer(config)
+    store = server.store
+    for index in range(GC_QUEUE_KEYS):
+        key = b"key%07d" % index
+        store.insert(key, Version(b"v" * 16, T0 + 2 * index, 0, None))
+        store.insert(key, Version(b"w" * 16, T0 + 2 * index + 1, 0, None))
+
+    def run() -> None:
+        store.collect_some(lambda version: False, ops)
+
+    return server, run
+
+
 SCENARIOS: list[tuple[str, CoreConfig, Scenario]] = [
     ("GET    1 DC x 1 p     okapi", CoreConfig(0, 0, 1, 1), client_ops("get")),
     ("PUT    1 DC x 1 p     okapi", CoreConfig(0, 0, 1, 1), client_ops("put")),
@@ -152,6 +171,7 @@ SCENARIOS: list[tuple[str, CoreConfig, Scenario]] = [
     ("PUT x100 batch 3 DCs x 1 p okapi", CoreConfig(0, 0, 3, 1), client_ops("put", batch=100)),
     ("replicated update 3 DCs x 4 p okapi", CoreConfig(0, 0, 3, 4), replication),
     ("RO-TX slice of 4 keys 3 DCs x 4 p okapi", CoreConfig(0, 0, 3, 4), slices),
+    ("GC key examined, 100,000 queued 1 DC okapi", CoreConfig(0, 0, 1, 1), gc_queue),
 ]
 
 

@@ -7,10 +7,11 @@ row's two partitions: a fresh durable partition bulk-loaded with ``--large`` rec
 what ``okapi bench --suite fast`` runs). ``base`` runs ``--base``'s servers and measures right
 after the load (``--base`` defaults to this checkout: the same servers, only the wait differs);
 ``change`` runs this checkout's and waits for the load's checkpoints first
-(``Bench.settle_checkpoints``). Prints each round's YCSB-A ops/s at ``--large`` over ``--small`` for
-both, and the medians.
+(``Bench.settle_checkpoints``); with ``--settle-base`` ``base`` waits too, so the two trees' servers
+are measured alike (a change to the serving path, not to the load's aftermath). Prints each round's
+YCSB-A ops/s at ``--large`` over ``--small`` for both, and the medians.
 
-    python scripts/measure_durable_scale.py [--base DIR] [--rounds 3] [--large 1000000] [--small 10000]
+    python scripts/measure_durable_scale.py [--base DIR] [--settle-base] [--rounds 3] [--large 1000000] [--small 10000]
 
 ``DIR``: a tree holding ``src/okapikv`` (``git archive REV src | tar -x -C DIR`` makes one of a
 commit).
@@ -72,6 +73,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--settle-base", action="store_true",
+                        help="the base tree waits for the load's checkpoints too (both measured alike)")
     args = parser.parse_args()
     if args.rounds < 1 or args.small < 1 or args.large < 1:
         parser.error("--rounds, --large and --small must be positive")
@@ -82,7 +85,7 @@ def main() -> int:
         for index in range(args.rounds):
             order = ("base", "change") if index % 2 == 0 else ("change", "base")
             for name in order:
-                tree, settle = (args.base, False) if name == "base" else (ROOT, True)
+                tree, settle = (args.base, args.settle_base) if name == "base" else (ROOT, True)
                 ratio, line = _ratio(bench, tree, sizes, settle)
                 if ratio is not None:
                     ratios[name].append(ratio)

@@ -61,8 +61,15 @@ async def _measure(partitions: int, requests: int, data_dir: str | None) -> None
         async with grpc.aio.insecure_channel(config.servers[0].address) as channel:
             await asyncio.wait_for(channel.channel_ready(), timeout=30)
             stub = pb_grpc.KeyValueStub(channel)  # type: ignore[no-untyped-call]
-            stats = json.loads((await stub.Stats(pb.StatsRequest(), timeout=10)).json)
-        port = int(stats["driver"]["resp_port"])
+            port = 0
+            for _ in range(300):  # the RESP port listens once the server has started it (0 until then)
+                stats = json.loads((await stub.Stats(pb.StatsRequest(), timeout=10)).json)
+                port = int(stats["driver"].get("resp_port", 0))
+                if port:
+                    break
+                await asyncio.sleep(0.1)
+            if not port:
+                raise SystemExit("partition 0's RESP port did not start within 30 s")
         await _bench(port, "set,get", requests // 4)  # warm: connections, the forwarding client, keys
         for test in ("set", "get"):
             before = _cpu()

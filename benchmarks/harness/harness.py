@@ -9,7 +9,8 @@ progress view, one event loop) and yields the ``Bench`` that suites drive:
   ``okapikv.client.bulk``, as `okapi load` does), then a wait until remote DCs see it;
 - ``measure``: one measured run, recorded as a ``Run`` in a series (server stats and CPU read at the
   window's edges); ``copy_into`` reuses a run in another series;
-- ``idle_cpu``: the servers' CPU with no client, subtracted from a run's CPU per operation;
+- ``idle_cpu``: the servers' CPU with no client at their busy periods, subtracted from a run's CPU per
+  operation;
 - ``visibility``: the remote update visibility probe per DC pair;
 - ``guarded``: one system's part of a suite, whose failure is noted while the suite goes on.
 """
@@ -24,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from benchmarks.harness.awake import EVERY_S as AWAKE_EVERY_S
+from benchmarks.harness.awake import kept_awake
 from benchmarks.harness.busy_cpus import cpus_kept_busy
 from benchmarks.harness.clusters import RunningCluster, connect, start_local
 from benchmarks.harness.options import BenchOptions
@@ -294,17 +297,24 @@ class Bench:
 
     def idle_cpu(self, sut: SystemUnderTest, seconds: float) -> float | None:
         """The servers' CPU (cores) while no client runs, over ``seconds``: their timers'
-        background (heartbeats, stabilization rounds), which a run's net CPU per operation leaves
-        out. None where the servers' CPU cannot be read (``--connect`` to remote servers)."""
-        before = total_cpu_seconds(sut.pids)
-        started = time.monotonic()
-        time.sleep(seconds)
-        after = total_cpu_seconds(sut.pids)
-        elapsed = time.monotonic() - started
+        background (heartbeats, stabilization rounds) at the periods they run under load (one
+        write every ``awake.EVERY_S`` keeps idle pacing off: ``benchmarks.harness.awake``), which
+        a run's net CPU per operation leaves out. None where the servers' CPU cannot be read
+        (``--connect`` to remote servers)."""
+        if sut.cluster is None or not sut.pids:
+            return None
+        with kept_awake(sut.cluster.dc_addresses()[0]) as awake:
+            time.sleep(AWAKE_EVERY_S)  # the first write has snapped every server back
+            before = total_cpu_seconds(sut.pids)
+            started = time.monotonic()
+            time.sleep(seconds)
+            after = total_cpu_seconds(sut.pids)
+            elapsed = time.monotonic() - started
         if before is None or after is None or elapsed <= 0:
             return None
         cores = round((after - before) / elapsed, 3)
-        self.ui.message(f"  {sut.label} idle: {cores:.2f} cores over {elapsed:.1f} s")
+        self.ui.message(f"  {sut.label} idle at busy periods: {cores:.2f} cores over {elapsed:.1f} s "
+                        f"({awake.writes} writes kept it awake, {awake.failures} failed)")
         return cores
 
     def copy_into(self, run: Run | None, series: str, kind: str, title: str) -> None:

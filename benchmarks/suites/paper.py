@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from benchmarks.harness.awake import EVERY_S as AWAKE_EVERY_S
 from benchmarks.harness.harness import Bench, SystemUnderTest
 from benchmarks.harness.options import BenchOptions
 from benchmarks.harness.peak import Peak, PeakRule, find_peak
@@ -182,6 +183,7 @@ def run(bench: Bench) -> None:
                         "cap_factors": {name: factor for name, factor in plan.cap_factors.items()
                                         if name in {system.name for system in o.systems}}},
         "idle_s": plan.idle_s,
+        "idle_awake_every_s": AWAKE_EVERY_S,
         "skew_sweep": {"clock_skew_ms": list(plan.skew_levels), "sessions": plan.skew_sessions,
                        "rotx_partitions": plan.partitions, "loaded": plan.skew_load,
                        "systems": list(plan.skew_systems) if plan.skew_systems is not None else None},

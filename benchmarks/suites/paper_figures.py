@@ -235,7 +235,8 @@ def summarize(results: Results) -> dict[str, Any]:
     section: dict[str, Any] = {
         "peaks": peaks(results), "stalls": stall_rows(results), "skew": skew_rows(results), "visibility": visibility,
         "metadata": metadata_rows(results), "communication": communication_rows(results),
-        "idle_cores": idle_cores(results)}
+        "idle_cores": idle_cores(results),
+        "idle_awake_every_s": results.config.get("paper_plan", {}).get("idle_awake_every_s")}
     data = results.to_dict()
     data["paper"] = section
     section["claims"] = [asdict(claim) for claim in claims(data)]
@@ -257,6 +258,15 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _idle_method(awake_every_s: float | None) -> str:
+    """How the idle CPU the net figure subtracts was measured (``Bench.idle_cpu``)."""
+    if awake_every_s is None:  # a results.json without the field: measured with idle pacing on
+        return ("measured right after the bulk load (idle pacing on: the timers backed off), so the net "
+                "figure subtracts less than the timers take under load.")
+    return (f"measured right after the bulk load with one write every {awake_every_s:g} s holding the "
+            "servers at their busy periods (idle pacing off), as their timers run under load.")
+
+
 def markdown(paper: dict[str, Any]) -> list[str]:
     """The section's report lines (the claims table, ``paper_claims``, is its own section)."""
     lines = ["## The paper's figures (peak throughput, per-transaction stalls, visibility per destination, "
@@ -265,7 +275,7 @@ def markdown(paper: dict[str, Any]) -> list[str]:
              "the mean latency passed the cap or the sessions reached the cap (`stopped`). A peak at the search's "
              "last step stopped by the session cap is a lower bound (`>=`): the claims resting on it are "
              "inconclusive. Server CPU per operation is gross and net of the same servers' CPU with no client, "
-             "measured right after the bulk load (idle pacing on), so the net figure is approximate.", ""]
+             + _idle_method(paper.get("idle_awake_every_s")), ""]
     rows = []
     for peak in paper.get("peaks", []):
         steps = ", ".join(f"{sessions}: {throughput:,.0f}" for sessions, throughput, _ in peak["steps"])

@@ -237,18 +237,27 @@ def test_a_client_fails_over_to_another_dc_and_keeps_its_guarantees(tmp_path: Pa
             assert client.swap(keys[1], b"4") == b"2"
             assert client.get(keys[1]) == b"4"
 
-        # A write that never left DC a: the move must wait for it, at most failover_wait_s.
+        # A write that never left DC a: the move must wait for it, at most failover_wait_s. The
+        # write must be acknowledged by a for that: a server that answers within failover_after_s
+        # keeps the session (here a/0 stalls for a second during the write), while one slower than
+        # that moves it, and the write with it, to b (at least once: the client retries it there).
         cluster.start("a", 0)
         cluster.start("a", 1)
         cluster.wait_serving()
-        with Client(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=0.5,
+        with Client(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=3.0,
                     failover_wait_s=1.0) as client:
             # a catches up with what b wrote while it was down (visible once universally stable)
             wait_for(lambda: client.get(keys[1]) == b"4", 30, "a catching up with b")
             for server in cluster.config.servers:
                 if server.dc == "a":
                     cluster.hold_links("a", server.partition, ["b"])
+            stalled = cluster.processes[("a", 0)]
+            stalled.send_signal(signal.SIGSTOP)
+            resume = threading.Timer(1.0, stalled.send_signal, (signal.SIGCONT,))
+            resume.start()
             client.put(keys[0], b"stranded")
+            resume.join()
+            assert client.topology.dc_name == "a", "the write moved the session: a did not answer in time"
             cluster.stop("a", 0, signal.SIGKILL)
             cluster.stop("a", 1, signal.SIGKILL)
             started = time.monotonic()
@@ -275,7 +284,9 @@ def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path, native
         fallback = [cluster.address("b", 1)]
 
         async def scenario() -> None:
-            async with AsyncClient(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=0.5,
+            # failover_after_s above the longest write under load: the stranded write below must be
+            # acknowledged by a, not moved to b with its session
+            async with AsyncClient(cluster.address("a", 0), timeout_s=30, fallback=fallback, failover_after_s=3.0,
                                    failover_wait_s=1.0, native=native, pipeline=pipeline) as client:
                 fork, late = client.fork(), client.fork()
                 await asyncio.gather(client.put(mine[0], b"1"), client.put(mine[1], b"2"))
@@ -292,6 +303,7 @@ def test_an_async_client_and_its_forks_fail_over_together(tmp_path: Path, native
                     if server.dc == "a":
                         cluster.hold_links("a", server.partition, ["b"])
                 await fork.put(stranded[1], b"never left a")
+                assert client.topology.dc_name == "a", "the write moved the session: a did not answer in time"
                 cluster.stop("a", 0, signal.SIGKILL)
                 cluster.stop("a", 1, signal.SIGKILL)
 

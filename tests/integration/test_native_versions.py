@@ -124,11 +124,11 @@ def test_a_version_2_connection_is_refused_in_msgpack(solo: RunningCluster, payl
 def test_the_clients_speak_version_2(solo: RunningCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     assert native.VERSION == 2
     carried: list[int] = []
-    frame_from_pb = packed.frame_from_pb
+    frame_of = packed.frame_of
 
-    def counted(batch: bytes) -> bytes:
+    def counted(batch: list[bytes]) -> bytes:
         carried.append(len(batch))
-        return frame_from_pb(batch)
+        return frame_of(batch)
 
     monkeypatch.setattr(native._WIRES[2], "frame", counted)
     with Client(solo.address(0, 0), timeout_s=10) as client:

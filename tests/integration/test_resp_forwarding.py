@@ -50,10 +50,11 @@ async def _driver(config: ClusterConfig, partition: int) -> dict[str, int]:
 
 
 def _run(check: Callable[[ClusterConfig, int], Awaitable[None]], partitions: int = 2,
-         stops: list[asyncio.Event] | None = None) -> None:
+         stops: list[asyncio.Event] | None = None, protocol: str = "okapi") -> None:
     """Serve the partitions in this loop and run ``check(config, RESP port of partition 0)``;
     ``stops``: filled with each partition's stop event, so a check can stop one."""
-    config = local_cluster(dcs=("solo",), partitions=partitions, wan="off", base_port=free_port_range(partitions))
+    config = local_cluster(dcs=("solo",), partitions=partitions, wan="off", base_port=free_port_range(partitions),
+                           protocol=protocol)
 
     async def main() -> None:
         events = [asyncio.Event() for _ in range(partitions)]
@@ -100,7 +101,8 @@ def test_concurrent_commands_of_many_connections_share_hops_to_the_other_partiti
     _run(check)
 
 
-def test_a_connection_keeps_its_order_and_each_command_its_own_reply_or_error() -> None:
+@pytest.mark.parametrize("protocol", ["okapi", "gentlerain"])  # vector and scalar sessions, as forwarded
+def test_a_connection_keeps_its_order_and_each_command_its_own_reply_or_error(protocol: str) -> None:
     local, remote = _keys(0, 2), _keys(1, 2)
 
     async def check(config: ClusterConfig, port: int) -> None:
@@ -123,7 +125,7 @@ def test_a_connection_keeps_its_order_and_each_command_its_own_reply_or_error() 
             assert replies[:2] == [True, tag + b"1"]
             assert replies[3:] == [True, 8, b"8", True, tag, 11, b"11", 1, None]
 
-    _run(check)
+    _run(check, protocol=protocol)
 
 
 def test_a_partition_down_fails_its_keys_only_within_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,9 +142,9 @@ def test_a_partition_down_fails_its_keys_only_within_the_deadline(monkeypatch: p
     attempted: list[bytes] = []  # keys whose commands were sent without the Executor
     attempt = AsyncClient.attempt
 
-    def counting(self: AsyncClient, kind: Any, request: Any, key: bytes, now: float) -> Any:
+    def counting(self: AsyncClient, kind: Any, key: bytes, value: bytes | None, now: float, waiter: Any) -> bool:
         attempted.append(key)
-        return attempt(self, kind, request, key, now)
+        return attempt(self, kind, key, value, now, waiter)
 
     monkeypatch.setattr(AsyncClient, "attempt", counting)
     stops: list[asyncio.Event] = []

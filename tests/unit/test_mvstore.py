@@ -259,6 +259,23 @@ class TestCollectSome:
         assert store.collect_some(up_to(2), 1) == 1
         assert [len(store.versions(key)) for key in (b"a", b"b", b"c")] == [2, 1, 2]
 
+    def test_a_key_written_again_while_queued_keeps_its_place(self) -> None:
+        store = MultiVersionStore()
+        for key in (b"a", b"b"):
+            store.insert(key, Version(key, 1, 0, None))
+            store.insert(key, Version(key, 2, 0, None))
+        store.insert(b"a", Version(b"a", 3, 0, None))  # already queued: stays at the front
+        visited: list[bytes | None] = []
+
+        def record(version: Version) -> bool:
+            visited.append(version.value)
+            return False
+
+        for _ in range(3):
+            store.collect_some(record, 1)
+        assert [visited[0], visited[3], visited[5]] == [b"a", b"b", b"a"]  # a: 3 versions, b: 2
+        assert store.collectable_count == 2
+
     def test_tombstone_only_key_is_collected(self) -> None:
         store = MultiVersionStore()
         store.insert(b"t", Version(None, 1, 0, None))

@@ -86,9 +86,22 @@ def test_operations_round_trip_and_mean_what_their_protobuf_counterparts_mean(
         protobuf = _pb_operation(operation)
         assert packed.operation_request(operation, 9, 2) == convert.operation_request(protobuf, 9, 2)
         assert packed.operation_from_pb(protobuf) == operation  # the clients' carry-over
-    framed = packed.frame_from_pb(pb.OperationBatch(operations=[_pb_operation(o) for o in operations])
-                                  .SerializeToString())
-    assert packed.decode_operations(framed[4:]) == batch and len(framed) - 4 == int.from_bytes(framed[:4], "big")
+    # a pipeline's batch: operations queued as protobuf elements and in msgpack already, mixed
+    elements = [pb.OperationBatch(operations=[_pb_operation(o)]).SerializeToString() if index % 2
+                else msgspec.msgpack.encode(o) for index, o in enumerate(operations)]
+    if elements:
+        framed = packed.frame_of(elements)
+        assert packed.decode_operations(framed[4:]) == batch and len(framed) - 4 == int.from_bytes(framed[:4], "big")
+
+
+def test_an_operation_built_from_its_fields_is_its_struct() -> None:
+    session = (5, 6), 7  # ``SessionState.packed_session``: its ``time`` left out
+    assert packed.decode_operations(packed.batch_of([packed.operation((packed.tag_of["get"], 3, b"k", session))])
+                                    ) == packed.OperationBatch([packed.Get(3, b"k", packed.Session((5, 6), 7))])
+    assert packed.decode_operations(packed.batch_of([packed.operation((packed.tag_of["put"], 4, b"k", b"v", session)),
+                                                     packed.operation((packed.tag_of["delete"], 5, b"k", session))])
+                                    ) == packed.OperationBatch([packed.Put(4, b"k", b"v", packed.Session((5, 6), 7)),
+                                                                packed.Delete(5, b"k", packed.Session((5, 6), 7))])
 
 
 def _core_sessions() -> st.SearchStrategy[core.Session]:

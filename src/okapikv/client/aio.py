@@ -44,7 +44,7 @@ import json
 import random
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -75,6 +75,7 @@ from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, Snapsh
 from okapikv.tls import ClientTls, open_aio_channel
 from okapikv.wire import okapikv_pb2 as pb
 from okapikv.wire import okapikv_pb2_grpc as pb_grpc
+from okapikv.wire import packed
 from okapikv.wire.packed import case_of
 
 T = TypeVar("T")
@@ -90,14 +91,29 @@ SMALL_BATCH = 8
 MAX_MESSAGES_PER_TURN = 8
 
 
+class Waiter(Protocol):
+    """What a pipeline resolves an operation's result with: an ``asyncio.Future`` (a coroutine
+    awaits it), or an object that takes the result at once (the RESP port's forwarded commands,
+    ``okapikv.resp.connection``: no future, no callback scheduled, no extra turn of the event loop
+    per command). ``set_result`` and ``set_exception`` run inside the pipeline's handling of a
+    result batch, a deadline sweep or a failure, so they must not raise; each is called at most
+    once per operation, and not after ``done()``."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: Any, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
 class _Pipeline:
     """One pipeline to one server: an outbox, a call that carries its batches (``AsyncNativeCall``
-    or ``GrpcCall``, made by ``open_call`` with this pipeline as its receiver), and the futures of
-    the operations in flight, keyed by id.
+    or ``GrpcCall``, made by ``open_call`` with this pipeline as its receiver), and the waiters
+    (``Waiter``: futures, mostly) of the operations in flight, keyed by id.
 
     Sending: the first operation queued in an event-loop turn schedules ``_flush`` at the end of
     that turn, which sends what is queued as batches of a few operations (``_take_batch``). Results:
-    the call hands each ``ResultBatch`` to ``on_batch``, which resolves the futures.
+    the call hands each ``ResultBatch`` to ``on_batch``, which resolves the waiters.
 
     A pipeline is single-use: when its call fails or ends, every operation in flight fails with a
     ``retry.Failure`` and the link opens a new pipeline for the next operation.
@@ -126,11 +142,12 @@ class _Pipeline:
         self._tick_s = tick_s
         self._loop = asyncio.get_running_loop()
         self._watchdog: asyncio.TimerHandle | None = None
-        # id -> (future, deadline in loop time); insertion order is submission order
-        self._inflight: dict[int, tuple[asyncio.Future[Any], float]] = {}
-        # Operations wait serialized, each framed as an element of ``OperationBatch.operations``,
-        # so a batch is their concatenation: no copy into a batch message and no second
-        # serialization (``OperationKind.operation``). Their ids are consecutive from _outbox_first_id.
+        # id -> (waiter, deadline in loop time); insertion order is submission order
+        self._inflight: dict[int, tuple[Waiter, float]] = {}
+        # Operations wait serialized, each framed as an element of ``OperationBatch.operations``
+        # (``OperationKind.operation``) or, on a ``packed`` call, encoded in the version 2 form
+        # (``enqueue_packed``): a batch is their list, which the call frames (no batch message
+        # built, no second serialization). Their ids are consecutive from _outbox_first_id.
         self._outbox: list[bytes] = []
         self._outbox_first_id = 0
         self._sizes: list[int] = []  # of the operations in the outbox, serialized
@@ -146,20 +163,41 @@ class _Pipeline:
 
     def submit(self, kind: OperationKind, request: ops.Request,
                deadline: float) -> tuple[int, asyncio.Future[Any]]:
-        """Queue one operation; it leaves with the others queued in this event-loop turn.
+        """Queue one operation (``enqueue``) and return its id and the future of its result."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+        return self.enqueue(kind, request, deadline, future), future
+
+    def enqueue(self, kind: OperationKind, request: ops.Request, deadline: float, waiter: Waiter) -> int:
+        """Queue one operation, resolved through ``waiter``; it leaves with the others queued in
+        this event-loop turn. Returns its id.
 
         Raises ``InvalidArgument`` for an operation too large for any message the servers accept:
         sent anyway, it would break the stream and fail every operation batched with it.
         """
         operation_id = next(self._ids)
-        element = kind.operation(operation_id, request)
+        self._queue(operation_id, kind.operation(operation_id, request), deadline, waiter)
+        return operation_id
+
+    def enqueue_packed(self, tag: int, fields: tuple[Any, ...], deadline: float, waiter: Waiter) -> int:
+        """``enqueue`` for a pipeline whose call is ``packed``: the operation built straight in
+        the native port's version 2 form (``packed.operation``: ``tag``, the id, then ``fields``),
+        not as protobuf carried over to it when its batch leaves."""
+        operation_id = next(self._ids)
+        self._queue(operation_id, packed.operation((tag, operation_id, *fields)), deadline, waiter)
+        return operation_id
+
+    @property
+    def packed(self) -> bool:
+        """Whether the call carries version 2 batches (``enqueue_packed`` may be used)."""
+        return self._call.packed
+
+    def _queue(self, operation_id: int, element: bytes, deadline: float, waiter: Waiter) -> None:
         size = len(element)
         if size > self._budget_bytes:
             raise InvalidArgument(f"a request of {size} bytes exceeds the cluster's message limit "
                                   f"({self._budget_bytes} bytes)")
         loop = self._loop
-        future: asyncio.Future[Any] = loop.create_future()
-        self._inflight[operation_id] = (future, deadline)
+        self._inflight[operation_id] = (waiter, deadline)
         if self._watchdog is None:
             self._watchdog = loop.call_later(self._tick_s, self._sweep)
         if not self._outbox:
@@ -170,7 +208,6 @@ class _Pipeline:
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._flush)
-        return operation_id, future
 
     def _sweep(self) -> None:
         """Fail the operations past their deadline; run again while any operation is in flight."""
@@ -178,9 +215,9 @@ class _Pipeline:
         inflight = self._inflight
         expired = [operation_id for operation_id, (_, deadline) in inflight.items() if deadline <= now]
         for operation_id in expired:
-            future = inflight.pop(operation_id)[0]
-            if not future.done():
-                future.set_exception(TimeoutError())
+            waiter = inflight.pop(operation_id)[0]
+            if not waiter.done():
+                waiter.set_exception(TimeoutError())
         self._watchdog = self._loop.call_later(self._tick_s, self._sweep) if inflight and not self.closed else None
 
     def forget(self, operation_id: int) -> None:
@@ -204,7 +241,7 @@ class _Pipeline:
             self.batches_sent += 1
             self.operations_sent += len(batch)
             self._unprocessed.append(first_id)
-            self._call.send(b"".join(batch))
+            self._call.send(batch)
 
     def _release(self) -> None:
         self._hold = None
@@ -238,7 +275,7 @@ class _Pipeline:
         self._flush()
 
     def on_batch(self, results: Sequence[Any]) -> None:
-        """Results from the server: resolve their futures; a processed batch makes room."""
+        """Results from the server: resolve their waiters; a processed batch makes room."""
         inflight = self._inflight
         newest = 0
         for result in results:
@@ -277,9 +314,9 @@ class _Pipeline:
         self._outbox.clear()
         self._sizes.clear()
         self._outbox_bytes = 0
-        for future, _ in inflight.values():
-            if not future.done():
-                future.set_exception(failure)
+        for waiter, _ in inflight.values():
+            if not waiter.done():
+                waiter.set_exception(failure)
 
     async def close(self) -> None:
         self._fail(OkapiError("the client was closed"))
@@ -646,20 +683,31 @@ class AsyncClient:
         self.last_write_timestamp = ops.decode_timestamp(reply)
         return ops.decode_found(reply)
 
-    def attempt(self, kind: OperationKind, request: Callable[[bytes], ops.Request], key: bytes,
-                now: float) -> asyncio.Future[Any] | None:
-        """The first attempt of a single-key operation, without a coroutine (the RESP port's
-        forwarding, ``okapikv.resp.direct``): ``request(session)`` sent over the pipeline of
-        ``key``'s server with the others of this loop turn, and the future of its result (``reply``
-        reads it); None when the client is not ready for that (not connected, its connections
-        moved, no pipelines): the operation's coroutine connects, adopts and retries. ``now``: the
-        event loop's time, from which the attempt has the client's window."""
+    def attempt(self, kind: OperationKind, key: bytes, value: bytes | None, now: float, waiter: Waiter) -> bool:
+        """The first attempt of a GET, a PUT (``value``) or a DELETE, without a coroutine (the RESP
+        port's forwarding, ``okapikv.resp.direct``): sent with the session over the pipeline of
+        ``key``'s server with the others of this loop turn (in the native port's version 2 form
+        where the pipeline speaks it, ``_Pipeline.enqueue_packed``), its result (``reply`` reads
+        it) or failure handed to ``waiter``; False when the client is not ready for that (not
+        connected, its connections moved, no pipelines): the operation's coroutine connects,
+        adopts and retries. ``now``: the event loop's time, from which the attempt has the
+        client's window."""
         state = self._ready_now()
         connections = self._connections
         if state is None or not connections.use_pipeline:
-            return None
+            return False
         pipeline = connections.links[self._partition(key)].pipeline()
-        return pipeline.submit(kind, request(state.wire()), now + connections.policy.window_s)[1]
+        deadline = now + connections.policy.window_s
+        if pipeline.packed:
+            session = state.packed_session()
+            fields = (key, session) if value is None else (key, value, session)
+            pipeline.enqueue_packed(packed.tag_of[kind.field], fields, deadline, waiter)
+        elif value is not None:
+            pipeline.enqueue(kind, ops.put_request(key, value, state.wire()), deadline, waiter)
+        else:
+            build = ops.delete_request if kind is ops.DELETE else ops.get_request
+            pipeline.enqueue(kind, build(key, state.wire()), deadline, waiter)
+        return True
 
     def reply(self, kind: OperationKind, result: Any) -> Any:
         """The reply in the result of an ``attempt``, its session merged into the client's;
@@ -864,4 +912,4 @@ class AsyncClient:
             link, deadline, remaining = links[decision.server], decision.deadline, decision.timeout_s
 
 
-__all__ = ["AsyncClient", "DEFAULT_MAX_BATCH"]
+__all__ = ["AsyncClient", "DEFAULT_MAX_BATCH", "Waiter"]

@@ -138,7 +138,7 @@ class PartitionLoad:
             return
         pairs = self._pairs
         while self.sent < len(pairs) and self.sent - self.acknowledged < self._in_flight_limit:
-            call.send(self._next_batch())
+            call.send([self._next_batch()])
 
     def _next_batch(self) -> bytes:
         """The next serialized ``OperationBatch``: one bulk PUT (``PutManyRequest``) of up to

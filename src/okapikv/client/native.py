@@ -13,7 +13,9 @@ its gRPC ``Pipeline`` stream instead.
 
 Both speak version 2 of the native port (``okapikv.wire.frames``: msgpack, ``okapikv.wire.packed``).
 The requests are built as protobuf bytes once, as the unary RPCs and the gRPC stream send them
-(``okapikv.client.operations``), and each batch is carried over to msgpack when it leaves; results
+(``okapikv.client.operations``), and carried over to msgpack when their batch leaves
+(``packed.frame_of``), but for those queued in msgpack already (``_Pipeline.enqueue_packed``: the
+RESP port's forwarded commands); results
 arrive as ``packed`` structs, which answer what the client reads of a ``pb.Result`` (the case
 through ``packed.case_of``, then the same field names).
 
@@ -32,7 +34,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import grpc
@@ -88,12 +90,17 @@ def _packed_results(frame: bytes) -> Any:
         raise
 
 
+def _protobuf_frame(elements: list[bytes]) -> bytes:
+    return encode_frame(b"".join(elements))
+
+
 class _Wire:
     """One version's preamble, batch framing and result decoding."""
 
     def __init__(self, version: int) -> None:
         self.preamble = MAGIC_V2 if version == 2 else MAGIC
-        self.frame: Any = packed.frame_from_pb if version == 2 else encode_frame
+        #: a batch (a list of operations, ``okapikv.client.aio._Pipeline``) as a frame
+        self.frame: Callable[[list[bytes]], bytes] = packed.frame_of if version == 2 else _protobuf_frame
         self.results: Any = _packed_results if version == 2 else (
             lambda frame: pb.ResultBatch.FromString(frame).results)
 
@@ -209,6 +216,8 @@ class AsyncNativeCall:
         self._protocol: _FrameProtocol | None = None
         self._grpc_call: GrpcCall | None = None
         self.ready = False
+        #: the connection carries version 2 batches (operations may be queued in that form)
+        self.packed = False
         self.chunk = NATIVE_CHUNK
         self._opening = asyncio.get_running_loop().create_task(self._open())
         self._opening.add_done_callback(self._opened)
@@ -232,6 +241,7 @@ class AsyncNativeCall:
         set_liveness_options(sock, keepalive_s=CLIENT_KEEPALIVE_S, user_timeout_s=CLIENT_USER_TIMEOUT_S)
         transport.write(wire.preamble)
         self._protocol = protocol
+        self.packed = VERSION == 2
 
     def _opened(self, task: asyncio.Task[None]) -> None:
         if task.cancelled():
@@ -243,8 +253,9 @@ class AsyncNativeCall:
         self.ready = True
         self._receiver.on_ready()
 
-    def send(self, batch: bytes) -> None:
-        """Send one serialized ``OperationBatch`` once ``ready`` (failures reach the receiver)."""
+    def send(self, batch: list[bytes]) -> None:
+        """Send one ``OperationBatch`` (its operations, ``_Wire.frame``) once ``ready`` (failures
+        reach the receiver)."""
         protocol = self._protocol
         if protocol is not None:
             if not protocol.failed:
@@ -275,6 +286,7 @@ class GrpcCall:
 
     chunk = GRPC_CHUNK
     ready = True
+    packed = False  # protobuf batches only
 
     def __init__(self, channel: grpc.aio.Channel, receiver: Receiver) -> None:
         self._receiver = receiver
@@ -285,8 +297,8 @@ class GrpcCall:
         loop = asyncio.get_running_loop()
         self._tasks = (loop.create_task(self._write_loop()), loop.create_task(self._read_loop()))
 
-    def send(self, batch: bytes) -> None:
-        self._outgoing.append(batch)
+    def send(self, batch: list[bytes]) -> None:
+        self._outgoing.append(b"".join(batch))
         self._wakeup.set()
 
     async def _write_loop(self) -> None:
@@ -369,7 +381,7 @@ class SyncNativeCall:
             raise self.failure.with_sent(False)
         if self._closed_by_server():  # then this operation can never have reached it
             raise self._fail("UNAVAILABLE", "the server closed the connection", sent=False)
-        data = self._preamble + self._wire.frame(element)
+        data = self._preamble + self._wire.frame([element])
         self._preamble = b""
         sock = self._socket
         deadline = time.monotonic() + timeout_s

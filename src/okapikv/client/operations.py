@@ -99,10 +99,11 @@ class SessionState:
     old key), and the others usually carry exactly the session that results (the server merged the
     request's session into its reply): ``merge`` tells both cases apart by the reply session's
     serialized bytes (0.3 us) before decoding its vector (1.4 us), and adopts those bytes as the
-    new wire form instead of encoding the merged session again.
+    new wire form instead of encoding the merged session again. ``packed_session()`` is the session in the
+    native port's version 2 form (``okapikv.wire.packed``), likewise kept until the session changes.
     """
 
-    __slots__ = ("session", "_serialized", "_wire", "_scalar")
+    __slots__ = ("session", "_serialized", "_wire", "_packed", "_scalar")
 
     def __init__(self, num_dcs: int, *, scalar: bool = False) -> None:
         """``scalar``: the cluster's protocol sends sessions as one time (GentleRain,
@@ -110,6 +111,7 @@ class SessionState:
         self.session = ClientSession(num_dcs)
         self._serialized: bytes | None = None  # the session as a serialized ``Session``
         self._wire: bytes | None = None
+        self._packed: tuple[Any, ...] | None = None
         self._scalar = scalar
 
     def wire(self) -> bytes:
@@ -119,6 +121,15 @@ class SessionState:
                 self._serialized = encoding.session(self.session.stable, self.session.dt, scalar=self._scalar)
             wire = self._wire = encoding.session_field(self._serialized)
         return wire
+
+    def packed_session(self) -> tuple[Any, ...]:
+        """The session as a version 2 operation carries it (``packed.Session``'s fields, as a tuple)."""
+        fields = self._packed
+        if fields is None:
+            session = self.session
+            fields = ((), session.dt, min(session.stable)) if self._scalar else (session.stable, session.dt)
+            self._packed = fields
+        return fields
 
     def message(self) -> pb.Session:
         """The session as a protobuf message (for the RPCs that are not built by hand)."""
@@ -145,6 +156,7 @@ class SessionState:
         if dt <= session.dt and (stable == session.stable or not stable):
             return
         session.merge(Session(stable, dt))
+        self._packed = None
         if serialized is not None and session.stable == stable and session.dt == dt:
             self._serialized = serialized  # the reply's session is the session now
             self._wire = None
@@ -158,13 +170,13 @@ class SessionState:
         before = (session.stable, session.dt)
         session.merge(update)
         if (session.stable, session.dt) != before:
-            self._serialized = self._wire = None
+            self._serialized = self._wire = self._packed = None
 
     def replace(self, adopted: pb.Session) -> None:
         """Become the session another DC adopted (failover): not a merge, the entries of the old
         DC's session are not valid there (``okapikv.core.session.adopt``)."""
         self.session = ClientSession(len(self.session.stable))
-        self._serialized = self._wire = None
+        self._serialized = self._wire = self._packed = None
         self.merge(adopted)
 
     @property

@@ -107,6 +107,8 @@ class RespConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._busy = False  # a command has started and has no reply yet
         self._answer: Callable[[ClientReply, bool], bytes] | None = None  # the core request's (direct)
+        #: the forwarded command whose first attempt is out (``_send``): its plan, arguments, client
+        self._forwarding: tuple[Forward, list[bytes], AsyncClient] | None = None
         self._touched = False  # the batch will flush this connection at the end of its run
         self._worker: asyncio.Task[None] | None = None  # runs an Executor command
         self._held_since: float | None = None  # when admission control began holding this connection
@@ -279,33 +281,53 @@ class RespConnection(asyncio.Protocol):
 
     def _send(self, forward: Forward, args: list[bytes], executor: Executor) -> bool:
         """Send the first attempt of a forwarded command (``okapikv.resp.direct``); False when the
-        client is not ready for it (the Executor runs the command)."""
+        client is not ready for it (the Executor runs the command). The connection itself is the
+        attempt's waiter (``okapikv.client.aio.Waiter``): the pipeline hands it the result as the
+        result batch arrives (``set_result``), or the attempt's failure (``set_exception``)."""
         client = executor.operations.forwarding
         assert client is not None
+        self._forwarding = forward, args, client
         try:
-            future = client.attempt(forward.kind, forward.request, forward.key, self._loop.time())
+            if client.attempt(forward.kind, forward.key, forward.value, self._loop.time(), self):
+                return True
         except OkapiError:  # too large for a message: the Executor answers why
-            return False
-        if future is None:
-            return False
-        future.add_done_callback(lambda done: self._forwarded(done, forward, args, client))
-        return True
+            pass
+        self._forwarding = None
+        return False
 
-    def _forwarded(self, done: asyncio.Future[Any], forward: Forward, args: list[bytes], client: AsyncClient) -> None:
-        """The result of a forwarded command's first attempt: its reply, then the next command;
-        after a failure of any kind, the Executor runs the command (with the client's retries)."""
+    def done(self) -> bool:
+        """Whether no forwarded command's attempt is waiting (``okapikv.client.aio.Waiter``)."""
+        return self._forwarding is None
+
+    def set_result(self, result: Any) -> None:
+        """The result of the forwarded command's attempt: its reply, then the next command; an
+        error result goes to the Executor as a failure does (``set_exception``). Never raises: it
+        runs inside the forwarding pipeline's handling of a result batch."""
+        pending, self._forwarding = self._forwarding, None
         executor = self.executor
-        if self._transport is None or executor is None:
+        if pending is None or self._transport is None or executor is None:
             return  # the connection is gone: a write sent is applied, its reply dropped
+        forward, args, client = pending
         try:
-            encoded = forward.answer(client.reply(forward.kind, done.result()), executor.resp3)
-        except (Exception, asyncio.CancelledError):  # an error result, a broken or timed-out pipeline: the
-            # Executor sends it again
+            encoded = forward.answer(client.reply(forward.kind, result), executor.resp3)
+        except Exception:  # an error result: the Executor sends it again (with the client's retries)
             self._worker = self._loop.create_task(self._run(executor, args))
             return
         self._busy = False
         self._reply(encoded)
-        self._drive()
+        try:
+            self._drive()
+        except Exception:  # _drive answers a command's own failure; anything else must not reach the pipeline
+            log.exception("RESP port: starting the commands after a forwarded reply failed")
+
+    def set_exception(self, exception: BaseException) -> None:
+        """The forwarded command's attempt failed (a broken or timed-out pipeline): the Executor
+        runs the command, with the client's retries and errors."""
+        pending, self._forwarding = self._forwarding, None
+        executor = self.executor
+        if pending is None or self._transport is None or executor is None:
+            return
+        self._worker = self._loop.create_task(self._run(executor, pending[1]))
 
     async def _run(self, executor: Executor, args: list[bytes]) -> None:
         """Run one command of the Executor's, then drive the rest."""

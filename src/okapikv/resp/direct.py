@@ -65,12 +65,13 @@ Planned = tuple[ClientRequest, Direct]
 
 
 class Forward(NamedTuple):
-    """A command as one operation of the forwarding client: its kind, the request given the
-    session's wire form, the key, and how the reply becomes the command's (``answer(reply, resp3)``)."""
+    """A command as one operation of the forwarding client (``AsyncClient.attempt``): its kind,
+    key and value (a PUT's; None otherwise), and how the reply becomes the command's
+    (``answer(reply, resp3)``)."""
 
     kind: OperationKind
-    request: Callable[[bytes], ops.Request]
     key: bytes
+    value: bytes | None
     answer: Callable[[Any, bool], bytes]
 
 
@@ -177,14 +178,13 @@ def _forward(name: bytes, args: list[bytes], operations: SessionOperations) -> F
         return None  # the Executor's first forwarded command makes the client
     key = args[1]
     if name == b"GET":
-        return Forward(ops.GET, lambda session: ops.get_request(key, session), key, _forwarded_get)
+        return Forward(ops.GET, key, None, _forwarded_get)
     if name == b"SET":
-        value = args[2]
-        return Forward(ops.PUT, lambda session: ops.put_request(key, value, session), key, _forwarded_set)
+        return Forward(ops.PUT, key, args[2], _forwarded_set)
     if name == b"DEL":
-        return Forward(ops.DELETE, lambda session: ops.delete_request(key, session), key, _forwarded_found)
+        return Forward(ops.DELETE, key, None, _forwarded_found)
     if name == b"EXISTS":
-        return Forward(ops.GET, lambda session: ops.get_request(key, session), key, _forwarded_found)
+        return Forward(ops.GET, key, None, _forwarded_found)
     return None  # a counter: never sent twice (module docstring)
 
 

@@ -353,9 +353,14 @@ def split_id(operation: Operation) -> tuple[bytes, bytes]:
 
 
 def batch_of(operations: list[bytes]) -> bytes:
-    """An ``OperationBatch`` of already encoded operations (at most 65,535)."""
+    """An ``OperationBatch`` of already encoded operations."""
     count = len(operations)
-    header = bytes((0x90 | count,)) if count < 16 else b"\xdc" + count.to_bytes(2, "big")
+    if count < 16:
+        header = bytes((0x90 | count,))
+    elif count < 1 << 16:
+        header = b"\xdc" + count.to_bytes(2, "big")
+    else:
+        header = b"\xdd" + count.to_bytes(4, "big")
     return b"\x91" + header + b"".join(operations)
 
 
@@ -506,10 +511,32 @@ def operation_from_pb(operation: pb.Operation) -> Operation | None:
     return None
 
 
-def frame_from_pb(batch: bytes) -> bytes:
-    """A serialized protobuf ``OperationBatch`` (as the clients build them) as a version 2 frame."""
-    operations = [operation_from_pb(operation) for operation in pb.OperationBatch.FromString(batch).operations]
-    return encode_frame(OperationBatch([operation for operation in operations if operation is not None]))
+#: the first byte of a protobuf ``OperationBatch`` element (field 1, length-delimited); an operation
+#: encoded here starts with an array header (0x90-0x9f), never with it
+_PB_ELEMENT = 0x0A
+
+
+def operation(fields: tuple[Any, ...]) -> bytes:
+    """One operation as a version 2 batch carries it, from the fields of its struct in order, its
+    tag first (``(tag_of[GET], id, key, session)``: a ``Get``), without making the struct."""
+    return _encoder.encode(fields)
+
+
+#: each operation's tag by its case name (``OperationKind.field`` in the clients)
+tag_of: dict[str, int] = {GET: _tag(Get), PUT: _tag(Put), SWAP: _tag(Swap), DELETE: _tag(Delete), SCAN: _tag(Scan),
+                          READ_TX: _tag(ReadTx), PUT_MANY: _tag(PutMany), INCR: _tag(Incr), EXPIRE: _tag(Expire)}
+
+
+def frame_of(elements: list[bytes]) -> bytes:
+    """A version 2 frame of one ``OperationBatch``: ``elements`` in order, each an operation
+    encoded here (``operation``) or a serialized protobuf ``OperationBatch`` element, as the
+    clients build most requests (the unary RPCs and the gRPC stream send them as they are,
+    ``okapikv.client.operations``), carried over to this form."""
+    if any(element[0] == _PB_ELEMENT for element in elements):
+        elements = [_encoder.encode(operation_from_pb(pb.OperationBatch.FromString(element).operations[0]))
+                    if element[0] == _PB_ELEMENT else element for element in elements]
+    body = batch_of(elements)
+    return _LENGTH.pack(len(body)) + body
 
 
 def case_of(result: Any) -> tuple[str | None, Any]:
