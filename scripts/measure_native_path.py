@@ -60,9 +60,13 @@ RECORDS = 10_000
 VALUE = b"v" * 100
 
 
+def _discard(data: bytes) -> None:
+    """``write``: returns None, as a transport's does (a compiled caller checks the type it declares)."""
+
+
 def _transport() -> Any:
     """A transport that keeps nothing (no socket): what the connection calls, doing nothing."""
-    return SimpleNamespace(write=len, is_closing=lambda: False, close=lambda: None, pause_reading=lambda: None,
+    return SimpleNamespace(write=_discard, is_closing=lambda: False, close=lambda: None, pause_reading=lambda: None,
                            resume_reading=lambda: None,
                            get_extra_info=lambda name: None if name == "socket" else ("127.0.0.1", 1))
 

@@ -296,7 +296,8 @@ _ENCODING_FUNCTIONS = {"peer_message_to_pb", "_fill_vector", "_fill_updates", "_
 
 def _lines(module: str, text: str) -> set[str]:
     """``file:line`` of each line of ``module``'s source holding ``text``."""
-    path = Path(importlib.import_module(module).__file__ or "")
+    # the .py, also where the module runs compiled (scripts/build_compiled.py: an extension beside it)
+    path = Path(importlib.import_module(module).__file__ or "").with_name(module.rpartition(".")[2] + ".py")
     return {f"{path.name}:{number}" for number, line in enumerate(path.read_text().splitlines(), 1) if text in line}
 
 

@@ -418,11 +418,11 @@ def run_sim_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from okapikv import __version__
+    from okapikv import __version__, compiled
     from okapikv.cluster.membership_args import add_parser as add_dc_parser
 
     parser = argparse.ArgumentParser(prog="okapi", description="okapikv: a causally consistent geo-replicated store")
-    parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}")
+    parser.add_argument("--version", action="version", version=f"okapi (okapikv) {__version__}, {compiled.build()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (_add_up, _add_server, _add_health, _add_deploy, _add_client, _add_load, _add_status, _add_sim,
                 _add_calibrate, _add_check, _add_fuzz, _add_bench):

@@ -20,6 +20,7 @@ import pytest
 from integration_support import ClusterFactory, RunningCluster, eventually, free_port_range
 from prometheus_client.parser import text_string_to_metric_families
 
+from okapikv import compiled
 from okapikv.wire import okapikv_pb2 as pb
 
 OKAPI = [sys.executable, "-m", "okapikv.cli"]
@@ -184,3 +185,8 @@ def _check_json_logs(path: Path) -> None:
     assert all(event["dc"] == "dc0" and event["partition"] == 0 and event["level"] for event in events)
     listening = next(event for event in events if event.get("event") == "listening")
     assert listening["metrics_port"] and listening["tls"] is False
+    # which build runs, pure Python or the opt-in compiled one (okapikv.compiled), before it listens
+    build = next(event for event in events if event.get("event") == "build")
+    available = compiled.available()
+    assert isinstance(build["compiled"], list) and set(build["compiled"]) <= set(available)
+    assert bool(build["compiled"]) == bool(available) and events.index(build) < events.index(listening)

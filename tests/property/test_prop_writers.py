@@ -24,7 +24,6 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from okapikv.core.clock import RuleBroken
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import (
     ClientRequest,
@@ -44,6 +43,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
+from okapikv.core.rules import RuleBroken
 from okapikv.core.server import Outcome, PartitionServer
 from okapikv.core.timestamps import LOGICAL_MASK, WaitForClock, pack, physical_of
 from okapikv.core.vectors import Vector, leq

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from okapikv.core.clock import Hlc, RuleBroken, VersionVector
+from okapikv.core.clock import Hlc, VersionVector
+from okapikv.core.rules import RuleBroken
 from okapikv.core.stable import StableVectors
 from okapikv.core.timestamps import LOGICAL_MASK, offset_ceiling, pack
 

@@ -211,17 +211,18 @@ def test_a_new_server_started_from_the_initial_membership_learns_it_is_joining_b
     grown = Membership.initial(2).with_new_dc()
     world.deliver(0, MembershipUpdate(ServerId(0, 0), grown.epoch, grown.states))  # `okapi dc join`
     world.advance(100_000)
-    new = PartitionServer(CoreConfig(dc=2, partition=0, num_dcs=3, num_partitions=1))
     seen: list[tuple[str, ...]] = []
-    original = new.handle
 
-    def handle(message: Message, now_us: int) -> list[Effect]:
-        effects = original(message, now_us)
-        if new.repairing is None:
-            seen.append(new.membership.states)
-        return effects
+    class Watched(PartitionServer):
+        """Notes the membership it knows after each message once its repair ended."""
 
-    new.handle = handle  # type: ignore[method-assign]
+        def handle(self, message: Message, now_us: int) -> list[Effect]:
+            effects = super().handle(message, now_us)
+            if self.repairing is None:
+                seen.append(self.membership.states)
+            return effects
+
+    new = Watched(CoreConfig(dc=2, partition=0, num_dcs=3, num_partitions=1))
     world.restart(2, server=new, repair=Repair(()))
     world.run_until(lambda: new.repairing is None and bool(seen))
     assert seen[0] == (MEMBER, MEMBER, JOINING)

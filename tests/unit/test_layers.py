@@ -32,8 +32,8 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 CORE = "okapikv.core"
 #: Leaf modules of their own: library errors, TLS settings, TCP socket options, child processes
-#: that end with their parent.
-LEAVES = {"okapikv.errors", "okapikv.tls", "okapikv.tcp", "okapikv.lifetime"}
+#: that end with their parent, which modules run compiled.
+LEAVES = {"okapikv.errors", "okapikv.tls", "okapikv.tcp", "okapikv.lifetime", "okapikv.compiled"}
 CLIENT_BELOW = {CORE, "okapikv.wire", *LEAVES}
 SERVER_BELOW = {CORE, "okapikv.wire", "okapikv.storage", "okapikv.cluster", *LEAVES}
 

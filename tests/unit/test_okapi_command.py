@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import okapikv
+from okapikv import compiled
 from okapikv.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +59,7 @@ def test_version_is_single_sourced_and_printed() -> None:
     for command in ([sys.executable, "-m", "okapikv.cli", "--version"], [sys.executable, "-m", "okapikv", "--version"]):
         result = subprocess.run(command, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == f"okapi (okapikv) {okapikv.__version__}"
+        assert result.stdout.strip() == f"okapi (okapikv) {okapikv.__version__}, {compiled.build()}"
 
 
 def test_python_dash_m_okapikv_is_the_okapi_command() -> None:

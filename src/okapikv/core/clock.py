@@ -33,12 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from okapikv.core.rules import RuleBroken
 from okapikv.core.timestamps import LOGICAL_BITS, LOGICAL_MASK, format_timestamp, offset_ceiling, pack
 from okapikv.core.vectors import Vector
-
-
-class RuleBroken(AssertionError):
-    """A move of the HLC or of a version vector entry that breaks its rule (module docstring)."""
 
 
 class Hlc:

@@ -39,9 +39,10 @@ from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import NamedTuple
 
+from mypy_extensions import mypyc_attr
 from sortedcontainers import SortedList
 
-from okapikv.core.vectors import Vector
+from okapikv.core.version import Version as Version  # its home is okapikv.core.version (why: there)
 
 #: ``okapikv.core.counters.MAGIC``: the stored value of a counter's version begins with it
 COUNTER_MAGIC = b"\xffOKAPI#C"
@@ -55,72 +56,6 @@ def _lingers(value: bytes | None) -> bool:
     """Whether a key whose only version holds ``value`` stays in the GC queue: a tombstone, or a
     value that expires (collected once expired, as a tombstone)."""
     return value is None or value.startswith(EXPIRY_MAGIC)
-
-
-class Version:
-    """One version of a key. ``value is None`` marks a tombstone. ``dv`` is the version's dependency
-    vector; ``None`` means it depends on nothing but its own timestamp at its source DC (the vector
-    that is 0 except ``dv[source_dc] = timestamp``): remote versions under Okapi and GentleRain, and
-    every version whose writer depended on nothing remote (every version of a 1-DC cluster).
-
-    ``Version(value, timestamp, source_dc, dv)`` returns an instance of a subclass made per source DC
-    and per "has a dv": ``source_dc`` (and a ``None`` dv) are class attributes there, so the common
-    version stores two slots, not four. An object with two slots takes 48 bytes (GC header, object
-    header, two pointers) against 64 with four: 261 -> 245 B/key with 1M 8-byte keys and values
-    (``okapi bench --workload memory``). Versions are never changed after they are made.
-    """
-
-    __slots__ = ()
-    value: bytes | None
-    timestamp: int
-    source_dc: int
-    dv: Vector | None
-
-    def __new__(cls, value: bytes | None, timestamp: int, source_dc: int, dv: Vector | None) -> Version:
-        kind = _VERSION_CLASSES.get((source_dc, dv is not None)) or _version_class(source_dc, dv is not None)
-        version = object.__new__(kind)
-        # The slots live in the subclass; mypy only sees the base's empty __slots__.
-        version.value = value  # type: ignore[misc]
-        version.timestamp = timestamp  # type: ignore[misc]
-        if dv is not None:
-            version.dv = dv  # type: ignore[misc]
-        return version
-
-    @property
-    def order(self) -> tuple[int, int]:
-        return (self.timestamp, self.source_dc)
-
-    def dependency_vector(self, num_dcs: int) -> Vector:
-        """``dv``, or the vector its ``None`` stands for."""
-        if self.dv is not None:
-            return self.dv
-        vector = [0] * num_dcs
-        vector[self.source_dc] = self.timestamp
-        return tuple(vector)
-
-    def __reduce__(self) -> tuple[type[Version], tuple[bytes | None, int, int, Vector | None]]:
-        return (Version, (self.value, self.timestamp, self.source_dc, self.dv))
-
-    def __repr__(self) -> str:
-        return f"Version({self.value!r}, ts={self.timestamp}, dc={self.source_dc}, dv={self.dv})"
-
-
-_VERSION_CLASSES: dict[tuple[int, bool], type[Version]] = {}
-
-
-def _version_class(source_dc: int, has_dv: bool) -> type[Version]:
-    """The ``Version`` subclass of one source DC, with or without a ``dv`` slot (made once)."""
-    if source_dc < 0:
-        raise ValueError(f"a source DC index is never negative, not {source_dc}")
-    namespace: dict[str, object] = {"source_dc": source_dc}
-    if has_dv:
-        namespace["__slots__"] = ("value", "timestamp", "dv")
-    else:
-        namespace["__slots__"] = ("value", "timestamp")
-        namespace["dv"] = None
-    kind = type(f"Version_dc{source_dc}{'_dv' if has_dv else ''}", (Version,), namespace)
-    _VERSION_CLASSES[(source_dc, has_dv)] = kind
-    return kind
 
 
 #: a version's place in its chain (``Version.order``), as a key function
@@ -143,6 +78,9 @@ class Change(NamedTuple):
 Entry = Version | list[Version]
 
 
+# Subclassable in the compiled build too: a test injects a store that counts what the collector asks
+# (``PartitionState``'s ``store``).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MultiVersionStore:
     """Version chains (oldest first, so the common case of a newest write is an append)."""
 

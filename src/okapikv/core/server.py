@@ -53,6 +53,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import get_args
 
+from mypy_extensions import mypyc_attr
+
 from okapikv.core import counters, expiry, growth
 from okapikv.core.catchup import CatchUp, Repair, Verify
 from okapikv.core.config import CoreConfig
@@ -105,7 +107,7 @@ from okapikv.core.messages import (
     VvReport,
     WriteReply,
 )
-from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, RESERVED_PREFIXES, Change, Version
+from okapikv.core.mvstore import COUNTER_MAGIC, EXPIRY_MAGIC, RESERVED_PREFIXES, Change, MultiVersionStore, Version
 from okapikv.core.pacing import Pacing
 from okapikv.core.protocols.base import DC_ID_BYTES, TIMESTAMP_BYTES
 from okapikv.core.reads import SnapshotReads
@@ -155,9 +157,12 @@ class Changes:
     horizon: Vector
 
 
+# Subclassable in the compiled build too (scripts/build_compiled.py): the tests' deliberately broken
+# servers override its steps to show the simulator's checkers catch them; a no-op when not compiled.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class PartitionServer(PartitionState):
-    def __init__(self, config: CoreConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: CoreConfig, *, store: MultiVersionStore | None = None) -> None:
+        super().__init__(config, store=store)
         self._outbox: list[Update] = []
         #: bulk PUTs parked part-way (Cure, GentleRain: one write per clock microsecond), by request id
         self._put_many_progress: dict[int, _PutManyProgress] = {}

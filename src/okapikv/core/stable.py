@@ -24,10 +24,13 @@ Invariants (tested in ``tests/unit/test_core_clock.py`` and ``tests/property/tes
 
 from __future__ import annotations
 
-from okapikv.core.clock import RuleBroken
+from mypy_extensions import mypyc_attr
+
+from okapikv.core.rules import RuleBroken
 from okapikv.core.vectors import Vector, leq, merge_max
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a base of PartitionServer (okapikv.core.server: why)
 class StableVectors:
     """``stable``, ``gsv`` and ``horizon`` (module docstring), moved by these methods alone. The base
     of ``okapikv.core.state.PartitionState``: the fields are plain attributes, read several times

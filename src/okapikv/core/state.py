@@ -59,6 +59,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from okapikv.core import counters, expiry
 from okapikv.core.clock import Hlc, VersionVector
 from okapikv.core.config import CoreConfig
@@ -141,17 +143,20 @@ class ServerView(Protocol):
     def is_replica(self, source: ServerId) -> bool: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a base of PartitionServer (okapikv.core.server: why)
 class PartitionState(StableVectors):
     """The shared state of one partition server (module docstring), and the clock-offset rule; its
     base holds the stable vector, the GSV and the horizon and their writers (``StableVectors``)."""
 
-    def __init__(self, config: CoreConfig) -> None:
+    def __init__(self, config: CoreConfig, *, store: MultiVersionStore | None = None) -> None:
+        """``store``: the versions to hold, an empty store by default (a test injects one that counts
+        what the collector asks of it, which works compiled too: docs/operations.md, "The compiled build")."""
         self.config = config
         self.id = ServerId(config.dc, config.partition)
         self.dc = config.dc
         self.num_dcs = config.num_dcs
         self.protocol = create_protocol(config.protocol, dc=config.dc, num_dcs=config.num_dcs)
-        self.store = MultiVersionStore(merged=counters.collectable)
+        self.store = MultiVersionStore(merged=counters.collectable) if store is None else store
         self.stats = ServerStats()
         #: ``vv`` and its writers: ``clock`` (the HLC, ``vv[m]``) and ``adopt`` (the replicas' entries)
         self.version_vector = VersionVector(config.num_dcs, config.dc, config.max_clock_offset_us)

@@ -37,6 +37,7 @@ import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 
+from okapikv import compiled
 from okapikv import tls as tls_support
 from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
@@ -251,6 +252,8 @@ async def serve(
     # ... and what the store gains while serving (a bulk load), once it gained enough (collector.py)
     freezing = asyncio.create_task(FreezeOnGrowth(lambda: node.core.store.version_count).run())
     serving = asyncio.create_task(_serving_once_checked(node, health))
+    running = compiled.loaded()  # a figure measured on a compiled server is not the default install's
+    log.info("%s runs %s", node.label, compiled.describe(running), extra={"event": "build", "compiled": running})
     log.info("%s (%s, %s) listening on %s", node.label, config.protocol, config.cluster_id, address,
              extra={"event": "listening", "address": address, "bind": server_config.listen_address,
                     "peer_address": server_config.peer_address,

@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mypy_extensions import mypyc_attr
+
 from okapikv.core.mvstore import Version
 from okapikv.core.timestamps import WaitForClock
 from okapikv.core.vectors import Vector
@@ -49,6 +51,7 @@ class WaitForStable:
     reason: str
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a base of Okapi (okapikv.core.server, PartitionServer: why)
 class Protocol(ABC):
     """One causal-consistency protocol, bound to the DC of the server that uses it."""
 

@@ -26,7 +26,6 @@ def _dv_leq(version: Version, vector: Vector) -> bool:
     return all(d <= s for d, s in zip(dv, vector, strict=True))
 
 
-@register
 class Cure(Protocol):
     name = "cure"
 
@@ -59,3 +58,6 @@ class Cure(Protocol):
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:
         return merge_max(stable, gsv)
+
+
+register(Cure)

@@ -19,7 +19,6 @@ from okapikv.core.vectors import Vector
 TOP = (1 << 64) - 1
 
 
-@register
 class Eventual(Protocol):
     name = "eventual"
     stabilizes = False
@@ -45,3 +44,6 @@ class Eventual(Protocol):
 
     def snapshot_floor(self, *, stable: Vector, now_us_packed: int) -> Vector:
         return (TOP,) * self.num_dcs
+
+
+register(Eventual)

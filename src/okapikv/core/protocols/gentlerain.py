@@ -23,7 +23,6 @@ from okapikv.core.timestamps import WaitForClock, physical_put_timestamp
 from okapikv.core.vectors import Vector, merge_max
 
 
-@register
 class GentleRain(Protocol):
     name = "gentlerain"
     scalar = True
@@ -55,3 +54,6 @@ class GentleRain(Protocol):
         # minimum of ``stable`` (whose other entries may run ahead after merging a client session or
         # a fresher coordinator's snapshot): only that minimum is a lower bound.
         return (min(stable),) * self.num_dcs
+
+
+register(GentleRain)

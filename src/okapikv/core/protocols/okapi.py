@@ -17,13 +17,16 @@ reading it may merge them into its USV_c.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from okapikv.core.mvstore import Version
 from okapikv.core.protocols.base import Protocol, WaitForStable, register
 from okapikv.core.timestamps import hybrid_put_timestamp, pack
 from okapikv.core.vectors import Vector, merge_max
 
 
-@register
+# Subclassable in the compiled build too: the tests' broken variants (okapikv.core.server, PartitionServer).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Okapi(Protocol):
     name = "okapi"
     uses_usv = True
@@ -48,3 +51,6 @@ class Okapi(Protocol):
 
     def on_stabilized(self, *, stable: Vector, gsv: Vector, usv: Vector | None) -> Vector:
         return stable if usv is None else merge_max(stable, usv)
+
+
+register(Okapi)
