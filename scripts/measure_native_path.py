@@ -24,9 +24,9 @@ replies released, then writes the results, so every read of 64 operations is one
 the in-memory path plus staging, the group's record, the worker's hand-offs and the held replies.
 The node's timer is off in this mode (no GC, no stabilization: the in-memory mode runs none
 either), so a group holds the reads' inserts only, and the store closes without its final
-checkpoint (a server's checkpoints run in a process of their own). ``--instructions --durable`` counts the storage
-worker's instructions too (valgrind runs every thread); the kernel's work (the ``fdatasync``, the
-threads' wake-ups) is not an instruction of the process and is measured by
+checkpoint (a server's checkpoints run in a process of their own). ``--instructions --durable``
+counts the storage worker's instructions too (valgrind runs every thread); the kernel's work (the
+``fdatasync``, the threads' wake-ups) is not an instruction of the process and is measured by
 ``scripts/measure_server_cpu.py --durable`` and ``scripts/measure_log_writes.py``.
 
 With ``--instructions`` each tree runs under ``valgrind --tool=cachegrind`` instead (a few minutes
