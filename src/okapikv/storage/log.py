@@ -64,7 +64,7 @@ log = logging.getLogger("okapikv.storage")
 SEGMENT_PREFIX = "log-"
 SEGMENT_SUFFIX = ".okl"
 MAGIC = b"OKAPILG\n"
-#: 2: written in place over zeros (module docstring); 1: appended (read, no longer written)
+#: 2: written in place over zeros (module docstring); 1: appended (read, never written)
 FORMAT = 2
 FORMATS = (1, 2)
 FRAME = struct.Struct(">II")
