@@ -14,6 +14,7 @@ from okapikv.core import server as server_module
 from okapikv.core.config import CoreConfig
 from okapikv.core.messages import PutRequest, Session, WriteReply
 from okapikv.core.server import PartitionServer
+from okapikv.core.timestamps import LOGICAL_BITS
 
 WRITES = 40
 NOW = 10_000_000
@@ -69,3 +70,25 @@ def test_a_backlog_of_writes_goes_one_per_microsecond_oldest_first_one_handler_r
     assert counting.asked == WRITES + (WRITES - 1)
     waits = server.stats.waits["clock_tick"]
     assert waits.count == WRITES - 1 and waits.max_us == WRITES - 1
+
+
+@pytest.mark.parametrize("protocol", ["cure", "gentlerain"])
+def test_once_the_clock_has_moved_past_a_batch_its_waiting_writes_go_in_one_call_each_at_its_own_microsecond(
+        protocol: str) -> None:
+    """A server that reads the clock per request would have given a batch's writes the successive
+    microseconds it took to handle them; the driver reads it once per batch, so the writes that
+    found their microsecond taken go at the next free ones as soon as the clock is past them."""
+    server = PartitionServer(CoreConfig(dc=0, partition=0, num_dcs=1, num_partitions=1, protocol=protocol))
+    server.on_timer(NOW - 10)
+    server.handle_batch([PutRequest(index + 1, b"k%02d" % index, b"v", Session((0,), 0))
+                         for index in range(WRITES)], NOW)
+    later = NOW + 1_000  # the batch's handling took a millisecond
+    replies = [effect.reply for effect in server.on_timer(later)
+               if isinstance(getattr(effect, "reply", None), WriteReply)]
+    assert [reply.request_id for reply in replies] == list(range(2, WRITES + 1))
+    stamps = [server.store.newest(b"k%02d" % index, lambda version: True).timestamp >> LOGICAL_BITS
+              for index in range(WRITES)]
+    assert stamps == [NOW + index for index in range(WRITES)]  # one microsecond each, none ahead of the clock
+    waits = server.stats.waits["clock_tick"]
+    assert waits.count == WRITES - 1 and waits.max_us == WRITES - 1  # each waited for its microsecond only
+    assert server.parked_count == 0 and server.next_deadline() > later

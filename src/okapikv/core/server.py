@@ -618,17 +618,26 @@ class PartitionServer(PartitionState):
         return effects
 
     def _resume_parked(self, now_us: int, effects: list[Effect], *, clock_only: bool) -> None:
-        """Re-run what may go at ``now_us``: the oldest write waiting for the next clock microsecond
-        if the microsecond is free, then whatever else has waited long enough (``clock_only``: only
-        what waits for the clock). Cure's and GentleRain's writes take one microsecond each, so a
-        ready write that finds it taken joins ``next_tick`` without its handler running again (a
-        backlog of n writes costs n handler runs, not n per microsecond)."""
+        """Re-run what may go at ``now_us``: the writes waiting for the next clock microsecond, one
+        per microsecond the clock has passed since the partition's last timestamp, oldest first;
+        then whatever else has waited long enough (``clock_only``: only what waits for the clock).
+
+        Cure's and GentleRain's writes take one microsecond each. Each queued write is run at the
+        partition's next free microsecond (``tick``, at most ``now_us``), the reading a server that
+        handles one request at a time would have given it: a batch read at one clock reading is
+        released in one call once the clock has moved past it, as the paper's servers would have
+        timestamped its writes one by one, not one per driver round. A ready write that finds the
+        microsecond taken joins ``next_tick`` without its handler running again (a backlog of n
+        writes costs n handler runs, not n per microsecond)."""
         queue = self.next_tick
-        while queue and pack(now_us) > self.vv[self.dc]:
+        while queue:
+            tick = physical_of(self.vv[self.dc]) + 1  # the partition's next free microsecond
+            if tick > now_us:
+                break
             parked = queue.popleft()
-            outcome = self._handlers(parked.message, now_us)
+            outcome = self._handlers(parked.message, tick)
             if isinstance(outcome, list):
-                self.stats.record_wait(parked.wait.reason, now_us - parked.since_us)
+                self.stats.record_wait(parked.wait.reason, tick - parked.since_us)
                 effects.extend(outcome)
             elif type(outcome) is WaitForClock and outcome.reason == "clock_tick":
                 queue.appendleft(parked)  # not its turn after all: first in line still
