@@ -59,3 +59,31 @@ def test_the_serving_loop_freezes_a_grown_store_on_its_own() -> None:
         assert freezer.freezes == 1
 
     asyncio.run(main())
+
+
+def test_the_serving_loop_runs_its_hook_at_start_and_after_each_freeze_off_the_loop() -> None:
+    import threading
+
+    size = [0]
+    threads: list[int] = []
+    freezer = FreezeOnGrowth(lambda: size[0], growth=10, on_freeze=lambda: threads.append(threading.get_ident()))
+
+    async def main() -> None:
+        looking = asyncio.create_task(freezer.run(every_s=0.001))
+        try:
+            for _ in range(1_000):  # bounded: 1,000 of its periods at most
+                if threads:
+                    break
+                await asyncio.sleep(0.001)
+            assert len(threads) == 1  # the heap it starts with
+            size[0] = 10
+            for _ in range(1_000):
+                if len(threads) == 2:
+                    break
+                await asyncio.sleep(0.001)
+        finally:
+            looking.cancel()
+        assert freezer.freezes == 1 and len(threads) == 2
+        assert threading.get_ident() not in threads  # on a worker thread, not the loop's
+
+    asyncio.run(main())

@@ -35,13 +35,17 @@ class FreezeOnGrowth:
     """Freezes the collector's generations once ``count()`` grew by ``growth`` since the last
     freeze (module docstring). A store that shrinks counts its growth from its smallest size."""
 
-    def __init__(self, count: Callable[[], int], growth: int = FREEZE_GROWTH) -> None:
+    def __init__(self, count: Callable[[], int], growth: int = FREEZE_GROWTH,
+                 on_freeze: Callable[[], object] | None = None) -> None:
+        """``on_freeze``: run on a worker thread by ``run`` at its start and after each freeze (the
+        heap's huge pages, ``okapikv.serve.hugepages``)."""
         if growth < 1:
             raise ValueError(f"the growth that triggers a freeze must be positive, not {growth}")
         self._count = count
         self.growth = growth
         self.base = count()
         self.freezes = 0
+        self.on_freeze = on_freeze
 
     def look(self) -> bool:
         """Freeze if the store grew enough; whether it did."""
@@ -56,7 +60,11 @@ class FreezeOnGrowth:
         return True
 
     async def run(self, every_s: float = CHECK_S) -> None:
-        """``look`` every ``every_s`` until cancelled (the server's lifetime)."""
+        """``look`` every ``every_s`` until cancelled (the server's lifetime); ``on_freeze`` once
+        first (the heap the server starts with: a recovered store) and after each freeze."""
+        if self.on_freeze is not None:
+            await asyncio.to_thread(self.on_freeze)
         while True:
             await asyncio.sleep(every_s)
-            self.look()
+            if self.look() and self.on_freeze is not None:
+                await asyncio.to_thread(self.on_freeze)
