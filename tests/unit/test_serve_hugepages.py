@@ -5,6 +5,7 @@ changes nothing the process holds."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import sys
 from pathlib import Path
@@ -68,3 +69,43 @@ def test_a_collapse_keeps_every_object_and_does_nothing_where_huge_pages_are_off
     assert all(store[b"%08d" % index] == (b"v" * 8, index) for index in range(0, 200_000, 997))
     monkeypatch.setattr(hugepages, "thp_mode", lambda: "never")
     assert HeapAdvisor().collapse() == 0
+
+
+class FakeLibc:
+    """``mincore`` says every page is in memory; ``madvise`` fails with ``error`` (0: succeeds)."""
+
+    def __init__(self, error: int) -> None:
+        self.error = error
+        self.collapses: list[int] = []
+
+    def mincore(self, start: int, length: int, vector: ctypes.Array[ctypes.c_char]) -> int:
+        ctypes.memset(vector, 1, length // mmap.PAGESIZE)
+        return 0
+
+    def madvise(self, start: int, length: int, advice: int) -> int:
+        self.collapses.append(start)
+        if self.error:
+            ctypes.set_errno(self.error)
+            return -1
+        return 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the advisor acts on Linux only")
+def test_blocks_are_collapsed_once_refused_ones_retried_and_an_old_kernel_stops_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(MAPS)
+    monkeypatch.setattr(hugepages, "thp_mode", lambda: "madvise")
+    monkeypatch.setattr(hugepages, "MAPS", maps)
+    advisor, libc = HeapAdvisor(), FakeLibc(0)
+    advisor._libc = libc  # type: ignore[assignment]
+    assert advisor.collapse() == 5 * HUGE_PAGE  # [heap]: 2 blocks; the 6 MiB mapping: 3; not the stack's
+    assert advisor.collapse() == 0 and len(libc.collapses) == 5  # each block once
+    busy = HeapAdvisor()
+    busy._libc = FakeLibc(errno.EAGAIN)  # type: ignore[assignment]
+    assert busy.collapse() == 0 and busy.failures == 5 and not busy.collapsed
+    assert busy.collapse() == 0 and busy.failures == 10  # tried again
+    old = HeapAdvisor()
+    old._libc = old_libc = FakeLibc(errno.EINVAL)  # type: ignore[assignment]
+    assert old.collapse() == 0 and old.unsupported and len(old_libc.collapses) == 1
+    assert old.collapse() == 0 and len(old_libc.collapses) == 1  # never asked again

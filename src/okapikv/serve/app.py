@@ -252,9 +252,10 @@ async def serve(
     gc.set_threshold(*GC_THRESHOLDS)
     collector_clock.CLOCK.install()  # the collector's passes and seconds, in Stats
     # ... and what the store gains while serving (a bulk load), once it gained enough (collector.py)
-    # ... and the heap on huge pages where it is wholly in memory (hugepages.py: a large store's TLB misses)
+    # ... and the heap on huge pages where it is in memory (hugepages.py: a large store's TLB misses)
     freezing = asyncio.create_task(FreezeOnGrowth(lambda: node.core.store.version_count,
-                                                  on_freeze=HeapAdvisor().collapse).run())
+                                                  on_freeze=HeapAdvisor().collapse,
+                                                  activity=lambda: node.core.store.collected_count).run())
     serving = asyncio.create_task(_serving_once_checked(node, health))
     running = compiled.loaded()  # a figure measured on a compiled server is not the default install's
     log.info("%s runs %s", node.label, compiled.describe(running), extra={"event": "build", "compiled": running})

@@ -4,25 +4,28 @@ A store of 1,000,000 keys is about 300 MB of small Python objects (the index's t
 bytes, its ``Version``, the value's bytes and the timestamp's int), and an operation touches a few
 of them at random. On 4 KiB pages each such touch is also a TLB miss, and in a virtual machine a
 miss walks two page tables (the guest's and the host's). Measured in one process (the native path
-of one partition, YCSB-A, 2026-12-07, docs/benchmarks.md "Durable YCSB-A at 1,000,000 records"):
-11.3-12.0 us of CPU per operation at 1,000,000 keys on 4 KiB pages, 7.3-7.5 us with the heap on
-2 MiB pages, 7.1-7.6 us at 10,000 keys either way; that is the gap between the two sizes.
+of one partition under YCSB-A, docs/benchmarks.md "Durable YCSB-A at 1,000,000 records: huge
+pages"), the CPU per operation at 1,000,000 keys fell from 11.3-12.0 us on 4 KiB pages to 7.2-7.5
+us with the heap collapsed, where 10,000 keys take 7.1-8.5 us.
 
-CPython's allocator maps its arenas with plain ``mmap``, and where the kernel's THP mode is
-``madvise`` (the default of many distributions) such memory gets huge pages only once advised.
-``advise_heap`` advises (``MADV_HUGEPAGE``) every private anonymous read-write mapping of at least
-one huge page that it has not advised yet, and collapses it at once (``MADV_COLLAPSE``, Linux 6.1;
-older kernels leave it to ``khugepaged``). Thread stacks are left alone (a mapping right above a
-guard page): collapsed, each would take its full 8 MiB of memory. The server calls it once its
-long-lived heap is in place and whenever it grew (``okapikv.serve.collector``), on a worker thread
-(``madvise`` runs without the interpreter lock). Where the mode is ``never``, or the platform is not
-Linux, it does nothing. The cost in memory is the unused tail of a mapping's last huge page.
+CPython maps its 1 MiB arenas with plain ``mmap``; where the kernel's THP mode is ``madvise`` (the
+default of many distributions) such memory never gets huge pages by itself. ``HeapAdvisor.collapse``
+collapses (``MADV_COLLAPSE``, Linux 6.1 and later) every 2 MiB block of the private anonymous
+read-write mappings that is at least ``RESIDENT_SHARE`` in memory (``mincore``) and was not
+collapsed before: the memory it costs is the few pages missing from such blocks (mappings are not
+advised with ``MADV_HUGEPAGE``, so later faults keep taking small pages and no fault waits for a
+compaction). Thread stacks are left alone (a mapping right above a guard page). The server runs
+it on a worker thread once it serves and whenever its store grew (``okapikv.serve.collector``):
+``madvise`` runs without the interpreter lock. Where the mode is ``never``, the kernel lacks
+``MADV_COLLAPSE`` or the platform is not Linux, it does nothing; a block refused for want of a free
+huge page is tried again the next time.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +38,8 @@ SMALL_PAGE = 4096
 RESIDENT_SHARE = 7 / 8
 THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 MAPS = Path("/proc/self/maps")
+
+log = logging.getLogger("okapikv.server")
 
 
 @dataclass(slots=True)
@@ -84,14 +89,16 @@ class HeapAdvisor:
     collapsed: set[int] = field(default_factory=set)
     collapsed_bytes: int = 0
     failures: int = 0
+    unsupported: bool = False  # the kernel refused MADV_COLLAPSE as unknown (before Linux 6.1)
     _libc: ctypes.CDLL | None = None
 
     def enabled(self) -> bool:
-        return sys.platform == "linux" and thp_mode() != "never"
+        return sys.platform == "linux" and not self.unsupported and thp_mode() != "never"
 
     def collapse(self) -> int:
-        """Collapse every huge page's worth of the heap that is wholly in memory and not collapsed
-        yet (module docstring); the bytes newly collapsed."""
+        """Collapse every huge page's worth of the heap that is mostly in memory
+        (``resident_huge_pages``) and not collapsed yet (module docstring); the bytes newly
+        collapsed."""
         if not self.enabled():
             return 0
         libc = self._load()
@@ -103,7 +110,7 @@ class HeapAdvisor:
             return 0
         ranges = heap_ranges(maps)
         self.collapsed = {page for page in self.collapsed if any(start <= page < end for start, end in ranges)}
-        newly = 0
+        newly = failures = 0
         for start, end in ranges:
             for page in resident_huge_pages(libc, start, end):
                 if page in self.collapsed:
@@ -112,11 +119,18 @@ class HeapAdvisor:
                 if libc.madvise(page, HUGE_PAGE, MADV_COLLAPSE) == 0:
                     newly += HUGE_PAGE
                 elif ctypes.get_errno() == errno.EINVAL:  # a kernel without MADV_COLLAPSE: nothing to do
-                    return newly
+                    self.collapsed.discard(page)
+                    self.unsupported = True
+                    return 0
                 else:  # EAGAIN, ENOMEM: no huge page free now; tried again once the heap grows
                     self.collapsed.discard(page)
-                    self.failures += 1
+                    failures += 1
         self.collapsed_bytes += newly
+        self.failures += failures
+        if newly or failures:
+            log.info("heap: %d MiB more on huge pages, %d MiB in all (%d blocks refused)", newly >> 20,
+                     self.collapsed_bytes >> 20, failures,
+                     extra={"event": "huge_pages", "collapsed_bytes": self.collapsed_bytes, "refused": failures})
         return newly
 
     def _load(self) -> ctypes.CDLL | None:
@@ -149,4 +163,4 @@ def resident_huge_pages(libc: ctypes.CDLL, start: int, end: int) -> list[int]:
         return []
     flags = vector.raw
     return [first + index * HUGE_PAGE for index in range((last - first) // HUGE_PAGE)
-            if sum(byte & 1 for byte in flags[index * small:(index + 1) * small]) >= small * RESIDENT_SHARE]
+            if small - flags.count(0, index * small, (index + 1) * small) >= small * RESIDENT_SHARE]
