@@ -37,8 +37,9 @@ Durability and data size: phase 2 also runs YCSB-A on a durable partition (``oka
 SQLite, group commit, as `okapi up` runs servers), against the in-memory one in the same rounds,
 and reports the server CPU per operation of both. ``durable_scale`` bulk-loads ``LARGE_RECORDS``
 (the paper's records per partition; ``--quick``: ``LARGE_RECORDS_QUICK``, said in the row) into a
-fresh durable partition (the load rate) and runs YCSB-A on it and on one with ``--records``, in
-paired rounds, each once its load's checkpoints are done (how long they took: a row of its own).
+fresh durable partition (the load rate) and runs YCSB-A on it and on one with ``--records``, both
+running at once and measured back to back in paired rounds, each window once the logs' checkpoints
+are done (how long the load's took: a row of its own).
 ``redis_benchmark`` runs redis-benchmark at ``REDIS_BENCHMARK_POINTS`` against
 okapikv's RESP port and redis-server, side by side in each round.
 

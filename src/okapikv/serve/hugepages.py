@@ -4,9 +4,9 @@ A store of 1,000,000 keys is about 300 MB of small Python objects (the index's t
 bytes, its ``Version``, the value's bytes and the timestamp's int), and an operation touches a few
 of them at random. On 4 KiB pages each such touch is also a TLB miss, and in a virtual machine a
 miss walks two page tables (the guest's and the host's). Measured in one process (the native path
-of one partition under YCSB-A, docs/benchmarks.md "Durable YCSB-A at 1,000,000 records: huge
-pages"), the CPU per operation at 1,000,000 keys fell from 11.3-12.0 us on 4 KiB pages to 7.2-7.5
-us with the heap collapsed, where 10,000 keys take 7.1-8.5 us.
+of one partition under YCSB-A, docs/benchmarks.md "Durable YCSB-A at 1,000,000 records:
+back-to-back windows and huge pages"), the CPU per operation at 1,000,000 keys was 8.7-12.0 us on
+4 KiB pages and 7.2-8.7 us right after the heap's collapse, where 10,000 keys take 7.1-8.6 us.
 
 CPython maps its 1 MiB arenas with plain ``mmap``; where the kernel's THP mode is ``madvise`` (the
 default of many distributions) such memory never gets huge pages by itself. ``HeapAdvisor.collapse``
