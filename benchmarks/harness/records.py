@@ -60,6 +60,8 @@ def run_record(
     delta = stats_delta(_core(outcome.stats_after), _core(outcome.stats_before)) if outcome.stats_after else {}
     wire = stats_delta(_wire(outcome.stats_after), _wire(outcome.stats_before)) if outcome.stats_after else {}
     client_cpu_s = sum(worker.cpu_s for worker in workers)
+    whole = stats_delta(outcome.stats_after, outcome.stats_before) if outcome.stats_after else {}
+    collector = whole.get("driver", {})
     rotx = spec.workload.name == "rotx"
     return Run(
         system=system,
@@ -89,10 +91,11 @@ def run_record(
             else round(server_cpu_s * 1e6 / operations, 1),
             server_idle_cores=idle_cores,
             server_net_cpu_us_per_op=net_cpu_us_per_op(server_cpu_s, idle_cores, window_s, operations),
+            server_collector_s=round(collector["collector_seconds"], 4) if "collector_seconds" in collector else None,
+            server_collector_passes=collector.get("collector_passes"),
         ),
         waits=summarize_waits(delta) if delta else None,
         traffic=summarize_traffic(delta, window_s, wire, operations) if delta else None,
         server_operations=delta.get("operations", {}) if delta else None,
-        durability=summarize_durability(stats_delta(outcome.stats_after, outcome.stats_before))
-        if outcome.stats_after else None,
+        durability=summarize_durability(whole) if outcome.stats_after else None,
     )

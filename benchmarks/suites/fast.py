@@ -37,8 +37,9 @@ Durability and data size: phase 2 also runs YCSB-A on a durable partition (``oka
 SQLite, group commit, as `okapi up` runs servers), against the in-memory one in the same rounds,
 and reports the server CPU per operation of both. ``durable_scale`` bulk-loads ``LARGE_RECORDS``
 (the paper's records per partition; ``--quick``: ``LARGE_RECORDS_QUICK``, said in the row) into a
-fresh durable partition (the load rate) and runs YCSB-A on it and on one with ``--records``, in
-paired rounds, each once its load's checkpoints are done (how long they took: a row of its own).
+fresh durable partition (the load rate) and runs YCSB-A on it and on one with ``--records``, both
+running at once and measured back to back in paired rounds, each window once the logs' checkpoints
+are done (how long the load's took: a row of its own).
 ``redis_benchmark`` runs redis-benchmark at ``REDIS_BENCHMARK_POINTS`` against
 okapikv's RESP port and redis-server, side by side in each round.
 
@@ -49,6 +50,7 @@ target compares take turns, round by round, each run on a fresh cluster (``_inte
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -57,7 +59,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.harness.harness import Bench
+from benchmarks.harness.harness import Bench, SystemUnderTest
 from benchmarks.harness.idle import SETTLE_MARGIN_S, measure_idle
 from benchmarks.harness.latency import (
     SequentialLatency,
@@ -160,20 +162,41 @@ class DurableSizeRun:
     run: Run | None
 
 
-def durable_size_run(bench: Bench, records: int, title: str, *, settle: bool = True) -> DurableSizeRun:
-    """A fresh durable partition bulk-loaded with ``records``, then (``settle``) the wait for its
-    load's checkpoints (``Bench.settle_checkpoints``), then YCSB-A with ``FAST_SESSIONS`` sessions
-    (``FastSuite.durable_scale``; ``scripts/measure_durable_scale.py`` pairs it with and without the
-    wait)."""
-    with bench.start(OKAPI, ("local",), 1, 0.0, durable=True) as sut:
-        sut = replace(sut, label=f"okapi (durable, {records:,} records)")
-        elapsed = bench.load(sut, records=records)
-        settled = bench.settle_checkpoints(sut) if settle else None
-        if settled is not None:
-            bench.ui.message(f"  the load's checkpoints ran {settled:.1f} s past its end")
-        run = bench.measure(sut, bench.workload("a", sut, records=records), FAST_SESSIONS, kind="single",
-                            processes=1, series="fast-durable-scale", title=title)
-        return DurableSizeRun(elapsed, settled, run)
+def durable_size_pair(bench: Bench, sizes: dict[str, int], title: str, *, first: str,
+                      settle: bool = True) -> dict[str, DurableSizeRun]:
+    """A fresh durable partition per entry of ``sizes`` (a name: its records), all running at once:
+    each bulk-loaded in turn, then (``settle``) the wait for every one's load's checkpoints
+    (``Bench.settle_checkpoints``), then YCSB-A with ``FAST_SESSIONS`` sessions on each, back to
+    back, ``first`` first (``FastSuite.durable_scale``; ``scripts/measure_durable_scale.py`` pairs
+    it with and without the wait). Why all at once: measured one partition after the other, the two
+    windows of a round lay 40-50 s apart (a bulk load and its checkpoints between them), in which
+    this VM's speed moved by more than the target's 10%; back to back they lie a window apart. Each
+    window starts once the other partitions' checkpoints, of their loads or of a window before, are
+    done (so none runs in another's window)."""
+    if first not in sizes:
+        raise ValueError(f"the partition measured first, {first!r}, is not one of {sorted(sizes)}")
+    with contextlib.ExitStack() as stack:
+        suts: dict[str, SystemUnderTest] = {}
+        loads: dict[str, float] = {}
+        for name, records in sizes.items():
+            sut = stack.enter_context(bench.start(OKAPI, ("local",), 1, 0.0, durable=True))
+            suts[name] = replace(sut, label=f"okapi (durable, {records:,} records)")
+            loads[name] = bench.load(suts[name], records=records)
+        settled: dict[str, float | None] = {}
+        for name, sut in suts.items():
+            settled[name] = bench.settle_checkpoints(sut) if settle else None
+            if settled[name] is not None:
+                bench.ui.message(f"  {sut.label}: the load's checkpoints ran {settled[name]:.1f} s past its end")
+        found: dict[str, DurableSizeRun] = {}
+        for name in [first, *(other for other in sizes if other != first)]:
+            if settle:
+                for sut in suts.values():
+                    bench.settle_checkpoints(sut)
+            sut = suts[name]
+            run = bench.measure(sut, bench.workload("a", sut, records=sizes[name]), FAST_SESSIONS, kind="single",
+                                processes=1, series="fast-durable-scale", title=title)
+            found[name] = DurableSizeRun(loads[name], settled[name], run)
+        return found
 
 
 def ust_bound_ms(wan_ms: tuple[tuple[float, ...], ...], source: int, destination: int,
@@ -324,12 +347,13 @@ class FastSuite:
 
     def durable_scale(self) -> None:
         """Each round: a fresh durable partition bulk-loaded with the large data set (the load
-        rate: records over the load's seconds, ``Bench.load``) and measured under YCSB-A, and
-        another loaded with ``--records``, measured the same way. Each is measured once its log's
-        closed segments are checkpointed (``Bench.settle_checkpoints``): the load of 1,000,000
-        records leaves 39 MiB of log whose checkpoints otherwise ran through the whole measured
-        window at the large size and never at the small one; how long they ran past the load is
-        reported on its own (docs/benchmarks.md, "Durable YCSB-A at 1,000,000 against
+        rate: records over the load's seconds, ``Bench.load``) and another loaded with
+        ``--records``, both running at once and measured under YCSB-A back to back, the one
+        measured first alternating from round to round (``durable_size_pair``). Each window starts
+        once the logs' closed segments are checkpointed (``Bench.settle_checkpoints``): the load of
+        1,000,000 records leaves 39 MiB of log whose checkpoints otherwise ran through the whole
+        measured window at the large size and never at the small one; how long they ran past the
+        load is reported on its own (docs/benchmarks.md, "Durable YCSB-A at 1,000,000 against
         10,000 records")."""
         bench = self.bench
         quick = self.options.quick
@@ -338,16 +362,17 @@ class FastSuite:
                  f"{sizes['small']:,} records")
         rates: list[float] = []
         checkpoints: list[float] = []
-
-        def run(key: str) -> Run | None:
-            found = durable_size_run(bench, sizes[key], title)
-            if key == "large" and found.load_s > 0:
-                rates.append(sizes[key] / found.load_s)
-                if found.checkpoint_s is not None:
-                    checkpoints.append(found.checkpoint_s)
-            return found.run
-
-        _, rounds = self._interleaved(list(sizes), run)
+        rounds: list[dict[str, float]] = []
+        for index in range(self.repeats):
+            def body(first: str = ("large", "small")[index % 2]) -> None:
+                found = durable_size_pair(bench, sizes, title, first=first)
+                large = found["large"]
+                if large.load_s > 0:
+                    rates.append(sizes["large"] / large.load_s)
+                if large.checkpoint_s is not None:
+                    checkpoints.append(large.checkpoint_s)
+                rounds.append({name: size.run.throughput_ops_s for name, size in found.items() if size.run is not None})
+            bench.guarded("durable data sizes", body)
         self.figures.durable_scale = DurableScale(sizes["large"], sizes["small"], quick, rates, rounds, checkpoints)
         self.publish()
 

@@ -36,7 +36,7 @@ DRIVER = {
     "client_requests", "pipeline_batches", "waiting_replies", "peer_batches_received", "peer_messages_received",
     "handler_errors", "oversized_dropped", "native_port", "native_connections", "native_refused", "resp_port",
     "resp_connections", "resp_refused", "admission_waits", "event_loop_stalls", "event_loop_stall_seconds",
-    "get_replies_early", "get_replies_held",
+    "get_replies_early", "get_replies_held", "collector_passes", "collector_seconds",
 }
 LINK = {
     "address", "delay_ms", "connected", "queued", "unacked", "queued_bytes", "unacked_bytes", "sent_messages",
@@ -54,7 +54,8 @@ INPUT = {"connections", "partial_bytes", "partial_bytes_peak", "budget_bytes", "
 LATENCY = {"count", "mean_ms", "p50_ms", "p99_ms"}
 #: The metric families a server exports (docs/operations.md lists them), under Prometheus's naming conventions.
 METRICS = {
-    "okapi_client_requests", "okapi_clock_ahead_at_start_seconds", "okapi_clock_offset_clamps",
+    "okapi_client_requests", "okapi_clock_ahead_at_start_seconds", "okapi_collector_passes",
+    "okapi_collector_seconds", "okapi_clock_offset_clamps",
     "okapi_clock_offset_refusals", "okapi_gc_metadata_bytes", "okapi_handler_errors", "okapi_heartbeat_bytes",
     "okapi_heartbeats_sent", "okapi_hlc_ahead_seconds", "okapi_input_budget_bytes", "okapi_input_closed",
     "okapi_input_connections", "okapi_input_partial_bytes", "okapi_keys", "okapi_max_clock_offset_seconds",

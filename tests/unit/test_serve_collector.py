@@ -59,3 +59,58 @@ def test_the_serving_loop_freezes_a_grown_store_on_its_own() -> None:
         assert freezer.freezes == 1
 
     asyncio.run(main())
+
+
+def test_the_serving_loop_runs_its_hook_at_start_and_after_each_freeze_off_the_loop() -> None:
+    import threading
+
+    size = [0]
+    threads: list[int] = []
+    freezer = FreezeOnGrowth(lambda: size[0], growth=10, on_freeze=lambda: threads.append(threading.get_ident()))
+
+    async def main() -> None:
+        looking = asyncio.create_task(freezer.run(every_s=0.001))
+        try:
+            for _ in range(1_000):  # bounded: 1,000 of its periods at most
+                if threads:
+                    break
+                await asyncio.sleep(0.001)
+            assert len(threads) == 1  # the heap it starts with
+            size[0] = 10
+            for _ in range(1_000):
+                if len(threads) == 2:
+                    break
+                await asyncio.sleep(0.001)
+        finally:
+            looking.cancel()
+        assert freezer.freezes == 1 and len(threads) == 2
+        assert threading.get_ident() not in threads  # on a worker thread, not the loop's
+
+    asyncio.run(main())
+
+
+def test_the_hook_runs_again_while_the_store_changes_and_not_while_it_is_idle() -> None:
+    changes = [0]
+    runs: list[int] = []
+    freezer = FreezeOnGrowth(lambda: 0, growth=10, on_freeze=lambda: runs.append(changes[0]),
+                             activity=lambda: changes[0], refresh_s=0.005)
+
+    async def main() -> None:
+        looking = asyncio.create_task(freezer.run(every_s=0.001))
+        try:
+            for _ in range(50):  # idle: the start's run only
+                await asyncio.sleep(0.001)
+            assert runs == [0]
+            changes[0] = 5  # versions collected: the store changed
+            for _ in range(1_000):  # bounded
+                if len(runs) == 2:
+                    break
+                await asyncio.sleep(0.001)
+            assert runs == [0, 5]
+            for _ in range(50):  # idle again
+                await asyncio.sleep(0.001)
+            assert runs == [0, 5]
+        finally:
+            looking.cancel()
+
+    asyncio.run(main())

@@ -43,7 +43,8 @@ from okapikv.cluster.config import ClusterConfig
 from okapikv.resp.limits import RespLimits
 from okapikv.resp.service import RespService
 from okapikv.serve.collector import FreezeOnGrowth
-from okapikv.server import faults
+from okapikv.serve.hugepages import HeapAdvisor
+from okapikv.server import collector_clock, faults
 from okapikv.server.admin import AdminServicer
 from okapikv.server.inbound import PeerIntake
 from okapikv.server.metrics import MetricsServer, registry_for
@@ -249,8 +250,12 @@ async def serve(
     gc.freeze()
     thresholds = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
+    collector_clock.CLOCK.install()  # the collector's passes and seconds, in Stats
     # ... and what the store gains while serving (a bulk load), once it gained enough (collector.py)
-    freezing = asyncio.create_task(FreezeOnGrowth(lambda: node.core.store.version_count).run())
+    # ... and the heap on huge pages where it is in memory (hugepages.py: a large store's TLB misses)
+    freezing = asyncio.create_task(FreezeOnGrowth(lambda: node.core.store.version_count,
+                                                  on_freeze=HeapAdvisor().collapse,
+                                                  activity=lambda: node.core.store.collected_count).run())
     serving = asyncio.create_task(_serving_once_checked(node, health))
     running = compiled.loaded()  # a figure measured on a compiled server is not the default install's
     log.info("%s runs %s", node.label, compiled.describe(running), extra={"event": "build", "compiled": running})
@@ -282,6 +287,7 @@ async def serve(
         await node.close()
         await server.stop(SHUTDOWN_GRACE_S)
         gc.set_threshold(*thresholds)  # (a server run in process, as tests do, leaves the collector as it was)
+        collector_clock.CLOCK.remove()
 
 
 async def _serving_once_checked(node: PartitionNode, health: HealthServicer) -> None:

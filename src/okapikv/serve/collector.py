@@ -29,19 +29,31 @@ from collections.abc import Callable
 FREEZE_GROWTH = 100_000
 #: how often the serving loop looks at the store's size
 CHECK_S = 1.0
+#: how often ``on_freeze`` runs besides the freezes while the store changes (``activity`` moved):
+#: under overwrites the store does not grow, but the versions written land in memory that the last
+#: run did not see (``okapikv.serve.hugepages``)
+REFRESH_S = 10.0
 
 
 class FreezeOnGrowth:
     """Freezes the collector's generations once ``count()`` grew by ``growth`` since the last
     freeze (module docstring). A store that shrinks counts its growth from its smallest size."""
 
-    def __init__(self, count: Callable[[], int], growth: int = FREEZE_GROWTH) -> None:
+    def __init__(self, count: Callable[[], int], growth: int = FREEZE_GROWTH,
+                 on_freeze: Callable[[], object] | None = None, activity: Callable[[], int] | None = None,
+                 refresh_s: float = REFRESH_S) -> None:
+        """``on_freeze``: run on a worker thread by ``run`` at its start, after each freeze, and
+        every ``refresh_s`` in which ``activity`` (a counter of the store's changes) moved (the
+        heap's huge pages, ``okapikv.serve.hugepages``); an idle server runs it no more."""
         if growth < 1:
             raise ValueError(f"the growth that triggers a freeze must be positive, not {growth}")
         self._count = count
         self.growth = growth
         self.base = count()
         self.freezes = 0
+        self.on_freeze = on_freeze
+        self._activity = activity
+        self.refresh_s = refresh_s
 
     def look(self) -> bool:
         """Freeze if the store grew enough; whether it did."""
@@ -56,7 +68,23 @@ class FreezeOnGrowth:
         return True
 
     async def run(self, every_s: float = CHECK_S) -> None:
-        """``look`` every ``every_s`` until cancelled (the server's lifetime)."""
+        """``look`` every ``every_s`` until cancelled (the server's lifetime); ``on_freeze`` once
+        first (the heap the server starts with: a recovered store), after each freeze and as
+        ``refresh_s`` says."""
+        hook = self.on_freeze
+        if hook is not None:
+            await asyncio.to_thread(hook)
+        loop = asyncio.get_running_loop()
+        last_s = loop.time()
+        seen = self._activity() if self._activity is not None else 0
         while True:
             await asyncio.sleep(every_s)
-            self.look()
+            frozen = self.look()
+            if hook is None:
+                continue
+            now = loop.time()
+            moved = self._activity is not None and now - last_s >= self.refresh_s and self._activity() != seen
+            if frozen or moved:
+                await asyncio.to_thread(hook)
+                last_s = loop.time()
+                seen = self._activity() if self._activity is not None else 0

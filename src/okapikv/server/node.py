@@ -48,7 +48,7 @@ from okapikv.core.messages import (
     ServerId,
 )
 from okapikv.core.server import PartitionServer
-from okapikv.server import membership_file
+from okapikv.server import collector_clock, membership_file
 from okapikv.server.admission import Admission
 from okapikv.server.budgets import InputGuard, InputLimits
 from okapikv.server.clock import ServerClock
@@ -361,7 +361,8 @@ class PartitionNode:
         return node_snapshot(self.core, NodeParts(
             self.config, self.id, self.clock.skew_us, self.startup.clock_ahead_at_start_us, self._committer,
             self.host.held_effect_groups, self.startup.recovered, self.lag_samples, self.latency,
-            driver_figures(self.host, self.encoder, self), copy_fields(WireFigures, self.encoder.wire_bytes),
+            driver_figures(self.host, self.encoder, self, collector_clock.CLOCK),
+            copy_fields(WireFigures, self.encoder.wire_bytes),
             self.input_guard.figures(),
             {link.label: link.figures(names[destination.dc]) for destination, link in sorted(links.items())},
         ), self.clock.now_us())

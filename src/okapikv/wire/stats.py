@@ -218,6 +218,10 @@ class DriverFigures:
     #: for a group because their key had a version in flight (``okapikv.core.host``)
     get_replies_early: int = 0
     get_replies_held: int = 0
+    #: CPython's cyclic collector in the server's process: passes and the seconds they held it
+    #: (``okapikv.server.collector_clock``)
+    collector_passes: Annotated[int, counter("Passes of the process's cyclic garbage collector.")] = 0
+    collector_seconds: Annotated[float, counter("Seconds the process's cyclic garbage collector ran.")] = 0.0
 
 
 @dataclass(frozen=True, slots=True)

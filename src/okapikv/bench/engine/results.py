@@ -134,6 +134,11 @@ class Cpu:
     #: simulator's cost model): far apart, one hot server sets the peak
     server_busy_max: float | None = None
     server_busy_median: float | None = None
+    #: seconds CPython's cyclic collector ran in the servers over the window, and its passes (Stats'
+    #: ``collector_seconds``, ``okapikv.server.collector_clock``): a window holding a full pass over
+    #: a large heap measures the collector, not the store
+    server_collector_s: float | None = None
+    server_collector_passes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +166,7 @@ _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_
 #: measurement or no wire counters, and files written before them, read and write back alike).
 _FIGURES_OMITTED_WHEN_ABSENT = frozenset({
     "server_idle_cores", "server_net_cpu_us_per_op", "server_busy_max", "server_busy_median",
+    "server_collector_s", "server_collector_passes",
     "wire_metadata_bytes_per_update",
     "wire_batch_bytes_per_update", "wire_replication_bytes_per_op", "wire_stabilization_bytes_per_op",
     "wire_total_bytes_per_op", "wire_read_bytes_per_op"})
