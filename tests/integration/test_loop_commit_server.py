@@ -30,6 +30,7 @@ def _serve_durable(check: Callable[[dict[str, Any]], Awaitable[None]], data_dir:
     ``driver`` section (its ports). A write on this shared machine may take tens of milliseconds:
     the slow-write fallback is kept out of the way (``tests/unit/test_loop_commit.py`` tests it)."""
     monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 60.0)
+    monkeypatch.setattr(group_commit, "STALL_WRITE_S", 60.0)
     config = local_cluster(dcs=("solo",), partitions=1, wan="off", base_port=free_port_range(1))
     address = config.servers[0].address
 

@@ -39,12 +39,18 @@ def _patient(monkeypatch: pytest.MonkeyPatch) -> None:
     """This shared machine's writes take up to tens of milliseconds at times: the tests that look
     at where a group is written set what is slow themselves."""
     monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 1.0)
+    monkeypatch.setattr(group_commit, "STALL_WRITE_S", 1.0)
 
 
-def _committer(store: LoggedStore, durable: list[int] | None = None) -> GroupCommitter:
+def _opened(directory: Path, durable: list[int] | None = None, **options: float) -> tuple[ThreadLog, GroupCommitter]:
+    """A ``ThreadLog`` and its committer on the loop, opened (in a running loop); ``durable``: each
+    durable group's number, appended as it is released."""
+    store = ThreadLog(directory, IDENTITY)
     committer = GroupCommitter(store, on_durable=lambda: None if durable is None else durable.append(committer.durable),
-                               on_failure=lambda error: pytest.fail(str(error)), on_loop=True)
-    return committer
+                               on_failure=lambda error: pytest.fail(str(error)), on_loop=True, **options)
+    committer.open(pack(1_000), 1_000)
+    store.threads.clear()  # (the first clock bound, written at open)
+    return store, committer
 
 
 def test_a_turns_group_is_written_by_the_loop_at_the_turns_end(tmp_path: Path) -> None:
@@ -52,11 +58,8 @@ def test_a_turns_group_is_written_by_the_loop_at_the_turns_end(tmp_path: Path) -
     are done, and the group is durable (its effects released) before the next turn runs."""
 
     async def main() -> None:
-        store = ThreadLog(tmp_path, IDENTITY)
         durable: list[int] = []
-        committer = _committer(store, durable)
-        committer.open(pack(1_000), 1_000)
-        store.threads.clear()  # (the first clock bound, written at open)
+        store, committer = _opened(tmp_path, durable)
         assert committer.stage(changes(2), pack(1_000)) == committer.stage(changes(1, prefix=b"o"), pack(1_000)) == 1
         assert committer.durable == 0  # not within the turn
         await asyncio.sleep(0)  # the end of this turn
@@ -78,10 +81,7 @@ def test_commit_due_writes_the_turns_group_before_a_port_writes(tmp_path: Path) 
     the replies it holds join that write; with nothing staged it does nothing."""
 
     async def main() -> None:
-        store = ThreadLog(tmp_path, IDENTITY)
-        committer = _committer(store)
-        committer.open(pack(1_000), 1_000)
-        store.threads.clear()  # (the first clock bound, written at open)
+        store, committer = _opened(tmp_path)
         committer.commit_due()
         assert committer.groups_written == 0
         committer.stage(changes(1), pack(1_000))
@@ -96,11 +96,7 @@ def test_commit_due_writes_the_turns_group_before_a_port_writes(tmp_path: Path) 
 
 def test_vector_only_changes_are_still_written_lazily_on_the_loop(tmp_path: Path) -> None:
     async def main() -> None:
-        store = ThreadLog(tmp_path, IDENTITY)
-        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
-                                   lazy_s=0.05, on_loop=True)
-        committer.open(pack(1_000), 1_000)
-        store.threads.clear()  # (the first clock bound, written at open)
+        store, committer = _opened(tmp_path, lazy_s=0.05)
         committer.stage(changes(0, vv=(0, 77)), pack(1_000))
         await asyncio.sleep(0)
         assert committer.groups_written == 0  # nobody waits for it
@@ -117,14 +113,13 @@ def test_a_slow_write_sends_the_next_groups_to_the_worker_until_its_writes_are_f
     so the next groups go to the worker; ``FAST_WRITES_TO_RETURN`` fast worker writes in a row
     bring them back. Groups stay durable in order throughout."""
     monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 0.15)
+    monkeypatch.setattr(group_commit, "STALL_WRITE_S", 0.15)
     monkeypatch.setattr(group_commit, "FAST_WRITES_TO_RETURN", 2)
+    monkeypatch.setattr(group_commit, "SHORT_LOOP_GROUPS", 0)  # (no relapse: 2 each time)
 
     async def main() -> None:
-        store = ThreadLog(tmp_path, IDENTITY)
         durable: list[int] = []
-        committer = _committer(store, durable)
-        committer.open(pack(1_000), 1_000)
-        store.threads.clear()  # (the first clock bound, written at open)
+        store, committer = _opened(tmp_path, durable)
         store.slow_s = 0.2
         for number in (1, 2, 3):  # slow: the first on the loop, then the worker's
             committer.stage(changes(1, prefix=b"s%d" % number), pack(1_000))
@@ -144,16 +139,33 @@ def test_a_slow_write_sends_the_next_groups_to_the_worker_until_its_writes_are_f
     asyncio.run(main())
 
 
+def test_the_loop_keeps_writing_through_a_few_slow_writes_and_falls_back_on_most(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread of a loaded machine is descheduled now and then whatever it does, so one write over
+    ``SLOW_WRITE_S`` is not a slow disk: the groups go to the worker once more than half of the last
+    ``RECENT_WRITES`` were slow."""
+    monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 0.0)  # every write is slow
+    monkeypatch.setattr(group_commit, "RECENT_WRITES", 4)
+
+    async def main() -> None:
+        store, committer = _opened(tmp_path)
+        for number in (1, 2, 3, 4):
+            committer.stage(changes(1, prefix=b"m%d" % number), pack(1_000))
+            await until(lambda: committer.durable == number)  # noqa: B023 (awaited at once)
+        assert store.threads == ["loop", "loop", "loop", "worker"] and committer.slow_fallbacks == 1
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
 def test_a_reply_waits_for_at_most_one_slow_write_on_the_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Liveness beside a slow disk: while groups of 200 ms writes keep coming, a callback of the loop
     (a read's turn) waits for one such write, the first, and then for none: the worker writes them."""
     monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 0.15)
+    monkeypatch.setattr(group_commit, "STALL_WRITE_S", 0.15)
 
     async def main() -> None:
-        store = ThreadLog(tmp_path, IDENTITY)
-        committer = _committer(store)
-        committer.open(pack(1_000), 1_000)
-        store.threads.clear()  # (the first clock bound, written at open)
+        store, committer = _opened(tmp_path)
         store.slow_s = 0.2
         loop = asyncio.get_running_loop()
         stalls: list[float] = []

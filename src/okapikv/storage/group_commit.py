@@ -34,10 +34,11 @@ calls before it writes its replies), encodes the record, makes the one ``O_DSYNC
 every effect of the turn, so a connection's reads and writes leave in one write. No worker thread,
 no interpreter lock handed back and forth, no cross-thread wake-up per group; while the loop is in
 the write, requests pile up in the sockets and the next turn serves them as one batch, so a group
-grows with the load by itself. What may block stays off the loop: a write slower than
-``SLOW_WRITE_S`` sends the next groups to the worker (a slow disk would otherwise stall every read
-for as long as each write), and they come back once ``FAST_WRITES_TO_RETURN`` worker writes in a
-row were fast; a full disk (its checkpoints and retries), maintenance, the spare segment's zeros and
+grows with the load by itself. What may block stays off the loop: writes slower than
+``SLOW_WRITE_S`` (most of the recent ones, or one past ``STALL_WRITE_S``) send the next groups to
+the worker (a slow disk would otherwise stall every read for as long as each write), and they come
+back once ``FAST_WRITES_TO_RETURN`` worker writes in a row were fast (more after each quick
+relapse); a full disk (its checkpoints and retries), maintenance, the spare segment's zeros and
 the checkpoints stay on their threads and process (docs/storage.md).
 
 A GET's reply reveals one key's versions, so it needs less than ``required`` (``read_need``): the
@@ -61,6 +62,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -81,11 +83,22 @@ SPACE_CHECK_S = 0.05
 #: a group whose commit found the disk full is retried this often, this many times, then fatal
 FULL_RETRY_S = 0.5
 FULL_RETRIES = 20
-#: ``on_loop``: a group whose write on the event loop's thread took longer sends the next groups to
-#: the worker, so a slow disk stalls no read for longer (docs/storage.md, "A slow disk")
-SLOW_WRITE_S = 0.005
-#: ... and this many worker writes in a row under ``SLOW_WRITE_S`` bring them back to the loop
+#: ``on_loop``: when more than half of the last ``RECENT_WRITES`` writes on the event loop's thread
+#: took longer, the next groups go to the worker: the loop waits out its write doing nothing, while
+#: the worker's hand-offs cost the loop about 0.15-0.35 ms a group, so a slower write costs more on
+#: the loop (docs/storage.md, "A slow disk"); a majority, since a thread of a loaded machine is
+#: descheduled for milliseconds now and then, whatever it does
+SLOW_WRITE_S = 0.001
+RECENT_WRITES = 16
+#: ... and one write on the loop longer than this sends them to the worker at once
+STALL_WRITE_S = 0.02
+#: ... and this many worker writes in a row under ``SLOW_WRITE_S`` bring them back to the loop,
+#: doubled (up to ``MAX_FAST_WRITES_TO_RETURN``) each time the loop falls back again within
+#: ``SHORT_LOOP_GROUPS`` groups of its return: a disk slow for the loop and fast for the worker (a
+#: process whose only thread waits for the disk wakes later, docs/benchmarks.md) is probed ever less
 FAST_WRITES_TO_RETURN = 16
+MAX_FAST_WRITES_TO_RETURN = 4096
+SHORT_LOOP_GROUPS = 256
 #: such a fallback is logged at most this often
 SLOW_LOG_S = 60.0
 
@@ -161,6 +174,11 @@ class GroupCommitter:
         #: written on the loop (read by the worker, which then stops pipelining)
         self._loop_writes = on_loop
         self._fast_writes = 0  # the worker's writes in a row under SLOW_WRITE_S while the loop's are off
+        self._return_after = FAST_WRITES_TO_RETURN  # fast worker writes that bring the loop's back
+        self._loop_stint = 0  # groups written on the loop since its writes last came back
+        #: whether each of the last ``RECENT_WRITES`` writes on the loop was slow, and how many were
+        self._recent: deque[bool] = deque()
+        self._recent_slow = 0
         self.loop_groups = 0  # groups written on the loop's thread (the rest on the worker)
         self.slow_fallbacks = 0  # times a slow write on the loop sent the groups to the worker
         self._slow_logged = float("-inf")  # when a fallback was last logged (perf_counter)
@@ -325,10 +343,15 @@ class GroupCommitter:
             return
         appended = time.perf_counter()
         self.loop_groups += 1
-        if appended - started > SLOW_WRITE_S:
+        self._loop_stint += 1
+        if self._slow_on_loop(appended - started):
             self._loop_writes = False
+            self._recent.clear()
+            self._recent_slow = 0
             self._fast_writes = 0
             self.slow_fallbacks += 1
+            self._return_after = (min(2 * self._return_after, MAX_FAST_WRITES_TO_RETURN)
+                                  if self._loop_stint < SHORT_LOOP_GROUPS else FAST_WRITES_TO_RETURN)
             if appended - self._slow_logged >= SLOW_LOG_S:
                 self._slow_logged = appended
                 log.info("%s: a commit took %.1f ms on the event loop; the storage worker writes the next "
@@ -336,6 +359,16 @@ class GroupCommitter:
                          1000 * (appended - started), self.slow_fallbacks, extra={"event": "slow_commit"})
         self._last_state = group.state
         self._finished(group, full, started, appended)
+
+    def _slow_on_loop(self, seconds: float) -> bool:
+        """Whether the loop's writes are slow, after one that took ``seconds`` (``SLOW_WRITE_S``)."""
+        slow = seconds > SLOW_WRITE_S
+        recent = self._recent
+        recent.append(slow)
+        self._recent_slow += slow
+        if len(recent) > RECENT_WRITES:
+            self._recent_slow -= recent.popleft()
+        return seconds > STALL_WRITE_S or 2 * self._recent_slow > RECENT_WRITES
 
     def _blocked(self) -> bool:
         return bool(self._worker_jobs) or self._closed or self._failed is not None
@@ -406,7 +439,9 @@ class GroupCommitter:
             self.release_lag_seconds += now - appended
             if self.on_loop and not self._loop_writes:  # a worker's write: fast enough to go back?
                 self._fast_writes = self._fast_writes + 1 if appended - started <= SLOW_WRITE_S else 0
-                self._loop_writes = self._fast_writes >= FAST_WRITES_TO_RETURN
+                if self._fast_writes >= self._return_after:
+                    self._loop_writes = True
+                    self._loop_stint = 0
         elapsed = now - started
         self.commit_seconds += elapsed
         self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
