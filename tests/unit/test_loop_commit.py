@@ -20,16 +20,19 @@ from okapikv.storage.logged_store import LoggedStore
 
 
 class ThreadLog(LoggedStore):
-    """Records the thread of each append; while ``slow_s`` is set, an append takes that long more."""
+    """Records the thread of each append; while ``slow_s`` is set, an append takes that long more
+    (``slow_on_loop_s``: one on the loop's thread)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.threads: list[str] = []
         self.slow_s = 0.0
+        self.slow_on_loop_s = 0.0  # the same, for the appends on the loop's thread only
 
     def finish(self) -> None:
-        if self.slow_s:
-            time.sleep(self.slow_s)
+        on_loop = threading.current_thread() is threading.main_thread()
+        if self.slow_s or (on_loop and self.slow_on_loop_s):
+            time.sleep(self.slow_s or self.slow_on_loop_s)
         super().finish()
         self.threads.append("loop" if threading.current_thread() is threading.main_thread() else "worker")
 
@@ -135,6 +138,28 @@ def test_a_slow_write_sends_the_next_groups_to_the_worker_until_its_writes_are_f
         reopened = LoggedStore(tmp_path, IDENTITY)
         assert reopened.version_count() == 7
         reopened.close()
+
+    asyncio.run(main())
+
+
+def test_a_disk_slow_only_for_the_loop_is_tried_ever_less_often(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fallback within ``SHORT_LOOP_GROUPS`` of the loop's return doubles the fast worker writes
+    needed for the next return (a process whose only running thread waits for the disk may wake
+    late, one whose loop is busy does not)."""
+    monkeypatch.setattr(group_commit, "SLOW_WRITE_S", 0.15)
+    monkeypatch.setattr(group_commit, "STALL_WRITE_S", 0.15)
+    monkeypatch.setattr(group_commit, "FAST_WRITES_TO_RETURN", 1)
+
+    async def main() -> None:
+        store, committer = _opened(tmp_path)
+        store.slow_on_loop_s = 0.2
+        for number in range(1, 10):
+            committer.stage(changes(1, prefix=b"b%d" % number), pack(1_000))
+            await until(lambda: committer.durable == number)  # noqa: B023 (awaited at once)
+        assert store.threads == ["loop", *["worker"] * 2, "loop", *["worker"] * 4, "loop"]
+        assert committer.slow_fallbacks == 3
+        await committer.close(pack(1_000))
 
     asyncio.run(main())
 
