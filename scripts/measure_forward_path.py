@@ -42,6 +42,10 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.paired_trees import paired_parser
+
 CONNECTIONS = 50
 KEYS = 4_000  # per partition
 #: (command, partition of its keys): partition 0 is local, partition 1 forwarded
@@ -249,12 +253,8 @@ def _summary(figures: dict[str, float], unit: str) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=Path)
-    parser.add_argument("--change", type=Path, default=ROOT)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = paired_parser(__doc__, rounds=4)
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # --instructions: only this case's passes
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per command under valgrind instead of timing (--turns 40 is enough)")

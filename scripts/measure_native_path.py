@@ -56,6 +56,10 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.paired_trees import paired_parser
+
 RECORDS = 10_000
 VALUE = b"v" * 100
 
@@ -178,13 +182,9 @@ def _run_tree(tree: Path, args: argparse.Namespace) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=Path)
-    parser.add_argument("--change", type=Path, default=ROOT)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = paired_parser(__doc__, rounds=4)
     parser.add_argument("--ops", type=int, default=30_000)
     parser.add_argument("--frames-per-read", type=int, default=8)
-    parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per operation under valgrind instead of timing (--ops 2000 is enough)")
     parser.add_argument("--durable", action="store_true",

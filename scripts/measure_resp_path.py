@@ -34,6 +34,10 @@ from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout: its benchmarks/ lab
+
+from benchmarks.harness.paired_trees import paired_parser
+
 CONNECTIONS = 50
 KEYS = 10_000
 COMMANDS = ("SET", "GET")
@@ -109,12 +113,8 @@ def _run_tree(tree: Path, args: argparse.Namespace) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=Path)
-    parser.add_argument("--change", type=Path, default=ROOT)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = paired_parser(__doc__, rounds=4)
     parser.add_argument("--turns", type=int, default=400)
-    parser.add_argument("--one", action="store_true", help="time the tree this process imports, print JSON")
     args = parser.parse_args()
     if args.one:
         print(json.dumps({"us_per_command": asyncio.run(_time_one(args.turns))}))

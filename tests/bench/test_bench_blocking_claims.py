@@ -5,22 +5,15 @@ experiment run in parts (a process per system, ``scripts/merge_sim_results.py``)
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
+
+from scripts_support import load_script
 
 from benchmarks.suites.measurements import SIMULATED, Measurements, Peak, Sweep, cost_model
 from benchmarks.suites.paper_claims import BLOCKING_ROWS, CLAIMS, PARTLY, REPRODUCED, judge, render_models
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _fig3(gentlerain_ops: float) -> Measurements:
@@ -56,7 +49,7 @@ def test_a_model_is_named_by_the_cost_profile_its_runs_ran_under() -> None:
 
 
 def test_docs_paper_md_carries_the_blocking_table_of_the_committed_runs() -> None:
-    redraw = _script("redraw_paper")
+    redraw = load_script("redraw_paper")
     models = redraw.blocking_models()
     assert [label.split(":")[0] for label, _ in models] == ["free", "thread"]
     text = (ROOT / "docs" / "paper.md").read_text()
@@ -73,7 +66,7 @@ def _part(system: str, **config: object) -> dict[str, object]:
 
 
 def test_an_experiment_run_in_parts_merges_into_one_results() -> None:
-    merge = _script("merge_sim_results").merge
+    merge = load_script("merge_sim_results").merge
     merged = merge([_part("okapi"), _part("gentlerain")])
     assert merged["config"]["protocols"] == ["okapi", "gentlerain"]
     assert [run["system"] for run in merged["series"]["sim-scalability"]["runs"]] == ["okapi", "gentlerain"]

@@ -3,7 +3,6 @@ build in a copy of the checkout, loaded, counted by ``okapi --version`` and remo
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,16 +11,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts_support import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script(root: Path = ROOT) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_compiled", root / "scripts" / "build_compiled.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("build_compiled", root)
 
 
 def test_the_chosen_list_is_the_core_and_the_servers_path_less_what_stays_python() -> None:

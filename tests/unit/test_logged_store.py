@@ -156,17 +156,23 @@ def _torn(directory: Path) -> None:
         path.write_bytes(data[: end - 3] + bytes(len(data) - end + 3))
 
 
-def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
-    three_groups_in_the_log(tmp_path)
-    _torn(tmp_path)
+def _torn_and_reopened(directory: Path) -> LoggedStore:
+    """The three groups' log with its last record torn, reopened: the torn group is dropped."""
+    _torn(directory)
     # The record file says 3 groups; a power loss would leave it no newer than the log (the torn
     # group was never acknowledged), so make it say 2 as it would.
-    (tmp_path / "COMMITTED").unlink()
-    record = RecordFile(tmp_path)
+    (directory / "COMMITTED").unlink()
+    record = RecordFile(directory)
     record.write(Tally(2, 6, 3, 0, 0))
     record.close()
-    again = LoggedStore(tmp_path, IDENTITY)
+    again = LoggedStore(directory, IDENTITY)
     assert again.tally.seq == 2 and len(keys(again)) == 6
+    return again
+
+
+def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
+    three_groups_in_the_log(tmp_path)
+    again = _torn_and_reopened(tmp_path)
     again.commit(group(3))  # the group number goes on where the log ended
     again.close()
     assert len(keys(LoggedStore(tmp_path, IDENTITY))) == 9
@@ -353,13 +359,7 @@ def test_without_room_for_a_spare_segments_grow_and_a_torn_tail_is_still_dropped
     three_groups_in_the_log(tmp_path)
     path = segments(tmp_path)[-1]
     assert path.read_bytes().rstrip(b"\0") == path.read_bytes(), "no zero tail: the segment grew"
-    _torn(tmp_path)
-    (tmp_path / "COMMITTED").unlink()
-    record = RecordFile(tmp_path)
-    record.write(Tally(2, 6, 3, 0, 0))
-    record.close()
-    again = LoggedStore(tmp_path, IDENTITY)
-    assert again.tally.seq == 2 and len(keys(again)) == 6
+    again = _torn_and_reopened(tmp_path)
     again.close()
 
 

@@ -6,30 +6,19 @@ commit group that becomes durable before its results are written."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from scripts_support import load_script
 
 from okapikv.storage import log as log_module
 from okapikv.storage.group_commit import GroupCommitter
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_log_writes_measure_a_segment_written_in_place_and_one_that_grows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = _script("measure_log_writes")
+    script = load_script("measure_log_writes")
     sizes: list[tuple[bool, int]] = []
     real_close = log_module.LogWriter.close
 
@@ -49,7 +38,7 @@ def test_log_writes_measure_a_segment_written_in_place_and_one_that_grows(
 
 
 def test_the_durable_python_path_makes_each_read_a_durable_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    script = _script("measure_native_path")
+    script = load_script("measure_native_path")
     groups = [0]
     real_finished = GroupCommitter._finished
 

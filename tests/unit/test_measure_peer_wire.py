@@ -4,22 +4,18 @@ must be real round trips, and its py-spy classification must count the encoding 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from scripts_support import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("measure_peer_wire", ROOT / "scripts" / "measure_peer_wire.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("measure_peer_wire")
 
 
 def test_both_timed_round_trips_deliver_the_message_they_were_given(script: ModuleType) -> None:

@@ -39,6 +39,7 @@ Invariants (tested in ``tests/unit/test_core_growth.py``):
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -190,6 +191,7 @@ def grow(state: PartitionState, size: int, limit: int | None) -> bool:
         state.add_dc(stable[dc], gsv[dc], horizon[dc])
     state.store.fit_dependencies(lambda version: fit_version(version, size))
     state.parked = [replace(parked, message=fit_message(parked.message, size)) for parked in state.parked]
+    state.next_tick = deque(replace(parked, message=fit_message(parked.message, size)) for parked in state.next_tick)
     return True
 
 

@@ -309,8 +309,8 @@ class Host(Generic[T]):
 
     @staticmethod
     def spins(delay_us: float) -> bool:
-        """Whether a deadline ``delay_us`` away is met without a timer, on the driver loop's next
-        round (``spin_deadline``), by a driver whose timers have millisecond granularity."""
+        """Whether a deadline ``delay_us`` away is met without a timer, by spinning up to it
+        (``spin_deadline``), by a driver whose timers have millisecond granularity."""
         return delay_us <= SPIN_US
 
     def spin_deadline(self, now_us: int, since_us: int) -> int | None:

@@ -265,13 +265,13 @@ class PartitionServer(PartitionState):
         repairing = self.catch_up.repair
         if repairing is not None and not repairing.fetching:
             self.catch_up.settle()
-        if self.parked:
+        if self.parked or self.next_tick:
             self._resume_parked(now_us, effects, clock_only=True)
             # Updates of resumed writes must leave before any heartbeat that covers their timestamps.
             self._flush_outbox(effects, now_us)
         pacing = self.pacing
         was_idle = pacing.idle
-        waiting = bool(self.parked) or bool(self.catch_up.awaited) or repairing is not None
+        waiting = bool(self.parked) or bool(self.next_tick) or bool(self.catch_up.awaited) or repairing is not None
         if pacing.settle(now_us, waiting=waiting):
             if not was_idle:
                 self.stats.idle_spells += 1
@@ -309,6 +309,8 @@ class PartitionServer(PartitionState):
         deadline = min(gc.next_pass_us, gc.next_slice_us, self.stabilization.next_us)
         if self.num_dcs > 1:
             deadline = min(deadline, self._next_heartbeat_us)
+        if self.next_tick:
+            deadline = min(deadline, physical_of(self.vv[self.dc]) + 1)
         for parked in self.parked:
             if isinstance(parked.wait, WaitForClock):
                 deadline = min(deadline, parked.wait.clock_us)
@@ -360,7 +362,7 @@ class PartitionServer(PartitionState):
 
     @property
     def parked_count(self) -> int:
-        return len(self.parked)
+        return len(self.parked) + len(self.next_tick)
 
     @property
     def pending_reads(self) -> int:
@@ -607,12 +609,43 @@ class PartitionServer(PartitionState):
         return self._park(message, outcome, now_us, since_us)
 
     def _park(self, message: Message, outcome: Wait, now_us: int, since_us: int) -> list[Effect]:
-        self.parked.append(Parked(message, outcome, since_us))
+        if type(outcome) is WaitForClock and outcome.reason == "clock_tick":
+            self.next_tick.append(Parked(message, outcome, since_us))  # for the next microsecond
+        else:
+            self.parked.append(Parked(message, outcome, since_us))
         effects: list[Effect] = []
         self._wake(now_us, effects, tell=True)  # a parked request waits for the stable vector or clock
         return effects
 
     def _resume_parked(self, now_us: int, effects: list[Effect], *, clock_only: bool) -> None:
+        """Re-run what may go at ``now_us``: the writes waiting for the next clock microsecond, one
+        per microsecond the clock has passed since the partition's last timestamp, oldest first;
+        then whatever else has waited long enough (``clock_only``: only what waits for the clock).
+
+        Cure's and GentleRain's writes take one microsecond each. Each queued write is run at the
+        partition's next free microsecond (``tick``, at most ``now_us``), the reading a server that
+        handles one request at a time would have given it: a batch read at one clock reading is
+        released in one call once the clock has moved past it, as the paper's servers would have
+        timestamped its writes one by one, not one per driver round. A ready write that finds the
+        microsecond taken joins ``next_tick`` without its handler running again (a backlog of n
+        writes costs n handler runs, not n per microsecond)."""
+        queue = self.next_tick
+        while queue:
+            tick = physical_of(self.vv[self.dc]) + 1  # the partition's next free microsecond
+            if tick > now_us:
+                break
+            parked = queue.popleft()
+            outcome = self._handlers(parked.message, tick)
+            if isinstance(outcome, list):
+                self.stats.record_wait(parked.wait.reason, tick - parked.since_us)
+                effects.extend(outcome)
+            elif type(outcome) is WaitForClock and outcome.reason == "clock_tick":
+                queue.appendleft(parked)  # not its turn after all: first in line still
+                break
+            else:
+                self.parked.append(Parked(parked.message, outcome, parked.since_us))
+        if not self.parked:
+            return
         still: list[Parked] = []
         ready: list[Parked] = []
         min_stable = min(self.stable)
@@ -633,8 +666,7 @@ class PartitionServer(PartitionState):
                 # microsecond (``physical_put_timestamp``): once this one is taken, every other write
                 # waits for the next, so its handler is not run again only to park it again (a
                 # backlog of n writes would cost n handler runs per microsecond).
-                self.parked.append(Parked(message, WaitForClock(physical_of(self.vv[self.dc]) + 1,
-                                                                parked.wait.reason), parked.since_us))
+                queue.append(parked)
                 continue
             if type(message) is TxSlice or type(message) is ScanSlice:  # its reply says how long it waited
                 outcome = self.reads.on_slice(message, now_us, now_us - parked.since_us)

@@ -55,6 +55,7 @@ Invariants (tested in ``tests/unit/test_server_clock_offset.py``, ``tests/proper
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -175,6 +176,10 @@ class PartitionState(StableVectors):
         self.heard: dict[int, int] = {}
         #: what waits (``Parked``): the server's waits resume them (``PartitionServer._resume_parked``)
         self.parked: list[Parked] = []
+        #: the writes that wait only for the partition's next clock microsecond (Cure's and
+        #: GentleRain's one write per microsecond: ``physical_put_timestamp``), oldest first: one
+        #: goes per microsecond, so a queue of n costs one step each, not a pass over all n
+        self.next_tick: deque[Parked] = deque()
         #: the latest input held off by the maximum clock offset: (what, from where, how far ahead
         #: of the clock in us), for the driver's log
         self.last_clock_offset: tuple[str, str, int] | None = None

@@ -4,9 +4,10 @@ event-loop timers, whose granularity is a millisecond.
 One handle at a time, moved earlier whenever the host names an earlier deadline (a parked request,
 a snap-back from idle pacing). A deadline microseconds away (Cure's and GentleRain's writes take
 one clock microsecond each, so a batch of n writes at one reading leaves n - 1 waiting for the next
-ones) is met on the loop's next round and by spinning (``run_timer``, ``Host.spin_deadline``), not
-by a timer, which would hold each of those writes a millisecond, a same-microsecond artefact the
-paper's servers do not have; the spin is bounded by ``SPIN_BUDGET_US`` per callback.
+ones) is met by spinning (``run_timer``, ``Host.spin_deadline``) within the call that parked the
+write (``PartitionNode.run_core``) or on the loop's next round (``arm``), not by a timer, which
+would hold each of those writes a millisecond, a same-microsecond artefact the paper's servers do
+not have; the spin is bounded by ``SPIN_BUDGET_US`` per run.
 """
 
 from __future__ import annotations
