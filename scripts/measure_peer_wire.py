@@ -50,11 +50,9 @@ import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checkout: its benchmarks/ lab
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from resp_cluster_bench import cpu_seconds
 
 from benchmarks.harness.clusters import RunningCluster, start_local
+from benchmarks.harness.proc import total_cpu_seconds
 from okapikv.bench.engine.generators import InsertSequence
 from okapikv.bench.engine.workloads import READ, WorkloadConfig, make_source
 from okapikv.client import AsyncClient
@@ -72,6 +70,11 @@ RECORDS = 10_000
 
 
 # ---------------------------------------------------------------- part 1: in isolation
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the processes ``pids`` so far."""
+    return total_cpu_seconds(pids) or 0.0
 
 
 def _batch(updates: int) -> ReplicateBatch:
@@ -214,9 +217,9 @@ def on_cluster(args: argparse.Namespace, costs: dict[str, dict[str, float]]) -> 
         for number in range(args.rounds):
             for test in ("set", "get"):
                 before = _sent(cluster)
-                cpu_before = cpu_seconds(pids)
+                cpu_before = _cpu_seconds(pids)
                 rate = _redis_benchmark(port, test, args.requests, args.clients)
-                cpu_us = (cpu_seconds(pids) - cpu_before) * 1e6 / args.requests
+                cpu_us = (_cpu_seconds(pids) - cpu_before) * 1e6 / args.requests
                 messages, other, updates = [(after - earlier) / args.requests
                                             for after, earlier in zip(_sent(cluster), before, strict=True)]
                 rows.append(_row(number, test.upper(), rate, cpu_us, messages, other, updates, costs))
@@ -275,8 +278,8 @@ def ycsb_rounds(cluster: RunningCluster, args: argparse.Namespace,
     for number in range(args.rounds):
         operations, start, end = uvloop.run(_ycsb_a(
             address, 64, 1.0, args.duration_s, number,
-            opened=lambda: (*_sent(cluster), cpu_seconds(pids)),
-            closed=lambda: (cpu_seconds(pids), *_sent(cluster))))
+            opened=lambda: (*_sent(cluster), _cpu_seconds(pids)),
+            closed=lambda: (_cpu_seconds(pids), *_sent(cluster))))
         cpu_us = (end[0] - start[-1]) * 1e6 / operations
         messages, other, updates = [(later - earlier) / operations
                                     for later, earlier in zip(end[1:], start[:-1], strict=True)]
