@@ -46,6 +46,7 @@ STORAGE = {
     "path", "disk_bytes", "groups_written", "versions_written", "versions_deleted", "mean_commit_ms", "max_commit_ms",
     "durable_group", "required_group", "clock_bound_us", "bound_waits", "checkpoints", "checkpoint_backlog",
     "disk_full", "full_commits", "vacuumed_pages", "fsyncs", "commit_seconds", "release_lag_seconds",
+    "loop_groups", "slow_fallbacks",
     "operations_committed", "filesystem_free_bytes", "filesystem_size_bytes", "fsyncs_per_s", "operations_per_fsync",
     "versions_per_fsync", "held_effect_groups",
     "recovered",

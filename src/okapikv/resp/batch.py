@@ -8,8 +8,10 @@ one replication batch per peer, one clock reading, one commit stage for all of t
 core gives at once reaches its connection inside that call (``RespConnection.deliver``, through the
 node's reply table), and the connection's next command joins the next call of the same run; a
 reply the core holds (a durable write waiting for its group, a read waiting for stability) arrives
-later the same way. At the end of the run every connection that received a reply writes what it
-has, so each connection costs one write per run, however many of its pipelined commands ran.
+later the same way. At the end of the run the run's commit group is written (a durable server's, on
+the event loop: ``GroupCommitter.commit_due``), releasing the replies it held, and every connection
+that received a reply writes what it has, so each connection costs one write per run, however many
+of its pipelined commands ran, reads and writes together.
 
 Bounds: one core call takes at most ``MAX_CALL`` requests, and one run makes at most
 ``MAX_CALLS`` calls before it lets the loop serve I/O and timers (the rest wait for the next turn),
@@ -91,6 +93,7 @@ class CoreBatch:
                 node.run_core(batch)  # the replies given at once reach their connections in here
         finally:  # (a failure past the core's own guard is logged by the loop; the port goes on)
             self.calls += calls
+            node.commit_due()  # the run's commit group: the replies it holds join this run's writes
             touched, self._touched = self._touched, []
             for connection in touched:
                 connection.flush()

@@ -228,6 +228,7 @@ class NativeConnection(asyncio.Protocol):
             self._loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
+        self._node.commit_due()  # the turn's commit group first: its replies leave in this write
         self._flush_scheduled = False
         self._flush()
 

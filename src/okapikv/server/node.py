@@ -10,7 +10,9 @@ the plumbing around it, all on the event loop (so the core is never entered conc
   process's own, so the ids clients put on Pipeline operations cannot collide across streams;
 - the timer (``loop_timer``) at the host's deadline;
 - durability (``data_dir``): the group committer (``okapikv.storage``) is the host's committer,
-  its ``on_durable`` releases what the host held, and a failed commit stops the process;
+  writing each turn's group on this loop at the turn's end (``on_loop``; the ports call
+  ``commit_due`` before they write replies), its ``on_durable`` releases what the host held, and a
+  failed commit stops the process;
 - the start (``startup``): the directory recovered and the replicas asked for what this server
   missed before any other message of this incarnation leaves; a membership the core adopts is
   kept (``membership_file``) before the call's effects leave, and a removed DC's links closed;
@@ -151,7 +153,7 @@ class PartitionNode:
         if startup.storage is not None:
             self._committer = GroupCommitter(startup.storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=startup.space,
-                                             operations=lambda: self.host.client_requests)
+                                             operations=lambda: self.host.client_requests, on_loop=True)
             self._committer.open(self.core.hlc, self.clock.now_us())
             self.host.committer = self._committer
             self.host.disk = startup.disk_note()
@@ -188,6 +190,12 @@ class PartitionNode:
         assert self._committer is not None
         self._apply(self.host.durable())
         self.startup.durable(self._committer.durable)
+
+    def commit_due(self) -> None:
+        """A port is about to write its replies: the commit group of this loop turn is written first,
+        so the replies it holds leave with the others (``GroupCommitter.commit_due``)."""
+        if self._committer is not None:
+            self._committer.commit_due()
 
     def _storage_failed(self, error: BaseException) -> None:
         """A commit failed: the writes of its group are in memory only and must never be

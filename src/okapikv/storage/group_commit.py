@@ -26,6 +26,21 @@ What makes an effect wait (the "required" group) and what does not:
   recovered lower only makes catch-up ask for a little more). They ride with the next group, and a
   lone group of them is written after ``lazy_s`` so the stored state stays fresh.
 
+On the event loop (``on_loop``, what a server does): the group staged in a turn is written by the
+loop's own thread at the end of that turn, synchronously (Redis's ``appendfsync always``, whose main
+thread writes and fsyncs its AOF before it sends the turn's replies): ``_start`` runs as the turn's
+first ready callback after the calls that staged it (or earlier, from ``commit_due``, which a port
+calls before it writes its replies), encodes the record, makes the one ``O_DSYNC`` write and releases
+every effect of the turn, so a connection's reads and writes leave in one write. No worker thread,
+no interpreter lock handed back and forth, no cross-thread wake-up per group; while the loop is in
+the write, requests pile up in the sockets and the next turn serves them as one batch, so a group
+grows with the load by itself. What may block stays off the loop: writes slower than
+``SLOW_WRITE_S`` (most of the recent ones, or one past ``STALL_WRITE_S``) send the next groups to
+the worker (a slow disk would otherwise stall every read for as long as each write), and they come
+back once ``FAST_WRITES_TO_RETURN`` worker writes in a row were fast (more after each quick
+relapse); a full disk (its checkpoints and retries), maintenance, the spare segment's zeros and
+the checkpoints stay on their threads and process (docs/storage.md).
+
 A GET's reply reveals one key's versions, so it needs less than ``required`` (``read_need``): the
 newest group that inserted a version of that key, if not yet durable, and the clock bound. The host
 releases such a reply at once when both are durable (``okapikv.core.host``), so a durable server's
@@ -47,6 +62,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,6 +83,24 @@ SPACE_CHECK_S = 0.05
 #: a group whose commit found the disk full is retried this often, this many times, then fatal
 FULL_RETRY_S = 0.5
 FULL_RETRIES = 20
+#: ``on_loop``: when more than half of the last ``RECENT_WRITES`` writes on the event loop's thread
+#: took longer, the next groups go to the worker: the loop waits out its write doing nothing, while
+#: the worker's hand-offs cost the loop about 0.15-0.35 ms a group, so a slower write costs more on
+#: the loop (docs/storage.md, "A slow disk"); a majority, since a thread of a loaded machine is
+#: descheduled for milliseconds now and then, whatever it does
+SLOW_WRITE_S = 0.001
+RECENT_WRITES = 16
+#: ... and one write on the loop longer than this sends them to the worker at once
+STALL_WRITE_S = 0.02
+#: ... and this many worker writes in a row under ``SLOW_WRITE_S`` bring them back to the loop,
+#: doubled (up to ``MAX_FAST_WRITES_TO_RETURN``) each time the loop falls back again within
+#: ``SHORT_LOOP_GROUPS`` groups of its return: a disk slow for the loop and fast for the worker (a
+#: process whose only thread waits for the disk wakes later, docs/benchmarks.md) is probed ever less
+FAST_WRITES_TO_RETURN = 16
+MAX_FAST_WRITES_TO_RETURN = 4096
+SHORT_LOOP_GROUPS = 256
+#: such a fallback is logged at most this often
+SLOW_LOG_S = 60.0
 
 
 class GroupCommitter:
@@ -81,9 +115,12 @@ class GroupCommitter:
         maintenance_s: float = DEFAULT_MAINTENANCE_S,
         space: DiskSpace | None = None,
         operations: Callable[[], int] | None = None,
+        on_loop: bool = False,
     ) -> None:
         """``operations``: the server's count of client operations so far (``commit_rates``:
-        operations per fsync)."""
+        operations per fsync); ``on_loop``: write each group on the event loop's thread at the end
+        of the turn that staged it, the worker taking over while writes are slow (module
+        docstring); else every group on the worker."""
         self.store = store
         self.space = space
         #: less free space than the reserve: the driver refuses writes (``space``)
@@ -132,6 +169,19 @@ class GroupCommitter:
         self._operations = operations
         self.operations_committed = 0  # client operations so far as of the last group (a counter)
         self._rates = CommitRates()
+        self.on_loop = on_loop
+        #: ``on_loop`` and no slow write since the worker's last run of fast ones: groups are
+        #: written on the loop (read by the worker, which then stops pipelining)
+        self._loop_writes = on_loop
+        self._fast_writes = 0  # the worker's writes in a row under SLOW_WRITE_S while the loop's are off
+        self._return_after = FAST_WRITES_TO_RETURN  # fast worker writes that bring the loop's back
+        self._loop_stint = 0  # groups written on the loop since its writes last came back
+        #: whether each of the last ``RECENT_WRITES`` writes on the loop was slow, and how many were
+        self._recent: deque[bool] = deque()
+        self._recent_slow = 0
+        self.loop_groups = 0  # groups written on the loop's thread (the rest on the worker)
+        self.slow_fallbacks = 0  # times a slow write on the loop sent the groups to the worker
+        self._slow_logged = float("-inf")  # when a fallback was last logged (perf_counter)
 
     # ---------------------------------------------------------------- life cycle
 
@@ -245,13 +295,80 @@ class GroupCommitter:
     # ---------------------------------------------------------------- writing
 
     def _start(self) -> None:
-        """On the loop: hand the worker the staged group (``_write_groups``) when it is idle."""
+        """On the loop: write the staged group here (``on_loop``, ``_write_here``), or hand it to
+        the worker (``_write_groups``) when it is idle."""
         self._cancel_starts()
+        group: CommitGroup | None = None
         with self._lock:
             if self._writing or self._blocked() or not self._has_work():
                 return
-            self._writing = True
-        self._executor.submit(self._write_groups)
+            if self._writes_on_loop():
+                group = self._take()
+            else:
+                self._writing = True
+        if group is None:
+            self._executor.submit(self._write_groups)
+        else:
+            self._write_here(group)
+
+    def commit_due(self) -> None:
+        """Before a port writes its replies: the group staged in this turn, if one is to be written
+        on the loop at its end, is written now, so the replies it holds leave in the same write
+        (a port whose batch run writes before the turn's end: ``okapikv.resp.batch``)."""
+        if self._soon is not None and self._writes_on_loop():
+            self._start()
+
+    def _writes_on_loop(self) -> bool:
+        """Whether the loop's thread writes the next group (``on_loop``, no slow write lately, and
+        room on the disk: a full disk's checkpoints and retries are the worker's)."""
+        return self._loop_writes and not self.disk_full
+
+    def _take(self) -> CommitGroup:
+        """The staged group, now in flight (the caller holds ``_lock``)."""
+        group = self._next
+        self._in_flight = group
+        self._next = CommitGroup(group.number + 1, [])
+        self._next_urgent = False
+        return group
+
+    def _write_here(self, group: CommitGroup) -> None:
+        """On the loop's thread: encode, write and release ``group`` (``on_loop``); a write slower
+        than ``SLOW_WRITE_S`` sends the next groups to the worker."""
+        started = time.perf_counter()
+        try:
+            full = self._commit(group)
+        except BaseException as error:
+            self._writing = True  # in flight until it is retried on a full disk, or fatal
+            self._failed_commit(group, error, started)
+            return
+        appended = time.perf_counter()
+        self.loop_groups += 1
+        self._loop_stint += 1
+        if self._slow_on_loop(appended - started):
+            self._loop_writes = False
+            self._recent.clear()
+            self._recent_slow = 0
+            self._fast_writes = 0
+            self.slow_fallbacks += 1
+            self._return_after = (min(2 * self._return_after, MAX_FAST_WRITES_TO_RETURN)
+                                  if self._loop_stint < SHORT_LOOP_GROUPS else FAST_WRITES_TO_RETURN)
+            if appended - self._slow_logged >= SLOW_LOG_S:
+                self._slow_logged = appended
+                log.info("%s: a commit took %.1f ms on the event loop; the storage worker writes the next "
+                         "groups until its writes are fast (%d fallbacks so far)", self.store.directory,
+                         1000 * (appended - started), self.slow_fallbacks, extra={"event": "slow_commit"})
+        self._last_state = group.state
+        self._finished(group, full, started, appended)
+
+    def _slow_on_loop(self, seconds: float) -> bool:
+        """Whether the loop's writes are slow, after one that took ``seconds`` (``SLOW_WRITE_S``)."""
+        slow = seconds > SLOW_WRITE_S
+        recent = self._recent
+        recent.append(slow)
+        self._recent_slow += slow
+        if len(recent) > RECENT_WRITES:
+            self._recent_slow -= recent.popleft()
+        return seconds > STALL_WRITE_S or 2 * self._recent_slow > RECENT_WRITES
 
     def _blocked(self) -> bool:
         return bool(self._worker_jobs) or self._closed or self._failed is not None
@@ -267,13 +384,10 @@ class GroupCommitter:
         while True:
             with self._lock:
                 ready = self._has_work() if first else self._next_urgent
-                if not ready or self._blocked():
-                    self._writing = False
+                if not ready or self._blocked() or self._writes_on_loop():
+                    self._writing = False  # (back on the loop: its ``_start`` writes what is staged)
                     break
-                group = self._next
-                self._in_flight = group
-                self._next = CommitGroup(group.number + 1, [])
-                self._next_urgent = False
+                group = self._take()
             first = False
             started = time.perf_counter()
             try:
@@ -323,6 +437,11 @@ class GroupCommitter:
         now = time.perf_counter()
         if appended is not None:
             self.release_lag_seconds += now - appended
+            if self.on_loop and not self._loop_writes:  # a worker's write: fast enough to go back?
+                self._fast_writes = self._fast_writes + 1 if appended - started <= SLOW_WRITE_S else 0
+                if self._fast_writes >= self._return_after:
+                    self._loop_writes = True
+                    self._loop_stint = 0
         elapsed = now - started
         self.commit_seconds += elapsed
         self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
@@ -500,6 +619,8 @@ class GroupCommitter:
             "operations_committed": self.operations_committed,
             "filesystem_free_bytes": free,
             "filesystem_size_bytes": size,
+            "loop_groups": self.loop_groups,
+            "slow_fallbacks": self.slow_fallbacks,
             "fsyncs_per_s": rates.fsyncs_per_s,
             "operations_per_fsync": rates.operations_per_fsync,
             "versions_per_fsync": rates.versions_per_fsync,

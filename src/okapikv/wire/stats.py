@@ -322,6 +322,10 @@ class StorageFigures:
     #: from each group's append returning on the storage worker to the event loop releasing its
     #: effects (over fsyncs: the mean hand-back to the loop)
     release_lag_seconds: float
+    #: groups written on the event loop's thread (the rest by the storage worker), and the times a
+    #: slow write there sent the next groups to the worker (``group_commit.SLOW_WRITE_S``)
+    loop_groups: int
+    slow_fallbacks: int
     operations_committed: Annotated[int, counter("Client requests the server had received as of its latest commit "
                                                  "group (over fsyncs: requests per fsync).",
                                                  "okapi_storage_operations_committed")]
