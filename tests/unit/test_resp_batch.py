@@ -45,6 +45,9 @@ class FakeNode:
             sink, operation_id, kind, _ = self.host.table.pop(message.request_id)
             sink.deliver(operation_id, kind, GetReply(message.request_id, message.key, SESSION))
 
+    def commit_due(self) -> None:
+        """An in-memory node has no commit group to write before the replies."""
+
 
 class FakeConnection:
     """Sends ``commands`` GETs one after the other, each once the one before has its reply."""
