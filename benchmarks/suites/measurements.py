@@ -10,8 +10,9 @@ the results back into it, and the claims read nothing else:
   a lower bound; RO-TX stalls per transaction at each p's peak; the skew sweep; the replication
   bytes on the wire and by the formula; bytes per operation.
 - ``from_simulated``: the results.json files ``okapi sim --experiment ...`` writes under one folder
-  (``load_simulated``): each point's peak the run of highest throughput of its sweep, a peak at the
-  sweep's last step still growing a lower bound; the write-ratio, visibility and traffic runs at a
+  (``load_simulated``): each point's peak the steady run of highest throughput of its sweep, a peak
+  at the sweep's last step, or before the step out of a steady state that ended it, still growing
+  a lower bound; the write-ratio, visibility and traffic runs at a
   fixed load; the metadata bytes the core's formula (the simulator encodes no wire); stabilization
   bytes per second without heartbeats (1 ms, every system alike: no part of the claims'
   stabilization). A sweep whose window holds fewer than ``WINDOW_CYCLES`` GentleRain cycles, or
@@ -55,8 +56,10 @@ REAL = Source("real", "sessions", "at their search's session cap", "at the sessi
               "the search must end on a real knee: more sessions, `--max-sessions`",
               " (peaks measured minutes apart on a shared 2-core VM)",
               "the skew sweep (`paper-skew`) is not in these results")
-SIMULATED = Source("simulated", "clients", "at their sweep's last step, still growing", "at its sweep's last step",
-                   "the sweep must end on a real knee: more steps, `--sweep-steps`", "",
+SIMULATED = Source("simulated", "clients", "at their sweep's last (steady) step, still growing",
+                   "at its sweep's last (steady) step",
+                   "the sweep must end on a real knee: more steps, `--sweep-steps`, or a longer window "
+                   "(`--duration-s`) where a step out of a steady state ended it", "",
                    "the simulated experiments run at one skew (no skew sweep)")
 
 
@@ -337,8 +340,14 @@ def source_spreads(pairs: Iterable[Mapping[str, Any]]) -> list[float]:
     return [max(values) - min(values) for _, values in sorted(medians.items()) if len(values) > 1]
 
 
-def _runs(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _every_run(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [run for series in data.get("series", {}).values() for run in series.get("runs", [])]
+
+
+def _runs(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runs that measured a steady state: a sweep step marked ``steady: False`` measured a
+    transient, which ended its sweep (``okapikv.sim.experiments.steady``), and measures nothing."""
+    return [run for run in _every_run(data) if run.get("steady") is not False]
 
 
 def _untrusted(data: Mapping[str, Any]) -> str | None:
@@ -397,13 +406,15 @@ def _window(data: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 
 def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
-    """Each point's peak: the run of highest throughput of its sweep, a lower bound when it is the
-    sweep's last step and still growing there (5% or more over the step below: the sweep's own
-    rule for a flat step, ``okapikv.sim.experiments.PEAK_GROWTH``). The step below is read from the
-    peak's ``sweep`` (every step's clients and throughput), or from the runs kept beside it."""
+    """Each point's peak: the steady run of highest throughput of its sweep, a lower bound when it is
+    the sweep's last step, or its last steady one, and still growing there (5% or more over the step
+    below: the sweep's own rule for a flat step, ``okapikv.sim.experiments.PEAK_GROWTH``). The step
+    below is read from the peak's ``sweep`` (every steady step's clients and throughput), or from the
+    runs kept beside it."""
     runs = _runs(data)
     steps = int(data.get("config", {}).get("sweep_steps", 6))
     starts = data.get("config", {}).get("sweep_start", {})
+    unsteady = {(run["system"], run[key]) for run in _every_run(data) if run.get("steady") is False}
     peaks = []
     for (system, value), run in sorted(_best(runs, key).items()):
         below = sorted(([clients, ops] for clients, ops in run["sweep"] if clients < run["clients"])
@@ -411,7 +422,10 @@ def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
                        ([r["clients"], r["throughput_ops_s"]] for r in runs
                         if r["system"] == system and r[key] == value and r["clients"] < run["clients"]))
         growing = not below or run["throughput_ops_s"] >= below[-1][1] * (1 + PEAK_GROWTH)
-        peaks.append(_peak(run, key, at_sweep_top(run, steps, int(starts.get(system, 1))) and growing))
+        above = [r for r in runs if r["system"] == system and r[key] == value and r["clients"] > run["clients"]]
+        # the sweep ended after the peak on a step out of a steady state: its capacity lies beyond
+        ended = "unsteady" in run or (not above and (system, value) in unsteady)
+        peaks.append(_peak(run, key, (at_sweep_top(run, steps, int(starts.get(system, 1))) or ended) and growing))
     window, warmup = _window(data)
     return Sweep(key, tuple(peaks), window_s=window, warmup_s=warmup, untrusted=_untrusted(data))
 

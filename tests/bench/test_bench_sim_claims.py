@@ -218,6 +218,31 @@ def test_a_peak_at_the_sweeps_last_step_after_a_flat_step_is_a_knee() -> None:
     assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
 
 
+def test_a_peak_before_a_step_out_of_a_steady_state_is_a_lower_bound_when_still_growing() -> None:
+    """A sweep that a step out of a steady state ended (``okapikv.sim.experiments.steady``) measured
+    no capacity past its last steady step: a peak there still growing 5% or more is a lower bound,
+    and the unsteady step itself is no peak, however many operations its window counted."""
+    data = _fig3(1000, 990, 500)
+    for run in data["series"]["s"]["runs"]:
+        if run["system"] == "gentlerain" and run["partitions"] == 32 and run["clients"] == 96:
+            run["sweep"] = [[48, run["throughput_ops_s"] * 0.99], [run["clients"], run["throughput_ops_s"]]]
+            grown = run
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    grown["unsteady"] = [grown["clients"] * 2, grown["throughput_ops_s"] * 3, 1.45]
+    assert judge({"fig3": data})[0].verdict == REPRODUCED  # a flat step below: the knee
+    grown["sweep"][0][1] = grown["throughput_ops_s"] / 1.06
+    row = judge({"fig3": data})[0]
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
+    # the same sweep with every step kept (``keep="all"``, the step below at half the throughput):
+    # the unsteady run is marked, and is no peak
+    del grown["sweep"], grown["unsteady"]
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    data["series"]["s"]["runs"].append({**grown, "clients": grown["clients"] * 2,
+                                        "throughput_ops_s": grown["throughput_ops_s"] * 3, "steady": False})
+    row = judge({"fig3": data})[0]
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
+
+
 def test_stabilization_rows_leave_heartbeats_out() -> None:
     """Rows 17 and 19: the stabilization protocol's bytes per second, whatever the heartbeats add."""
     runs = []
