@@ -179,6 +179,9 @@ class Measurements:
     rotx_latency: tuple[LatencyCell, ...] = ()
     rotx_latency_what: str = ""
     rotx_stalls: tuple[RotxStall, ...] = ()
+    #: row 7: Cure's RO-TX stalls at each p's first step (below saturation), and what that step was
+    stalls_below: tuple[RotxStall, ...] = ()
+    stalls_below_what: str = ""
     #: row 8: Cure's stall against the skew, and what the RO-TX sweep's one skew was
     skew: tuple[SkewLevel, ...] = ()
     skew_what: str = ""
@@ -207,6 +210,26 @@ def _float(value: Any) -> float | None:
 def _series_runs(results: Mapping[str, Any], series: str) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = results.get("series", {}).get(series, {}).get("runs", [])
     return runs
+
+
+def first_steps(runs: Iterable[Mapping[str, Any]], system: str) -> dict[int, Mapping[str, Any]]:
+    """``system``'s run with the fewest clients (sessions) at each p of a RO-TX sweep: its servers
+    below saturation, where a RO-TX's wait is the protocol's and not a queue's."""
+    first: dict[int, Mapping[str, Any]] = {}
+    for run in runs:
+        p = run["rotx_partitions"]
+        if run["system"] == system and (p not in first or run["clients"] < first[p]["clients"]):
+            first[p] = run
+    return dict(sorted(first.items()))
+
+
+def _stalls_below(runs: list[dict[str, Any]], unit: str) -> tuple[tuple[RotxStall, ...], str]:
+    first = first_steps(runs, "cure")
+    if not first:
+        return (), ""
+    loads = sorted({int(run["clients"]) for run in first.values()})
+    span = str(loads[0]) if len(loads) == 1 else f"{loads[0]}-{loads[-1]}"
+    return tuple(_sim_stall(run) for run in first.values()), f"each p's first step ({span} {unit})"
 
 
 def _real_sweep(results: Mapping[str, Any], series: str, key: str) -> Sweep:
@@ -272,6 +295,8 @@ def from_real(results: Mapping[str, Any]) -> Measurements:
         sessions = gentlerain[0].get("sessions")
         below_what = f"the skew sweep (p={gentlerain[0]['rotx_partitions']}" + (
             f", {sessions} sessions" if sessions else "") + ")"
+    stalls_below, stalls_below_what = _stalls_below(_series_runs(results, "paper-rotx-partitions-sessions"),
+                                                    "sessions")
     dcs = results.get("config", {}).get("paper_plan", {}).get("dcs", [])
     furthest = tuple((a, max((paper_delay_ms(a, b) or 0.0) for b in dcs if b != a)) for a in dcs)
     visibility = paper.get("visibility", {})
@@ -283,6 +308,7 @@ def from_real(results: Mapping[str, Any]) -> Measurements:
         _real_sweep(results, "paper-write-ratio", "write_ratio"),
         rotx_latency=_real_latency(results), rotx_latency_what="every step of the RO-TX searches",
         rotx_stalls=stalls,
+        stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         skew=tuple(SkewLevel(row["clock_skew_ms"], row["tx_mean_ms"], row.get("max_dc_skew_ms")) for row in sweep),
         skew_what=skew_what, one_skew=_real_one_skew(results),
         gentlerain_below=tuple(Wait(f"{row['clock_skew_ms']:g} ms skew", row["tx_probability"], row["tx_mean_ms"])
@@ -463,16 +489,14 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
     fig4 = results.get("fig4", {})
     rotx = _sim_sweep(fig4, "rotx_partitions")
     cells: dict[tuple[int, int], dict[str, float]] = {}
-    first: dict[Any, dict[str, Any]] = {}
     for run in _runs(fig4):
         latency = _latency_ms(run, "rotx")
         if latency is not None:
             cells.setdefault((run["rotx_partitions"], run["clients"]), {})[run["system"]] = latency
-        p = run["rotx_partitions"]
-        if run["system"] == "gentlerain" and (p not in first or run["clients"] < first[p]["clients"]):
-            first[p] = run
+    first = first_steps(_runs(fig4), "gentlerain")
     best = _best(_runs(fig4), "rotx_partitions")
-    below = [(p, _sim_stall(run)) for p, run in sorted(first.items())]
+    stalls_below, stalls_below_what = _stalls_below(_runs(fig4), "clients")
+    below = [(p, _sim_stall(run)) for p, run in first.items()]
     dcs = int(fig4.get("config", {}).get("dcs", 3))
     matrix = wan_matrix_ms(dcs)
     skew = float(_runs(fig4)[0].get("clock_skew_ms") or 0.0) if _runs(fig4) else 0.0
@@ -490,6 +514,7 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
                            for (p, load), c in cells.items() if all(s in c for s in SYSTEMS)),
         rotx_latency_what="every step of the fig4 sweeps",
         rotx_stalls=tuple(_sim_stall(run) for run in best.values()),
+        stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         one_skew=f"under offsets uniform in [0, {skew:g}] ms per server",
         gentlerain_below=tuple(Wait(f"p={p}", *((s.tx_probability, s.tx_mean_ms) if s.tx_probability is not None
                                                else (s.slice_probability, s.slice_mean_ms))) for p, s in below),

@@ -107,6 +107,24 @@ def test_cure_and_gentlerain_stall_rules() -> None:
     assert rows[6].verdict == NOT and rows[8].verdict == PARTLY
 
 
+def test_cures_stall_probability_is_judged_below_saturation() -> None:
+    """Row 7 reads each p's first sweep step, where a wait is the protocol's: at a saturated peak a
+    slice's queue also lets the clock pass the snapshot, which hides the stall."""
+    def fig4(below: list[float], peaks: list[float]) -> dict[str, Any]:
+        runs = []
+        for p, first, peak in zip((1, 4, 16), below, peaks, strict=True):
+            runs.append(_run("cure", p=p, clients=96, ops=100.0, rotx_wait=(first, 3.0)))
+            runs.append(_run("cure", p=p, clients=3072, ops=1000.0, rotx_wait=(peak, 3.0)))
+        return _results(runs)
+
+    row = judge({"fig4": fig4([0.55, 0.87, 0.95], [0.02, 0.0, 0.01])})[6]
+    assert row.verdict == REPRODUCED and "below saturation" in row.why
+    assert "each p's first step (96 clients)" in row.measured and "at the peaks" in row.measured
+    assert judge({"fig4": fig4([0.55, 0.96, 0.95], [0.0, 0.0, 0.0])})[6].verdict == REPRODUCED  # 1 point: noise
+    assert judge({"fig4": fig4([0.55, 0.95, 0.85], [0.0, 0.0, 0.0])})[6].verdict == PARTLY
+    assert judge({"fig4": fig4([0.55, 0.50, 0.40], [0.02, 0.2, 0.4])})[6].verdict == NOT
+
+
 def test_considerably_is_at_least_x1_5() -> None:
     data = _fig4([0.1, 0.2, 0.4], (1.0, 70.0))
     for run in data["series"]["s"]["runs"]:
