@@ -82,7 +82,7 @@ def send(connection: redis.Redis, command: str) -> object:
 
 
 def test_the_readme_client_session_prints_what_the_readme_shows(cluster: Cluster) -> None:
-    block = next(block for block in code_blocks(section(README, "## Using it")) if "okapi> " in block)
+    block = next(block for block in code_blocks(section(README, heading="## Using it")) if "okapi> " in block)
     typed, expected = [], []
     for line in block.splitlines():
         if line.startswith("okapi> "):
@@ -112,7 +112,7 @@ def test_a_value_written_through_the_library_prints_escaped_as_the_readme_says(c
 
 
 def test_the_readme_library_example_returns_what_its_comments_say(cluster: Cluster) -> None:
-    block = code_blocks(section(README, "### The client library"))[0]
+    block = code_blocks(section(README, heading="### The client library"))[0]
     address = re.search(r'okapikv\.Client\("([^"]+)"\)', block)
     assert address is not None and address[1] == f"127.0.0.1:{DOCUMENTED_BASE_PORT}"
     compared = 0
@@ -132,7 +132,7 @@ def test_the_readme_library_example_returns_what_its_comments_say(cluster: Clust
 
 
 def test_the_readme_resp_port_and_its_refusals(cluster: Cluster) -> None:
-    section_text = section(README, "### The Redis protocol")
+    section_text = section(README, heading="### The Redis protocol")
     shown = re.search(r"`resp 127\.0\.0\.1:(\d+)`", section_text)
     assert shown is not None
     port = int(shown[1]) - DOCUMENTED_BASE_PORT + cluster.base_port
@@ -153,7 +153,7 @@ def test_the_readme_resp_port_and_its_refusals(cluster: Cluster) -> None:
 
 def test_the_resp_md_connecting_example(cluster: Cluster) -> None:
     resp_md = (ROOT / "docs" / "resp.md").read_text(encoding="utf-8")
-    block = code_blocks(section(resp_md, "## Connecting"))[0]
+    block = code_blocks(section(resp_md, heading="## Connecting"))[0]
     servers = {int(port): (dc, int(partition)) for dc, partition, port in
                re.findall(r"okapi: (\w+)\s+partition (\d+)\s+\S+\s+resp 127\.0\.0\.1:(\d+)", block)}
     ports = resp_ports(cluster)
