@@ -157,6 +157,10 @@ def test_the_resp_md_connecting_example(cluster: Cluster) -> None:
     servers = {int(port): (dc, int(partition)) for dc, partition, port in
                re.findall(r"okapi: (\w+)\s+partition (\d+)\s+\S+\s+resp 127\.0\.0\.1:(\d+)", block)}
     ports = resp_ports(cluster)
+    printed = [line.rstrip("\n") for line in cluster.output]
+    for line in (line for line in block.splitlines() if line.startswith("okapi: ")):  # the same shape
+        shape = re.sub(r"(?:\\ )+", r"\\s+", re.sub(r"\d+", r"\\d+", re.escape(line)))
+        assert any(re.fullmatch(shape, seen) for seen in printed), (line, printed)
     steps = re.findall(r"\$ redis-cli -p (\d+) ((?:SET|GET) [^#\n]+?)\s*(?:#.*)?\n(.*)\n", block)
     assert len(steps) == 2
     for port, command, reply in steps:
