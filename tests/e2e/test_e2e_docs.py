@@ -18,7 +18,10 @@ tests/unit/test_docs_commands.py checks, without a cluster, that every documente
 from __future__ import annotations
 
 import ast
+import os
+import pty
 import re
+import select
 import subprocess
 import sys
 import time
@@ -100,6 +103,31 @@ def test_the_readme_client_session_prints_what_the_readme_shows(cluster: Cluster
     run = okapi(cluster, "client", stdin=commands)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["GET alice 1", "STOP"]  # alice as the session above wrote it
+
+
+def test_on_a_terminal_the_client_greets_and_prompts_as_the_readme_shows(cluster: Cluster) -> None:
+    block = next(block for block in code_blocks(section(README, heading="## Using it")) if "okapi> " in block)
+    banner = block.splitlines()[1]
+    assert banner.startswith("okapi: DC ")
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "okapikv.cli", "client"], stdin=terminal, stdout=terminal,
+                               stderr=terminal, env=cluster.env, start_new_session=True)
+    os.close(terminal)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"okapi> " not in seen and time.monotonic() < deadline:
+            if select.select([controller], [], [], 1)[0]:
+                try:
+                    seen += os.read(controller, 4096)
+                except OSError:  # the client exited: the terminal is gone
+                    break
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+        os.close(controller)
+    lines = seen.decode(errors="replace").replace("\r", "").splitlines()
+    assert banner in lines and any(line.startswith("okapi> ") for line in lines), lines
 
 
 def test_a_value_written_through_the_library_prints_escaped_as_the_readme_says(cluster: Cluster) -> None:
