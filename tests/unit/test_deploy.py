@@ -253,6 +253,18 @@ def test_the_systemd_unit_is_the_one_deploy_md_shows_and_runs_a_durable_server()
     assert unit["Install"]["WantedBy"] == "multi-user.target"
 
 
+def test_the_alert_rule_operations_md_shows_is_the_shipped_one() -> None:
+    """docs/operations.md, "Clocks: the maximum offset", quotes a rule of the shipped alert rules."""
+    import re
+
+    operations = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    quoted = [rule for block in re.findall(r"```yaml\n(.*?)```", operations, re.S) for rule in yaml.safe_load(block)
+              if isinstance(rule, dict) and "alert" in rule]
+    shipped = {rule["alert"]: rule for group in _load(ROOT / "src/okapikv/deploy/monitoring/okapi-alerts.yml")["groups"]
+               for rule in group["rules"]}
+    assert quoted and all(rule == shipped.get(rule["alert"]) for rule in quoted), quoted
+
+
 @pytest.mark.parametrize("value", [
     {"a": {"b": [1, "2", {"c": "x", "d": []}], "on": "true", "e": {}}, "f": 1.5, "g": None, "h": False},
     {"text": "line one\nline two\n", "spaced": "  leading\n", "crlf": "a\r\nb\n", "two": "a\n\n", "empty": ""},
