@@ -134,3 +134,19 @@ def test_the_extraction_finds_the_readme_commands_and_catches_a_wrong_flag() -> 
     assert _parse_error(["up", "--wan-ms", "5"]) is None
     assert block_commands("```\nOKAPI_DC=a docker compose exec -T s okapi status --json | head\n```") == \
         ["okapi status --json"]
+
+
+#: The commands an operator runs, whose `--help` is their reference: each flag with a default says it.
+OPERATOR_COMMANDS = ("up", "server", "health", "deploy", "client", "load", "status", "fuzz", "calibrate", "dc")
+
+
+def test_every_default_of_an_operator_command_is_in_its_help() -> None:
+    commands = subcommand_parsers(build_parser())
+    silent = []
+    for name in OPERATOR_COMMANDS:
+        for flag, action in _actions(commands[name]).items():
+            if action.default in (None, False, True, argparse.SUPPRESS) or not flag.startswith("--"):
+                continue  # no value to state (a switch, or a default decided elsewhere, which its help says)
+            if "default" not in (action.help or "") and "paper:" not in (action.help or ""):
+                silent.append(f"okapi {name} {flag} (default {action.default!r})")
+    assert silent == [], "flags whose --help hides their default"
