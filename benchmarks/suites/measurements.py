@@ -10,8 +10,9 @@ the results back into it, and the claims read nothing else:
   a lower bound; RO-TX stalls per transaction at each p's peak; the skew sweep; the replication
   bytes on the wire and by the formula; bytes per operation.
 - ``from_simulated``: the results.json files ``okapi sim --experiment ...`` writes under one folder
-  (``load_simulated``): each point's peak the run of highest throughput of its sweep, a peak at the
-  sweep's last step still growing a lower bound; the write-ratio, visibility and traffic runs at a
+  (``load_simulated``): each point's peak the steady run of highest throughput of its sweep, a peak
+  at the sweep's last step, or before the step out of a steady state that ended it, still growing
+  a lower bound; the write-ratio, visibility and traffic runs at a
   fixed load; the metadata bytes the core's formula (the simulator encodes no wire); stabilization
   bytes per second without heartbeats (1 ms, every system alike: no part of the claims'
   stabilization). A sweep whose window holds fewer than ``WINDOW_CYCLES`` GentleRain cycles, or
@@ -55,8 +56,10 @@ REAL = Source("real", "sessions", "at their search's session cap", "at the sessi
               "the search must end on a real knee: more sessions, `--max-sessions`",
               " (peaks measured minutes apart on a shared 2-core VM)",
               "the skew sweep (`paper-skew`) is not in these results")
-SIMULATED = Source("simulated", "clients", "at their sweep's last step, still growing", "at its sweep's last step",
-                   "the sweep must end on a real knee: more steps, `--sweep-steps`", "",
+SIMULATED = Source("simulated", "clients", "at their sweep's last (steady) step, still growing",
+                   "at its sweep's last (steady) step",
+                   "the sweep must end on a real knee: more steps, `--sweep-steps`, or a longer window "
+                   "(`--duration-s`) where a step out of a steady state ended it", "",
                    "the simulated experiments run at one skew (no skew sweep)")
 
 
@@ -176,6 +179,9 @@ class Measurements:
     rotx_latency: tuple[LatencyCell, ...] = ()
     rotx_latency_what: str = ""
     rotx_stalls: tuple[RotxStall, ...] = ()
+    #: row 7: Cure's RO-TX stalls at each p's first step (below saturation), and what that step was
+    stalls_below: tuple[RotxStall, ...] = ()
+    stalls_below_what: str = ""
     #: row 8: Cure's stall against the skew, and what the RO-TX sweep's one skew was
     skew: tuple[SkewLevel, ...] = ()
     skew_what: str = ""
@@ -204,6 +210,26 @@ def _float(value: Any) -> float | None:
 def _series_runs(results: Mapping[str, Any], series: str) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = results.get("series", {}).get(series, {}).get("runs", [])
     return runs
+
+
+def first_steps(runs: Iterable[Mapping[str, Any]], system: str) -> dict[int, Mapping[str, Any]]:
+    """``system``'s run with the fewest clients (sessions) at each p of a RO-TX sweep: its servers
+    below saturation, where a RO-TX's wait is the protocol's and not a queue's."""
+    first: dict[int, Mapping[str, Any]] = {}
+    for run in runs:
+        p = run["rotx_partitions"]
+        if run["system"] == system and (p not in first or run["clients"] < first[p]["clients"]):
+            first[p] = run
+    return dict(sorted(first.items()))
+
+
+def _stalls_below(runs: list[dict[str, Any]], unit: str) -> tuple[tuple[RotxStall, ...], str]:
+    first = first_steps(runs, "cure")
+    if not first:
+        return (), ""
+    loads = sorted({int(run["clients"]) for run in first.values()})
+    span = str(loads[0]) if len(loads) == 1 else f"{loads[0]}-{loads[-1]}"
+    return tuple(_sim_stall(run) for run in first.values()), f"each p's first step ({span} {unit})"
 
 
 def _real_sweep(results: Mapping[str, Any], series: str, key: str) -> Sweep:
@@ -269,6 +295,8 @@ def from_real(results: Mapping[str, Any]) -> Measurements:
         sessions = gentlerain[0].get("sessions")
         below_what = f"the skew sweep (p={gentlerain[0]['rotx_partitions']}" + (
             f", {sessions} sessions" if sessions else "") + ")"
+    stalls_below, stalls_below_what = _stalls_below(_series_runs(results, "paper-rotx-partitions-sessions"),
+                                                    "sessions")
     dcs = results.get("config", {}).get("paper_plan", {}).get("dcs", [])
     furthest = tuple((a, max((paper_delay_ms(a, b) or 0.0) for b in dcs if b != a)) for a in dcs)
     visibility = paper.get("visibility", {})
@@ -280,6 +308,7 @@ def from_real(results: Mapping[str, Any]) -> Measurements:
         _real_sweep(results, "paper-write-ratio", "write_ratio"),
         rotx_latency=_real_latency(results), rotx_latency_what="every step of the RO-TX searches",
         rotx_stalls=stalls,
+        stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         skew=tuple(SkewLevel(row["clock_skew_ms"], row["tx_mean_ms"], row.get("max_dc_skew_ms")) for row in sweep),
         skew_what=skew_what, one_skew=_real_one_skew(results),
         gentlerain_below=tuple(Wait(f"{row['clock_skew_ms']:g} ms skew", row["tx_probability"], row["tx_mean_ms"])
@@ -337,8 +366,14 @@ def source_spreads(pairs: Iterable[Mapping[str, Any]]) -> list[float]:
     return [max(values) - min(values) for _, values in sorted(medians.items()) if len(values) > 1]
 
 
-def _runs(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _every_run(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [run for series in data.get("series", {}).values() for run in series.get("runs", [])]
+
+
+def _runs(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The runs that measured a steady state: a sweep step marked ``steady: False`` measured a
+    transient, which ended its sweep (``okapikv.sim.experiments.steady``), and measures nothing."""
+    return [run for run in _every_run(data) if run.get("steady") is not False]
 
 
 def _untrusted(data: Mapping[str, Any]) -> str | None:
@@ -397,13 +432,15 @@ def _window(data: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 
 def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
-    """Each point's peak: the run of highest throughput of its sweep, a lower bound when it is the
-    sweep's last step and still growing there (5% or more over the step below: the sweep's own
-    rule for a flat step, ``okapikv.sim.experiments.PEAK_GROWTH``). The step below is read from the
-    peak's ``sweep`` (every step's clients and throughput), or from the runs kept beside it."""
+    """Each point's peak: the steady run of highest throughput of its sweep, a lower bound when it is
+    the sweep's last step, or its last steady one, and still growing there (5% or more over the step
+    below: the sweep's own rule for a flat step, ``okapikv.sim.experiments.PEAK_GROWTH``). The step
+    below is read from the peak's ``sweep`` (every steady step's clients and throughput), or from the
+    runs kept beside it."""
     runs = _runs(data)
     steps = int(data.get("config", {}).get("sweep_steps", 6))
     starts = data.get("config", {}).get("sweep_start", {})
+    unsteady = {(run["system"], run[key]) for run in _every_run(data) if run.get("steady") is False}
     peaks = []
     for (system, value), run in sorted(_best(runs, key).items()):
         below = sorted(([clients, ops] for clients, ops in run["sweep"] if clients < run["clients"])
@@ -411,7 +448,10 @@ def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
                        ([r["clients"], r["throughput_ops_s"]] for r in runs
                         if r["system"] == system and r[key] == value and r["clients"] < run["clients"]))
         growing = not below or run["throughput_ops_s"] >= below[-1][1] * (1 + PEAK_GROWTH)
-        peaks.append(_peak(run, key, at_sweep_top(run, steps, int(starts.get(system, 1))) and growing))
+        above = [r for r in runs if r["system"] == system and r[key] == value and r["clients"] > run["clients"]]
+        # the sweep ended after the peak on a step out of a steady state: its capacity lies beyond
+        ended = "unsteady" in run or (not above and (system, value) in unsteady)
+        peaks.append(_peak(run, key, (at_sweep_top(run, steps, int(starts.get(system, 1))) or ended) and growing))
     window, warmup = _window(data)
     return Sweep(key, tuple(peaks), window_s=window, warmup_s=warmup, untrusted=_untrusted(data))
 
@@ -449,16 +489,14 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
     fig4 = results.get("fig4", {})
     rotx = _sim_sweep(fig4, "rotx_partitions")
     cells: dict[tuple[int, int], dict[str, float]] = {}
-    first: dict[Any, dict[str, Any]] = {}
     for run in _runs(fig4):
         latency = _latency_ms(run, "rotx")
         if latency is not None:
             cells.setdefault((run["rotx_partitions"], run["clients"]), {})[run["system"]] = latency
-        p = run["rotx_partitions"]
-        if run["system"] == "gentlerain" and (p not in first or run["clients"] < first[p]["clients"]):
-            first[p] = run
+    first = first_steps(_runs(fig4), "gentlerain")
     best = _best(_runs(fig4), "rotx_partitions")
-    below = [(p, _sim_stall(run)) for p, run in sorted(first.items())]
+    stalls_below, stalls_below_what = _stalls_below(_runs(fig4), "clients")
+    below = [(p, _sim_stall(run)) for p, run in first.items()]
     dcs = int(fig4.get("config", {}).get("dcs", 3))
     matrix = wan_matrix_ms(dcs)
     skew = float(_runs(fig4)[0].get("clock_skew_ms") or 0.0) if _runs(fig4) else 0.0
@@ -476,6 +514,7 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
                            for (p, load), c in cells.items() if all(s in c for s in SYSTEMS)),
         rotx_latency_what="every step of the fig4 sweeps",
         rotx_stalls=tuple(_sim_stall(run) for run in best.values()),
+        stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         one_skew=f"under offsets uniform in [0, {skew:g}] ms per server",
         gentlerain_below=tuple(Wait(f"p={p}", *((s.tx_probability, s.tx_mean_ms) if s.tx_probability is not None
                                                else (s.slice_probability, s.slice_mean_ms))) for p, s in below),

@@ -57,6 +57,9 @@ ORDER_OF_MAGNITUDE = 10.0
 #: the non-zero skew levels, and the stall at no skew stays below this share of the largest one
 PROPORTIONAL_SPREAD = 1.5
 NO_SKEW_SHARE = 0.25
+#: "grows with the partitions" (Fig. 4c): a stall probability may fall by at most this much from one
+#: p to the next (a probability near 1 has no room left to grow: 95% at p = 16 and 32)
+PROBABILITY_NOISE = 0.02
 
 
 def throughput_verdict(cure: Sequence[float], gentlerain: Sequence[float], *,
@@ -486,30 +489,48 @@ def _stalls(m: Measurements, system: str) -> list[RotxStall]:
                   key=lambda stall: stall.p)
 
 
-def _cure_stalls_rule(m: Measurements) -> Judged:
-    """Per transaction where the servers count it, else per slice (each server's own count)."""
-    stalls = _stalls(m, "cure")
+def _stall_probabilities(stalls: Sequence[RotxStall]) -> tuple[str, list[float]]:
+    """Per transaction where the servers count it, else per slice (each server's own count): the
+    text and the probabilities in p order (empty with fewer than two p levels)."""
     tx = [stall for stall in stalls if stall.tx_probability is not None]
     if len(tx) >= 2:
-        probabilities = [stall.tx_probability or 0.0 for stall in tx]
-        measured = "per transaction " + ", ".join(f"p={s.p}: {_pct(s.tx_probability)}" for s in tx) + \
-            "; per slice " + ", ".join(f"p={s.p}: {_pct(s.slice_probability)}" for s in tx)
-    else:
-        tx = [stall for stall in stalls if stall.slice_probability is not None]
-        if len(tx) < 2:
-            return "-", SILENT, "fewer than two p levels"
-        probabilities = [stall.slice_probability or 0.0 for stall in tx]
-        measured = "per slice " + ", ".join(f"p={s.p}: {_pct(s.slice_probability)}" for s in tx)
+        return ("per transaction " + ", ".join(f"p={s.p}: {_pct(s.tx_probability)}" for s in tx) + "; per slice "
+                + ", ".join(f"p={s.p}: {_pct(s.slice_probability)}" for s in tx),
+                [stall.tx_probability or 0.0 for stall in tx])
+    tx = [stall for stall in stalls if stall.slice_probability is not None]
+    if len(tx) < 2:
+        return "", []
+    return ("per slice " + ", ".join(f"p={s.p}: {_pct(s.slice_probability)}" for s in tx),
+            [stall.slice_probability or 0.0 for stall in tx])
+
+
+def _cure_stalls_rule(m: Measurements) -> Judged:
+    """Judged below saturation (each p's first step) where measured there, as row 9 is: at a
+    saturated peak a slice also waits in its server's queue, and a queue longer than the clock skew
+    lets the clock pass the snapshot before the slice runs, so the peaks show a queue's length as
+    well as the protocol's stall. The paper's C++ servers cost about a tenth of okapikv's Python per
+    request (docs/simulated.md, "The paper profile"), so their queues at a peak are that much
+    shorter in time. The peaks' figures are shown beside."""
+    at_peaks, peak_probabilities = _stall_probabilities(_stalls(m, "cure"))
+    below_text, below_probabilities = _stall_probabilities(
+        sorted((s for s in m.stalls_below if s.system == "cure"), key=lambda s: s.p))
+    if not peak_probabilities and not below_probabilities:
+        return "-", SILENT, "fewer than two p levels"
+    measured = "; ".join(part for part in (
+        below_text and f"below saturation, {m.stalls_below_what}: {below_text}",
+        at_peaks and f"at the peaks: {at_peaks}") if part)
     if m.rotx.untrusted:
         return measured, INCONCLUSIVE, m.rotx.untrusted
-    grows = probabilities[-1] > probabilities[0]
-    rising = grows and all(b >= a for a, b in zip(probabilities, probabilities[1:], strict=False))
+    judged, where = ((below_probabilities, "below saturation") if below_probabilities
+                     else (peak_probabilities, f"at the peaks (each at its own {m.source.load[:-1]} count)"))
+    grows = judged[-1] > judged[0]
+    rising = grows and all(b >= a - PROBABILITY_NOISE for a, b in zip(judged, judged[1:], strict=False))
     if rising:
-        return measured, REPRODUCED, "grows with p at every step"
+        return measured, REPRODUCED, (f"grows with p, never falling more than {PROBABILITY_NOISE:.0%} "
+                                      f"from one p to the next, {where}")
     if grows:
-        return measured, PARTLY, (f"higher at the largest p than at 1, not at every step (each point is its own peak, "
-                                  f"at its own {m.source.load[:-1]} count)")
-    return measured, NOT, "does not grow with p here"
+        return measured, PARTLY, f"higher at the largest p than at 1, not at every step, {where}"
+    return measured, NOT, f"does not grow with p {where}"
 
 
 def _cure_skew_rule(m: Measurements) -> Judged:
@@ -797,7 +818,7 @@ CLAIMS: tuple[Row, ...] = (
         ("rotx", "rotx_latency", "rotx_latency_what"), _rotx_latency_rule),
     Row("Fig. 4", "In Cure the probability that a RO-TX stalls grows with the partitions it contacts (Fig. 4c)",
         "report: RO-TX stalls per transaction; waits_vs_rotx_partitions.png; paper-stalls.csv",
-        ("rotx", "rotx_stalls"), _cure_stalls_rule),
+        ("rotx", "rotx_stalls", "stalls_below", "stalls_below_what"), _cure_stalls_rule),
     Row("Fig. 4", "Cure's stall lasts about the clock skew: 5-10 ms on average (Fig. 4d)",
         "report: RO-TX stalls against the clock skew; waits_vs_clock_skew.png; paper-skew.csv",
         ("rotx", "rotx_stalls", "skew", "skew_what", "one_skew"), _cure_skew_rule),

@@ -107,6 +107,24 @@ def test_cure_and_gentlerain_stall_rules() -> None:
     assert rows[6].verdict == NOT and rows[8].verdict == PARTLY
 
 
+def test_cures_stall_probability_is_judged_below_saturation() -> None:
+    """Row 7 reads each p's first sweep step, where a wait is the protocol's: at a saturated peak a
+    slice's queue also lets the clock pass the snapshot, which hides the stall."""
+    def fig4(below: list[float], peaks: list[float]) -> dict[str, Any]:
+        runs = []
+        for p, first, peak in zip((1, 4, 16), below, peaks, strict=True):
+            runs.append(_run("cure", p=p, clients=96, ops=100.0, rotx_wait=(first, 3.0)))
+            runs.append(_run("cure", p=p, clients=3072, ops=1000.0, rotx_wait=(peak, 3.0)))
+        return _results(runs)
+
+    row = judge({"fig4": fig4([0.55, 0.87, 0.95], [0.02, 0.0, 0.01])})[6]
+    assert row.verdict == REPRODUCED and "below saturation" in row.why
+    assert "each p's first step (96 clients)" in row.measured and "at the peaks" in row.measured
+    assert judge({"fig4": fig4([0.55, 0.96, 0.95], [0.0, 0.0, 0.0])})[6].verdict == REPRODUCED  # 1 point: noise
+    assert judge({"fig4": fig4([0.55, 0.95, 0.85], [0.0, 0.0, 0.0])})[6].verdict == PARTLY
+    assert judge({"fig4": fig4([0.55, 0.50, 0.40], [0.02, 0.2, 0.4])})[6].verdict == NOT
+
+
 def test_considerably_is_at_least_x1_5() -> None:
     data = _fig4([0.1, 0.2, 0.4], (1.0, 70.0))
     for run in data["series"]["s"]["runs"]:
@@ -214,6 +232,31 @@ def test_a_peak_at_the_sweeps_last_step_after_a_flat_step_is_a_knee() -> None:
             grown = run
     assert judge({"fig3": data})[0].verdict == REPRODUCED
     grown["sweep"][0][1] = grown["throughput_ops_s"] / 1.05
+    row = judge({"fig3": data})[0]
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
+
+
+def test_a_peak_before_a_step_out_of_a_steady_state_is_a_lower_bound_when_still_growing() -> None:
+    """A sweep that a step out of a steady state ended (``okapikv.sim.experiments.steady``) measured
+    no capacity past its last steady step: a peak there still growing 5% or more is a lower bound,
+    and the unsteady step itself is no peak, however many operations its window counted."""
+    data = _fig3(1000, 990, 500)
+    for run in data["series"]["s"]["runs"]:
+        if run["system"] == "gentlerain" and run["partitions"] == 32 and run["clients"] == 96:
+            run["sweep"] = [[48, run["throughput_ops_s"] * 0.99], [run["clients"], run["throughput_ops_s"]]]
+            grown = run
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    grown["unsteady"] = [grown["clients"] * 2, grown["throughput_ops_s"] * 3, 1.45]
+    assert judge({"fig3": data})[0].verdict == REPRODUCED  # a flat step below: the knee
+    grown["sweep"][0][1] = grown["throughput_ops_s"] / 1.06
+    row = judge({"fig3": data})[0]
+    assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
+    # the same sweep with every step kept (``keep="all"``, the step below at half the throughput):
+    # the unsteady run is marked, and is no peak
+    del grown["sweep"], grown["unsteady"]
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    data["series"]["s"]["runs"].append({**grown, "clients": grown["clients"] * 2,
+                                        "throughput_ops_s": grown["throughput_ops_s"] * 3, "steady": False})
     row = judge({"fig3": data})[0]
     assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
 

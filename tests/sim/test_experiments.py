@@ -4,6 +4,7 @@ peak-throughput sweep, and the checked first run."""
 from __future__ import annotations
 
 from itertools import pairwise
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,10 @@ from okapikv.sim.experiments import (
     PEAK_GROWTH,
     Plan,
     config_of,
+    little_ratio,
     points,
     run_experiment,
+    steady,
     sweep_start,
 )
 
@@ -46,12 +49,30 @@ def test_a_sweep_doubles_the_clients_until_the_throughput_stops_growing() -> Non
     for p in (1, 2):
         sweep = [run for run in runs if run["rotx_partitions"] == p]
         assert [run["clients"] for run in sweep] == [4 * 2**step for step in range(len(sweep))]
-        growth = [b["throughput_ops_s"] / a["throughput_ops_s"] - 1 for a, b in pairwise(sweep)]
+        # a step out of a steady state ends the sweep, marked, and only the last step may be one
+        ended = sweep[-1].get("steady") is False
+        assert ended == (not steady(sweep[-1])) and all(steady(run) for run in sweep[:-1])
+        measured = sweep[:-1] if ended else sweep
+        growth = [b["throughput_ops_s"] / a["throughput_ops_s"] - 1 for a, b in pairwise(measured)]
         # it stops on its knee: FLAT_STEPS flat steps in a row, none before (or at its last step)
         flat = [g < PEAK_GROWTH for g in growth]
         assert not any(flat[i] and flat[i + 1] for i in range(len(flat) - FLAT_STEPS))
-        assert flat[-FLAT_STEPS:] == [True] * FLAT_STEPS or len(sweep) == MAX_SWEEP_STEPS
+        assert flat[-FLAT_STEPS:] == [True] * FLAT_STEPS or len(sweep) == MAX_SWEEP_STEPS or ended
         assert all(run["latency_us"]["rotx"]["mean_us"] > 0 and run["server_stats"] for run in sweep)
+
+
+def test_a_step_is_steady_when_littles_law_holds() -> None:
+    """Closed-loop clients with no think time keep one operation each in flight: throughput x mean
+    latency = clients in a steady state. A window whose operations complete in a burst breaks it."""
+    def run(clients: int, ops_s: float, mean_us: float) -> dict[str, Any]:
+        return {"clients": clients, "throughput_ops_s": ops_s, "latency_us": {"all": {"mean_us": mean_us}}}
+
+    assert little_ratio(run(96, 80_130.0, 1_197.9)) == pytest.approx(1.0, abs=0.01)
+    assert steady(run(96, 80_130.0, 1_197.9))
+    # GentleRain at 2 partitions, 24,576 clients, RO-TXs of 0.6 s in a 0.8 s window: x1.45
+    assert not steady(run(24_576, 56_975.0, 625_300.0))
+    assert not steady(run(24_576, 30_000.0, 625_300.0))
+    assert not steady(run(96, 0.0, 0.0)) and little_ratio(run(0, 0.0, 0.0)) == 0.0
 
 
 def test_a_kept_peak_carries_its_sweeps_steps() -> None:

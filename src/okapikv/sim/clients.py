@@ -15,6 +15,11 @@ recorded as an invoke and a completion in the history that
   instead if that DC can adopt its session (``okapikv.core.session.adopt``, what the real clients'
   ``fallback`` asks ``AdoptSession``), and stays there: the checkers then judge the session
   guarantees across the move (docs/protocol.md, "Sessions");
+- a snapshot read refused OVERLOADED (its server coordinates as many reads as its bounds allow:
+  nothing ran) is resent after the real clients' backoff (``okapikv.client.retry.DEFAULT_BACKOFF``)
+  until ``OVERLOAD_TIMEOUT_US`` after it was issued, then fails: so a refused RO-TX is neither
+  skipped nor replaced by the client's next operation, which would count the PUTs that follow
+  refusals as the throughput of a mix they are not;
 - a SCAN comes in pages, each read at the first page's snapshot; a later page refused ABORTED (its
   snapshot is gone) starts the scan over, at most ``SCAN_RESTARTS`` times (docs/protocol.md,
   "Snapshot reads").
@@ -37,10 +42,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from okapikv.check.history import HistoryRecorder, Operation, decode_bytes
+from okapikv.client.retry import DEFAULT_BACKOFF
 from okapikv.core.messages import (
+    OVERLOADED,
     ClientReply,
     ClientRequest,
     DeleteRequest,
+    ErrorCode,
     ErrorReply,
     GetReply,
     GetRequest,
@@ -68,6 +76,9 @@ CLIENT_RETRY_US = 10_000
 #: how many times a client starts a paged SCAN over when a later page finds its snapshot gone
 #: (ABORTED), as the real clients do (``okapikv.client.operations.SCAN_RESTARTS``)
 SCAN_RESTARTS = 2
+#: how long a client retries a snapshot read refused for load: the real clients' timeout
+#: (``okapikv.client.aio``, ``timeout_s``)
+OVERLOAD_TIMEOUT_US = 30_000_000
 FINAL_READERS_PER_DC = 8
 
 
@@ -94,6 +105,7 @@ class Client:
     turn: int = 0  # workload operations issued
     kind: str = ""  # the operation in flight
     started_us: int = 0  # when it was issued
+    refusals: int = 0  # times the request in flight was refused for load
 
 
 class Clients:
@@ -128,6 +140,8 @@ class Clients:
         self.window = (START_US + round(config.warmup_s * 1_000_000), START_US + round(config.duration_s * 1_000_000))
         self.latencies_us: dict[str, list[int]] = {}
         self.window_completed = 0
+        self.window_failed: Counter[str] = Counter()
+        self.overload_retries = 0
         self._client_us = config.cost.client_us if config.cost is not None else 0.0
         #: counters and expiring keys in the mix (``okapikv.sim.crdt``), judged apart from the history
         self.crdt = CrdtLedger(rng) if config.mix.incr > 0 or config.mix.ttl > 0 else None
@@ -267,7 +281,17 @@ class Clients:
             world.pending[client.request.request_id] = index
             self._retry(client)
             return
+        if (type(reply) is ErrorReply and reply.code == ErrorCode.RESOURCE_EXHAUSTED
+                and reply.message.startswith(OVERLOADED) and client.request is not None
+                and world.now - client.started_us < OVERLOAD_TIMEOUT_US):
+            client.refusals += 1
+            self.overload_retries += 1
+            world.pending[client.request.request_id] = index
+            delay_us = round(DEFAULT_BACKOFF.delay_s(client.refusals, self.rng) * 1_000_000)
+            world.send_request(client.server, client.request, delay_us)
+            return
         client.lost_since = None
+        client.refusals = 0
         if self._next_page(client, reply):
             return
         if client.scan is not None:
@@ -280,6 +304,8 @@ class Clients:
             self.crdt.answered(client.request, reply)
         if type(reply) is ErrorReply:
             self.completed["fail"] += 1
+            if client.final_keys is None and self.window[0] <= now <= self.window[1]:
+                self.window_failed[reply.code] += 1
             if op is not None and self.recorder is not None:
                 self.recorder.complete(op, "fail", now, error=f"{reply.code}: {reply.message}")
         else:

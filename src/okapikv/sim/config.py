@@ -173,6 +173,11 @@ class SimConfig:
     #: a scan of ``scan_span`` keys never reaches): small, so that scans come in pages, each page at
     #: the first page's snapshot, and the checkers judge paged scans
     scan_page_items: int = 3
+    #: the servers' bounds on the snapshot reads each coordinates at once and their keys
+    #: (``CoreConfig.max_concurrent_reads``, ``max_read_items``; None: the servers' defaults). A read
+    #: past them is refused OVERLOADED and the client retries it after a backoff
+    max_concurrent_reads: int | None = None
+    max_read_items: int | None = None
     #: client think time between operations, uniform in [0, think_us_max] (us)
     think_us_max: int = 1_000
     #: per-message service time of a healthy server (us); a slow server adds to it

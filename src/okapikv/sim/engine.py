@@ -81,6 +81,10 @@ class SimResult:
     #: window (``SimConfig.warmup_s`` to the end of the fault phase), and the operations completed in it
     latencies_us: dict[str, list[int]] = field(default_factory=dict)
     window_completed: int = 0
+    #: workload operations that failed in the window, by error code (none in a healthy run: a
+    #: refusal for load is retried, ``okapikv.sim.clients``), and the retries of refused reads
+    window_failed: Counter[str] = field(default_factory=Counter)
+    overload_retries: int = 0
     window_us: int = 0
     #: under the cost model: each machine's share of CPU time used (one per server, or one shared),
     #: and the most requests parked at once on a server
@@ -126,6 +130,9 @@ class Simulation:
                     idle_after_us=round(config.idle_after_ms * 1000),
                     idle_interval_us=round(config.idle_interval_ms * 1000),
                     **({"max_scan_items": config.scan_page_items} if config.scan_page_items else {}),
+                    **({"max_concurrent_reads": config.max_concurrent_reads}
+                       if config.max_concurrent_reads is not None else {}),
+                    **({"max_read_items": config.max_read_items} if config.max_read_items is not None else {}),
                     max_clock_offset_us=round(config.max_clock_offset_ms * 1000),
                 )
             )
@@ -377,6 +384,8 @@ class Simulation:
             messages=Counter({kind.__name__: n for kind, n in world.network.counts.items()}),
             latencies_us=self.clients.latencies_us,
             window_completed=self.clients.window_completed,
+            window_failed=self.clients.window_failed,
+            overload_retries=self.clients.overload_retries,
             window_us=self.clients.window[1] - self.clients.window[0],
             cpu_utilization=None if world.cpu is None else [
                 world.cpu.utilization(host, world.now - START_US) for host in range(len(world.cpu.queue))],

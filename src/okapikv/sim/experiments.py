@@ -15,7 +15,10 @@ and report through ``okapi bench``'s path) at 3 DCs x 32 partitions by default:
 Each sweep point is a peak-throughput sweep as the real suite measures one: the clients double
 (from one per partition of each DC, GentleRain from more: ``sweep_start``) until the throughput
 grows by less than 5% (``PEAK_GROWTH``) twice in a row (``FLAT_STEPS``), or for ``sweep_steps``
-steps (a peak at the last one a lower bound); unchecked runs end with their measurement (``SimConfig.drain``). Every run
+steps (a peak at the last one a lower bound), or until a step is not in a steady state (``steady``:
+its throughput and latency break Little's law, so its window measured a transient, not a capacity;
+the peak is the best steady step, a lower bound if it was still growing); unchecked runs end with
+their measurement (``SimConfig.drain``). Every run
 has clock offsets spread over 10 ms (the paper's suite, as
 ``okapi bench --suite paper`` runs it) and the first run of every system in an experiment is checked
 by the history checkers (causal, snapshot, session, convergence): the others run unrecorded, which the
@@ -53,6 +56,9 @@ VARIANTS: dict[str, tuple[str, bool]] = {"okapi-piggyback": ("okapi", True)}
 PEAK_GROWTH = 0.05
 #: a sweep stops after this many flat steps in a row: the knee, not one noisy step
 FLAT_STEPS = 2
+#: a sweep step is steady when its throughput times its mean latency is within this share of its
+#: clients (Little's law for closed-loop clients with no think time, ``steady``)
+STEADY_TOLERANCE = 0.10
 #: a peak sweep's steps at most, each doubling the clients from its start (``sweep_start``; 128
 #: times the start at the last)
 MAX_SWEEP_STEPS = 8
@@ -157,6 +163,14 @@ def points(name: str, plan: Plan) -> list[Point]:
     raise ValueError(f"unknown experiment {name!r}: one of {', '.join(EXPERIMENTS)}")
 
 
+#: the read bounds of the simulated servers in the paper's experiments (``SimConfig.max_concurrent_reads``
+#: and ``max_read_items``): past any sweep's load. The paper's servers keep a read that waits for its
+#: snapshot; okapikv's refuse reads past an operator's bound (128 at once by default), which at a
+#: sweep's largest loads would cap GentleRain's throughput (every RO-TX of it waits about a cycle)
+#: by the bound instead of its servers' CPU (docs/simulated.md, "The read bound").
+UNBOUNDED_READS = 1 << 30
+
+
 def system_settings(system: str) -> tuple[str, bool]:
     """The protocol of a system's name and whether it piggybacks the USV (``VARIANTS``)."""
     return VARIANTS.get(system, (system, False))
@@ -173,7 +187,8 @@ def config_of(point: Point, plan: Plan, profile: CostProfile, clients: int, *, c
         rotx_partitions=point.rotx_partitions, invariants=checked,
         # a write's visibility is followed through the history's operations, and known once visible
         record=checked or point.visibility_sample > 0, drain=checked or point.visibility_sample > 0,
-        visibility_sample=point.visibility_sample, cost=profile)
+        visibility_sample=point.visibility_sample, cost=profile,
+        max_concurrent_reads=UNBOUNDED_READS, max_read_items=UNBOUNDED_READS * 64)
 
 
 def _latency(values: list[int]) -> dict[str, float]:
@@ -209,7 +224,8 @@ def record(point: Point, result: SimResult, *, checked: bool, anomalies: int, cp
         "write_ratio": c.write_ratio if c.workload == "write-ratio" else None, "load": "sim",
         "records": c.num_keys, "duration_s": round(result.window_us / 1e6, 6), "warmup_s": c.warmup_s,
         "operations": result.window_completed, "throughput_ops_s": round(result.throughput_ops_s, 1),
-        "errors": {}, "last_error": "", "latency_us": latency,
+        "errors": dict(sorted(result.window_failed.items())), "last_error": "",
+        "overload_retries": result.overload_retries, "latency_us": latency,
         "cpu": {"client_s": 0.0, "client_cores": 0.0, "server_s": None, "server_cores": None,
                 "server_cpu_us_per_op": None, **_busy(result.window_cpu_utilization)},
         "server_stats": result.server_stats,
@@ -255,10 +271,14 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
     if check_first:
         runs.append(one(start, True))
     measured: list[dict[str, Any]] = []
+    unsteady: dict[str, Any] | None = None
     clients = start
     flat = 0
     for _ in range(1 if point.clients is not None else plan.sweep_steps):
         run = one(clients, False)
+        if point.clients is None and not steady(run):
+            unsteady = run
+            break
         measured.append(run)
         if len(measured) > 1:
             grew = run["throughput_ops_s"] >= measured[-2]["throughput_ops_s"] * (1 + PEAK_GROWTH)
@@ -266,12 +286,33 @@ def run_point(point: Point, plan: Plan, profile: CostProfile, *, check_first: bo
             if flat >= FLAT_STEPS:
                 break
         clients *= 2
-    if point.keep == "peak":
+    if point.keep == "peak" and measured:
         # the peak carries its sweep's steps, so a reader can tell a knee (the sweep ended on flat
-        # steps) from a peak still growing at the sweep's last step (a lower bound)
+        # steps) from a peak still growing at the sweep's last step (a lower bound), and the step
+        # that ended the sweep out of a steady state, if one did
         steps = [[run["clients"], run["throughput_ops_s"]] for run in measured]
-        measured = [{**max(measured, key=lambda run: run["throughput_ops_s"]), "sweep": steps}]
+        ended = {} if unsteady is None else {"unsteady": [unsteady["clients"], unsteady["throughput_ops_s"],
+                                                           little_ratio(unsteady)]}
+        measured = [{**max(measured, key=lambda run: run["throughput_ops_s"]), "sweep": steps, **ended}]
+    elif unsteady is not None:
+        measured.append({**unsteady, "steady": False})
     return runs + measured
+
+
+def little_ratio(run: dict[str, Any]) -> float:
+    """A run's throughput times its mean latency over its clients: 1 in a steady state of closed-loop
+    clients with no think time (Little's law: each client has one operation in flight at all times),
+    0 when nothing completed."""
+    mean_us = run["latency_us"].get("all", {}).get("mean_us", 0.0)
+    return round(run["throughput_ops_s"] * mean_us / 1e6 / run["clients"], 4) if run["clients"] else 0.0
+
+
+def steady(run: dict[str, Any]) -> bool:
+    """The run measured a steady state: Little's law holds within ``STEADY_TOLERANCE``. Past it the
+    window holds a transient (operations that outlast a large share of the window complete in bursts;
+    GentleRain's RO-TXs at loads where its stabilization falls behind), whose count of completions is
+    no capacity: a step that fails it ends the sweep."""
+    return abs(little_ratio(run) - 1.0) <= STEADY_TOLERANCE
 
 
 def _one(point: Point, plan: Plan, profile: CostProfile, clients: int, *, checked: bool) -> dict[str, Any]:
