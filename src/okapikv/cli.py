@@ -52,8 +52,9 @@ def _add_up(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "until the next write (default 1000; 0: never back off)")
     p.add_argument("--idle-interval-ms", type=float, default=DEFAULT_IDLE_INTERVAL_US / 1000,
                    help="the period of rounds and heartbeats while idle (default %(default)s)")
-    p.add_argument("--base-port", type=int, default=7100, help="first port; servers use consecutive ports")
-    p.add_argument("--host", default="127.0.0.1", help="address the servers bind to")
+    p.add_argument("--base-port", type=int, default=7100,
+                   help="first port; servers use consecutive ports (default %(default)s)")
+    p.add_argument("--host", default="127.0.0.1", help="address the servers bind to (default %(default)s)")
     p.add_argument("--print-config", action="store_true", help="print the cluster config (TOML) and exit")
     storage = p.add_mutually_exclusive_group()
     storage.add_argument("--data-dir", default=None,
@@ -303,12 +304,15 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:  # type: ignore[typ
     p.add_argument("--out", default="profile.json", help="where to write the profile (default %(default)s)")
     p.add_argument("--name", default="this-vm", help="the profile's name (default %(default)s)")
     p.add_argument("--cores", type=int, default=2, help="cores per server in the profile (default %(default)s)")
-    p.add_argument("--duration-s", type=float, default=0.5, help="simulated seconds per timed workload")
+    p.add_argument("--duration-s", type=float, default=0.5,
+                   help="simulated seconds per timed workload (default %(default)s)")
     p.add_argument("--validate", nargs="+", default=None, metavar="RESULTS_JSON",
                    help="instead: fit --profile on one `okapi bench --workload rotx` run and predict the others")
-    p.add_argument("--profile", default="this-vm", help="--validate: the profile (file or packaged name)")
+    p.add_argument("--profile", default="this-vm",
+                   help="--validate: the profile (file or packaged name; default %(default)s)")
     p.add_argument("--fit", default="okapi P4 p=2 c=12", help="--validate: the run to fit on (default %(default)r)")
-    p.add_argument("--sim-duration-s", type=float, default=2.0, help="--validate: simulated seconds per point")
+    p.add_argument("--sim-duration-s", type=float, default=2.0,
+                   help="--validate: simulated seconds per point (default %(default)s)")
     p.add_argument("--shared-cores", type=int, default=0,
                    help="--validate: model the deployment as one machine of this many cores (default: a core each)")
     p.add_argument("--markdown", default=None, help="--validate: also write the table here")
@@ -326,7 +330,7 @@ def _add_fuzz(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     p = sub.add_parser("fuzz", help="drive real `okapi client` processes with the course fuzzer's mix, then check")
     p.add_argument("--clients", type=int, default=3, help="`okapi client` processes (default %(default)s)")
     p.add_argument("--conflict", action="store_true", help="clients share keys")
-    p.add_argument("--ops", type=int, default=1000, help="operations per client")
+    p.add_argument("--ops", type=int, default=1000, help="operations per client (default %(default)s)")
     p.add_argument("--dcs", default=None, help="comma-separated DCs to spread clients over (default: one DC)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="use a running cluster")
     p.add_argument("--seed", type=int, default=1, help="the seed of the operation mix (default %(default)s)")
@@ -397,7 +401,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="local servers keep their data on disk, as `okapi up` runs them (default: in memory)")
     p.add_argument("--connect", default=None, metavar="HOST:PORT", help="measure a running cluster instead")
     p.add_argument("--quick", action="store_true", help="a smoke test of under a minute (CI): not a measurement")
-    p.add_argument("--out", default="bench-out", help="directory for results.json, CSVs, PNGs, report.md")
+    p.add_argument("--out", default="bench-out",
+                   help="directory for results.json, CSVs, PNGs, report.md (default %(default)s)")
     p.set_defaults(target="okapikv.bench.lab:run_bench")
 
 

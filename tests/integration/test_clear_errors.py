@@ -1,7 +1,8 @@
 """Operator mistakes get one clear line, fast (docs/operations.md, "Clear errors"): `okapi client`
 and `okapi status` pointed at a port that speaks another protocol (RESP, HTTP) or needs TLS
 (``okapikv.cluster.probe``), and `okapi server` started with a TLS key of another certificate, on an
-address in use or on a data directory that cannot be one (``okapikv.serve.main.preflight``),
+address in use, on a data directory that cannot be one or with an ``OKAPI_RESP_PARSER`` that names
+no parser (``okapikv.serve.main.preflight``),
 which must also leave nothing behind."""
 
 from __future__ import annotations
@@ -110,8 +111,10 @@ def test_a_gRPC_port_passes_the_probe(plain_server: ClusterConfig, tmp_path: Pat
     assert client.returncode == 0 and client.stdout.splitlines() == ["PUT k not_found", "GET k v"], client.stderr
 
 
-@pytest.mark.parametrize("mistake", ["key-of-another-certificate", "address-in-use", "data-dir-is-a-file"])
-def test_a_failed_server_start_is_one_line_exit_2_and_leaves_nothing(tmp_path: Path, mistake: str) -> None:
+@pytest.mark.parametrize("mistake", ["key-of-another-certificate", "address-in-use", "data-dir-is-a-file",
+                                     "resp-parser-unknown"])
+def test_a_failed_server_start_is_one_line_exit_2_and_leaves_nothing(tmp_path: Path, mistake: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     ca = CertificateAuthority.create(tmp_path, "cluster")
     server, other = ca.issue("server"), ca.issue("other")
     tls = TlsConfig(str(ca.path), str(server.certificate), str(other.key)) if mistake.startswith("key") else None
@@ -122,7 +125,10 @@ def test_a_failed_server_start_is_one_line_exit_2_and_leaves_nothing(tmp_path: P
     expected = {"key-of-another-certificate": f"tls key {other.key} does not match tls certificate "
                                               f"{server.certificate}",
                 "address-in-use": f"cannot listen on 127.0.0.1:{base + 1}: address in use",
-                "data-dir-is-a-file": f"--data-dir {data} is not a directory"}[mistake]
+                "data-dir-is-a-file": f"--data-dir {data} is not a directory",
+                "resp-parser-unknown": "OKAPI_RESP_PARSER must be hiredis or python, not 'bogus'"}[mistake]
+    if mistake == "resp-parser-unknown":  # docs/resp.md, "Parsing": any other value stops the server at start
+        monkeypatch.setenv("OKAPI_RESP_PARSER", "bogus")
     with socket.socket() as holder:
         if mistake == "address-in-use":  # the RESP port: the last a server would bind
             holder.bind(("127.0.0.1", base + 1))

@@ -295,6 +295,26 @@ def test_an_empty_directory_started_without_repair_says_its_data_was_lost(tmp_pa
                  "the data_lost error")
 
 
+def test_an_empty_directory_is_found_out_when_its_replica_restarted_too(tmp_path: Path) -> None:
+    """The whole cluster stopped, one data directory lost meanwhile, every server started again: the
+    replica, up first, asks the empty server back and learns its new incarnation's heartbeats from
+    that catch-up, yet the loss still shows (``okapikv.core.catchup``, the superseded request)."""
+    with durable_cluster(tmp_path, ("a", "b"), 1, wan_ms=2) as cluster:
+        put_all(cluster, "a", range(20))
+        other = cluster.stub("b", 0)
+        wait_for(lambda: len(other.Scan(pb.ScanRequest(start=b"k-", end=b"k-~"), timeout=30).items) == 20, 30,
+                 "a's writes reaching b")
+        cluster.stop("a", 0)
+        cluster.stop("b", 0)
+        shutil.rmtree(cluster.data_dir("a", 0))
+        cluster.start("b", 0)
+        cluster.start("a", 0)
+        cluster.wait_serving()
+        wait_for(lambda: "its data was lost. Restart it with --repair" in cluster.log_path("a", 0).read_text(), 30,
+                 "the data_lost error")
+        wait_for(lambda: cluster.stats("a", 0)["repairing"] == "lost", 30, "the refusal")
+
+
 def test_an_older_copy_of_the_disk_refuses_clients_until_repaired(tmp_path: Path) -> None:
     """A data directory restored from an older copy holds less than the replicas know: the first
     replica's answer shows it, the server refuses clients (naming --repair) instead of serving reads

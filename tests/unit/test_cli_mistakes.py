@@ -22,7 +22,8 @@ from okapikv.storage.space import DEFAULT_RESERVE_BYTES
 OKAPI = [sys.executable, "-m", "okapikv.cli"]
 
 
-@pytest.mark.parametrize("command", [["status", "--json"], ["up", "--print-config", "--partitions", "500"]])
+@pytest.mark.parametrize("command", [["status", "--json"], ["status"], ["status", "--watch", "0.1"],
+                                     ["up", "--print-config", "--partitions", "500"]])
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, command: list[str]) -> None:
     """stdout's reader is gone before the first byte: exit 141 (SIGPIPE's), no traceback."""
     config = local_cluster(dcs=("a", "b"), partitions=2, wan="off", base_port=free_port_block(4))

@@ -316,6 +316,19 @@ def test_the_reference_is_generated_from_the_settings_table() -> None:
     assert (ROOT / "docs" / "config.md").read_text(encoding="utf-8") == reference.markdown()
 
 
+def test_the_reference_types_each_optional_section_field_by_what_it_holds() -> None:
+    """A ``[connections]`` or ``[reads]`` row is a time in ms only when its name ends in ``_ms``, and
+    a field unset by default says what the server then uses, never ``None``."""
+    from okapikv.cluster.config import reference
+
+    rows = [line.split(" | ") for line in reference.markdown().splitlines() if line.startswith("| `")]
+    optional = [row for row in rows if len(row) == 3]
+    assert any(row[0] == "| `max_scan_bytes`" for row in optional)
+    for name, kind, default in optional:
+        assert (kind == "number (ms)") == name.endswith("_ms`"), name
+        assert default.strip(" |") not in ("None", ""), name
+
+
 def test_the_settings_table_names_every_key_with_the_models_default() -> None:
     """Every key the parser takes has a row, and each row's default is the model's, written as TOML."""
     import tomlkit

@@ -182,3 +182,19 @@ def test_a_released_replica_no_longer_holds_clients_but_its_answer_is_still_chec
     assert catch_up.serving and catch_up.holding_for == []
     catch_up.on_reply(CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 5)), T0)
     assert not catch_up.serving and catch_up.status == "lost"
+
+
+def test_a_loss_shown_by_an_earlier_requests_answer_counts_when_the_replica_restarted_too() -> None:
+    """A replica restarted while this server was down (a whole cluster restarted, one disk empty)
+    asks this server, which asks it again: the answer to the first request still shows what the
+    replica holds of this DC, where the second's may carry this incarnation's first heartbeats only."""
+    for first_answered_first in (True, False):
+        state, catch_up = make(dcs=2)
+        asked = requests(catch_up.start(verify=Verify(own_from=pack(T0), hold=True)))  # type: ignore[arg-type]
+        again = requests(catch_up.on_request(CatchUpRequest(ServerId(1, 0), 1, 0, True), T0))[1]  # type: ignore[arg-type]
+        answers = [CatchUpReply(ServerId(1, 0), asked[1].request_id, 0, pack(T0 - 50)),  # our lost writes
+                   CatchUpReply(ServerId(1, 0), again.request_id, 0, pack(T0 + 5))]  # our new heartbeats
+        for answer in answers if first_answered_first else answers[::-1]:
+            catch_up.on_reply(answer, T0)
+        assert catch_up.lost_through == pack(T0 - 50), first_answered_first
+        assert not catch_up.serving and catch_up.status == "lost"

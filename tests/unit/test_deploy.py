@@ -225,6 +225,46 @@ def test_the_dockerfile_follows_the_rules_of_a_server_image() -> None:
         assert linted.returncode == 0, linted.stdout + linted.stderr
 
 
+def test_the_systemd_unit_is_the_one_deploy_md_shows_and_runs_a_durable_server() -> None:
+    """docs/deploy.md, "3. systemd": the unit it prints is the file the repository and the package
+    ship, its server command is one `okapi server` takes, and exit statuses 2 (a bad config or its
+    address in use) and 4 (damaged data) are not restarted, since a restart does not fix them."""
+    import configparser
+    import re
+    import shlex
+
+    from okapikv.cli import parse
+    from okapikv.serve.main import EXIT_DATA_DAMAGED
+
+    unit_path = ROOT / "src" / "okapikv" / "deploy" / "systemd" / "okapi@.service"
+    shown = re.search(r"`/etc/systemd/system/okapi@\.service`.*?```ini\n(.*?)```",
+                      (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8"), re.S)
+    assert shown is not None and shown[1] == unit_path.read_text(encoding="utf-8")
+    unit = configparser.ConfigParser(strict=False, interpolation=None, comment_prefixes=("#",))
+    unit.optionxform = str  # type: ignore[assignment,method-assign]  # systemd's keys are case-sensitive
+    unit.read_string(shown[1].replace("\\\n", " "))
+    service = unit["Service"]
+    command = shlex.split(service["ExecStart"].replace("${OKAPI_DC}", "oregon").replace("${OKAPI_PARTITION}", "0"))
+    assert command[0].endswith("/okapi")
+    args = parse(command[1:])
+    assert args.command == "server" and args.data_dir and not args.in_memory
+    assert set(service["RestartPreventExitStatus"].split()) == {"2", str(EXIT_DATA_DAMAGED)}
+    assert service["KillSignal"] == "SIGTERM" and service["User"] == "okapi"
+    assert unit["Install"]["WantedBy"] == "multi-user.target"
+
+
+def test_the_alert_rule_operations_md_shows_is_the_shipped_one() -> None:
+    """docs/operations.md, "Clocks: the maximum offset", quotes a rule of the shipped alert rules."""
+    import re
+
+    operations = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    quoted = [rule for block in re.findall(r"```yaml\n(.*?)```", operations, re.S) for rule in yaml.safe_load(block)
+              if isinstance(rule, dict) and "alert" in rule]
+    shipped = {rule["alert"]: rule for group in _load(ROOT / "src/okapikv/deploy/monitoring/okapi-alerts.yml")["groups"]
+               for rule in group["rules"]}
+    assert quoted and all(rule == shipped.get(rule["alert"]) for rule in quoted), quoted
+
+
 @pytest.mark.parametrize("value", [
     {"a": {"b": [1, "2", {"c": "x", "d": []}], "on": "true", "e": {}}, "f": 1.5, "g": None, "h": False},
     {"text": "line one\nline two\n", "spaced": "  leading\n", "crlf": "a\r\nb\n", "two": "a\n\n", "empty": ""},

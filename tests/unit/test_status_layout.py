@@ -68,3 +68,25 @@ def test_a_wide_terminal_shows_each_dcs_lag() -> None:
     assert all(f"lag {dc} ms" in text for dc in DCS), text
     assert all(len(line) <= 220 for line in lines)
     assert "127.0.0.1:20100" in text and "DOWN" in text
+
+
+def test_watch_into_a_pipe_prints_each_refresh_as_it_comes(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`okapi status --watch 2 | tee status.log` (or into a file): with no terminal to redraw in place,
+    each refresh is printed whole when it is taken, not held back until the command is stopped."""
+    from okapikv.cluster import status
+
+    topology = Topology("okapi-local", "okapi", DCS, tuple((r["dc"], r["partition"], r["address"]) for r in _records()))
+    printed_before: list[str] = []
+
+    def refresh(_: Topology) -> list[dict[str, Any]]:
+        printed_before.append(capsys.readouterr().out)  # what a reader of the pipe has by now
+        if len(printed_before) == 3:
+            raise KeyboardInterrupt
+        return _records()
+
+    monkeypatch.setattr(status, "collect", refresh)
+    monkeypatch.setattr(status.time, "sleep", lambda _: None)
+    assert status.watch(topology, 2.0, as_json=False) == 0
+    assert [text.count("cluster okapi-local") for text in printed_before] == [0, 1, 1]
+    assert "ops/s" in printed_before[1] and "virginia" in printed_before[2]

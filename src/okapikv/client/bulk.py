@@ -9,10 +9,10 @@ concurrent sessions wants them small); a load wants none of that. Here:
   own to its server (the native port, or the gRPC ``Pipeline`` stream where there is none:
   ``native.AsyncNativeCall``) as bulk PUTs (``PutManyRequest``) of ``BULK_BATCH`` pairs (fewer
   where the cluster's message limit says so), with ``BULK_WINDOW`` of them in flight: the server
-  decodes a bulk PUT in one protobuf call and writes its pairs in one core call with one
-  admission and one reply, and on a durable server the bulk PUTs that arrive during a commit
-  share the next commit group (``okapikv.storage.group_commit``), so a load pays one transaction
-  and one fsync per group of thousands of records;
+  decodes a bulk PUT in one call (msgpack on the native port, protobuf over gRPC) and writes its
+  pairs in one core call with one admission and one reply, and on a durable server the bulk PUTs
+  that arrive during a commit share the next commit group (``okapikv.storage.group_commit``), so a
+  load pays one log record and one fsync per group of thousands of records;
 - every pair is a PUT of the session as it was when the load started, encoded once: they are
   concurrent writes of that session (none depends on another). When the load ends the session
   merges the reply session of the newest bulk PUT of each partition, so what was loaded is

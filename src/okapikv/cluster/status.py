@@ -350,9 +350,16 @@ def _document(topology: Topology, records: list[dict[str, Any]]) -> dict[str, An
 def _console() -> Any:
     from rich.console import Console
 
-    console = Console()
+    class ReaderAware(Console):
+        """rich ends a write to a reader that went away with exit 1; `okapi` ends it with 141, as
+        for SIGPIPE (``okapikv.cli``), whatever the command prints with."""
+
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError
+
+    console = ReaderAware()
     if not console.is_terminal:
-        console = Console(width=240)  # a pipe or a file: never squeeze the columns
+        console = ReaderAware(width=240)  # a pipe or a file: never squeeze the columns
     return console
 
 
@@ -380,6 +387,12 @@ def watch(topology: Topology, interval_s: float, as_json: bool) -> int:
 
     console = _console()
     try:
+        if not console.is_terminal:
+            # A pipe or a file cannot be redrawn in place (rich's Live would print only at the end):
+            # each refresh whole, as it is taken, for `okapi status --watch 2 | tee status.log`.
+            for records in _refreshes(topology, interval_s):
+                console.print(build_table(topology, records, watching=True))
+                console.file.flush()
         with Live(console=console, auto_refresh=False, transient=False) as live:
             for records in _refreshes(topology, interval_s):
                 live.update(build_table(topology, records, watching=True), refresh=True)

@@ -25,7 +25,8 @@ nothing says whether it lost anything.
 
 Invariants (tested in ``tests/unit/test_core_catchup.py`` and ``tests/unit/test_core_durability.py``):
 - request ids are unique across incarnations (they start above the clock: ``_request``), and only the
-  answer to the latest request to a DC ends its freeze or counts towards a repair;
+  answer to the latest request to a DC ends its freeze or counts towards a repair; a loss counts
+  from the answer to any verifying request (a replica that restarted too is asked again);
 - the clock never issues a timestamp a replica already holds (``origin_through``);
 - a repair ends only once every replica answered and the stable vector reached the threshold; it
   keeps the salvaged local versions no replica holds.
@@ -131,6 +132,9 @@ class CatchUp:
         self._verify_bound = 0  # the recovered ``vv`` entry of this DC at start
         #: replica DC -> id of the restart request whose answer the verification still waits for
         self.verifying: dict[int, int] = {}
+        #: replica DC -> ids of earlier verifying requests to it, superseded when it restarted too:
+        #: their answers no longer end the wait, but a loss they show still counts (``on_reply``)
+        self.superseded: dict[int, set[int]] = {}
         #: replica DCs the hold no longer waits for (``release``); their answers are still checked
         self.released: set[int] = set()
         #: the highest timestamp of this DC a replica held that this server had lost (0: none seen)
@@ -235,6 +239,7 @@ class CatchUp:
                 assert repairing is not None
                 repairing.waiting[source.dc] = send.message.request_id  # type: ignore[union-attr]
             elif source.dc in self.verifying:  # its new incarnation answers instead
+                self.superseded.setdefault(source.dc, set()).add(self.verifying[source.dc])
                 self.verifying[source.dc] = send.message.request_id  # type: ignore[union-attr]
             effects.append(send)
         return effects
@@ -302,10 +307,18 @@ class CatchUp:
         """Take a catch-up answer (``_on_reply``); an answer to a verifying start's request is first
         checked for lost writes, and a loss starts the repair where ``Verify.repair`` allows it."""
         verify = self._verify
-        if (verify is None or not self.state.is_replica(message.source)
-                or self.verifying.get(message.source.dc) != message.request_id):
+        dc = message.source.dc
+        latest = self.verifying.get(dc) == message.request_id
+        # The answer to a request superseded when the replica restarted too (``on_request``) says
+        # what it held then: after it learns this incarnation's first heartbeats from its own
+        # catch-up, its answer to the latest request can no longer show a loss.
+        earlier = message.request_id in self.superseded.get(dc, ())
+        if verify is None or not self.state.is_replica(message.source) or not (latest or earlier):
             return self._on_reply(message, now_us)
-        del self.verifying[message.source.dc]
+        if latest:
+            del self.verifying[dc]
+        else:
+            self.superseded[dc].discard(message.request_id)
         found = self._verify_bound < message.origin_through < verify.own_from
         first = found and not self.lost_through
         if found:
@@ -324,6 +337,7 @@ class CatchUp:
         state = self.state
         self.repair = repairing = Repairing((), {}, zeros(state.num_dcs))
         self.verifying.clear()
+        self.superseded.clear()
         effects: list[Effect] = []
         for peer in state.peers:
             send = self._request(peer, restarted=False, repair=True)

@@ -24,6 +24,7 @@ from pathlib import Path
 from okapikv.cluster.config import ClusterConfig, join_address, split_address
 from okapikv.cluster.ports import address_in_use
 from okapikv.lifetime import exit_with_parent
+from okapikv.resp.parser import hiredis_preferred
 from okapikv.serve.app import BindError, run, serve
 from okapikv.server.logs import LOG_FORMATS, configure_logging
 from okapikv.storage import DataDamagedError, DataDirError
@@ -41,8 +42,9 @@ DURABLE_SWITCH_INTERVAL_S = 0.0005
 def preflight(config: ClusterConfig, dc: int, partition: int, data_dir: str | None, metrics_port: int | None) -> None:
     """Raise ``ValueError`` (one line naming the file or address) if the server cannot start,
     checked before anything is created or bound, so a failed start leaves nothing behind: TLS files
-    that cannot be read or do not belong together (a key of another certificate), an address
-    another process listens on, a data directory that cannot be one."""
+    that cannot be read or do not belong together (a key of another certificate), an
+    ``OKAPI_RESP_PARSER`` that names no parser, an address another process listens on, a data
+    directory that cannot be one."""
     tls = config.tls
     if tls is not None:
         for file, setting in ((tls.ca, "ca"), (tls.certificate, "certificate"), (tls.key, "key")):
@@ -58,6 +60,8 @@ def preflight(config: ClusterConfig, dc: int, partition: int, data_dir: str | No
             if error.reason == "KEY_VALUES_MISMATCH":
                 raise ValueError(f"tls key {tls.key} does not match tls certificate {tls.certificate}") from None
             raise ValueError(f"tls certificate {tls.certificate} with key {tls.key}: {error.reason or error}") from None
+    if config.resp:
+        hiredis_preferred()  # OKAPI_RESP_PARSER names a parser, or the server does not start (docs/resp.md, "Parsing")
     server = config.server(dc, partition)
     addresses = [server.listen_address, *(address for address in (server.peer_listen_address,) if address)]
     if config.resp and server.resp_port:

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from okapikv.cluster.config.fields import CLUSTER, CONNECTIONS_COMMENT, READS_COMMENT, SERVER, TLS, WAN, Setting
 from okapikv.cluster.connections import ConnectionSettings
-from okapikv.cluster.reads import ReadLimits
+from okapikv.cluster.reads import DEFAULT_SCAN_BYTES, ReadLimits
 
 INTRODUCTION = """\
 # The cluster config file
@@ -33,11 +33,17 @@ def _table(settings: Iterable[Setting]) -> list[str]:
     return lines
 
 
-def _defaults(instance: ConnectionSettings | ReadLimits, kind: str) -> list[str]:
+#: What an unset default means, for the fields whose default is None.
+UNSET = {"max_scan_bytes": f"{DEFAULT_SCAN_BYTES}, or what `max_message_bytes` leaves beside one largest pair if less"}
+
+
+def _defaults(instance: ConnectionSettings | ReadLimits) -> list[str]:
+    """One row per field: a time (a name ending in ``_ms``) is a number of ms, anything else a count."""
     lines = ["| setting | type | default |", "|---|---|---|"]
     for item in dataclasses.fields(instance):
         value = getattr(instance, item.name)
-        lines.append(f"| `{item.name}` | {'integer' if isinstance(value, int) else kind} | {value} |")
+        kind = "number (ms)" if item.name.endswith("_ms") else "integer"
+        lines.append(f"| `{item.name}` | {kind} | {UNSET[item.name] if value is None else value} |")
     return lines
 
 
@@ -51,10 +57,10 @@ def markdown() -> str:
              "speaks TLS only ([operations.md](operations.md#tls)).", "", *_table(TLS), "",
              "## `[connections]`: optional", "", CONNECTIONS_COMMENT.replace("docs/operations.md, Connections",
              "[operations.md](operations.md#connections-budgets-timeouts-and-link-liveness)"), "",
-             *_defaults(ConnectionSettings(), "number (ms)"), "",
+             *_defaults(ConnectionSettings()), "",
              "## `[reads]`: optional", "", READS_COMMENT.replace("docs/operations.md, Read limits and paging",
              "[operations.md](operations.md#read-limits-and-paging)"), "",
-             *_defaults(ReadLimits(), "number (ms)"), ""]
+             *_defaults(ReadLimits()), ""]
     return "\n".join(lines)
 
 
