@@ -47,3 +47,16 @@ class NoRelay(PartitionServer):
 
 def test_survivors_that_do_not_relay_are_caught() -> None:
     assert anomalies(simulate("okapi", 1, NoRelay))
+
+
+def test_a_dead_senders_batches_are_not_resent_to_a_restarted_receiver() -> None:
+    """dc2 is lost (every server killed) while a batch of dc2/p0 is on its way to dc1/p0, which
+    crashes next and restarts after dc2 is back on new servers. The dead sender's link resends
+    nothing (``World._hold``): the batch does not stay on the replication ledger while dc2's new
+    servers heartbeat past it, which read as a heartbeat overtaking an update (ReplicationPromise)."""
+    config = SimConfig(seed=8, num_dcs=3, num_partitions=4, num_clients=12, duration_s=1.0, faults=True,
+                       membership=True, liveness_s=0.25)
+    outcome = run_simulation(config)
+    faults = [record.description for record in outcome.result.faults]
+    assert any("lose dc2" in fault for fault in faults) and any("crash dc1/p0" in fault for fault in faults)
+    assert anomalies(outcome) == []

@@ -13,7 +13,8 @@ A *cut* (a partitioned DC, or the link between two DCs) holds what the cut links
 order, and delivers it on repair (links are reliable). A crashed server receives nothing: what its
 peers send it meanwhile, and what was in flight to it, stays unacknowledged in their links
 (``unacked``) and is resent, in order, to the next incarnation (``resend``); what the crashed
-server itself had queued behind a cut dies with it (``drop_queues_from``). A link its destination
+server itself had queued behind a cut, or kept for a crashed destination, dies with it
+(``drop_queues_from``). A link its destination
 *refused* (a full disk refuses replication from other DCs: ``okapikv.core.host.Host.peer_refusal``)
 ends as a production link does: it keeps the refused message and everything after it
 (``refused``) and resends them, in order, once the destination takes them again. A *silent* link between
@@ -255,8 +256,13 @@ class Network:
                 self._transmit(link, src_dc, dst_dc, destination, message)
 
     def drop_queues_from(self, index: int) -> None:
-        """Server ``index`` crashed: what its cut and refused links held dies with it (its own link
-        queues)."""
+        """Server ``index`` crashed: what its links kept dies with it, as a production link's queue
+        dies with its process: what its cut and refused links held (the newest of each link's
+        batches in flight), and what they kept unacknowledged for a crashed destination (the oldest:
+        a crashed destination receives nothing, so all a link sent it since is kept). A restarted
+        destination asks the sender's next incarnation for what it misses (its catch-up); resending
+        a dead incarnation's batches after its DC's new servers have heartbeated past them would
+        hand the destination updates its vector already covers."""
         count_servers = self.count_servers
         for queues in (self.held, self.refused):
             for link in [link for link in queues if link // count_servers == index]:
@@ -264,8 +270,18 @@ class Network:
                     if type(message) is ReplicateBatch:
                         self.inflight[link].pop()
                         self.replication_inflight -= 1
+        for destination, kept in enumerate(self.unacked):
+            for message in kept.pop(index, ()):
+                self.lost_on_link(index, destination, message)
         if self.silent is not None:
             self.silent.drop_from(index)
+
+    def lost_on_link(self, source: int, destination: int, message: Message) -> None:
+        """``message``, the oldest of its link still in flight, is lost with its sender's link: off the
+        ledger."""
+        if type(message) is ReplicateBatch:
+            self.inflight[source * self.count_servers + destination].popleft()
+            self.replication_inflight -= 1
 
     # ================================================================ the replication ledger
 

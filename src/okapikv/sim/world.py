@@ -645,13 +645,16 @@ class World(Events):
     def _hold(self, index: int, message: Message) -> None:
         """A message for a paused server waits in its inbox. One for a crashed server: a client's
         request is lost (the client side resends it); a peer's stays unacknowledged in the peer's
-        link, which resends it to the new incarnation (``okapikv.server.links``)."""
+        link, which resends it to the new incarnation (``okapikv.server.links``), unless its sender
+        is down too: a dead sender's link resends nothing."""
         if not self.down[index]:
             self.inbox[index].append(message)
         elif isinstance(message, ClientRequest):
             client = self.pending.get(message.request_id)
             if client is not None:
                 self.clients.lost(client, message)
+        elif self.down[self.index(message.source)]:
+            self.network.lost_on_link(self.index(message.source), index, message)
         else:
             self.network.keep_for(index, message.source, message)
 
