@@ -121,3 +121,15 @@ def test_a_committed_report_is_redrawn_from_its_results(path: Path, tmp_path: Pa
                                                                                        "## Plots"))]
 
     assert kept(report) == kept(committed)
+
+
+def test_a_simulated_sweeps_end_out_of_a_steady_state_round_trips() -> None:
+    """A kept peak's ``unsteady`` step and a kept step's ``steady: false`` survive results.json, so
+    the claims can tell a sweep that a transient ended (``okapikv.sim.experiments.steady``)."""
+    peak = _run(sweep=[[48, 40.0], [96, 50.0]], unsteady=[192, 90.0, 1.45])
+    step = _run(steady=False)
+    for run in (peak, step):
+        data = json.loads(json.dumps(run.to_dict()))
+        assert Run.from_dict(data) == run
+    assert peak.to_dict()["unsteady"] == [192, 90.0, 1.45] and "steady" not in peak.to_dict()
+    assert step.to_dict()["steady"] is False and "unsteady" not in step.to_dict()

@@ -11,10 +11,10 @@ be regenerated from a saved results.json, and anything that fills a ``Results`` 
 source other than the load generator) gets the same outputs.
 
 The shape: top-level keys in the order of ``Results.to_dict``; a run is its fields in order, with
-``load``, ``waits``, ``traffic``, ``server_operations``, ``sweep`` and ``durability`` left out when
-absent. Three sections belong to one suite each and are stored as that suite serializes them:
-``fast`` (``benchmarks.suites.fast_figures.FastFigures``), ``resp`` (``benchmarks.suites.resp``) and
-``paper`` (``benchmarks.suites.paper_figures``).
+``load``, ``waits``, ``traffic``, ``server_operations``, ``sweep``, ``unsteady``, ``steady`` and
+``durability`` left out when absent. Three sections belong to one suite each and are stored as that
+suite serializes them: ``fast`` (``benchmarks.suites.fast_figures.FastFigures``), ``resp``
+(``benchmarks.suites.resp``) and ``paper`` (``benchmarks.suites.paper_figures``).
 This module imports nothing else of the benchmark: it is the data model the other stages share.
 """
 
@@ -161,7 +161,7 @@ class DurabilitySummary:
 
 #: Run fields that a run without them leaves out of results.json rather than writing as null.
 _OMITTED_WHEN_ABSENT = ("load", "waits", "traffic", "server_operations", "clock_skew_model", "max_dc_skew_ms",
-                        "coordinator", "sweep", "durability")
+                        "coordinator", "sweep", "unsteady", "steady", "durability")
 #: Figures of a run's CPU and traffic that are left out when absent (a run that has no idle
 #: measurement or no wire counters, and files written before them, read and write back alike).
 _FIGURES_OMITTED_WHEN_ABSENT = frozenset({
@@ -207,6 +207,11 @@ class Run:
     #: a simulated peak's sweep, every step's [clients, ops/s]: a knee or a peak still growing
     #: (``okapikv.sim.experiments.run_point``); None for measured runs
     sweep: list[list[float]] | None = None
+    #: the step that ended a simulated sweep out of a steady state: [clients, ops/s, throughput x mean
+    #: latency / clients] on a kept peak (``okapikv.sim.experiments.steady``); ``steady`` False on such
+    #: a step kept among every step of its sweep
+    unsteady: list[float] | None = None
+    steady: bool | None = None
     durability: DurabilitySummary | None = None  # a durable run's commit groups (``DurabilitySummary``)
 
     def to_dict(self) -> dict[str, Any]:
