@@ -38,6 +38,8 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
             raise ValueError(f"not parts of one experiment: {', '.join(differ)} differ")
         config["protocols"] = [*config["protocols"], *other["protocols"]]
         config["command"] = f"{config['command']}; {other['command']}"
+        if "sweep_start" in other:  # each system's sweep starts where its part's did
+            config["sweep_start"] = {**config.get("sweep_start", {}), **other["sweep_start"]}
         for name, series in part["series"].items():
             if name in merged["series"]:
                 merged["series"][name]["runs"] += series["runs"]

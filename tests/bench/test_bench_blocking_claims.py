@@ -67,8 +67,10 @@ def _part(system: str, **config: object) -> dict[str, object]:
 
 def test_an_experiment_run_in_parts_merges_into_one_results() -> None:
     merge = load_script("merge_sim_results").merge
-    merged = merge([_part("okapi"), _part("gentlerain")])
+    merged = merge([_part("okapi", sweep_start={"okapi": 1}), _part("gentlerain", sweep_start={"gentlerain": 32})])
     assert merged["config"]["protocols"] == ["okapi", "gentlerain"]
+    # each system's sweep start, which tells a peak at a sweep's last step (a lower bound)
+    assert merged["config"]["sweep_start"] == {"okapi": 1, "gentlerain": 32}
     assert [run["system"] for run in merged["series"]["sim-scalability"]["runs"]] == ["okapi", "gentlerain"]
     assert merged["notes"] == ["okapi checked", "gentlerain checked"]
     assert merged["timings_s"]["simulation_cpu_s"] == 4.0 and "; okapi sim" in merged["config"]["command"]
