@@ -450,7 +450,8 @@ def _sim_sweep(data: Mapping[str, Any], key: str) -> Sweep:
         growing = not below or run["throughput_ops_s"] >= below[-1][1] * (1 + PEAK_GROWTH)
         above = [r for r in runs if r["system"] == system and r[key] == value and r["clients"] > run["clients"]]
         # the sweep ended after the peak on a step out of a steady state: its capacity lies beyond
-        ended = "unsteady" in run or (not above and (system, value) in unsteady)
+        last = "sweep" in run and run["clients"] >= max(clients for clients, _ in run["sweep"])
+        ended = ("unsteady" in run and last) or (not above and (system, value) in unsteady)
         peaks.append(_peak(run, key, (at_sweep_top(run, steps, int(starts.get(system, 1))) or ended) and growing))
     window, warmup = _window(data)
     return Sweep(key, tuple(peaks), window_s=window, warmup_s=warmup, untrusted=_untrusted(data))

@@ -248,6 +248,11 @@ def test_a_peak_before_a_step_out_of_a_steady_state_is_a_lower_bound_when_still_
     assert judge({"fig3": data})[0].verdict == REPRODUCED
     grown["unsteady"] = [grown["clients"] * 2, grown["throughput_ops_s"] * 3, 1.45]
     assert judge({"fig3": data})[0].verdict == REPRODUCED  # a flat step below: the knee
+    # a steady step above the peak, lower, then the unsteady one: the knee, however the peak grew
+    grown["sweep"] = [[48, grown["throughput_ops_s"] / 2], [96, grown["throughput_ops_s"]],
+                      [192, grown["throughput_ops_s"] * 0.8]]
+    assert judge({"fig3": data})[0].verdict == REPRODUCED
+    grown["sweep"] = grown["sweep"][:2]
     grown["sweep"][0][1] = grown["throughput_ops_s"] / 1.06
     row = judge({"fig3": data})[0]
     assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
