@@ -22,7 +22,7 @@ the results back into it, and the claims read nothing else:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,10 +133,11 @@ class SkewLevel:
 
 @dataclass(frozen=True, slots=True)
 class LatencyCell:
-    """Each system's mean RO-TX latency (ms) at the same p and load (Fig. 4b, 5)."""
+    """Each system's mean RO-TX latency (ms) at the same p and throughput (Fig. 4b, 5): at a
+    throughput one of Okapi's steps reached, the others' on their own curves (``equal_throughput``)."""
 
     p: int
-    load: int
+    throughput: float
     okapi: float
     cure: float
     gentlerain: float
@@ -175,7 +176,7 @@ class Measurements:
     scalability: Sweep
     rotx: Sweep
     writes: Sweep
-    #: row 6: every step of the RO-TX sweeps where all three systems ran at the same p and load
+    #: row 6: RO-TX latency at equal p and throughput (``equal_throughput``)
     rotx_latency: tuple[LatencyCell, ...] = ()
     rotx_latency_what: str = ""
     rotx_stalls: tuple[RotxStall, ...] = ()
@@ -252,14 +253,44 @@ def _real_sweep(results: Mapping[str, Any], series: str, key: str) -> Sweep:
     return Sweep(key, tuple(peaks), window_s=_float(config.get("duration_s")), warmup_s=_float(config.get("warmup_s")))
 
 
-def _real_latency(results: Mapping[str, Any]) -> tuple[LatencyCell, ...]:
-    cells: dict[tuple[int, int], dict[str, float]] = {}
-    for run in _series_runs(results, "paper-rotx-partitions-sessions"):
-        latency = run.get("latency_us", {}).get("rotx")
-        if latency and latency.get("count"):
-            cells.setdefault((run["rotx_partitions"], run["clients"]), {})[run["system"]] = latency["mean_us"] / 1000
-    return tuple(LatencyCell(p, load, c["okapi"], c["cure"], c["gentlerain"])
-                 for (p, load), c in cells.items() if len(c) == 3)
+def _on_curve(curve: Sequence[tuple[float, float]], throughput: float) -> float | None:
+    """The latency on ``curve`` ((throughput, latency) by throughput) at ``throughput``, linear
+    between the two points around it; None outside the curve."""
+    if not curve or not curve[0][0] <= throughput <= curve[-1][0]:
+        return None
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if x0 <= throughput <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (throughput - x0) / (x1 - x0)
+    return curve[0][1]
+
+
+def equal_throughput(runs: Iterable[Mapping[str, Any]]) -> tuple[LatencyCell, ...]:
+    """Row 6's cells, as Fig. 5 draws RO-TX latency against throughput: for each p, at the throughput
+    of each of Okapi's steps, Okapi's RO-TX latency and Cure's and GentleRain's on their own curves,
+    each curve a system's steps up to its peak (the rising part of its sweep) ordered by throughput,
+    linear between two steps; a throughput a curve does not reach gives no cell. Comparing at equal
+    clients would set a system that queues more clients per operation (GentleRain, Cure) against
+    Okapi at a lower throughput, and past saturation compare queues, not the protocols' waits."""
+    steps: dict[tuple[int, str], list[tuple[int, float, float]]] = {}
+    for run in runs:
+        latency = _latency_ms(run, "rotx")
+        if latency is not None and run["throughput_ops_s"]:
+            steps.setdefault((run["rotx_partitions"], run["system"]), []).append(
+                (run["clients"], float(run["throughput_ops_s"]), latency))
+    curves: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for key, points in steps.items():
+        points.sort()
+        peak = max(range(len(points)), key=lambda i: points[i][1])
+        curves[key] = sorted((ops, latency) for _, ops, latency in points[:peak + 1])
+    cells = []
+    for (p, system), curve in sorted(curves.items()):
+        if system != "okapi":
+            continue
+        for ops, latency in curve:
+            cure, gentlerain = (_on_curve(curves.get((p, other), []), ops) for other in ("cure", "gentlerain"))
+            if cure is not None and gentlerain is not None:
+                cells.append(LatencyCell(p, ops, latency, cure, gentlerain))
+    return tuple(cells)
 
 
 def _real_skew_model(results: Mapping[str, Any]) -> str:
@@ -306,7 +337,8 @@ def from_real(results: Mapping[str, Any]) -> Measurements:
         REAL, _real_sweep(results, "paper-scalability", "partitions"),
         _real_sweep(results, "paper-rotx-partitions", "rotx_partitions"),
         _real_sweep(results, "paper-write-ratio", "write_ratio"),
-        rotx_latency=_real_latency(results), rotx_latency_what="every step of the RO-TX searches",
+        rotx_latency=equal_throughput(_series_runs(results, "paper-rotx-partitions-sessions")),
+        rotx_latency_what="every step of the RO-TX searches up to each system's peak",
         rotx_stalls=stalls,
         stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         skew=tuple(SkewLevel(row["clock_skew_ms"], row["tx_mean_ms"], row.get("max_dc_skew_ms")) for row in sweep),
@@ -489,11 +521,6 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
     """The measurements of the simulated experiments (``load_simulated``; module docstring)."""
     fig4 = results.get("fig4", {})
     rotx = _sim_sweep(fig4, "rotx_partitions")
-    cells: dict[tuple[int, int], dict[str, float]] = {}
-    for run in _runs(fig4):
-        latency = _latency_ms(run, "rotx")
-        if latency is not None:
-            cells.setdefault((run["rotx_partitions"], run["clients"]), {})[run["system"]] = latency
     first = first_steps(_runs(fig4), "gentlerain")
     best = _best(_runs(fig4), "rotx_partitions")
     stalls_below, stalls_below_what = _stalls_below(_runs(fig4), "clients")
@@ -511,9 +538,8 @@ def from_simulated(results: Mapping[str, Mapping[str, Any]]) -> Measurements:
         for run in _runs(writes))
     return Measurements(
         SIMULATED, _sim_sweep(results.get("fig3", {}), "partitions"), rotx, _sim_fixed(writes, "write_ratio"),
-        rotx_latency=tuple(LatencyCell(p, load, c["okapi"], c["cure"], c["gentlerain"])
-                           for (p, load), c in cells.items() if all(s in c for s in SYSTEMS)),
-        rotx_latency_what="every step of the fig4 sweeps",
+        rotx_latency=equal_throughput(_runs(fig4)),
+        rotx_latency_what="every steady step of the fig4 sweeps up to each system's peak",
         rotx_stalls=tuple(_sim_stall(run) for run in best.values()),
         stalls_below=stalls_below, stalls_below_what=stalls_below_what,
         one_skew=f"under offsets uniform in [0, {skew:g}] ms per server",

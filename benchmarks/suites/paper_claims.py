@@ -157,20 +157,21 @@ def latency_verdict(rotx_gr: Sequence[float], rotx_cure: Sequence[float], put_gr
 
 def considerably_verdict(cells: Sequence[tuple[float, float]]) -> tuple[str, str]:
     """Row 6's rule, real and simulated alike, over cells of (GentleRain / Okapi, Cure / Okapi) RO-TX
-    latency at the same load: "considerably higher" is at least ``CONSIDERABLY``. **reproduced**:
-    GentleRain's at every cell and Cure's at three quarters of them; **partly**: both higher than
-    Okapi's at three quarters of them, not by the size; **not**: else."""
+    latency at the same throughput (``measurements.equal_throughput``): "considerably higher" is at
+    least ``CONSIDERABLY``. **reproduced**: GentleRain's at every cell and Cure's at three quarters of
+    them; **partly**: both higher than Okapi's at three quarters of them, not by the size; **not**:
+    else."""
     total = len(cells)
     gr_big = sum(gr >= CONSIDERABLY for gr, _ in cells)
     cure_big = sum(cure >= CONSIDERABLY for _, cure in cells)
     higher = sum(gr > 1 + EQUAL and cure > 1 + EQUAL for gr, cure in cells)
-    counts = (f"x{CONSIDERABLY:g} or more at {gr_big} (GentleRain) and {cure_big} (Cure) of {total} loads; "
+    counts = (f"x{CONSIDERABLY:g} or more at {gr_big} (GentleRain) and {cure_big} (Cure) of {total} throughputs; "
               f"both above Okapi at {higher}")
     if gr_big == total and cure_big >= total * 0.75:
         return REPRODUCED, counts
     if higher >= total * 0.75:
         return PARTLY, counts + ": higher, not considerably everywhere"
-    return NOT, counts + ": Okapi's RO-TX is not the fastest at most loads"
+    return NOT, counts + ": Okapi's RO-TX is not the fastest at most throughputs"
 
 
 def skew_verdict(levels: Sequence[tuple[float, float]]) -> tuple[str, str]:
@@ -472,8 +473,9 @@ def _scaling_rule(m: Measurements) -> Judged:
 def _rotx_latency_rule(m: Measurements) -> Judged:
     cells = m.rotx_latency
     if not cells:
-        return "-", SILENT, f"no {m.source.load[:-1]} count measured for all three systems"
-    measured = (f"at the same p and {m.source.load} ({len(cells)} pairs of steps): GentleRain / Okapi "
+        return "-", SILENT, "no throughput that all three systems' curves reach at one p"
+    measured = (f"at the same p and throughput ({len(cells)} of Okapi's steps, the others' curves "
+                f"between their steps): GentleRain / Okapi "
                 f"{_span(c.gentlerain / c.okapi for c in cells)}, Cure / Okapi "
                 f"{_span(c.cure / c.okapi for c in cells)}" + _evidence(m.rotx, m.rotx_latency_what))
     if m.rotx.untrusted:

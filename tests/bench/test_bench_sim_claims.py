@@ -125,6 +125,27 @@ def test_cures_stall_probability_is_judged_below_saturation() -> None:
     assert judge({"fig4": fig4([0.55, 0.50, 0.40], [0.02, 0.2, 0.4])})[6].verdict == NOT
 
 
+def test_rotx_latency_is_compared_at_equal_throughput() -> None:
+    """Row 6 ("for any value of throughput", Fig. 5): at each of Okapi's steps' throughput, the
+    others' latency on their own curves, linear between their steps. Cure here needs twice Okapi's
+    clients for a throughput: at equal clients its latency is x1.2, at equal throughput x1.9-3.8."""
+    runs = []
+    for clients, ops, ms in ((96, 100.0, 1.0), (192, 200.0, 1.0)):
+        runs.append(_run("okapi", p=1, clients=clients, ops=ops, rotx_ms=ms))
+    for clients, ops, ms in ((96, 50.0, 1.2), (192, 100.0, 1.9), (384, 200.0, 3.8), (768, 150.0, 9.0)):
+        runs.append(_run("cure", p=1, clients=clients, ops=ops, rotx_ms=ms))
+    for clients, ops, ms in ((96, 40.0, 70.0), (384, 160.0, 75.0), (768, 240.0, 90.0)):
+        runs.append(_run("gentlerain", p=1, clients=clients, ops=ops, rotx_ms=ms))
+    row = judge({"fig4": _results(runs)})[5]
+    # Cure at 100 ops/s: its step (1.9); at 200: its peak step (3.8), the step past its peak left out.
+    # GentleRain at 100: 70 + 5 x 60/120 = 72.5 ms; at 200: 75 + 15 x 40/80 = 82.5 ms
+    assert "2 of Okapi's steps" in row.measured and "Cure / Okapi x1.90 to x3.80" in row.measured
+    assert "GentleRain / Okapi x72.50 to x82.50" in row.measured and row.verdict == REPRODUCED
+    # a throughput a curve does not reach gives no cell
+    assert judge({"fig4": _results([r for r in runs if not (r["system"] == "cure" and r["clients"] >= 384)])}
+                 )[5].measured.startswith("at the same p and throughput (1 of")
+
+
 def test_considerably_is_at_least_x1_5() -> None:
     data = _fig4([0.1, 0.2, 0.4], (1.0, 70.0))
     for run in data["series"]["s"]["runs"]:
