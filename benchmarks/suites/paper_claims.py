@@ -330,11 +330,13 @@ def _hot(sweep: Sweep) -> list[str]:
             and peak.busy_max >= SATURATED and peak.busy_max / peak.busy_median >= HOT_SERVER_SPREAD]
 
 
-def _gate(m: Measurements, sweep: Sweep) -> str | None:
+def _gate(m: Measurements, sweep: Sweep,
+          lower_bounds: Callable[[Sweep], list[str]] | None = None) -> str | None:
     """Why ``sweep``'s figures carry no verdict, or None: runs that cannot carry one, peaks that are
-    lower bounds, peaks set by one hot server (every reason that holds, in that order)."""
+    lower bounds (those ``lower_bounds`` names: every one by default), peaks set by one hot server
+    (every reason that holds, in that order)."""
     reasons = [sweep.untrusted] if sweep.untrusted else []
-    bounds = _lower_bounds(sweep)
+    bounds = (lower_bounds or _lower_bounds)(sweep)
     if bounds:
         reasons.append(_capped(m.source, bounds))
     hot = _hot(sweep)
@@ -404,6 +406,21 @@ def _latency_rule(m: Measurements) -> Judged:
     return measured, verdict, why
 
 
+def _unsettled_bounds(sweep: Sweep) -> list[str]:
+    """Row 3's lower bounds that could change its count: Okapi's (its knee may need more), and a
+    baseline's at no more than Okapi's load. A baseline's lower bound already past the load of
+    Okapi's knee says what the row counts: its knee needs more than Okapi's."""
+    unsettled = []
+    for bound, peak in zip(_lower_bounds(sweep), (p for p in sweep.peaks if sweep.at_peak and p.system in SYSTEMS
+                                                  and p.lower_bound), strict=True):
+        okapi = sweep.get("okapi", peak.point)
+        settled = (peak.system != "okapi" and okapi is not None and not okapi.lower_bound
+                   and okapi.load is not None and peak.load is not None and peak.load > okapi.load)
+        if not settled:
+            unsettled.append(bound)
+    return unsettled
+
+
 def _sessions_rule(m: Measurements) -> Judged:
     load = m.source.load
     sweeps = [sweep for sweep in (m.rotx, m.writes, m.scalability) if sweep.at_peak]
@@ -429,11 +446,11 @@ def _sessions_rule(m: Measurements) -> Judged:
     untrusted = next((sweep.untrusted for sweep in sweeps if sweep.untrusted), None)
     if untrusted:
         return measured, INCONCLUSIVE, untrusted
-    bounds = [bound for sweep in sweeps for bound in _lower_bounds(sweep)]
+    bounds = [bound for sweep in sweeps for bound in _unsettled_bounds(sweep)]
     if bounds:
         return measured, INCONCLUSIVE, (f"the {load} of a peak {m.source.bound_one} say only that more were needed: "
                                         + _capped(m.source, bounds))
-    reason = next((reason for sweep in sweeps if (reason := _gate(m, sweep))), None)
+    reason = next((reason for sweep in sweeps if (reason := _gate(m, sweep, _unsettled_bounds))), None)
     if reason:
         return measured, INCONCLUSIVE, reason
     if more_gr >= total * 0.75 and more_cure >= total / 2:

@@ -287,6 +287,23 @@ def test_a_peak_before_a_step_out_of_a_steady_state_is_a_lower_bound_when_still_
     assert "gentlerain at partitions 32)" in row.why and row.verdict == INCONCLUSIVE
 
 
+def test_a_baselines_lower_bound_past_okapis_knee_counts_as_needing_more_clients() -> None:
+    """Row 3: a GentleRain peak that is a lower bound at more clients than Okapi's knee already says
+    its knee needs more; one at no more clients than Okapi's could go either way."""
+    data = _fig3(1000, 990, 500)
+    for run in data["series"]["s"]["runs"]:
+        if run["system"] == "gentlerain" and run["clients"] == 96:
+            run["clients"] = 192
+            run["sweep"] = [[96, run["throughput_ops_s"] / 2], [192, run["throughput_ops_s"]]]
+            run["unsteady"] = [384, run["throughput_ops_s"] * 3, 1.4]
+            grown = run
+    row = judge({"fig3": data})[2]
+    assert row.verdict == PARTLY and "GentleRain needs more" in row.why  # Cure's knees at Okapi's clients
+    grown["clients"], grown["sweep"] = 96, [[48, grown["throughput_ops_s"] / 2], [96, grown["throughput_ops_s"]]]
+    row = judge({"fig3": data})[2]
+    assert row.verdict == INCONCLUSIVE and "gentlerain at partitions" in row.why
+
+
 def test_stabilization_rows_leave_heartbeats_out() -> None:
     """Rows 17 and 19: the stabilization protocol's bytes per second, whatever the heartbeats add."""
     runs = []
