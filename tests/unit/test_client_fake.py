@@ -26,8 +26,8 @@ import okapikv
 from okapikv.client import AsyncClient, Client
 from okapikv.client.aio import MAX_MESSAGES_PER_TURN
 from okapikv.client.native import GRPC_CHUNK
-from okapikv.client.retry import Backoff
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import Backoff
 from okapikv.core.partitioning import partition_of
 from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, ProtocolMismatch, Unavailable
 from okapikv.wire import okapikv_pb2 as pb

@@ -19,7 +19,7 @@ from client_fake_server import FakeCluster
 from okapikv.client import AsyncClient, Client
 from okapikv.client import aio as aio_module
 from okapikv.client import sync as sync_module
-from okapikv.client.retry import Backoff
+from okapikv.core.backoff import Backoff
 
 FAST = Backoff(base_s=0.01, cap_s=0.05)
 MOVES: dict[str, Any] = {"timeout_s": 10, "failover_after_s": 0.2, "failover_wait_s": 2, "backoff": FAST}

@@ -19,8 +19,8 @@ from client_fake_server import FakeCluster
 
 from okapikv.client import AsyncClient, Client
 from okapikv.client.operations import SCAN_RESTARTS
-from okapikv.client.retry import Backoff
 from okapikv.client.stdio import respond
+from okapikv.core.backoff import Backoff
 from okapikv.errors import InvalidArgument, Overloaded, SnapshotTooOld
 
 FAST = Backoff(base_s=0.01, cap_s=0.05)

@@ -24,8 +24,9 @@ from okapikv.client import retry
 from okapikv.client.failover import ADOPT_SESSION, CLUSTER_INFO, Ask, Move, Moved
 from okapikv.client.operations import SessionState
 from okapikv.client.policy import Policy
-from okapikv.client.retry import Backoff, Failure, Send, Wait
+from okapikv.client.retry import Failure, Send, Wait
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import Backoff
 from okapikv.errors import OkapiError, Unavailable
 from okapikv.wire import okapikv_pb2 as pb
 

@@ -60,15 +60,14 @@ from okapikv.client.retry import (
     BROKEN,
     CHANNEL_OPTIONS,
     DEADLINE_EXCEEDED,
-    DEFAULT_BACKOFF,
     Attempts,
-    Backoff,
     FailOver,
     Failure,
     Send,
     Wait,
 )
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import DEFAULT_BACKOFF, Backoff
 from okapikv.core.messages import Session
 from okapikv.core.protocols import is_scalar
 from okapikv.errors import InvalidArgument, OkapiError, ProtocolMismatch, SnapshotTooOld

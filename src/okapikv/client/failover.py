@@ -26,8 +26,9 @@ from random import Random
 from typing import Any
 
 from okapikv.client.operations import SessionState
-from okapikv.client.retry import Backoff, Failure, Wait
+from okapikv.client.retry import Failure, Wait
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import Backoff
 from okapikv.errors import FailoverTimeout, OkapiError, ProtocolMismatch, Unavailable
 from okapikv.wire import okapikv_pb2 as pb
 

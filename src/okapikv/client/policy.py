@@ -12,7 +12,7 @@ reply of a move, and answers with decisions as values:
   ``failover_after_s`` of a DC not answering, everything to the first fallback DC that can adopt
   the session (``failover.Move``);
 - judging an attempt that failed (``retry.Attempts.judge``): retry after a backoff with jitter
-  (``retry.Backoff``, drawn from the seeded ``rng`` the client passes in) within ``timeout_s``,
+  (``okapikv.core.backoff.Backoff``, drawn from the seeded ``rng`` the client passes in) within ``timeout_s``,
   fail over, or raise (a refusal the same request would meet again, ``OutcomeUnknown`` for a
   write that may have been applied by a client that applies writes at most once, ``Unavailable``
   or ``Overloaded`` at the timeout);
@@ -31,8 +31,9 @@ from random import Random
 
 from okapikv.client.failover import Move, adopt_request
 from okapikv.client.operations import SessionState
-from okapikv.client.retry import DEFAULT_BACKOFF, Attempts, Backoff
+from okapikv.client.retry import Attempts
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import DEFAULT_BACKOFF, Backoff
 
 #: Who coordinates a session's RO-TX and SCAN: ``session``, the session's own server (the paper's
 #: clients are collocated with the server they open their session with, section 5); ``first-key``,

@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from random import Random
 
+from okapikv.core.backoff import Backoff
 from okapikv.core.messages import OVERLOADED
 from okapikv.errors import (
     ClockOffsetExceeded,
@@ -137,24 +138,6 @@ class Failure(Exception):
         return final(self.details) if final is not None else OkapiError(str(self))
 
 
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff with "equal jitter": attempt n waits in [d/2, d], d = min(cap, base * 2^n).
-
-    Half the delay is fixed so retries never spin; the other half is random so clients spread out.
-    """
-
-    base_s: float = 0.02
-    cap_s: float = 1.0
-    multiplier: float = 2.0
-
-    def delay_s(self, attempt: int, rng: Random) -> float:
-        """The wait before retry number ``attempt`` (1 for the first retry)."""
-        ceiling = min(self.cap_s, self.base_s * self.multiplier ** max(attempt - 1, 0))
-        return ceiling / 2 + rng.random() * ceiling / 2
-
-
-DEFAULT_BACKOFF = Backoff()
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,8 +57,8 @@ from pathlib import Path
 from typing import TextIO
 
 from okapikv.client.commands import HELP, CommandError, KeyValueApi, Stop, execute, format_error, parse
-from okapikv.client.retry import DEFAULT_BACKOFF
 from okapikv.client.sync import Client
+from okapikv.core.backoff import DEFAULT_BACKOFF
 from okapikv.errors import InvalidArgument, OkapiError, OutcomeUnknown, Unavailable
 from okapikv.tls import ClientTls, client_tls_from_args
 

@@ -50,14 +50,13 @@ from okapikv.client.policy import Policy
 from okapikv.client.retry import (
     BROKEN,
     CHANNEL_OPTIONS,
-    DEFAULT_BACKOFF,
     Attempts,
-    Backoff,
     FailOver,
     Failure,
     Wait,
 )
 from okapikv.client.topology import Topology
+from okapikv.core.backoff import DEFAULT_BACKOFF, Backoff
 from okapikv.core.messages import Session
 from okapikv.core.protocols import is_scalar
 from okapikv.errors import OkapiError, ProtocolMismatch, SnapshotTooOld

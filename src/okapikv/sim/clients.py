@@ -16,7 +16,7 @@ recorded as an invoke and a completion in the history that
   ``fallback`` asks ``AdoptSession``), and stays there: the checkers then judge the session
   guarantees across the move (docs/protocol.md, "Sessions");
 - a snapshot read refused OVERLOADED (its server coordinates as many reads as its bounds allow:
-  nothing ran) is resent after the real clients' backoff (``okapikv.client.retry.DEFAULT_BACKOFF``)
+  nothing ran) is resent after the real clients' backoff (``okapikv.core.backoff.DEFAULT_BACKOFF``)
   until ``OVERLOAD_TIMEOUT_US`` after it was issued, then fails: so a refused RO-TX is neither
   skipped nor replaced by the client's next operation, which would count the PUTs that follow
   refusals as the throughput of a mix they are not;
@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from okapikv.check.history import HistoryRecorder, Operation, decode_bytes
-from okapikv.client.retry import DEFAULT_BACKOFF
+from okapikv.core.backoff import DEFAULT_BACKOFF
 from okapikv.core.messages import (
     OVERLOADED,
     ClientReply,
