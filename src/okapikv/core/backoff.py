@@ -7,7 +7,14 @@ Pure (the jitter comes from the random source it is given), so the real clients
 from __future__ import annotations
 
 from dataclasses import dataclass
-from random import Random
+from typing import Protocol
+
+
+class RandomSource(Protocol):
+    """What the jitter draws from: ``random.Random`` or anything with its ``random()`` (the core
+    imports no source of randomness of its own)."""
+
+    def random(self) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +28,7 @@ class Backoff:
     cap_s: float = 1.0
     multiplier: float = 2.0
 
-    def delay_s(self, attempt: int, rng: Random) -> float:
+    def delay_s(self, attempt: int, rng: RandomSource) -> float:
         """The wait before retry number ``attempt`` (1 for the first retry)."""
         ceiling = min(self.cap_s, self.base_s * self.multiplier ** max(attempt - 1, 0))
         return ceiling / 2 + rng.random() * ceiling / 2
