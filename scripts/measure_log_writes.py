@@ -1,12 +1,15 @@
-"""The commit log's writes, a segment written in place against one that grows, paired in one run.
+"""The commit log's writes, in each of its layouts, paired in one run.
 
 Each round writes ``--records`` records of ``--bytes`` bytes (a group of about 40 YCSB-A operations
-is about 3,000) through ``okapikv.storage.log.LogWriter`` twice, in alternating order: into a
-segment made of zeros ahead of use (``LogWriter.make_spare``, what the log does) and into one that
-grows with each record (no spare: what it does without room for one, and what every segment did in
-format 1). Per layout: the latency of each ``O_DSYNC`` write, p50 / p99, and the writing thread's CPU
-per write (``/proc/thread-self/schedstat``: kernel time included, to the nanosecond), whose
-difference is the file system's journal commit that a growing file needs on every write.
+is about 3,000) through ``okapikv.storage.log.LogWriter`` once per layout, in an order that rotates
+from round to round: into a segment made of zeros ahead of use (``LogWriter.make_spare``) through
+its ``O_DIRECT`` descriptor ("in place, direct": what the log does), the same through the page
+cache ("in place, buffered": what it does where the file system refuses direct writes), and into a
+segment that grows with each record ("growing": no spare, what it does without room for one). Per
+layout: the latency of each ``O_DSYNC`` write, p50 / p99, and the writing thread's CPU per write
+(``/proc/thread-self/schedstat``: kernel time included, to the nanosecond); between the buffered
+layouts the difference is the file system's journal commit that a growing file needs on every
+write, between the two in place the page cache's copy and writeback.
 
     python scripts/measure_log_writes.py [--rounds 4] [--records 400] [--bytes 3000] [--dir DIR]
 
@@ -31,10 +34,14 @@ def thread_cpu_ns() -> int:
         return int(stat.read().split()[0])
 
 
-def write_records(directory: Path, records: int, size: int, in_place: bool) -> tuple[list[float], float]:
+LAYOUTS = ("in place, direct", "in place, buffered", "growing")
+
+
+def write_records(directory: Path, records: int, size: int, layout: str) -> tuple[list[float], float]:
     """Latencies (ms) of ``records`` writes and the thread's CPU per write (us)."""
-    room = log_module.SPARE_ROOM
-    log_module.SPARE_ROOM = room if in_place else 1 << 60  # no spare: the segment grows
+    room, direct = log_module.SPARE_ROOM, log_module._O_DIRECT
+    log_module.SPARE_ROOM = 1 << 60 if layout == "growing" else room  # no spare: the segment grows
+    log_module._O_DIRECT = direct if layout == "in place, direct" else 0
     try:
         writer = LogWriter(directory, ("vv",), segment_bytes=(records + 2) * size)
         writer.make_spare()
@@ -50,7 +57,7 @@ def write_records(directory: Path, records: int, size: int, in_place: bool) -> t
         writer.close()
         writer.discard_spare()
     finally:
-        log_module.SPARE_ROOM = room
+        log_module.SPARE_ROOM, log_module._O_DIRECT = room, direct
         for path in segments(directory):
             path.unlink()
     return latencies, cpu_us
@@ -70,11 +77,11 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="okapi-log-writes-", dir=args.dir) as name:
         directory = Path(name)
-        figures: dict[str, list[tuple[float, float, float]]] = {"in place": [], "growing": []}
+        figures: dict[str, list[tuple[float, float, float]]] = {layout: [] for layout in LAYOUTS}
         for index in range(args.rounds):
-            order = ("in place", "growing") if index % 2 == 0 else ("growing", "in place")
+            order = LAYOUTS[index % len(LAYOUTS):] + LAYOUTS[:index % len(LAYOUTS)]
             for layout in order:
-                latencies, cpu_us = write_records(directory, args.records, args.bytes, layout == "in place")
+                latencies, cpu_us = write_records(directory, args.records, args.bytes, layout)
                 figures[layout].append((percentile(latencies, 0.5), percentile(latencies, 0.99), cpu_us))
             line = "; ".join(f"{layout}: p50 {p50:.3f} ms, p99 {p99:.3f} ms, CPU {cpu:.1f} us/write"
                              for layout, ((p50, p99, cpu), *_) in ((k, v[::-1]) for k, v in figures.items()))
@@ -83,9 +90,10 @@ def main() -> int:
             print(f"{layout}: median p50 {statistics.median(r[0] for r in rows):.3f} ms, p99 "
                   f"{statistics.median(r[1] for r in rows):.3f} ms, CPU {statistics.median(r[2] for r in rows):.1f} "
                   "us/write")
-        ratios = [a[2] / b[2] for a, b in zip(figures["in place"], figures["growing"], strict=True)]
-        print(f"CPU per write, in place / growing: x{statistics.median(ratios):.2f} "
-              f"({', '.join(f'{ratio:.2f}' for ratio in ratios)})")
+        for one, other in (("in place, direct", "in place, buffered"), ("in place, buffered", "growing")):
+            ratios = [a[2] / b[2] for a, b in zip(figures[one], figures[other], strict=True)]
+            print(f"CPU per write, {one} / {other}: x{statistics.median(ratios):.2f} "
+                  f"({', '.join(f'{ratio:.2f}' for ratio in ratios)})")
     return 0
 
 
