@@ -113,6 +113,32 @@ def test_a_group_gathers_the_calls_of_the_turns_that_bring_them_for_at_most_gath
     asyncio.run(main())
 
 
+def test_a_group_after_a_lone_write_is_written_without_gathering(tmp_path: Path) -> None:
+    """A group after one that inserted fewer than ``GATHER_MIN_VERSIONS`` versions (a lone
+    session's write) is written at the end of its turn, without the poll a gather costs; after a
+    group of more, the next gathers."""
+
+    async def main() -> None:
+        store, committer = _opened(tmp_path)
+        committer.stage(changes(1), pack(1_000))
+        await asyncio.sleep(0)
+        assert committer.durable == 0  # the first group gathers
+        await asyncio.sleep(0)
+        assert committer.durable == 1
+        for number, count in ((2, 1), (3, 3)):  # each after a lone write: written at once
+            committer.stage(changes(count, prefix=b"g%d" % number), pack(1_000))
+            await asyncio.sleep(0)
+            assert committer.durable == number
+        committer.stage(changes(3, prefix=b"more"), pack(1_000))
+        await asyncio.sleep(0)
+        assert committer.durable == 3  # the group before inserted three: this one gathers
+        await asyncio.sleep(0)
+        assert committer.durable == 4 and store.threads == ["loop"] * 4
+        await committer.close(pack(1_000))
+
+    asyncio.run(main())
+
+
 def test_commit_due_holds_a_ports_write_until_the_gathering_group_is_written(tmp_path: Path) -> None:
     """A port about to write its replies (``commit_due``) writes at once when no group is staged;
     with one staged it is told to wait (the group begins to gather), and ``on_gathered`` comes once

@@ -105,8 +105,10 @@ SHORT_LOOP_GROUPS = 256
 #: such a fallback is logged at most this often
 SLOW_LOG_S = 60.0
 #: ``on_loop``: a group staged in a turn waits for the loop's next turn, and for the one after while
-#: each turn brings more calls into it, up to this long after its first wait (``_gathering``)
+#: each turn brings more calls into it, up to this long after its first wait (``_gathering``) ...
 GATHER_S = 0.0003
+#: ... when the group before inserted at least this many versions (a lone session's does not)
+GATHER_MIN_VERSIONS = 2
 
 
 class GroupCommitter:
@@ -192,6 +194,7 @@ class GroupCommitter:
         self._slow_logged = float("-inf")  # when a fallback was last logged (perf_counter)
         self._on_gathered = on_gathered
         self._staged_calls = 0  # core calls staged so far (a counter)
+        self._group_inserted = GATHER_MIN_VERSIONS  # versions the last group written inserted
         #: when the staged group began to wait for more calls (``_gathering``), and the count then
         self._gather_since: float | None = None
         self._gather_calls = 0
@@ -351,10 +354,14 @@ class GroupCommitter:
         the loop served the turn are in the sockets already; serving them before the write puts
         them in this group instead of the next, which they would wait for anyway. A turn that finds
         nothing new costs one poll of the sockets, and the group is written; the loop never idles
-        for a group to fill (a lone session's write waits for its own turn and one empty poll)."""
+        for a group to fill. A group after one that inserted fewer than ``GATHER_MIN_VERSIONS``
+        versions (a lone session's, or an idle server's) does not gather: nothing is likely to join
+        it, and the polls would only delay the write (a lone durable write's p50 +30 us)."""
         calls = self._staged_calls
         since = self._gather_since
         if since is None:
+            if self._group_inserted < GATHER_MIN_VERSIONS:
+                return False
             self._gather_since, self._gather_calls = time.perf_counter(), calls
             return True
         if calls > self._gather_calls and time.perf_counter() - since < GATHER_S:
@@ -510,6 +517,7 @@ class GroupCommitter:
                 if unsettled.get(change.key) == number:  # a later group's insert keeps its own entry
                     del unsettled[change.key]
         self.versions_written += inserted
+        self._group_inserted = inserted
         self.versions_deleted += len(group.changes) - inserted
         if self._operations is not None:
             self.operations_committed = self._operations()
