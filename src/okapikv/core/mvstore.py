@@ -74,6 +74,11 @@ class Change(NamedTuple):
     inserted: bool
 
 
+#: ``Change(key, version, True)`` without the Python frame of a named tuple's ``__new__``: the
+#: change log records every insert of a durable server
+_new_change = tuple.__new__
+
+
 # A key's entry in ``MultiVersionStore._chains``: its only version, or its chain of two or more.
 Entry = Version | list[Version]
 
@@ -146,7 +151,7 @@ class MultiVersionStore:
             if _lingers(version.value):
                 self._collectable[key] = None
             if self._changes is not None:
-                self._changes.append(Change(key, version, True))
+                self._changes.append(_new_change(Change, (key, version, True)))
             return True
         order = _order(version)  # ``Version.order`` by the C getter: no Python call per insert
         if isinstance(entry, Version):
@@ -164,7 +169,7 @@ class MultiVersionStore:
         self.version_count += 1
         self._collectable[key] = None
         if self._changes is not None:
-            self._changes.append(Change(key, version, True))
+            self._changes.append(_new_change(Change, (key, version, True)))
         return True
 
     def newest(self, key: bytes, visible: VisibilityPredicate) -> Version | None:

@@ -7,7 +7,8 @@ load, so these figures are taken over the last ``WINDOW_S`` seconds (at least on
 
 ``CommitRates`` keeps one sample per ``SAMPLE_S`` at most (monotonic time, fsyncs, versions written,
 client operations), ``WINDOW_S / SAMPLE_S + 1`` samples in all (a bounded deque), and compares the
-newest with the oldest. It is fed from the event-loop thread as each group ends.
+newest with the oldest. It is fed from the event-loop thread as each group ends, so a sample is a
+plain tuple (one allocation a group, no constructor call).
 """
 
 from __future__ import annotations
@@ -18,13 +19,8 @@ from dataclasses import dataclass
 WINDOW_S = 10.0
 SAMPLE_S = 1.0
 
-
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    at_s: float
-    fsyncs: int
-    versions: int
-    operations: int
+#: (monotonic time, fsyncs, versions written, client operations)
+_Sample = tuple[float, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +40,11 @@ class CommitRates:
     def record(self, now_s: float, fsyncs: int, versions: int, operations: int) -> None:
         """The counters as of ``now_s``; kept when the newest sample is ``SAMPLE_S`` old (the newest
         is otherwise replaced, so the window always ends at the latest group)."""
-        sample = _Sample(now_s, fsyncs, versions, operations)
         samples = self._samples
-        if len(samples) >= 2 and now_s - samples[-2].at_s < self._sample_s:
-            samples[-1] = sample
+        if len(samples) >= 2 and now_s - samples[-2][0] < self._sample_s:
+            samples[-1] = (now_s, fsyncs, versions, operations)
         else:
-            samples.append(sample)
+            samples.append((now_s, fsyncs, versions, operations))
 
     def rates(self, now_s: float) -> Rates:
         """The window's figures; zeros before two samples, or when the newest is older than the
@@ -57,10 +52,11 @@ class CommitRates:
         samples = self._samples
         if len(samples) < 2:
             return Rates(0.0, 0.0, 0.0)
-        first, last = samples[0], samples[-1]
-        span = now_s - first.at_s
-        fsyncs = last.fsyncs - first.fsyncs
-        if span <= 0 or fsyncs <= 0 or now_s - last.at_s > self._sample_s * (samples.maxlen or 2):
+        first_s, first_fsyncs, first_versions, first_operations = samples[0]
+        last_s, last_fsyncs, last_versions, last_operations = samples[-1]
+        span = now_s - first_s
+        fsyncs = last_fsyncs - first_fsyncs
+        if span <= 0 or fsyncs <= 0 or now_s - last_s > self._sample_s * (samples.maxlen or 2):
             return Rates(0.0, 0.0, 0.0)
-        return Rates(round(fsyncs / span, 1), round((last.operations - first.operations) / fsyncs, 2),
-                     round((last.versions - first.versions) / fsyncs, 2))
+        return Rates(round(fsyncs / span, 1), round((last_operations - first_operations) / fsyncs, 2),
+                     round((last_versions - first_versions) / fsyncs, 2))

@@ -28,8 +28,9 @@ import contextlib
 import os
 import struct
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from okapikv.storage.errors import REPAIR_HINT, DataDamagedError
 
@@ -42,11 +43,14 @@ _CRC = struct.Struct(">I")
 assert _BODY.size + _CRC.size <= _SLOT
 
 
-@dataclass(frozen=True, slots=True)
-class Tally:
+class Tally(msgspec.Struct, frozen=True, gc=False):
     """What a data directory has committed: the number of commit groups (``seq``, across every
     incarnation), the versions inserted by them (``local_inserted`` of them written by this server),
-    the newest timestamp of a local version, and the clock bound as of the last group."""
+    the newest timestamp of a local version, and the clock bound as of the last group.
+
+    A frozen ``msgspec.Struct`` rather than a frozen dataclass, as the messages are
+    (``okapikv.core.messages.message``): the log's store makes one for every commit group, and a
+    struct is built in C where a frozen dataclass's ``__init__`` sets each field from Python."""
 
     seq: int = 0
     inserted: int = 0

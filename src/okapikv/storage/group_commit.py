@@ -150,6 +150,7 @@ class GroupCommitter:
         self.bound_required = 0  # the highest group whose clock bound some effect waits for
         #: key -> the newest group that inserted a version of it, while that group is not durable
         self._unsettled: dict[bytes, int] = {}
+        self._inserting = 0  # the newest group that inserted a version (the most any entry names)
         self.durable_bound_us = 0
         self._next = CommitGroup(1, [])
         self._next_urgent = False
@@ -243,15 +244,20 @@ class GroupCommitter:
         self._staged_calls += 1
         with self._lock:  # the worker may be taking ``_next`` this moment (``_write_groups``)
             group = self._next
-            if changes.store:
-                group.changes.extend(changes.store)
+            store = changes.store
+            if store:
+                group.changes.extend(store)
                 number = group.number
                 unsettled = self._unsettled
-                for change in changes.store:
-                    if change.inserted:
-                        unsettled[change.key] = number
-                        self.required = number
-                        self._next_urgent = True
+                inserted = 0
+                for key, _, was_inserted in store:
+                    if was_inserted:
+                        unsettled[key] = number
+                        inserted += 1
+                if inserted:
+                    group.inserted += inserted
+                    self.required = self._inserting = number
+                    self._next_urgent = True
             group.state = State(changes.vv, changes.stable, changes.gsv, changes.horizon)
             self._stage_bound(physical_of(hlc))
         self._schedule()
@@ -506,28 +512,32 @@ class GroupCommitter:
                     self._loop_stint = 0
         elapsed = now - started
         self.commit_seconds += elapsed
-        self.max_commit_seconds = max(self.max_commit_seconds, elapsed)
+        if elapsed > self.max_commit_seconds:
+            self.max_commit_seconds = elapsed
         self.groups_written += 1
         number = group.number
         unsettled = self._unsettled
-        inserted = 0
-        for change in group.changes:
-            if change.inserted:
-                inserted += 1
-                if unsettled.get(change.key) == number:  # a later group's insert keeps its own entry
-                    del unsettled[change.key]
+        if unsettled:
+            if self._inserting <= number:  # every entry names this group or an earlier one: all settled
+                unsettled.clear()
+            else:  # a later group inserted too (the worker's pipeline): it keeps its own entries
+                for key, _, was_inserted in group.changes:
+                    if was_inserted and unsettled.get(key) == number:
+                        del unsettled[key]
+        inserted = group.inserted
         self.versions_written += inserted
         self._group_inserted = inserted
         self.versions_deleted += len(group.changes) - inserted
         if self._operations is not None:
             self.operations_committed = self._operations()
-        self._rates.record(time.monotonic(), self.groups_written, self.versions_written, self.operations_committed)
-        self.durable = group.number
-        if group.clock_bound_us is not None:
-            self.durable_bound_us = max(self.durable_bound_us, group.clock_bound_us)
+        moment = time.monotonic()
+        self._rates.record(moment, self.groups_written, self.versions_written, self.operations_committed)
+        self.durable = number
+        if group.clock_bound_us is not None and group.clock_bound_us > self.durable_bound_us:
+            self.durable_bound_us = group.clock_bound_us
         self._on_durable()
-        if time.monotonic() - self._last_maintenance >= self.maintenance_s and not self._closed:
-            self._last_maintenance = time.monotonic()
+        if moment - self._last_maintenance >= self.maintenance_s and not self._closed:
+            self._last_maintenance = moment
             # On the one worker, and no group is prepared meanwhile (the connection is the
             # worker's): a short pause every ``maintenance_s``, against a WAL and a file that
             # would otherwise only grow.

@@ -215,12 +215,14 @@ def _tally_to_json(tally: Tally) -> str:
 @dataclass(slots=True)
 class CommitGroup:
     """One transaction: the store changes of a group of core calls, in order, the vectors after the
-    last call, and (when it moves) the clock bound."""
+    last call, and (when it moves) the clock bound; ``inserted``: how many of the changes are
+    inserts (the rest are GC removals), counted as they are staged (``group_commit``)."""
 
     number: int
     changes: list[Change]
     state: State | None = None
     clock_bound_us: int | None = None
+    inserted: int = 0
 
 
 def _ts(timestamp: int) -> int:
