@@ -1,8 +1,7 @@
 """Group commit on the event loop's thread (``GroupCommitter(on_loop=True)``, what a server runs):
-the group a turn staged is written by the loop itself once a turn brings no more calls into it (or
-``GATHER_S`` after it began to gather), a port's ``commit_due`` holds its write until then, a slow
-write sends the next groups to the worker until its writes are fast again, and a full disk's retries
-stay on the worker while writes are refused."""
+the group a turn staged is written by the loop itself at the turn's end, a port's ``commit_due``
+writes it before the port's replies leave, a slow write sends the next groups to the worker until
+its writes are fast again, and a full disk's retries stay on the worker while writes are refused."""
 
 from __future__ import annotations
 
@@ -57,22 +56,18 @@ def _opened(directory: Path, durable: list[int] | None = None, **options: float)
     return store, committer
 
 
-def test_a_turns_group_is_written_by_the_loop_once_a_turn_brings_no_more_calls(tmp_path: Path) -> None:
-    """Two calls of one turn share a group; the loop's thread writes it once a turn after them
-    brought no call into it (``_gathering``: one poll of the sockets), and the group is durable (its
-    effects released) before the turn after that runs."""
+def test_a_turns_group_is_written_by_the_loop_at_the_turns_end(tmp_path: Path) -> None:
+    """Two calls of one turn share a group; the loop's thread writes it once the turn's callbacks
+    are done, and the group is durable (its effects released) before the next turn runs."""
 
     async def main() -> None:
         durable: list[int] = []
         store, committer = _opened(tmp_path, durable)
         assert committer.stage(changes(2), pack(1_000)) == committer.stage(changes(1, prefix=b"o"), pack(1_000)) == 1
         assert committer.durable == 0  # not within the turn
-        await asyncio.sleep(0)  # the end of this turn: the group gathers
-        assert committer.durable == 0
-        await asyncio.sleep(0)  # a turn that brought nothing: written
+        await asyncio.sleep(0)  # the end of this turn
         assert committer.durable == 1 and durable == [1] and store.threads == ["loop"]
         assert committer.stage(changes(1, prefix=b"again"), pack(1_000)) == 2
-        await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert durable == [1, 2] and store.threads == ["loop", "loop"]
         assert committer.loop_groups == 2 and committer.groups_written == 2 and not committer.pending
@@ -84,80 +79,19 @@ def test_a_turns_group_is_written_by_the_loop_once_a_turn_brings_no_more_calls(t
     asyncio.run(main())
 
 
-def test_a_group_gathers_the_calls_of_the_turns_that_bring_them_for_at_most_gather_s(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Calls staged in the turns after a group's first (the requests that arrived while the loop
-    served it) join that group, one write for all; while every turn brings calls, the group is
-    written ``GATHER_S`` after it began to gather, not later."""
-    monkeypatch.setattr(group_commit, "GATHER_S", 0.05)
-
-    async def main() -> None:
-        durable: list[int] = []
-        store, committer = _opened(tmp_path, durable)
-        for turn in range(5):
-            assert committer.stage(changes(1, prefix=b"t%d" % turn), pack(1_000)) == 1
-            await asyncio.sleep(0)
-        assert committer.durable == 0
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-        assert durable == [1] and store.threads == ["loop"] and committer.versions_written == 5
-        started = time.perf_counter()
-        number = 2
-        while committer.durable < 2:  # a call every turn: the gather ends on its bound
-            assert committer.stage(changes(1, prefix=b"c%d" % number), pack(1_000)) == 2
-            number += 1
-            await asyncio.sleep(0)
-        assert 0.05 <= time.perf_counter() - started < 0.5 and store.threads == ["loop", "loop"]
-        await committer.close(pack(1_000))
-
-    asyncio.run(main())
-
-
-def test_a_group_after_a_lone_write_is_written_without_gathering(tmp_path: Path) -> None:
-    """A group after one that inserted fewer than ``GATHER_MIN_VERSIONS`` versions (a lone
-    session's write) is written at the end of its turn, without the poll a gather costs; after a
-    group of more, the next gathers."""
+def test_commit_due_writes_the_turns_group_before_a_port_writes(tmp_path: Path) -> None:
+    """A port about to write its replies (``commit_due``) has the staged group written at once, so
+    the replies it holds join that write; with nothing staged it does nothing."""
 
     async def main() -> None:
         store, committer = _opened(tmp_path)
+        committer.commit_due()
+        assert committer.groups_written == 0
         committer.stage(changes(1), pack(1_000))
-        await asyncio.sleep(0)
-        assert committer.durable == 0  # the first group gathers
-        await asyncio.sleep(0)
-        assert committer.durable == 1
-        for number, count in ((2, 1), (3, 3)):  # each after a lone write: written at once
-            committer.stage(changes(count, prefix=b"g%d" % number), pack(1_000))
-            await asyncio.sleep(0)
-            assert committer.durable == number
-        committer.stage(changes(3, prefix=b"more"), pack(1_000))
-        await asyncio.sleep(0)
-        assert committer.durable == 3  # the group before inserted three: this one gathers
-        await asyncio.sleep(0)
-        assert committer.durable == 4 and store.threads == ["loop"] * 4
-        await committer.close(pack(1_000))
-
-    asyncio.run(main())
-
-
-def test_commit_due_holds_a_ports_write_until_the_gathering_group_is_written(tmp_path: Path) -> None:
-    """A port about to write its replies (``commit_due``) writes at once when no group is staged;
-    with one staged it is told to wait (the group begins to gather), and ``on_gathered`` comes once
-    the group is durable and its effects released, so the port's one write holds them."""
-
-    async def main() -> None:
-        told: list[int] = []
-        store = ThreadLog(tmp_path, IDENTITY)
-        committer = GroupCommitter(store, on_durable=lambda: None, on_failure=lambda error: pytest.fail(str(error)),
-                                   on_loop=True, on_gathered=lambda: told.append(committer.durable))
-        committer.open(pack(1_000), 1_000)
-        assert committer.commit_due() and committer.groups_written == 0
-        committer.stage(changes(1), pack(1_000))
-        assert not committer.commit_due() and not committer.commit_due()  # gathering: wait
-        assert committer.durable == 0 and told == []
-        await asyncio.sleep(0)
-        assert told == [1] and committer.commit_due()
-        await asyncio.sleep(0.01)  # nothing more to write
-        assert committer.groups_written == 1 and told == [1]
+        committer.commit_due()
+        assert committer.durable == 1 and store.threads == ["loop"]
+        await asyncio.sleep(0.01)  # the turn's end finds nothing more to write
+        assert committer.groups_written == 1
         await committer.close(pack(1_000))
 
     asyncio.run(main())
@@ -262,7 +196,6 @@ def test_a_reply_waits_for_at_most_one_slow_write_on_the_loop(tmp_path: Path, mo
         stalls: list[float] = []
         for number in range(1, 5):
             committer.stage(changes(1, prefix=b"w%d" % number), pack(1_000))
-            await asyncio.sleep(0)  # the group gathers
             before = loop.time()
             await asyncio.sleep(0)  # a turn of the loop: a read would be served in it
             stalls.append(loop.time() - before)
@@ -287,7 +220,6 @@ def test_a_full_disk_is_retried_on_the_worker_and_writes_are_refused_meanwhile(t
         committer.open(pack(1_000), 1_000)
         store.full = 1
         assert committer.stage(changes(3), pack(1_000)) == 1
-        await asyncio.sleep(0)  # the group gathers
         await asyncio.sleep(0)
         assert committer.full_commits == 1 and committer.disk_full and committer.durable == 0
         assert committer.stage(changes(1, prefix=b"behind"), pack(1_000)) == 2  # waits behind group 1

@@ -7,7 +7,7 @@ refuses before the core is answered at once and never reaches it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from okapikv.core.messages import ClientReply, ErrorCode, ErrorReply, GetReply, GetRequest, Message, Session
@@ -37,7 +37,6 @@ class FakeNode:
     def __init__(self) -> None:
         self.host = FakeHost()
         self.calls: list[int] = []
-        self.waiting = []
 
     def run_core(self, messages: Sequence[Message]) -> None:
         self.calls.append(len(messages))
@@ -46,15 +45,8 @@ class FakeNode:
             sink, operation_id, kind, _ = self.host.table.pop(message.request_id)
             sink.deliver(operation_id, kind, GetReply(message.request_id, message.key, SESSION))
 
-    gathering = False  # a durable node's commit group gathers calls: the ports wait for it
-    waiting: list[Callable[[], None]]
-
-    def commit_due(self) -> bool:
-        """An in-memory node has no commit group to wait for."""
-        return not self.gathering
-
-    def after_group(self, write: Callable[[], None]) -> None:
-        self.waiting.append(write)
+    def commit_due(self) -> None:
+        """An in-memory node has no commit group to write before the replies."""
 
 
 class FakeConnection:
@@ -147,29 +139,5 @@ def test_a_request_refused_before_the_core_is_answered_at_once() -> None:
         assert isinstance(refused, ErrorReply) and refused.message == "disk full"
         await asyncio.sleep(0)
         assert node.calls == [] and node.host.table == {}
-
-    asyncio.run(main())
-
-
-def test_while_a_commit_group_gathers_the_connections_write_once_it_is_written() -> None:
-    """A durable node's group gathers the calls of the next turns (``commit_due`` says wait): the
-    run's connections write when the node says the group is written (``after_group``), once each,
-    and not before."""
-    async def main() -> None:
-        node = FakeNode()
-        node.gathering = True
-        batch = _batch(node)
-        connections = [FakeConnection(batch, 2) for _ in range(4)]
-        for connection in connections:
-            connection.start()
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert node.calls == [4, 4] and all(connection.flushes == 0 for connection in connections)
-        assert len(node.waiting) == 1  # the batch asked once
-        node.gathering = False
-        node.waiting.pop()()
-        assert all(len(connection.replies) == 2 and connection.flushes == 1 for connection in connections)
-        await asyncio.sleep(0)
-        assert all(connection.flushes == 1 for connection in connections) and node.waiting == []
 
     asyncio.run(main())

@@ -8,11 +8,10 @@ one replication batch per peer, one clock reading, one commit stage for all of t
 core gives at once reaches its connection inside that call (``RespConnection.deliver``, through the
 node's reply table), and the connection's next command joins the next call of the same run; a
 reply the core holds (a durable write waiting for its group, a read waiting for stability) arrives
-later the same way. At the end of the run every connection that received a reply writes what it
-has, so each connection costs one write per run, however many of its pipelined commands ran, reads
-and writes together; on a durable server, whose commit group first gathers the calls of the next
-turns (``GroupCommitter.commit_due``), the connections write once it is written and its replies
-released (``PartitionNode.after_group``), the group's replies with the others.
+later the same way. At the end of the run the run's commit group is written (a durable server's, on
+the event loop: ``GroupCommitter.commit_due``), releasing the replies it held, and every connection
+that received a reply writes what it has, so each connection costs one write per run, however many
+of its pipelined commands ran, reads and writes together.
 
 Bounds: one core call takes at most ``MAX_CALL`` requests, and one run makes at most
 ``MAX_CALLS`` calls before it lets the loop serve I/O and timers (the rest wait for the next turn),
@@ -46,7 +45,7 @@ class Connection(Protocol):
 class CoreBatch:
     """Shared by the connections of one server's RESP port (module docstring)."""
 
-    __slots__ = ("_node", "_loop", "_pending", "_touched", "_scheduled", "_waiting", "calls", "requests")
+    __slots__ = ("_node", "_loop", "_pending", "_touched", "_scheduled", "calls", "requests")
 
     def __init__(self, node: PartitionNode, loop: asyncio.AbstractEventLoop) -> None:
         self._node = node
@@ -54,7 +53,6 @@ class CoreBatch:
         self._pending: list[Message] = []
         self._touched: list[Connection] = []  # connections with replies to write at the end of the run
         self._scheduled = False
-        self._waiting = False  # for the commit group the last run staged (``PartitionNode.after_group``)
         self.calls = 0  # core calls made, and the requests they carried (tests, figures)
         self.requests = 0
 
@@ -95,29 +93,14 @@ class CoreBatch:
                 node.run_core(batch)  # the replies given at once reach their connections in here
         finally:  # (a failure past the core's own guard is logged by the loop; the port goes on)
             self.calls += calls
-            if node.commit_due():
-                self._write_touched()
-            elif not self._waiting:  # the run's commit group gathers calls: write once it is written
-                self._waiting = True
-                node.after_group(self._after_group)
-            if self._pending or (self._touched and not self._waiting):
+            node.commit_due()  # the run's commit group: the replies it holds join this run's writes
+            touched, self._touched = self._touched, []
+            for connection in touched:
+                connection.flush()
+            if self._pending or self._touched:
                 self._loop.call_soon(self._run)
             else:
                 self._scheduled = False
-
-    def _write_touched(self) -> None:
-        touched, self._touched = self._touched, []
-        for connection in touched:
-            connection.flush()
-
-    def _after_group(self) -> None:
-        """The commit group the run waited for is written and its replies released: every touched
-        connection writes, the group's replies with the others."""
-        self._waiting = False
-        self._write_touched()
-        if (self._pending or self._touched) and not self._scheduled:
-            self._scheduled = True
-            self._loop.call_soon(self._run)
 
 
 __all__ = ["MAX_CALL", "MAX_CALLS", "CoreBatch"]

@@ -228,13 +228,7 @@ class NativeConnection(asyncio.Protocol):
             self._loop.call_soon(self._scheduled_flush)
 
     def _scheduled_flush(self) -> None:
-        if not self._node.commit_due():  # a commit group gathers calls: write once it is written
-            self._node.after_group(self._flush_after_group)
-            return  # (``_flush_scheduled`` stays set: replies released meanwhile wait for that write)
-        self._flush_scheduled = False
-        self._flush()
-
-    def _flush_after_group(self) -> None:
+        self._node.commit_due()  # the turn's commit group first: its replies leave in this write
         self._flush_scheduled = False
         self._flush()
 

@@ -125,7 +125,6 @@ class PartitionNode:
         self._timer: LoopTimer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._committer: GroupCommitter | None = None
-        self._after_group: list[Callable[[], None]] = []  # ports' writes held for a gathering group
         self._started_us = 0
         self._membership = self.core.membership
         self.clock_log = ClockOffsetLog(self.label)
@@ -154,8 +153,7 @@ class PartitionNode:
         if startup.storage is not None:
             self._committer = GroupCommitter(startup.storage, on_durable=self._on_durable,
                                              on_failure=self._storage_failed, space=startup.space,
-                                             operations=lambda: self.host.client_requests, on_loop=True,
-                                             on_gathered=self._gathered)
+                                             operations=lambda: self.host.client_requests, on_loop=True)
             self._committer.open(self.core.hlc, self.clock.now_us())
             self.host.committer = self._committer
             self.host.disk = startup.disk_note()
@@ -193,23 +191,11 @@ class PartitionNode:
         self._apply(self.host.durable())
         self.startup.durable(self._committer.durable)
 
-    def commit_due(self) -> bool:
-        """A port is about to write its replies: whether to write now. False while the commit group
-        gathers calls (``GroupCommitter.commit_due``): the port then asks to be told when it is
-        written (``after_group``), and writes its replies, the group's with the others, once."""
-        return self._committer is None or self._committer.commit_due()
-
-    def after_group(self, write: Callable[[], None]) -> None:
-        """Call ``write`` once the gathering commit group is written and its replies released."""
-        self._after_group.append(write)
-
-    def _gathered(self) -> None:
-        waiting, self._after_group = self._after_group, []
-        for write in waiting:
-            try:
-                write()
-            except Exception:  # one port's failure must not keep the others' replies
-                log.exception("a port's write after a commit group failed")
+    def commit_due(self) -> None:
+        """A port is about to write its replies: the commit group of this loop turn is written first,
+        so the replies it holds leave with the others (``GroupCommitter.commit_due``)."""
+        if self._committer is not None:
+            self._committer.commit_due()
 
     def _storage_failed(self, error: BaseException) -> None:
         """A commit failed: the writes of its group are in memory only and must never be

@@ -26,23 +26,20 @@ What makes an effect wait (the "required" group) and what does not:
   recovered lower only makes catch-up ask for a little more). They ride with the next group, and a
   lone group of them is written after ``lazy_s`` so the stored state stays fresh.
 
-On the event loop (``on_loop``, what a server does): the group is written by the loop's own thread,
-synchronously (Redis's ``appendfsync always``, whose main thread writes and fsyncs its AOF before it
-sends the turn's replies), once it has gathered the calls that were ready: ``_start`` runs as a
-ready callback after the calls that staged it (or first from ``commit_due``, which a port calls
-before it writes its replies), and lets the loop poll its sockets once more, and again while each
-such turn brings calls into the group, up to ``GATHER_S`` (``_gathering``); then it encodes the
-record, makes the one ``O_DSYNC`` write and releases every effect of the group. The ports hold their
-writes meanwhile (``commit_due`` says so) and write when told (``on_gathered``), so a connection's
-reads and writes leave in one write per group. No worker thread, no interpreter lock handed back and
-forth, no cross-thread wake-up per group; while the loop is in the write, requests pile up in the
-sockets and the next group serves them as one batch, so a group grows with the load by itself. What
-may block stays off the loop: writes slower than ``SLOW_WRITE_S`` (most of the recent ones, or one
-past ``STALL_WRITE_S``) send the next groups to the worker (a slow disk would otherwise stall every
-read for as long as each write), and they come back once ``FAST_WRITES_TO_RETURN`` worker writes in
-a row were fast (more after each quick relapse); a full disk (its checkpoints and retries),
-maintenance, the spare segment's zeros and the checkpoints stay on their threads and process
-(docs/storage.md).
+On the event loop (``on_loop``, what a server does): the group staged in a turn is written by the
+loop's own thread at the end of that turn, synchronously (Redis's ``appendfsync always``, whose main
+thread writes and fsyncs its AOF before it sends the turn's replies): ``_start`` runs as the turn's
+first ready callback after the calls that staged it (or earlier, from ``commit_due``, which a port
+calls before it writes its replies), encodes the record, makes the one ``O_DSYNC`` write and releases
+every effect of the turn, so a connection's reads and writes leave in one write. No worker thread,
+no interpreter lock handed back and forth, no cross-thread wake-up per group; while the loop is in
+the write, requests pile up in the sockets and the next turn serves them as one batch, so a group
+grows with the load by itself. What may block stays off the loop: writes slower than
+``SLOW_WRITE_S`` (most of the recent ones, or one past ``STALL_WRITE_S``) send the next groups to
+the worker (a slow disk would otherwise stall every read for as long as each write), and they come
+back once ``FAST_WRITES_TO_RETURN`` worker writes in a row were fast (more after each quick
+relapse); a full disk (its checkpoints and retries), maintenance, the spare segment's zeros and
+the checkpoints stay on their threads and process (docs/storage.md).
 
 A GET's reply reveals one key's versions, so it needs less than ``required`` (``read_need``): the
 newest group that inserted a version of that key, if not yet durable, and the clock bound. The host
@@ -104,11 +101,6 @@ MAX_FAST_WRITES_TO_RETURN = 4096
 SHORT_LOOP_GROUPS = 256
 #: such a fallback is logged at most this often
 SLOW_LOG_S = 60.0
-#: ``on_loop``: a group staged in a turn waits for the loop's next turn, and for the one after while
-#: each turn brings more calls into it, up to this long after its first wait (``_gathering``) ...
-GATHER_S = 0.0003
-#: ... when the group before inserted at least this many versions (a lone session's does not)
-GATHER_MIN_VERSIONS = 2
 
 
 class GroupCommitter:
@@ -124,13 +116,11 @@ class GroupCommitter:
         space: DiskSpace | None = None,
         operations: Callable[[], int] | None = None,
         on_loop: bool = False,
-        on_gathered: Callable[[], None] | None = None,
     ) -> None:
         """``operations``: the server's count of client operations so far (``commit_rates``:
-        operations per fsync); ``on_loop``: write each group on the event loop's thread once it has
-        gathered the calls that were ready, the worker taking over while writes are slow (module
-        docstring); else every group on the worker; ``on_gathered``: called when such a group was
-        written (or its gather ended otherwise), after its release (``commit_due``)."""
+        operations per fsync); ``on_loop``: write each group on the event loop's thread at the end
+        of the turn that staged it, the worker taking over while writes are slow (module
+        docstring); else every group on the worker."""
         self.store = store
         self.space = space
         #: less free space than the reserve: the driver refuses writes (``space``)
@@ -193,12 +183,6 @@ class GroupCommitter:
         self.loop_groups = 0  # groups written on the loop's thread (the rest on the worker)
         self.slow_fallbacks = 0  # times a slow write on the loop sent the groups to the worker
         self._slow_logged = float("-inf")  # when a fallback was last logged (perf_counter)
-        self._on_gathered = on_gathered
-        self._staged_calls = 0  # core calls staged so far (a counter)
-        self._group_inserted = GATHER_MIN_VERSIONS  # versions the last group written inserted
-        #: when the staged group began to wait for more calls (``_gathering``), and the count then
-        self._gather_since: float | None = None
-        self._gather_calls = 0
 
     # ---------------------------------------------------------------- life cycle
 
@@ -216,10 +200,6 @@ class GroupCommitter:
             return
         self._closed = True
         self._cancel_starts()
-        if self._gather_since is not None:  # the ports that wait for the group write what they have
-            self._gather_since = None
-            if self._on_gathered is not None:
-                self._on_gathered()
         if self._space_timer is not None:
             self._space_timer.cancel()
         while self._writing and self._failed is None:
@@ -241,7 +221,6 @@ class GroupCommitter:
 
     def stage(self, changes: Changes, hlc: int) -> int:
         """Add one core call's changes to the next group; returns the group its effects need."""
-        self._staged_calls += 1
         with self._lock:  # the worker may be taking ``_next`` this moment (``_write_groups``)
             group = self._next
             store = changes.store
@@ -322,69 +301,28 @@ class GroupCommitter:
     # ---------------------------------------------------------------- writing
 
     def _start(self) -> None:
-        """On the loop: write the staged group here (``on_loop``, ``_write_here``) once it has
-        gathered the calls that were ready (``_gathering``), or hand it to the worker
-        (``_write_groups``) when it is idle. The end of a gather is told (``on_gathered``) after
-        the group's release, so the ports that held their writes write once, the group's replies
-        with the rest."""
+        """On the loop: write the staged group here (``on_loop``, ``_write_here``), or hand it to
+        the worker (``_write_groups``) when it is idle."""
         self._cancel_starts()
-        gathered = self._gather_since is not None
         group: CommitGroup | None = None
-        to_worker = False
         with self._lock:
             if self._writing or self._blocked() or not self._has_work():
-                self._gather_since = None
-            elif not self._writes_on_loop():
-                self._gather_since = None
-                self._writing = to_worker = True
-            elif self._gathering():
-                assert self._loop is not None
-                self._soon = self._loop.call_soon(self._start)
                 return
-            else:
+            if self._writes_on_loop():
                 group = self._take()
-        if to_worker:
+            else:
+                self._writing = True
+        if group is None:
             self._executor.submit(self._write_groups)
-        elif group is not None:
+        else:
             self._write_here(group)
-        if gathered and self._on_gathered is not None:
-            self._on_gathered()
 
-    def _gathering(self) -> bool:
-        """Whether the staged group waits one more loop turn for calls (on the loop): the first
-        time it is due, and again each time the turn before brought calls into it, up to
-        ``GATHER_S`` after its first wait.
-
-        Why: each group costs a record, a write and the loop's sleep in it (about 0.1 ms of CPU on
-        this project's VM, docs/benchmarks.md), whatever it holds. The requests that arrived while
-        the loop served the turn are in the sockets already; serving them before the write puts
-        them in this group instead of the next, which they would wait for anyway. A turn that finds
-        nothing new costs one poll of the sockets, and the group is written; the loop never idles
-        for a group to fill. A group after one that inserted fewer than ``GATHER_MIN_VERSIONS``
-        versions (a lone session's, or an idle server's) does not gather: nothing is likely to join
-        it, and the polls would only delay the write (a lone durable write's p50 +30 us)."""
-        calls = self._staged_calls
-        since = self._gather_since
-        if since is None:
-            if self._group_inserted < GATHER_MIN_VERSIONS:
-                return False
-            self._gather_since, self._gather_calls = time.perf_counter(), calls
-            return True
-        if calls > self._gather_calls and time.perf_counter() - since < GATHER_S:
-            self._gather_calls = calls
-            return True
-        self._gather_since = None
-        return False
-
-    def commit_due(self) -> bool:
-        """Before a port writes its replies: whether to write now. False while the group staged on
-        the loop gathers calls (``_gathering``; a staged group begins to here): the port writes
-        when ``on_gathered`` says the group is written and its replies released, so a connection
-        writes once per group, the replies of its reads and writes together (a port whose batch
-        run writes before the turn's end: ``okapikv.resp.batch``)."""
-        if self._gather_since is None and self._soon is not None and self._writes_on_loop():
+    def commit_due(self) -> None:
+        """Before a port writes its replies: the group staged in this turn, if one is to be written
+        on the loop at its end, is written now, so the replies it holds leave in the same write
+        (a port whose batch run writes before the turn's end: ``okapikv.resp.batch``)."""
+        if self._soon is not None and self._writes_on_loop():
             self._start()
-        return self._gather_since is None
 
     def _writes_on_loop(self) -> bool:
         """Whether the loop's thread writes the next group (``on_loop``, no slow write lately, and
@@ -526,7 +464,6 @@ class GroupCommitter:
                         del unsettled[key]
         inserted = group.inserted
         self.versions_written += inserted
-        self._group_inserted = inserted
         self.versions_deleted += len(group.changes) - inserted
         if self._operations is not None:
             self.operations_committed = self._operations()
