@@ -45,8 +45,8 @@ def _saved(path: Path) -> dict[str, Any]:
 def test_every_committed_suite_is_there() -> None:
     assert {path.parent.name for path in COMMITTED} == {
         "course", "fast", "fast-full", "fast-paired", "fast-paired-base", "fast-quiet", "fast-quiet-894529a",
-        "fast-quiet-41f0d47", "fast-quiet-41f0d47-compiled", "fast-quiet-c0c14da", "fast-quiet-fb2ee53", "paper",
-        "resp", "scaling"}
+        "fast-quiet-41f0d47", "fast-quiet-41f0d47-compiled", "fast-quiet-c0c14da", "fast-quiet-fb2ee53",
+        "fast-quiet-f9a1ddf", "paper", "resp", "scaling"}
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[path.parent.name for path in COMMITTED])
